@@ -1,0 +1,157 @@
+//! The facilitator: the external party that verifies and settles payments.
+//!
+//! [`Facilitator`] is the interface the layer talks to. [`HttpFacilitator`] implements it over
+//! HTTP for a real facilitator; the `sandbox` feature adds an in-process stand-in. A negative
+//! answer (`isValid: false`, `success: false`) is a normal `Ok` result; [`FacilitatorError`] is
+//! reserved for not getting an answer at all.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::proto::{SettleRequest, SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse};
+
+#[cfg(feature = "reqwest")]
+mod http;
+#[cfg(feature = "reqwest")]
+pub use self::http::{AuthHeaders, HttpFacilitator, HttpFacilitatorBuilder};
+
+/// A boxed, sendable future, as returned by [`Facilitator`] methods.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Verifies and settles payments. The facilitator is the only settler: the layer never moves
+/// funds itself.
+///
+/// Implementations must be cheap to share (`Arc<dyn Facilitator>` is what the layer holds).
+pub trait Facilitator: Send + Sync + 'static {
+    /// `POST /verify`: would this payment settle?
+    fn verify<'a>(&'a self, request: &'a VerifyRequest) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>>;
+
+    /// `POST /settle`: move the funds. Never retried blindly: a retry could double-charge if the
+    /// first attempt reached the chain.
+    fn settle<'a>(&'a self, request: &'a SettleRequest) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>>;
+
+    /// `GET /supported`: the payment kinds this facilitator handles.
+    fn supported(&self) -> BoxFuture<'_, Result<Arc<SupportedResponse>, FacilitatorError>>;
+}
+
+impl<F: Facilitator + ?Sized> Facilitator for Arc<F> {
+    fn verify<'a>(&'a self, request: &'a VerifyRequest) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
+        (**self).verify(request)
+    }
+
+    fn settle<'a>(&'a self, request: &'a SettleRequest) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
+        (**self).settle(request)
+    }
+
+    fn supported(&self) -> BoxFuture<'_, Result<Arc<SupportedResponse>, FacilitatorError>> {
+        (**self).supported()
+    }
+}
+
+/// Which facilitator endpoint an error came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    /// `POST /verify`.
+    Verify,
+    /// `POST /settle`.
+    Settle,
+    /// `GET /supported`.
+    Supported,
+}
+
+impl Endpoint {
+    /// The path segment, e.g. `verify`.
+    pub const fn path(self) -> &'static str {
+        match self {
+            Self::Verify => "verify",
+            Self::Settle => "settle",
+            Self::Supported => "supported",
+        }
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "/{}", self.path())
+    }
+}
+
+/// A boxed error source.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The facilitator gave no usable answer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FacilitatorError {
+    /// No connection could be made (refused, DNS, TLS, reset before a response).
+    #[error("facilitator {endpoint} is unreachable: {source}")]
+    Unreachable {
+        /// The endpoint called.
+        endpoint: Endpoint,
+        /// The transport error.
+        #[source]
+        source: BoxError,
+    },
+    /// No answer within the configured time.
+    #[error("facilitator {endpoint} timed out after {after:?}")]
+    TimedOut {
+        /// The endpoint called.
+        endpoint: Endpoint,
+        /// The deadline that passed.
+        after: Duration,
+    },
+    /// An HTTP status other than success, with no well-formed answer in the body.
+    #[error("facilitator {endpoint} answered HTTP {status}: {body}")]
+    Status {
+        /// The endpoint called.
+        endpoint: Endpoint,
+        /// The status received.
+        status: ::http::StatusCode,
+        /// The start of the body, for diagnosis.
+        body: String,
+        /// The facilitator's `Retry-After`, if it sent one.
+        retry_after: Option<Duration>,
+    },
+    /// An answer that is not the protocol's JSON object.
+    #[error("facilitator {endpoint} sent a malformed answer: {message}")]
+    Malformed {
+        /// The endpoint called.
+        endpoint: Endpoint,
+        /// What was wrong with it.
+        message: String,
+    },
+}
+
+impl FacilitatorError {
+    /// The endpoint the error came from.
+    pub fn endpoint(&self) -> Endpoint {
+        match self {
+            Self::Unreachable { endpoint, .. }
+            | Self::TimedOut { endpoint, .. }
+            | Self::Status { endpoint, .. }
+            | Self::Malformed { endpoint, .. } => *endpoint,
+        }
+    }
+
+    /// Whether the facilitator is (for now) unavailable — unreachable, timed out, overloaded
+    /// (429) or down (502/503/504) — as opposed to answering wrongly. Unavailable maps to a 503
+    /// with `Retry-After`; the rest to a 502.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Self::Unreachable { .. } | Self::TimedOut { .. } => true,
+            Self::Status { status, .. } => matches!(status.as_u16(), 429 | 502 | 503 | 504),
+            Self::Malformed { .. } => false,
+        }
+    }
+
+    /// How long the facilitator asked callers to wait, if it said.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! Observing what the layer does with each payment.
+
+use http::StatusCode;
+
+use super::Offer;
+use super::record::SettlementRecord;
+use crate::proto::{PaymentPayload, SettleResponse};
+
+/// Something that happened to a priced request.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum PaymentEvent<'a> {
+    /// A 402 challenge was sent for a request without payment.
+    ChallengeServed {
+        /// The offer challenged.
+        offer: &'a Offer,
+    },
+    /// A request arrived with a decodable `PAYMENT-SIGNATURE`.
+    PaymentReceived {
+        /// The offer being paid.
+        offer: &'a Offer,
+        /// The payment.
+        payload: &'a PaymentPayload,
+    },
+    /// The facilitator verified the payment.
+    Verified {
+        /// The offer being paid.
+        offer: &'a Offer,
+        /// The payer the facilitator named.
+        payer: Option<&'a str>,
+    },
+    /// The facilitator settled the payment.
+    Settled {
+        /// The offer paid.
+        offer: &'a Offer,
+        /// The settlement.
+        settlement: &'a SettleResponse,
+    },
+    /// A payment that had already settled was presented again and answered from its record.
+    Replayed {
+        /// The offer paid.
+        offer: &'a Offer,
+        /// The record used.
+        record: &'a SettlementRecord,
+    },
+    /// The request was refused.
+    Failed {
+        /// The offer concerned.
+        offer: &'a Offer,
+        /// The status sent.
+        status: StatusCode,
+        /// Why, in the words of the `error` field sent.
+        reason: &'a str,
+    },
+}
+
+/// Receives [`PaymentEvent`]s. Implemented for closures.
+///
+/// Calls happen inline on the request path: keep them quick (count, log, send on a channel).
+/// A layer without a hook skips building events entirely.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+/// use tower_x402::layer::PaymentEvent;
+///
+/// let challenges = Arc::new(AtomicUsize::new(0));
+/// let counter = challenges.clone();
+/// let hook = move |event: &PaymentEvent<'_>| {
+///     if let PaymentEvent::ChallengeServed { .. } = event {
+///         counter.fetch_add(1, Ordering::Relaxed);
+///     }
+/// };
+/// # let _ = hook;
+/// ```
+pub trait PaymentEvents: Send + Sync + 'static {
+    /// Called once per event.
+    fn on_event(&self, event: &PaymentEvent<'_>);
+}
+
+impl<F> PaymentEvents for F
+where
+    F: Fn(&PaymentEvent<'_>) + Send + Sync + 'static,
+{
+    fn on_event(&self, event: &PaymentEvent<'_>) {
+        self(event)
+    }
+}

@@ -1,0 +1,133 @@
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use http::{Request, Response};
+use pin_project_lite::pin_project;
+use tower_service::Service;
+
+use super::body::ResponseBody;
+use super::flow::{Gate, Paid, settle_after};
+use super::respond::{self, Own};
+use crate::facilitator::BoxFuture;
+use crate::proto::SettleResponse;
+
+type SettleFuture = BoxFuture<'static, (Box<Paid>, Result<SettleResponse, Own>)>;
+
+pin_project! {
+    /// Response future for [`X402`](super::X402).
+    ///
+    /// Free requests only wrap the inner future. Paid requests go through verification (and
+    /// settlement) in a boxed facilitator future, then the unboxed inner future.
+    pub struct ResponseFuture<S, ReqBody, ResBody, F> {
+        #[pin]
+        state: State<S, ReqBody, ResBody, F>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<S, ReqBody, ResBody, F> {
+        Respond { response: Option<Own> },
+        Authorize {
+            gate: BoxFuture<'static, Gate>,
+            service: Option<S>,
+            request: Option<Request<ReqBody>>,
+        },
+        Inner { #[pin] future: F, paid: Option<Box<Paid>> },
+        Settle { settle: SettleFuture, response: Option<Response<ResBody>> },
+    }
+}
+
+impl<S, ReqBody, ResBody, F> ResponseFuture<S, ReqBody, ResBody, F> {
+    pub(super) fn passthrough(future: F) -> Self {
+        Self {
+            state: State::Inner { future, paid: None },
+        }
+    }
+
+    pub(super) fn respond(response: Own) -> Self {
+        Self {
+            state: State::Respond {
+                response: Some(response),
+            },
+        }
+    }
+
+    pub(super) fn authorize(gate: BoxFuture<'static, Gate>, service: S, request: Request<ReqBody>) -> Self {
+        Self {
+            state: State::Authorize {
+                gate,
+                service: Some(service),
+                request: Some(request),
+            },
+        }
+    }
+}
+
+const POLLED_AFTER_COMPLETION: &str = "ResponseFuture polled after completion";
+
+impl<S, ReqBody, ResBody, F> Future for ResponseFuture<S, ReqBody, ResBody, F>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>, Future = F>,
+    F: Future<Output = Result<Response<ResBody>, S::Error>>,
+{
+    type Output = Result<Response<ResponseBody<ResBody>>, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::Respond { response } => {
+                    let response = response.take().expect(POLLED_AFTER_COMPLETION);
+                    return Poll::Ready(Ok(respond::into_body(response)));
+                }
+                StateProj::Authorize { gate, service, request } => match ready!(gate.as_mut().poll(cx)) {
+                    Gate::Reject(response) => this.state.set(State::Respond {
+                        response: Some(response),
+                    }),
+                    Gate::Proceed(paid) => {
+                        let mut request = request.take().expect(POLLED_AFTER_COMPLETION);
+                        request.extensions_mut().insert(paid.payment.clone());
+                        let future = service.take().expect(POLLED_AFTER_COMPLETION).call(request);
+                        this.state.set(State::Inner {
+                            future,
+                            paid: Some(paid),
+                        });
+                    }
+                },
+                StateProj::Inner { future, paid } => {
+                    let mut response = ready!(future.poll(cx))?;
+                    let Some(paid) = paid.take() else {
+                        return Poll::Ready(Ok(response.map(ResponseBody::inner)));
+                    };
+                    if let Some(settlement) = &paid.payment.settlement {
+                        // Settled before the handler, or a repeat answered from its record.
+                        respond::mark_paid(&paid.config, response.headers_mut(), settlement);
+                        return Poll::Ready(Ok(response.map(ResponseBody::inner)));
+                    }
+                    if response.status().as_u16() >= 400 {
+                        // The handler failed: the buyer is not charged.
+                        return Poll::Ready(Ok(response.map(ResponseBody::inner)));
+                    }
+                    this.state.set(State::Settle {
+                        settle: Box::pin(settle_after(paid)),
+                        response: Some(response),
+                    });
+                }
+                StateProj::Settle { settle, response } => {
+                    let (paid, outcome) = ready!(settle.as_mut().poll(cx));
+                    let mut response = response.take().expect(POLLED_AFTER_COMPLETION);
+                    return Poll::Ready(Ok(match outcome {
+                        Ok(settlement) => {
+                            respond::mark_paid(&paid.config, response.headers_mut(), &settlement);
+                            response.map(ResponseBody::inner)
+                        }
+                        // Not settled: the handler's response is dropped unsent.
+                        Err(refusal) => respond::into_body(refusal),
+                    }));
+                }
+            }
+        }
+    }
+}

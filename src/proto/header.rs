@@ -1,0 +1,168 @@
+//! The codec of the three x402 headers: standard base64 (RFC 4648, with padding) over the UTF-8
+//! JSON of the object.
+//!
+//! ```
+//! use tower_x402::proto::{header, Network, SettleResponse};
+//!
+//! let settled = SettleResponse::failure(Network::BASE, "insufficient_funds");
+//! let value = header::encode(&settled)?;
+//! let back: SettleResponse = header::decode(value.as_bytes())?;
+//! assert_eq!(back, settled);
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use http::HeaderValue;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::{PaymentPayload, PaymentRequired, SettleResponse, X402Version};
+
+/// Largest encoded header value [`decode`] accepts: 16 KiB, several times a real EIP-3009
+/// payload (about 1.1 KB) and well under common proxy header limits.
+pub const DEFAULT_MAX_LEN: usize = 16 * 1024;
+
+/// Why a header value could not be decoded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HeaderError {
+    /// Longer than the limit; rejected before decoding.
+    #[error("header value is {len} bytes, over the {limit}-byte limit")]
+    TooLarge {
+        /// Length of the encoded value.
+        len: usize,
+        /// The limit in force.
+        limit: usize,
+    },
+    /// Not standard base64 with padding.
+    #[error("header value is not standard base64: {0}")]
+    NotBase64(#[source] base64::DecodeError),
+    /// Decoded, but not JSON.
+    #[error("header value is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// JSON, but not the expected object.
+    #[error("header value is not a valid {what}: {source}")]
+    Shape {
+        /// The object that was expected.
+        what: &'static str,
+        /// What serde found wrong.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The object names a protocol version other than 2.
+    #[error("x402Version {found} is not supported; this server speaks version 2")]
+    WrongVersion {
+        /// The version found, as written.
+        found: String,
+    },
+    /// The object could not be encoded (never happens for this crate's types).
+    #[error("could not encode header value: {0}")]
+    Encode(#[source] serde_json::Error),
+}
+
+/// A wire object that may travel in an x402 header.
+pub trait HeaderObject: Serialize + DeserializeOwned {
+    /// Name used in error messages.
+    const NAME: &'static str;
+
+    /// The object's `x402Version`, for objects that carry one.
+    fn x402_version(&self) -> Option<X402Version> {
+        None
+    }
+}
+
+impl HeaderObject for PaymentRequired {
+    const NAME: &'static str = "PaymentRequired";
+    fn x402_version(&self) -> Option<X402Version> {
+        Some(self.x402_version)
+    }
+}
+
+impl HeaderObject for PaymentPayload {
+    const NAME: &'static str = "PaymentPayload";
+    fn x402_version(&self) -> Option<X402Version> {
+        Some(self.x402_version)
+    }
+}
+
+impl HeaderObject for SettleResponse {
+    const NAME: &'static str = "SettleResponse";
+}
+
+/// Encodes `object` as a header value.
+///
+/// # Errors
+///
+/// Only if serialization fails, which this crate's types never do.
+pub fn encode<T: HeaderObject>(object: &T) -> Result<HeaderValue, HeaderError> {
+    let json = serde_json::to_vec(object).map_err(HeaderError::Encode)?;
+    let encoded = STANDARD.encode(json);
+    // Base64 output is always a valid header value.
+    HeaderValue::try_from(encoded).map_err(|_| unreachable_invalid_header())
+}
+
+#[cold]
+fn unreachable_invalid_header() -> HeaderError {
+    HeaderError::Encode(serde::ser::Error::custom("base64 produced an invalid header"))
+}
+
+/// Decodes a header value, accepting at most [`DEFAULT_MAX_LEN`] bytes.
+///
+/// # Errors
+///
+/// A [`HeaderError`] saying what was wrong: too large, not base64, not JSON, wrong shape, or a
+/// protocol version other than 2.
+pub fn decode<T: HeaderObject>(value: &[u8]) -> Result<T, HeaderError> {
+    decode_with_limit(value, DEFAULT_MAX_LEN)
+}
+
+/// Decodes a header value of at most `limit` encoded bytes.
+///
+/// The limit is checked before anything is decoded or allocated.
+///
+/// # Errors
+///
+/// As [`decode`].
+pub fn decode_with_limit<T: HeaderObject>(value: &[u8], limit: usize) -> Result<T, HeaderError> {
+    if value.len() > limit {
+        return Err(HeaderError::TooLarge {
+            len: value.len(),
+            limit,
+        });
+    }
+    let json = STANDARD.decode(value).map_err(HeaderError::NotBase64)?;
+    match serde_json::from_slice::<T>(&json) {
+        Ok(object) => match object.x402_version() {
+            Some(version) if version != X402Version::V2 => Err(HeaderError::WrongVersion {
+                found: version.0.to_string(),
+            }),
+            _ => Ok(object),
+        },
+        Err(source) => Err(explain_failure::<T>(&json, source)),
+    }
+}
+
+/// Works out why `json` did not parse as `T`: bad JSON, an unsupported version, or a wrong shape.
+#[cold]
+fn explain_failure<T: HeaderObject>(json: &[u8], source: serde_json::Error) -> HeaderError {
+    if source.is_syntax() || source.is_eof() {
+        return HeaderError::NotJson(source);
+    }
+    #[derive(serde::Deserialize)]
+    struct VersionProbe {
+        #[serde(rename = "x402Version")]
+        version: Option<serde_json::Value>,
+    }
+    match serde_json::from_slice::<VersionProbe>(json) {
+        Ok(VersionProbe {
+            version: Some(version),
+        }) if version != 2 => HeaderError::WrongVersion {
+            found: version.to_string(),
+        },
+        _ => HeaderError::Shape {
+            what: T::NAME,
+            source,
+        },
+    }
+}

@@ -1,0 +1,196 @@
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{AtomicAmount, Extensions, Network};
+
+/// The protocol version number carried as `x402Version`.
+///
+/// This crate speaks version 2; decoding keeps whatever number arrived so that a caller can say
+/// precisely that the version was wrong (see [`header::decode`](super::header::decode)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct X402Version(pub u32);
+
+impl X402Version {
+    /// x402 protocol version 2, the version this crate implements.
+    pub const V2: Self = Self(2);
+}
+
+impl Default for X402Version {
+    fn default() -> Self {
+        Self::V2
+    }
+}
+
+/// The challenge a server sends with a 402: what the resource is and how it may be paid.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PaymentRequired {
+    /// Always 2.
+    pub x402_version: X402Version,
+    /// Human-readable reason the request was not served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The resource being sold.
+    pub resource: ResourceInfo,
+    /// The ways the resource may be paid, one per scheme and network.
+    pub accepts: Vec<PaymentRequirements>,
+    /// Extension declarations (e.g. `bazaar`), echoed by the client in its payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extensions: Option<Extensions>,
+}
+
+/// Describes the resource a challenge or payment is about.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceInfo {
+    /// Absolute URL of the resource.
+    pub url: String,
+    /// What the buyer gets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Media type of the paid response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// Further metadata (`serviceName`, `tags`, `iconUrl`, …), preserved as received.
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+impl ResourceInfo {
+    /// A resource with only its URL.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// One accepted way to pay: scheme, network, amount, asset and recipient.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PaymentRequirements {
+    /// Payment scheme, e.g. `exact`.
+    pub scheme: String,
+    /// CAIP-2 network.
+    pub network: Network,
+    /// Amount in the asset's atomic units.
+    pub amount: AtomicAmount,
+    /// Token contract address, mint or asset id.
+    pub asset: String,
+    /// Recipient address.
+    pub pay_to: String,
+    /// How long a signed payment stays usable.
+    pub max_timeout_seconds: u64,
+    /// Scheme-specific data; for EVM `exact` the token's EIP-712 `name` and `version`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra: Option<Map<String, Value>>,
+}
+
+impl PaymentRequirements {
+    /// Whether `accepted` (what a client echoed) names the same payment as `self`.
+    ///
+    /// Compares scheme, network, amount, asset and payTo — the fields that decide who is paid
+    /// what, where. `0x` addresses compare case-insensitively (EIP-55 checksums are only a
+    /// spelling); everything else compares exactly. `extra` and `maxTimeoutSeconds` are not
+    /// compared: the facilitator re-checks the signature against the server's own requirement.
+    pub fn matches(&self, accepted: &PaymentRequirements) -> bool {
+        self.scheme == accepted.scheme
+            && self.network == accepted.network
+            && self.amount == accepted.amount
+            && same_address(&self.asset, &accepted.asset)
+            && same_address(&self.pay_to, &accepted.pay_to)
+    }
+
+    /// The first field in which `accepted` differs from `self`, for error messages.
+    pub fn mismatch(&self, accepted: &PaymentRequirements) -> Option<&'static str> {
+        if self.scheme != accepted.scheme {
+            Some("scheme")
+        } else if self.network != accepted.network {
+            Some("network")
+        } else if self.amount != accepted.amount {
+            Some("amount")
+        } else if !same_address(&self.asset, &accepted.asset) {
+            Some("asset")
+        } else if !same_address(&self.pay_to, &accepted.pay_to) {
+            Some("payTo")
+        } else {
+            None
+        }
+    }
+}
+
+fn same_address(a: &str, b: &str) -> bool {
+    if a.starts_with("0x") && b.starts_with("0x") {
+        a.eq_ignore_ascii_case(b)
+    } else {
+        a == b
+    }
+}
+
+/// What a client sends in `PAYMENT-SIGNATURE`: the chosen requirement and its signed proof.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PaymentPayload {
+    /// Always 2.
+    pub x402_version: X402Version,
+    /// The resource the client believes it pays for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<ResourceInfo>,
+    /// The requirement the client chose, echoed from the challenge.
+    pub accepted: PaymentRequirements,
+    /// Scheme-specific proof; see [`ExactEvmPayload`] for EVM `exact`.
+    pub payload: Value,
+    /// The server's extensions, echoed, plus anything the client adds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extensions: Option<Extensions>,
+}
+
+impl PaymentPayload {
+    /// The payload as an EVM `exact` EIP-3009 authorization.
+    ///
+    /// # Errors
+    ///
+    /// When `payload` does not have that shape.
+    pub fn exact_evm(&self) -> Result<ExactEvmPayload, serde_json::Error> {
+        ExactEvmPayload::deserialize(&self.payload)
+    }
+
+    /// The `payment-identifier` extension id, when the client supplied one.
+    pub fn payment_identifier(&self) -> Option<&str> {
+        self.extensions
+            .as_ref()?
+            .get("payment-identifier")?
+            .get("info")?
+            .get("id")?
+            .as_str()
+    }
+}
+
+/// The `payload` of an EVM `exact` payment made with EIP-3009 `transferWithAuthorization`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExactEvmPayload {
+    /// 65-byte ECDSA signature, 0x-hex.
+    pub signature: String,
+    /// The signed authorization.
+    pub authorization: Eip3009Authorization,
+}
+
+/// The EIP-3009 `TransferWithAuthorization` message; every value is a string on the wire.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Eip3009Authorization {
+    /// Payer address.
+    pub from: String,
+    /// Recipient address; must equal the requirement's `payTo`.
+    pub to: String,
+    /// Amount in atomic units, decimal.
+    pub value: String,
+    /// Unix seconds before which the authorization is not valid, decimal.
+    pub valid_after: String,
+    /// Unix seconds from which the authorization is no longer valid, decimal.
+    pub valid_before: String,
+    /// 32 random bytes, 0x-hex.
+    pub nonce: String,
+}

@@ -1,0 +1,1 @@
+//! In-process stand-in facilitator and payer wallet.
