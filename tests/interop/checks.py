@@ -1,0 +1,41 @@
+"""Runs the interoperability checks and writes `passed failed` to the results file.
+
+`--offline` runs only the checks of the Python side. Otherwise the store checks read the
+running services' URLs from the environment (see `store_checks.Services`), as `run.sh` sets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+import offline_checks
+from suite import Suite
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--offline", action="store_true", help="only the checks of the Python side")
+    parser.add_argument("--results", type=Path, help="file receiving '<passed> <failed>'")
+    args = parser.parse_args()
+    # The official scheme logs expected refusals (e.g. an unfunded payer) as warnings.
+    logging.basicConfig(level=logging.ERROR)
+
+    suite = Suite()
+    offline_checks.register(suite)
+    if not args.offline:
+        import store_checks
+
+        store_checks.register(suite, store_checks.Services.from_env())
+    passed, failed = suite.run()
+    if args.results:
+        args.results.write_text(f"{passed} {failed}\n")
+    else:
+        print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Interoperability suite: the official x402 Python SDK against the Rust store and crate.
+#
+# Builds the store and the sandbox facilitator (release), starts on 127.0.0.1 (port 0):
+#   - the sandbox facilitator as its own HTTP process,
+#   - a Python facilitator made of the official SDK (facilitator.py),
+#   - three stores: embedded sandbox (demo), sandbox facilitator over HTTP (live),
+#     Python facilitator over HTTP (live),
+# runs the checks (checks.py), stops everything it started, and ends with the line
+# "N passed, M failed". Exits non-zero on any failure.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+venv="$here/.venv"
+target="${CARGO_TARGET_DIR:-$root/target}"
+pay_to="0x209693Bc6afc0C5328bA36FaF03C514EF312287C"
+export PYTHONDONTWRITEBYTECODE=1
+# The stores are configured here only: drop any STORE_* setting inherited from the caller.
+while IFS= read -r name; do unset "$name"; done < <(compgen -e | grep '^STORE_' || true)
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/x402-interop.XXXXXX")"
+pids=()
+names=()
+
+cleanup() {
+  local pid
+  for pid in "${pids[@]}"; do
+    kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid" 2>/dev/null || true
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+show_logs() {
+  local name
+  for name in "${names[@]}"; do
+    if [[ -s "$work/$name.err" ]]; then
+      echo "--- last lines of $name's stderr ---"
+      tail -n 15 "$work/$name.err"
+    fi
+  done
+}
+
+setup_failed() {
+  echo "setup failed: $1" >&2
+  show_logs >&2
+  echo "0 passed, 1 failed"
+  exit 1
+}
+
+# 1. Python environment (reinstalled only when requirements.txt changes).
+stamp="$venv/.requirements.sha256"
+wanted="$(sha256sum "$here/requirements.txt" | cut -d' ' -f1)"
+if [[ ! -x "$venv/bin/python" ]]; then
+  python3 -m venv "$venv" || setup_failed "python3 -m venv"
+fi
+if [[ "$(cat "$stamp" 2>/dev/null || true)" != "$wanted" ]]; then
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$here/requirements.txt" \
+    || setup_failed "pip install -r requirements.txt"
+  echo "$wanted" >"$stamp"
+fi
+
+# 2. Rust binaries.
+(cd "$root" && cargo build --quiet --release --example store --example sandbox_facilitator) \
+  || setup_failed "cargo build"
+store_bin="$target/release/examples/store"
+sandbox_bin="$target/release/examples/sandbox_facilitator"
+
+# 3. Processes. start NAME CMD... runs CMD (with the environment given through `env`),
+# waits for its "listening on http://ADDR" line and leaves the URL in $started_url.
+started_url=""
+start() {
+  local name="$1"
+  shift
+  mkdir -p "$work/$name"
+  (cd "$work/$name" && exec "$@") >"$work/$name.out" 2>"$work/$name.err" &
+  local pid=$!
+  pids+=("$pid")
+  names+=("$name")
+  local line
+  for _ in $(seq 1 300); do
+    line="$(grep -m1 -o 'listening on http://[^[:space:]]*' "$work/$name.out" || true)"
+    if [[ -n "$line" ]]; then
+      started_url="${line#listening on }"
+      return 0
+    fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      setup_failed "$name exited before listening"
+    fi
+    sleep 0.1
+  done
+  setup_failed "$name did not print 'listening on http://ADDR' within 30 s"
+}
+
+store_env() { # NAME: the environment every store gets
+  echo "STORE_LISTEN=127.0.0.1:0" "STORE_DATABASE_URL=sqlite://$work/$1/store.db" "STORE_SLUG_PREFIX=store"
+}
+
+start sandbox-facilitator env SANDBOX_LISTEN=127.0.0.1:0 "$sandbox_bin"
+sandbox_url="$started_url"
+start python-facilitator "$venv/bin/python" "$here/facilitator.py"
+python_facilitator_url="$started_url"
+
+# shellcheck disable=SC2046 # store_env's words are separate assignments
+start store-demo env $(store_env store-demo) "$store_bin"
+demo_store="$started_url"
+# shellcheck disable=SC2046
+start store-live env $(store_env store-live) STORE_FACILITATOR_URL="$sandbox_url" STORE_PAY_TO="$pay_to" "$store_bin"
+live_store="$started_url"
+# shellcheck disable=SC2046
+start store-python env $(store_env store-python) STORE_FACILITATOR_URL="$python_facilitator_url" \
+  STORE_PAY_TO="$pay_to" "$store_bin"
+python_store="$started_url"
+
+# 4. Checks.
+status=0
+X402_DEMO_STORE="$demo_store" X402_LIVE_STORE="$live_store" X402_PYTHON_STORE="$python_store" \
+  X402_PYTHON_FACILITATOR="$python_facilitator_url" X402_PAY_TO="$pay_to" X402_SLUG_PREFIX=store \
+  "$venv/bin/python" "$here/checks.py" --results "$work/results" || status=$?
+
+if [[ -s "$work/results" ]]; then
+  read -r passed failed <"$work/results"
+else
+  echo "checks.py stopped before reporting (exit $status)" >&2
+  passed=0
+  failed=1
+fi
+if [[ "$failed" -ne 0 || "$status" -ne 0 ]]; then
+  show_logs
+  [[ "$failed" -ne 0 ]] || failed=1
+fi
+echo "$passed passed, $failed failed"
+[[ "$failed" -eq 0 ]]
