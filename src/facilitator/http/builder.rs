@@ -252,8 +252,8 @@ impl HttpFacilitatorBuilder {
     }
 
     /// Sends the calls through `client` instead of one built here, e.g. to use a proxy or extra
-    /// root certificates. Its own settings apply; [`connect_timeout`](Self::connect_timeout) does
-    /// not. The per-endpoint timeouts still do.
+    /// root certificates. Its own settings apply, redirect policy included;
+    /// [`connect_timeout`](Self::connect_timeout) does not. The per-endpoint timeouts still do.
     pub fn reqwest_client(mut self, client: reqwest::Client) -> Self {
         self.client = Some(client);
         self
@@ -276,6 +276,7 @@ impl HttpFacilitatorBuilder {
             None => reqwest::Client::builder()
                 .connect_timeout(self.timeouts.connect)
                 .user_agent(concat!("tower-x402/", env!("CARGO_PKG_VERSION")))
+                .redirect(super::redirect::policy())
                 .build()
                 .map_err(FacilitatorConfigError::Client)?,
         };

@@ -2,6 +2,7 @@
 
 mod auth;
 mod builder;
+mod redirect;
 mod retry;
 mod supported_cache;
 mod transport;
@@ -29,8 +30,10 @@ use crate::proto::{
 /// cache (see [`HttpFacilitatorBuilder::supported_ttl`]). Each endpoint has its own deadline
 /// covering the whole call, retries included (connect 5 s, `/verify` 10 s, `/settle` 60 s,
 /// `/supported` 10 s); `/verify` and `/supported` are retried with bounded, jittered exponential
-/// backoff on connection failures, 429 and 5xx, and `/settle` is never retried. Calls log
-/// `tracing` debug events with endpoint, status and latency, never headers.
+/// backoff on connection failures, 429 and 5xx, and `/settle` is never retried. Redirects are
+/// followed within the facilitator's own site only (`x402.org` → `www.x402.org`), so that auth
+/// headers never reach another site. Calls log `tracing` debug events with endpoint, status and
+/// latency, never headers.
 ///
 /// # Errors
 ///
