@@ -26,9 +26,12 @@ def main() -> int:
     suite = Suite()
     offline_checks.register(suite)
     if not args.offline:
+        import sandbox_checks
         import store_checks
 
-        store_checks.register(suite, store_checks.Services.from_env())
+        services = store_checks.Services.from_env()
+        sandbox_checks.register(suite, services.sandbox_facilitator)
+        store_checks.register(suite, services)
     passed, failed = suite.run()
     if args.results:
         args.results.write_text(f"{passed} {failed}\n")

@@ -16,8 +16,8 @@ venv="$here/.venv"
 target="${CARGO_TARGET_DIR:-$root/target}"
 pay_to="0x209693Bc6afc0C5328bA36FaF03C514EF312287C"
 export PYTHONDONTWRITEBYTECODE=1
-# The stores are configured here only: drop any STORE_* setting inherited from the caller.
-while IFS= read -r name; do unset "$name"; done < <(compgen -e | grep '^STORE_' || true)
+# The processes are configured here only: drop STORE_* and SANDBOX_* settings of the caller.
+while IFS= read -r name; do unset "$name"; done < <(compgen -e | grep -E '^(STORE|SANDBOX)_' || true)
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/x402-interop.XXXXXX")"
 pids=()
@@ -100,7 +100,7 @@ store_env() { # NAME: the environment every store gets
   echo "STORE_LISTEN=127.0.0.1:0" "STORE_DATABASE_URL=sqlite://$work/$1/store.db" "STORE_SLUG_PREFIX=store"
 }
 
-start sandbox-facilitator env SANDBOX_LISTEN=127.0.0.1:0 "$sandbox_bin"
+start sandbox-facilitator "$sandbox_bin" --listen 127.0.0.1:0
 sandbox_url="$started_url"
 start python-facilitator "$venv/bin/python" "$here/facilitator.py"
 python_facilitator_url="$started_url"
@@ -119,7 +119,7 @@ python_store="$started_url"
 # 4. Checks.
 status=0
 X402_DEMO_STORE="$demo_store" X402_LIVE_STORE="$live_store" X402_PYTHON_STORE="$python_store" \
-  X402_PYTHON_FACILITATOR="$python_facilitator_url" X402_PAY_TO="$pay_to" X402_SLUG_PREFIX=store \
+  X402_PYTHON_FACILITATOR="$python_facilitator_url" X402_SANDBOX_FACILITATOR="$sandbox_url" X402_PAY_TO="$pay_to" X402_SLUG_PREFIX=store \
   "$venv/bin/python" "$here/checks.py" --results "$work/results" || status=$?
 
 if [[ -s "$work/results" ]]; then

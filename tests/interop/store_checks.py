@@ -32,6 +32,7 @@ class Services:
     live_store: str  # sandbox facilitator as a separate HTTP process
     python_store: str  # the Python facilitator of facilitator.py
     python_facilitator: str
+    sandbox_facilitator: str
     pay_to: str  # STORE_PAY_TO of the two live stores
     slug_prefix: str
 
@@ -42,6 +43,7 @@ class Services:
             live_store=os.environ["X402_LIVE_STORE"],
             python_store=os.environ["X402_PYTHON_STORE"],
             python_facilitator=os.environ["X402_PYTHON_FACILITATOR"],
+            sandbox_facilitator=os.environ["X402_SANDBOX_FACILITATOR"],
             pay_to=os.environ["X402_PAY_TO"],
             slug_prefix=os.environ.get("X402_SLUG_PREFIX", "store"),
         )
