@@ -181,6 +181,9 @@ def register(suite: Suite, services: Services) -> None:
             services.paid_url(services.live_store, "rail-receipt"), headers={"X-REFERRER-PASSPORT": cited}
         )
         expect_settled(purchase, buyer, pay_to=services.pay_to)
+        answer = purchase.body.get("referral", {}) if isinstance(purchase.body, dict) else {}
+        expect(answer.get("cited") == cited and answer.get("counted") is True,
+               f"the paid body says of the citation: {answer}")
         after = referred(services.live_store)
         expect(after == 1, f"referred is {after} after one citation of {cited}")
 
