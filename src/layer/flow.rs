@@ -45,9 +45,13 @@ pub(super) async fn authorize(
         Err(error) => {
             tracing::warn!(%error, "settlement store unavailable; refusing payment rather than risk a second charge");
             let message = "settlement records are unavailable, retry the same payment later";
-            return reject(&config, &offer, StatusCode::SERVICE_UNAVAILABLE, message, || {
-                respond::error(&config, &offer, StatusCode::SERVICE_UNAVAILABLE, message)
-            });
+            return reject(
+                &config,
+                &offer,
+                StatusCode::SERVICE_UNAVAILABLE,
+                message,
+                || respond::error(&config, &offer, StatusCode::SERVICE_UNAVAILABLE, message),
+            );
         }
     }
 
@@ -58,14 +62,27 @@ pub(super) async fn authorize(
         Err(failure) => {
             tracing::warn!(error = %failure, "facilitator verify failed");
             let response = respond::facilitator_failed(&config, &offer, &failure);
-            return reject(&config, &offer, response.status(), &failure.to_string(), || response);
+            return reject(
+                &config,
+                &offer,
+                response.status(),
+                &failure.to_string(),
+                || response,
+            );
         }
     };
     if !verified.is_valid {
-        let reason = verified.invalid_reason.as_deref().unwrap_or("invalid_payment");
-        return reject(&config, &offer, StatusCode::PAYMENT_REQUIRED, reason, || {
-            respond::payment_failed(&config, &offer, reason)
-        });
+        let reason = verified
+            .invalid_reason
+            .as_deref()
+            .unwrap_or("invalid_payment");
+        return reject(
+            &config,
+            &offer,
+            StatusCode::PAYMENT_REQUIRED,
+            reason,
+            || respond::payment_failed(&config, &offer, reason),
+        );
     }
     config.emit(|| PaymentEvent::Verified {
         offer: &offer,
@@ -115,9 +132,13 @@ fn replay(
     }
     if record.resource != offer.resource().url {
         let message = "this payment was already settled for a different resource";
-        return reject(&config, &offer, StatusCode::PAYMENT_REQUIRED, message, || {
-            respond::payment_failed(&config, &offer, message)
-        });
+        return reject(
+            &config,
+            &offer,
+            StatusCode::PAYMENT_REQUIRED,
+            message,
+            || respond::payment_failed(&config, &offer, message),
+        );
     }
     config.emit(|| PaymentEvent::Replayed {
         offer: &offer,
@@ -142,7 +163,11 @@ fn replay(
 }
 
 /// Settles through the facilitator and records a success. `Err` is the response to send.
-pub(super) async fn settle(config: &Config, offer: &Offer, request: &FacilitatorRequest) -> Result<SettleResponse, Own> {
+pub(super) async fn settle(
+    config: &Config,
+    offer: &Offer,
+    request: &FacilitatorRequest,
+) -> Result<SettleResponse, Own> {
     let requirement = &request.payment_requirements;
     let span = tracing::info_span!("x402.settle", network = %requirement.network, scheme = %requirement.scheme);
     let settlement = match config.facilitator.settle(request).instrument(span).await {
@@ -160,7 +185,10 @@ pub(super) async fn settle(config: &Config, offer: &Offer, request: &Facilitator
         }
     };
     if !settlement.success {
-        let reason = settlement.error_reason.as_deref().unwrap_or("settlement_failed");
+        let reason = settlement
+            .error_reason
+            .as_deref()
+            .unwrap_or("settlement_failed");
         config.emit(|| PaymentEvent::Failed {
             offer,
             status: StatusCode::PAYMENT_REQUIRED,
@@ -191,7 +219,17 @@ pub(super) async fn settle_after(paid: Box<Paid>) -> (Box<Paid>, Result<SettleRe
     (paid, outcome)
 }
 
-fn reject(config: &Config, offer: &Offer, status: StatusCode, reason: &str, response: impl FnOnce() -> Own) -> Gate {
-    config.emit(|| PaymentEvent::Failed { offer, status, reason });
+fn reject(
+    config: &Config,
+    offer: &Offer,
+    status: StatusCode,
+    reason: &str,
+    response: impl FnOnce() -> Own,
+) -> Gate {
+    config.emit(|| PaymentEvent::Failed {
+        offer,
+        status,
+        reason,
+    });
     Gate::Reject(response())
 }

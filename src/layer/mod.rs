@@ -88,11 +88,13 @@ pub use events::{PaymentEvent, PaymentEvents};
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use extract::MissingPayment;
 pub use future::ResponseFuture;
-pub use offer::{DEFAULT_MAX_TIMEOUT_SECONDS, Offer, OfferBuilder, OfferError, SettlementMode, UNPAID_ERROR};
+pub use offer::{
+    DEFAULT_MAX_TIMEOUT_SECONDS, Offer, OfferBuilder, OfferError, SettlementMode, UNPAID_ERROR,
+};
 pub use payment::VerifiedPayment;
 pub use pricing::{PriceTable, Pricing};
 pub use record::{
-    DEFAULT_MEMORY_CAPACITY, MemorySettlementStore, PaymentKey, SettlementRecord, SettlementStore, StoreError,
-    fingerprint,
+    DEFAULT_MEMORY_CAPACITY, MemorySettlementStore, PaymentKey, SettlementRecord, SettlementStore,
+    StoreError, fingerprint,
 };
 pub use service::X402;

@@ -66,7 +66,10 @@ pub fn fingerprint(payload: &PaymentPayload) -> String {
             evm.authorization.from.to_ascii_lowercase(),
             evm.authorization.nonce.to_ascii_lowercase(),
         ),
-        Err(_) => format!("raw:{}:{}:{}", accepted.scheme, accepted.network, payload.payload),
+        Err(_) => format!(
+            "raw:{}:{}:{}",
+            accepted.scheme, accepted.network, payload.payload
+        ),
     }
 }
 
@@ -130,14 +133,20 @@ pub struct StoreError(#[source] pub BoxError);
 /// application that must remember (a shop issuing receipts) implements this over its database.
 pub trait SettlementStore: Send + Sync + 'static {
     /// The record saved under `key`, if any.
-    fn find<'a>(&'a self, key: &'a PaymentKey) -> BoxFuture<'a, Result<Option<SettlementRecord>, StoreError>>;
+    fn find<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+    ) -> BoxFuture<'a, Result<Option<SettlementRecord>, StoreError>>;
 
     /// Saves `record`. Saving a key that exists keeps the first record.
     fn save<'a>(&'a self, record: &'a SettlementRecord) -> BoxFuture<'a, Result<(), StoreError>>;
 }
 
 impl<T: SettlementStore + ?Sized> SettlementStore for Arc<T> {
-    fn find<'a>(&'a self, key: &'a PaymentKey) -> BoxFuture<'a, Result<Option<SettlementRecord>, StoreError>> {
+    fn find<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+    ) -> BoxFuture<'a, Result<Option<SettlementRecord>, StoreError>> {
         (**self).find(key)
     }
 
@@ -202,7 +211,10 @@ impl Default for MemorySettlementStore {
 }
 
 impl SettlementStore for MemorySettlementStore {
-    fn find<'a>(&'a self, key: &'a PaymentKey) -> BoxFuture<'a, Result<Option<SettlementRecord>, StoreError>> {
+    fn find<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+    ) -> BoxFuture<'a, Result<Option<SettlementRecord>, StoreError>> {
         let found = self.lock().records.get(key).cloned();
         Box::pin(std::future::ready(Ok(found)))
     }

@@ -36,7 +36,11 @@ fn base(config: &Config, status: StatusCode, body: Bytes) -> Own {
 
 /// The 402 for a request without payment: both parts precomputed in the offer.
 pub(super) fn challenge(config: &Config, offer: &Offer) -> Own {
-    let mut response = base(config, StatusCode::PAYMENT_REQUIRED, offer.challenge_body().clone());
+    let mut response = base(
+        config,
+        StatusCode::PAYMENT_REQUIRED,
+        offer.challenge_body().clone(),
+    );
     response
         .headers_mut()
         .insert(PAYMENT_REQUIRED, offer.challenge_header().clone());
@@ -59,8 +63,15 @@ pub(super) fn payment_failed(config: &Config, offer: &Offer, error: &str) -> Own
 
 /// A 402 after the facilitator refused to settle: the failure in `PAYMENT-RESPONSE`, and the
 /// challenge again so the client can pay afresh.
-pub(super) fn settlement_failed(config: &Config, offer: &Offer, settlement: &SettleResponse) -> Own {
-    let reason = settlement.error_reason.as_deref().unwrap_or("settlement_failed");
+pub(super) fn settlement_failed(
+    config: &Config,
+    offer: &Offer,
+    settlement: &SettleResponse,
+) -> Own {
+    let reason = settlement
+        .error_reason
+        .as_deref()
+        .unwrap_or("settlement_failed");
     let mut response = payment_failed(config, offer, reason);
     if let Ok(value) = codec::encode(settlement) {
         response.headers_mut().insert(PAYMENT_RESPONSE, value);
@@ -93,7 +104,11 @@ pub(super) fn error(config: &Config, offer: &Offer, status: StatusCode, message:
 
 /// The response for a facilitator that gave no usable answer: 503 with `Retry-After` when it is
 /// unavailable (the client should retry the same payment), 502 when it answered wrongly.
-pub(super) fn facilitator_failed(config: &Config, offer: &Offer, failure: &FacilitatorError) -> Own {
+pub(super) fn facilitator_failed(
+    config: &Config,
+    offer: &Offer,
+    failure: &FacilitatorError,
+) -> Own {
     if failure.is_unavailable() {
         let wait = failure.retry_after().unwrap_or(config.retry_after);
         let mut response = error(
@@ -129,7 +144,11 @@ pub(super) fn mark_paid(config: &Config, headers: &mut HeaderMap, settlement: &S
     }
     let cache_control = match headers.get(header::CACHE_CONTROL).map(HeaderValue::to_str) {
         None => Some(HeaderValue::from_static("private")),
-        Some(Ok(existing)) if has_directive(existing, "private") || has_directive(existing, "no-store") => None,
+        Some(Ok(existing))
+            if has_directive(existing, "private") || has_directive(existing, "no-store") =>
+        {
+            None
+        }
         Some(Ok(existing)) => HeaderValue::try_from(format!("private, {existing}")).ok(),
         // Not text: replace rather than keep a value that might allow shared caching.
         Some(Err(_)) => Some(HeaderValue::from_static("private")),
@@ -143,9 +162,12 @@ pub(super) fn mark_paid(config: &Config, headers: &mut HeaderMap, settlement: &S
 }
 
 fn has_directive(cache_control: &str, directive: &str) -> bool {
-    cache_control
-        .split(',')
-        .any(|part| part.trim().split('=').next().is_some_and(|name| name.trim().eq_ignore_ascii_case(directive)))
+    cache_control.split(',').any(|part| {
+        part.trim()
+            .split('=')
+            .next()
+            .is_some_and(|name| name.trim().eq_ignore_ascii_case(directive))
+    })
 }
 
 #[cfg(test)]
