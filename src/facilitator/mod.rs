@@ -177,6 +177,21 @@ impl FacilitatorError {
         }
     }
 
+    /// A short description that is safe to show a client: no facilitator body, no credentials.
+    /// The full error (`Display`, `source()`) belongs in the server's logs.
+    pub fn public_summary(&self) -> String {
+        let endpoint = self.endpoint();
+        match self {
+            Self::Unreachable { .. } => format!("facilitator {endpoint} is unreachable"),
+            Self::TimedOut { .. } => format!("facilitator {endpoint} timed out"),
+            Self::Status { status, .. } => {
+                format!("facilitator {endpoint} answered HTTP {}", status.as_u16())
+            }
+            Self::Malformed { .. } => format!("facilitator {endpoint} sent a malformed answer"),
+            Self::Auth { .. } => format!("could not authenticate to facilitator {endpoint}"),
+        }
+    }
+
     /// How long the facilitator asked callers to wait, if it said.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {

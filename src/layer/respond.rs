@@ -115,7 +115,10 @@ pub(super) fn facilitator_failed(
             config,
             offer,
             StatusCode::SERVICE_UNAVAILABLE,
-            &format!("payment facilitator unavailable, retry the same payment later: {failure}"),
+            &format!(
+                "payment facilitator unavailable, retry the same payment later: {}",
+                failure.public_summary()
+            ),
         );
         response
             .headers_mut()
@@ -126,7 +129,7 @@ pub(super) fn facilitator_failed(
             config,
             offer,
             StatusCode::BAD_GATEWAY,
-            &format!("payment facilitator failed: {failure}"),
+            &format!("payment facilitator failed: {}", failure.public_summary()),
         )
     }
 }
