@@ -63,11 +63,6 @@ impl PassportId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
-
-    /// The Passport's verification path, `/api/passport/{id}`.
-    pub fn verify_path(&self) -> String {
-        verify_path(&self.0)
-    }
 }
 
 /// `/api/passport/{id}`.
@@ -230,7 +225,7 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(a.as_str().len(), PREFIX.len() + ID_CHARS);
         assert_eq!(PassportId::parse(a.as_str()), Ok(a.clone()));
-        assert_eq!(a.verify_path(), format!("/api/passport/{}", a.as_str()));
+        assert_eq!(verify_path(a.as_str()), format!("/api/passport/{}", a.as_str()));
     }
 
     #[test]

@@ -160,10 +160,9 @@ async fn fulfil(
         },
         secret_hash: key.hash(),
     };
-    let (order, replayed) = match state.store.record_order(&new).await? {
-        Recorded::Created(order) => (order, false),
-        Recorded::Existing(order) => (order, true),
-    };
+    let recorded = state.store.record_order(&new).await?;
+    let replayed = matches!(recorded, Recorded::Existing(_));
+    let order = recorded.into_order();
     if order.sku != sku.slug {
         return Err(Failure::OtherSku);
     }

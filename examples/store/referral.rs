@@ -267,9 +267,9 @@ mod tests {
         let forms = [
             id.as_str().to_owned(),
             format!(" {} ", id.as_str()),
-            id.verify_path(),
-            format!("https://shop.example{}", id.verify_path()),
-            format!("http://127.0.0.1:4020{}", id.verify_path()),
+            passport::verify_path(id.as_str()),
+            format!("https://shop.example{}", passport::verify_path(id.as_str())),
+            format!("http://127.0.0.1:4020{}", passport::verify_path(id.as_str())),
         ];
         for form in forms {
             assert_eq!(parse_citation(&form), Ok(id.clone()), "{form}");
@@ -285,7 +285,7 @@ mod tests {
             "pp_nope".to_owned(),
             format!("/api/passport/{}/extra", id.as_str()),
             format!("https://shop.example/api/passport/{}?x=1", id.as_str()),
-            format!("ftp://shop.example{}", id.verify_path()),
+            format!("ftp://shop.example{}", passport::verify_path(id.as_str())),
             format!("{}{}", id.as_str(), "A".repeat(600)),
         ];
         for form in forms {

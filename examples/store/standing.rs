@@ -120,11 +120,13 @@ pub struct StandingReport {
 
 impl StandingReport {
     /// The live count of `stage`.
+    #[cfg(test)]
     pub fn live(&self, stage: &str) -> Option<u64> {
         self.stages.iter().find(|s| s.stage == stage).map(|s| s.count)
     }
 
     /// The demo count of `stage`.
+    #[cfg(test)]
     pub fn demo(&self, stage: &str) -> Option<u64> {
         self.demo.iter().find(|s| s.stage == stage).map(|s| s.count)
     }

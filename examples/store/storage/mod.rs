@@ -118,7 +118,7 @@ pub enum Recorded {
 
 impl Recorded {
     /// The order, new or existing.
-    pub fn order(&self) -> &Order {
+    pub fn into_order(self) -> Order {
         match self {
             Self::Created(order) | Self::Existing(order) => order,
         }
