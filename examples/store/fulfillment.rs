@@ -103,7 +103,12 @@ struct Deliverable {
 }
 
 /// The capability URLs of `sku`'s files for the order `passport`, unlocked by `key`.
-pub async fn links(config: &Config, sku: &Sku, passport: &str, key: &FulfillmentKey) -> Vec<FileLink> {
+pub async fn links(
+    config: &Config,
+    sku: &Sku,
+    passport: &str,
+    key: &FulfillmentKey,
+) -> Vec<FileLink> {
     deliverables(config, sku)
         .await
         .into_iter()
@@ -116,7 +121,10 @@ pub async fn links(config: &Config, sku: &Sku, passport: &str, key: &Fulfillment
 
 /// `{base_url}/api/fulfillment/{passport}/{file}?key={key}`.
 pub fn link(base_url: &str, passport: &str, file: &str, key: &FulfillmentKey) -> String {
-    format!("{base_url}/api/fulfillment/{passport}/{file}?key={}", key.as_str())
+    format!(
+        "{base_url}/api/fulfillment/{passport}/{file}?key={}",
+        key.as_str()
+    )
 }
 
 /// The name of the generated sample deliverable of `slug`.
@@ -144,7 +152,9 @@ async fn list_files(dir: &FsPath) -> Vec<Deliverable> {
         return files;
     };
     while let Ok(Some(entry)) = entries.next_entry().await {
-        let Ok(name) = entry.file_name().into_string() else { continue };
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
         let is_file = entry.file_type().await.is_ok_and(|kind| kind.is_file());
         if is_file && safe_name(&name) {
             files.push(Deliverable {
@@ -185,7 +195,11 @@ fn sample(sku: &Sku, order: &Order) -> String {
         passport = order.passport,
         verify = passport::verify_path(&order.passport),
         amount = order.amount,
-        demo = if order.demo { " (demo: settled by the in-process sandbox, no real funds)" } else { "" },
+        demo = if order.demo {
+            " (demo: settled by the in-process sandbox, no real funds)"
+        } else {
+            ""
+        },
         issued = passport::rfc3339(order.issued),
     )
 }
@@ -206,10 +220,16 @@ async fn download(
     query: Result<Query<KeyQuery>, QueryRejection>,
 ) -> Response {
     let Ok(passport) = PassportId::parse(&passport) else {
-        return json_error(StatusCode::BAD_REQUEST, &passport::MalformedPassport.to_string());
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            &passport::MalformedPassport.to_string(),
+        );
     };
     let Ok(Query(KeyQuery { key })) = query else {
-        return json_error(StatusCode::BAD_REQUEST, "malformed query string: expected ?key=FULFILLMENT_KEY");
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            "malformed query string: expected ?key=FULFILLMENT_KEY",
+        );
     };
     let Some(key) = key else {
         return json_error(
@@ -218,7 +238,10 @@ async fn download(
         );
     };
     let Some(key) = FulfillmentKey::parse(&key) else {
-        return json_error(StatusCode::BAD_REQUEST, "malformed fulfillment key: expected 43 base64url characters");
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            "malformed fulfillment key: expected 43 base64url characters",
+        );
     };
     let order = match unlock(&state, &passport, &key).await {
         Ok(Some(order)) => order,
@@ -226,10 +249,20 @@ async fn download(
         Err(response) => return response,
     };
     let Some(sku) = state.catalog.get(&order.sku) else {
-        return json_error(StatusCode::NOT_FOUND, "this Passport's SKU is no longer in the catalog");
+        return json_error(
+            StatusCode::NOT_FOUND,
+            "this Passport's SKU is no longer in the catalog",
+        );
     };
-    let Some(deliverable) = deliverables(&state.config, sku).await.into_iter().find(|d| d.name == file) else {
-        return json_error(StatusCode::NOT_FOUND, "no file with this name for this Passport");
+    let Some(deliverable) = deliverables(&state.config, sku)
+        .await
+        .into_iter()
+        .find(|d| d.name == file)
+    else {
+        return json_error(
+            StatusCode::NOT_FOUND,
+            "no file with this name for this Passport",
+        );
     };
     let bytes = match &deliverable.source {
         Source::Sample => sample(sku, &order).into_bytes(),
@@ -237,44 +270,81 @@ async fn download(
             Ok(bytes) => bytes,
             Err(error) => {
                 tracing::error!(%error, path = %path.display(), "fulfillment file unreadable");
-                return json_error(StatusCode::INTERNAL_SERVER_ERROR, "this file cannot be read right now");
+                return json_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "this file cannot be read right now",
+                );
             }
         },
     };
-    if let Err(error) = state.store.record_download(&order.passport, &deliverable.name, unix_now()).await {
+    if let Err(error) = state
+        .store
+        .record_download(&order.passport, &deliverable.name, unix_now())
+        .await
+    {
         tracing::error!(%error, "download not counted");
     }
     file_response(&deliverable.name, bytes)
 }
 
 /// The order behind `passport` when `key` is one of its keys; `Err` is the response to send.
-async fn unlock(state: &AppState, passport: &PassportId, key: &FulfillmentKey) -> Result<Option<Order>, Response> {
+async fn unlock(
+    state: &AppState,
+    passport: &PassportId,
+    key: &FulfillmentKey,
+) -> Result<Option<Order>, Response> {
     let unavailable = |error: crate::storage::StorageError| {
         tracing::error!(%error, "fulfillment lookup failed");
-        json_error(StatusCode::SERVICE_UNAVAILABLE, "fulfillment records are unavailable, retry later")
+        json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "fulfillment records are unavailable, retry later",
+        )
     };
-    if !state.store.grant_matches(passport.as_str(), &key.hash()).await.map_err(unavailable)? {
+    if !state
+        .store
+        .grant_matches(passport.as_str(), &key.hash())
+        .await
+        .map_err(unavailable)?
+    {
         return Ok(None);
     }
-    state.store.order_by_passport(passport.as_str()).await.map_err(unavailable)
+    state
+        .store
+        .order_by_passport(passport.as_str())
+        .await
+        .map_err(unavailable)
 }
 
 fn file_response(name: &str, bytes: Vec<u8>) -> Response {
     let mut response = Body::from(bytes).into_response();
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type(name)));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(content_type(name)),
+    );
     if let Ok(value) = HeaderValue::try_from(format!("attachment; filename=\"{name}\"")) {
         headers.insert(header::CONTENT_DISPOSITION, value);
     }
     // The URL is a capability: keep it out of shared caches and of Referer headers.
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("private, no-store"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     response
 }
 
 fn content_type(name: &str) -> &'static str {
-    let extension = name.rsplit_once('.').map(|(_, ext)| ext.to_ascii_lowercase());
+    let extension = name
+        .rsplit_once('.')
+        .map(|(_, ext)| ext.to_ascii_lowercase());
     match extension.as_deref() {
         Some("md") => "text/markdown; charset=utf-8",
         Some("txt") => "text/plain; charset=utf-8",
@@ -299,13 +369,19 @@ mod tests {
         assert_ne!(key.hash(), FulfillmentKey::generate().hash());
         assert_eq!(FulfillmentKey::parse("short"), None);
         assert_eq!(FulfillmentKey::parse(&"A".repeat(44)), None);
-        assert_eq!(FulfillmentKey::parse(&format!("{}=", &"A".repeat(42))), None);
+        assert_eq!(
+            FulfillmentKey::parse(&format!("{}=", &"A".repeat(42))),
+            None
+        );
     }
 
     #[test]
     fn sha256_matches_a_known_vector() {
         let key = FulfillmentKey("abc".to_owned());
-        assert_eq!(key.hash(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            key.hash(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 
     #[test]

@@ -71,7 +71,15 @@ pub fn verify_path(id: &str) -> String {
 }
 
 /// The names of the seven citation fields, in order.
-pub const CITATION_FIELDS: [&str; 7] = ["passport", "sku", "resource", "verify", "amountUsdc", "demo", "issued"];
+pub const CITATION_FIELDS: [&str; 7] = [
+    "passport",
+    "sku",
+    "resource",
+    "verify",
+    "amountUsdc",
+    "demo",
+    "issued",
+];
 
 /// The seven citation fields of a Passport (spec 2.4): what a buyer quotes and what
 /// `X-REFERRER-PASSPORT` points at.
@@ -165,15 +173,19 @@ async fn verify(State(state): State<AppState>, Path(id): Path<String>) -> Respon
             };
             let mut response = Json(body).into_response();
             // A Passport never changes once issued.
-            response
-                .headers_mut()
-                .insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
+            response.headers_mut().insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("public, max-age=300"),
+            );
             response
         }
         Ok(None) => json_error(StatusCode::NOT_FOUND, "no Passport with this id"),
         Err(error) => {
             tracing::error!(%error, "passport lookup failed");
-            json_error(StatusCode::SERVICE_UNAVAILABLE, "Passport records are unavailable, retry later")
+            json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Passport records are unavailable, retry later",
+            )
         }
     }
 }
@@ -205,11 +217,16 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let day_of_era = z.rem_euclid(146_097);
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let month_index = (5 * day_of_year + 2) / 153;
     let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     (year, month, day)
 }
@@ -225,7 +242,10 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(a.as_str().len(), PREFIX.len() + ID_CHARS);
         assert_eq!(PassportId::parse(a.as_str()), Ok(a.clone()));
-        assert_eq!(verify_path(a.as_str()), format!("/api/passport/{}", a.as_str()));
+        assert_eq!(
+            verify_path(a.as_str()),
+            format!("/api/passport/{}", a.as_str())
+        );
     }
 
     #[test]

@@ -36,7 +36,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tower_x402::VerifiedPayment;
-use tower_x402::proto::{AtomicAmount, PaymentRequirements, SettleResponse, UsdAmount, UsdcDeployment};
+use tower_x402::proto::{
+    AtomicAmount, PaymentRequirements, SettleResponse, UsdAmount, UsdcDeployment,
+};
 
 use crate::app::AppState;
 use crate::catalog::Sku;
@@ -67,7 +69,13 @@ pub struct PurchaseBody {
 
 impl PurchaseBody {
     /// The body for `order` of `sku` with fresh fulfillment `key`.
-    pub async fn new(config: &Config, sku: &Sku, order: &Order, key: &FulfillmentKey, replayed: bool) -> Self {
+    pub async fn new(
+        config: &Config,
+        sku: &Sku,
+        order: &Order,
+        key: &FulfillmentKey,
+        replayed: bool,
+    ) -> Self {
         Self {
             passport: Citation::of(order),
             status: passport::status(order.demo),
@@ -92,26 +100,40 @@ pub async fn purchase(
     };
     let Some(payment) = payment else {
         tracing::error!(sku = %slug, "paid route reached without a verified payment");
-        return json_error(StatusCode::INTERNAL_SERVER_ERROR, "this route is not behind the paywall");
+        return json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "this route is not behind the paywall",
+        );
     };
     let Some(settlement) = payment.settlement.as_ref() else {
         tracing::error!(sku = %slug, "paid route reached before settlement; the layer must settle first");
-        return json_error(StatusCode::INTERNAL_SERVER_ERROR, "payment not settled before fulfillment");
+        return json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "payment not settled before fulfillment",
+        );
     };
     if payment.offer.resource().url != sku.resource_url {
         tracing::error!(sku = %slug, paid = %payment.offer.resource().url, "payment is for another resource");
-        return json_error(StatusCode::CONFLICT, "this payment was made for a different resource");
+        return json_error(
+            StatusCode::CONFLICT,
+            "this payment was made for a different resource",
+        );
     }
     match fulfil(&state, sku, &payment, settlement, &headers).await {
         Ok(body) => paid_response(body),
-        Err(Failure::OtherSku) => json_error(StatusCode::CONFLICT, "this payment already bought a different SKU"),
+        Err(Failure::OtherSku) => json_error(
+            StatusCode::CONFLICT,
+            "this payment already bought a different SKU",
+        ),
         Err(Failure::Storage(error)) => {
             tracing::error!(%error, sku = %slug, key = %payment.key, "settled payment could not be recorded as an order");
             let mut response = json_error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "the payment settled but the order could not be recorded; retry with the same PAYMENT-SIGNATURE (it will not be charged again)",
             );
-            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
             response
         }
     }
@@ -138,7 +160,10 @@ async fn fulfil(
 ) -> Result<PurchaseBody, Failure> {
     let key = FulfillmentKey::generate();
     let payer = payer_of(payment, settlement);
-    let existing = state.store.order_by_payment_key(payment.key.as_str()).await?;
+    let existing = state
+        .store
+        .order_by_payment_key(payment.key.as_str())
+        .await?;
     let referral = match existing {
         // The citation was judged when the order was first recorded.
         Some(_) => None,
@@ -175,12 +200,22 @@ fn payer_of(payment: &VerifiedPayment, settlement: &SettleResponse) -> Option<St
         .payer
         .clone()
         .or_else(|| settlement.payer.clone())
-        .or_else(|| payment.payload.exact_evm().ok().map(|evm| evm.authorization.from))
+        .or_else(|| {
+            payment
+                .payload
+                .exact_evm()
+                .ok()
+                .map(|evm| evm.authorization.from)
+        })
 }
 
 /// What was paid in USD: the settled (else required) atomic amount in the network's USDC
 /// decimals, falling back to the SKU price when the network is not in the USDC table.
-fn amount_paid(requirement: &PaymentRequirements, settlement: &SettleResponse, price: UsdAmount) -> UsdAmount {
+fn amount_paid(
+    requirement: &PaymentRequirements,
+    settlement: &SettleResponse,
+    price: UsdAmount,
+) -> UsdAmount {
     let atomic: AtomicAmount = settlement.amount.unwrap_or(requirement.amount);
     UsdcDeployment::for_network(&requirement.network)
         .and_then(|usdc| UsdAmount::from_atomic(atomic, usdc.decimals).ok())
@@ -204,11 +239,10 @@ pub async fn response_example(config: &Config, sku: &Sku, demo: bool) -> Value {
         sku: sku.slug.clone(),
         resource: sku.resource_url.clone(),
         payer: None,
-        network: sku
-            .offer
-            .accepts()
-            .first()
-            .map_or_else(|| "eip155:8453".to_owned(), |accept| accept.network.to_string()),
+        network: sku.offer.accepts().first().map_or_else(
+            || "eip155:8453".to_owned(),
+            |accept| accept.network.to_string(),
+        ),
         transaction: format!("0x{}", "0".repeat(64)),
         amount: sku.price,
         payment_key: String::new(),

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use crate::config::Config;
 use crate::passport::{self, CITATION_FIELDS, MalformedPassport, PassportId};
-use crate::storage::{Referral, StorageError, Store};
+use crate::storage::{Order, Referral, StorageError, Store};
 
 /// The citation header.
 pub const HEADER: HeaderName = HeaderName::from_static("x-referrer-passport");
@@ -90,9 +90,15 @@ impl Reason {
             }
             Self::DemoOrder => "this is a demo order; demo orders never count as referrals",
             Self::UnknownPassport => "no Passport with the cited id was issued by this store",
-            Self::DemoPassport => "the cited Passport is a demo Passport; demo Passports never count",
-            Self::SelfCitation => "the cited Passport was bought by the same payer; self-citations do not count",
-            Self::PayerUnknown => "a payer address is unknown, so a self-citation cannot be ruled out",
+            Self::DemoPassport => {
+                "the cited Passport is a demo Passport; demo Passports never count"
+            }
+            Self::SelfCitation => {
+                "the cited Passport was bought by the same payer; self-citations do not count"
+            }
+            Self::PayerUnknown => {
+                "a payer address is unknown, so a self-citation cannot be ruled out"
+            }
         }
     }
 
@@ -140,7 +146,9 @@ pub fn parse_citation(value: &str) -> Result<PassportId, MalformedPassport> {
     } else if let Some(id) = value.strip_prefix("/api/passport/") {
         id
     } else if value.starts_with("https://") || value.starts_with("http://") {
-        let (_, id) = value.rsplit_once("/api/passport/").ok_or(MalformedPassport)?;
+        let (_, id) = value
+            .rsplit_once("/api/passport/")
+            .ok_or(MalformedPassport)?;
         id
     } else {
         return Err(MalformedPassport);
@@ -177,22 +185,32 @@ pub async fn evaluate(
         }
     };
     let cited = id.as_str().to_owned();
-    if demo {
-        return Ok(Some(verdict(cited, Reason::DemoOrder)));
-    }
-    let Some(prior) = store.order_by_passport(&cited).await? else {
-        return Ok(Some(verdict(cited, Reason::UnknownPassport)));
-    };
-    let reason = if prior.demo {
-        Reason::DemoPassport
+    let prior = if demo {
+        None
     } else {
-        match (payer, prior.payer.as_deref()) {
-            (Some(payer), Some(prior_payer)) if payer.eq_ignore_ascii_case(prior_payer) => Reason::SelfCitation,
-            (Some(_), Some(_)) => Reason::Counted,
-            _ => Reason::PayerUnknown,
-        }
+        store.order_by_passport(&cited).await?
     };
-    Ok(Some(verdict(cited, reason)))
+    Ok(Some(verdict(cited, judge(demo, prior.as_ref(), payer))))
+}
+
+/// The rules, given this order's mode and payer and the cited order (if it exists).
+fn judge(demo: bool, prior: Option<&Order>, payer: Option<&str>) -> Reason {
+    if demo {
+        return Reason::DemoOrder;
+    }
+    let Some(prior) = prior else {
+        return Reason::UnknownPassport;
+    };
+    if prior.demo {
+        return Reason::DemoPassport;
+    }
+    match (payer, prior.payer.as_deref()) {
+        (Some(payer), Some(prior_payer)) if payer.eq_ignore_ascii_case(prior_payer) => {
+            Reason::SelfCitation
+        }
+        (Some(_), Some(_)) => Reason::Counted,
+        _ => Reason::PayerUnknown,
+    }
 }
 
 fn verdict(cited: String, reason: Reason) -> Referral {
@@ -269,7 +287,10 @@ mod tests {
             format!(" {} ", id.as_str()),
             passport::verify_path(id.as_str()),
             format!("https://shop.example{}", passport::verify_path(id.as_str())),
-            format!("http://127.0.0.1:4020{}", passport::verify_path(id.as_str())),
+            format!(
+                "http://127.0.0.1:4020{}",
+                passport::verify_path(id.as_str())
+            ),
         ];
         for form in forms {
             assert_eq!(parse_citation(&form), Ok(id.clone()), "{form}");
@@ -291,6 +312,46 @@ mod tests {
         for form in forms {
             assert_eq!(parse_citation(&form), Err(MalformedPassport), "{form}");
         }
+    }
+
+    fn prior(payer: Option<&str>, demo: bool) -> Order {
+        Order {
+            passport: PassportId::generate().as_str().to_owned(),
+            sku: "store-rail-receipt".to_owned(),
+            resource: "http://127.0.0.1:4020/api/x402/store-rail-receipt".to_owned(),
+            payer: payer.map(str::to_owned),
+            network: "eip155:8453".to_owned(),
+            transaction: "0x01".to_owned(),
+            amount: tower_x402::proto::UsdAmount::from_micros(1_000_000),
+            payment_key: "key".to_owned(),
+            demo,
+            issued: 0,
+            referral: None,
+        }
+    }
+
+    #[test]
+    fn judges_each_rule() {
+        let alice = "0xAbCdEf0000000000000000000000000000000001";
+        let alice_lower = alice.to_ascii_lowercase();
+        let bob = "0x0000000000000000000000000000000000000002";
+        let live = prior(Some(alice), false);
+        assert_eq!(judge(false, Some(&live), Some(bob)), Reason::Counted);
+        assert_eq!(
+            judge(false, Some(&live), Some(&alice_lower)),
+            Reason::SelfCitation
+        );
+        assert_eq!(judge(true, Some(&live), Some(bob)), Reason::DemoOrder);
+        assert_eq!(judge(false, None, Some(bob)), Reason::UnknownPassport);
+        assert_eq!(
+            judge(false, Some(&prior(Some(alice), true)), Some(bob)),
+            Reason::DemoPassport
+        );
+        assert_eq!(
+            judge(false, Some(&prior(None, false)), Some(bob)),
+            Reason::PayerUnknown
+        );
+        assert_eq!(judge(false, Some(&live), None), Reason::PayerUnknown);
     }
 
     #[test]

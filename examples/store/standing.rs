@@ -122,7 +122,10 @@ impl StandingReport {
     /// The live count of `stage`.
     #[cfg(test)]
     pub fn live(&self, stage: &str) -> Option<u64> {
-        self.stages.iter().find(|s| s.stage == stage).map(|s| s.count)
+        self.stages
+            .iter()
+            .find(|s| s.stage == stage)
+            .map(|s| s.count)
     }
 
     /// The demo count of `stage`.
@@ -197,7 +200,11 @@ impl Standing {
         };
         let stages = |mode: Mode, orders: OrderFunnel| {
             let counts = [
-                if mode == Mode::Live { traffic("indexed", Mode::Live) } else { 0 },
+                if mode == Mode::Live {
+                    traffic("indexed", Mode::Live)
+                } else {
+                    0
+                },
                 traffic("retrieved", mode),
                 traffic("considered", mode),
                 traffic("selected", mode),
@@ -210,7 +217,11 @@ impl Standing {
                 .iter()
                 .zip(MEANINGS)
                 .zip(counts)
-                .map(|((&stage, meaning), count)| StageCount { stage, count, meaning })
+                .map(|((&stage, meaning), count)| StageCount {
+                    stage,
+                    count,
+                    meaning,
+                })
                 .collect()
         };
         Ok(StandingReport {
@@ -226,7 +237,12 @@ impl Inner {
         let _one_at_a_time = self.flushing.lock().await;
         let taken: Vec<(Traffic, u64)> = Traffic::ALL
             .into_iter()
-            .map(|traffic| (traffic, self.pending[traffic as usize].swap(0, Ordering::Relaxed)))
+            .map(|traffic| {
+                (
+                    traffic,
+                    self.pending[traffic as usize].swap(0, Ordering::Relaxed),
+                )
+            })
             .filter(|&(_, delta)| delta > 0)
             .collect();
         if !taken.is_empty() {
@@ -243,7 +259,11 @@ impl Inner {
         }
         if self.indexed_dirty.swap(false, Ordering::Acquire) {
             let channels = self.indexed.load(Ordering::Relaxed);
-            if let Err(error) = self.store.set_counter("indexed", Mode::Live, channels).await {
+            if let Err(error) = self
+                .store
+                .set_counter("indexed", Mode::Live, channels)
+                .await
+            {
                 self.indexed_dirty.store(true, Ordering::Release);
                 return Err(error);
             }

@@ -191,12 +191,16 @@ impl Store {
 
     /// The order a payment bought, if any.
     pub async fn order_by_payment_key(&self, key: &str) -> Result<Option<Order>, StorageError> {
-        self.backend.order_by(sqlite::OrderLookup::PaymentKey(key)).await
+        self.backend
+            .order_by(sqlite::OrderLookup::PaymentKey(key))
+            .await
     }
 
     /// The order behind a Passport, if any.
     pub async fn order_by_passport(&self, passport: &str) -> Result<Option<Order>, StorageError> {
-        self.backend.order_by(sqlite::OrderLookup::Passport(passport)).await
+        self.backend
+            .order_by(sqlite::OrderLookup::Passport(passport))
+            .await
     }
 
     /// Writes an order, its fulfillment grant and its referral in one transaction. When the
@@ -211,12 +215,21 @@ impl Store {
     }
 
     /// Whether `secret_hash` is one of the fulfillment grants of `passport`.
-    pub async fn grant_matches(&self, passport: &str, secret_hash: &str) -> Result<bool, StorageError> {
+    pub async fn grant_matches(
+        &self,
+        passport: &str,
+        secret_hash: &str,
+    ) -> Result<bool, StorageError> {
         self.backend.grant_matches(passport, secret_hash).await
     }
 
     /// Records that `file` of `passport` was served at `at` (unix seconds).
-    pub async fn record_download(&self, passport: &str, file: &str, at: i64) -> Result<(), StorageError> {
+    pub async fn record_download(
+        &self,
+        passport: &str,
+        file: &str,
+        at: i64,
+    ) -> Result<(), StorageError> {
         self.backend.record_download(passport, file, at).await
     }
 
@@ -226,7 +239,12 @@ impl Store {
     }
 
     /// Sets a counter to `value` (a gauge, such as `indexed`).
-    pub async fn set_counter(&self, stage: &str, mode: Mode, value: u64) -> Result<(), StorageError> {
+    pub async fn set_counter(
+        &self,
+        stage: &str,
+        mode: Mode,
+        value: u64,
+    ) -> Result<(), StorageError> {
         self.backend.set_counter(stage, mode, value).await
     }
 
@@ -242,13 +260,18 @@ impl Store {
 
     /// Rows in each table, for tests that check nothing was half-written.
     #[cfg(test)]
-    pub async fn row_counts(&self) -> Result<std::collections::BTreeMap<&'static str, u64>, StorageError> {
+    pub async fn row_counts(
+        &self,
+    ) -> Result<std::collections::BTreeMap<&'static str, u64>, StorageError> {
         self.backend.row_counts().await
     }
 }
 
 impl SettlementStore for Store {
-    fn find<'a>(&'a self, key: &'a PaymentKey) -> BoxFuture<'a, Result<Option<SettlementRecord>, StoreError>> {
+    fn find<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+    ) -> BoxFuture<'a, Result<Option<SettlementRecord>, StoreError>> {
         Box::pin(async move {
             self.backend
                 .find_settlement(key.as_str())
@@ -271,5 +294,7 @@ impl SettlementStore for Store {
 pub fn unix_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX))
+        .map_or(0, |elapsed| {
+            i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX)
+        })
 }

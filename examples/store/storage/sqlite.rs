@@ -4,7 +4,9 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::Row as _;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+};
 use tower_x402::layer::{PaymentKey, SettlementRecord};
 use tower_x402::proto::UsdAmount;
 
@@ -49,7 +51,11 @@ impl SqliteBackend {
                 .idle_timeout(None)
                 .max_lifetime(None)
         } else {
-            if let Some(dir) = options.get_filename().parent().filter(|dir| !dir.as_os_str().is_empty()) {
+            if let Some(dir) = options
+                .get_filename()
+                .parent()
+                .filter(|dir| !dir.as_os_str().is_empty())
+            {
                 std::fs::create_dir_all(dir).map_err(|source| StorageError::Directory {
                     path: dir.display().to_string(),
                     source,
@@ -63,11 +69,16 @@ impl SqliteBackend {
             options.journal_mode(SqliteJournalMode::Wal)
         };
         let pool = pool_options.connect_with(options).await?;
-        sqlx::migrate!("examples/store/storage/migrations").run(&pool).await?;
+        sqlx::migrate!("examples/store/storage/migrations")
+            .run(&pool)
+            .await?;
         Ok(Self { pool })
     }
 
-    pub(super) async fn find_settlement(&self, key: &str) -> Result<Option<SettlementRecord>, StorageError> {
+    pub(super) async fn find_settlement(
+        &self,
+        key: &str,
+    ) -> Result<Option<SettlementRecord>, StorageError> {
         let row = sqlx::query(
             "SELECT payment_key, fingerprint, resource, requirement, settlement FROM settlements WHERE payment_key = ?",
         )
@@ -86,9 +97,15 @@ impl SqliteBackend {
         )))
     }
 
-    pub(super) async fn save_settlement(&self, record: &SettlementRecord, now: i64) -> Result<(), StorageError> {
-        let requirement = serde_json::to_string(&record.requirement).map_err(|e| corrupt("requirement", e))?;
-        let settlement = serde_json::to_string(&record.settlement).map_err(|e| corrupt("settlement", e))?;
+    pub(super) async fn save_settlement(
+        &self,
+        record: &SettlementRecord,
+        now: i64,
+    ) -> Result<(), StorageError> {
+        let requirement =
+            serde_json::to_string(&record.requirement).map_err(|e| corrupt("requirement", e))?;
+        let settlement =
+            serde_json::to_string(&record.settlement).map_err(|e| corrupt("settlement", e))?;
         sqlx::query(
             "INSERT INTO settlements (payment_key, fingerprint, resource, requirement, settlement, created) \
              VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (payment_key) DO NOTHING",
@@ -104,12 +121,22 @@ impl SqliteBackend {
         Ok(())
     }
 
-    pub(super) async fn order_by(&self, lookup: OrderLookup<'_>) -> Result<Option<Order>, StorageError> {
+    pub(super) async fn order_by(
+        &self,
+        lookup: OrderLookup<'_>,
+    ) -> Result<Option<Order>, StorageError> {
         let (sql, value) = match lookup {
-            OrderLookup::PaymentKey(key) => (format!("{ORDER_COLUMNS} WHERE o.payment_key = ?"), key),
-            OrderLookup::Passport(passport) => (format!("{ORDER_COLUMNS} WHERE o.passport = ?"), passport),
+            OrderLookup::PaymentKey(key) => {
+                (format!("{ORDER_COLUMNS} WHERE o.payment_key = ?"), key)
+            }
+            OrderLookup::Passport(passport) => {
+                (format!("{ORDER_COLUMNS} WHERE o.passport = ?"), passport)
+            }
         };
-        let row = sqlx::query(&sql).bind(value).fetch_optional(&self.pool).await?;
+        let row = sqlx::query(&sql)
+            .bind(value)
+            .fetch_optional(&self.pool)
+            .await?;
         row.map(|row| order_from_row(&row)).transpose()
     }
 
@@ -149,28 +176,40 @@ impl SqliteBackend {
         .await?;
         insert_grant(&mut tx, &order.passport, &new.secret_hash).await?;
         if let Some(referral) = &order.referral {
-            sqlx::query("INSERT INTO referrals (passport, cited, counted, reason) VALUES (?, ?, ?, ?)")
-                .bind(&order.passport)
-                .bind(&referral.cited)
-                .bind(referral.counted)
-                .bind(&referral.reason)
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(
+                "INSERT INTO referrals (passport, cited, counted, reason) VALUES (?, ?, ?, ?)",
+            )
+            .bind(&order.passport)
+            .bind(&referral.cited)
+            .bind(referral.counted)
+            .bind(&referral.reason)
+            .execute(&mut *tx)
+            .await?;
         }
         tx.commit().await?;
         Ok(Recorded::Created(order.clone()))
     }
 
-    pub(super) async fn grant_matches(&self, passport: &str, secret_hash: &str) -> Result<bool, StorageError> {
-        let found = sqlx::query("SELECT 1 FROM fulfillment_grants WHERE passport = ? AND secret_hash = ?")
-            .bind(passport)
-            .bind(secret_hash)
-            .fetch_optional(&self.pool)
-            .await?;
+    pub(super) async fn grant_matches(
+        &self,
+        passport: &str,
+        secret_hash: &str,
+    ) -> Result<bool, StorageError> {
+        let found =
+            sqlx::query("SELECT 1 FROM fulfillment_grants WHERE passport = ? AND secret_hash = ?")
+                .bind(passport)
+                .bind(secret_hash)
+                .fetch_optional(&self.pool)
+                .await?;
         Ok(found.is_some())
     }
 
-    pub(super) async fn record_download(&self, passport: &str, file: &str, at: i64) -> Result<(), StorageError> {
+    pub(super) async fn record_download(
+        &self,
+        passport: &str,
+        file: &str,
+        at: i64,
+    ) -> Result<(), StorageError> {
         sqlx::query("INSERT INTO downloads (passport, file, at) VALUES (?, ?, ?)")
             .bind(passport)
             .bind(file)
@@ -180,7 +219,10 @@ impl SqliteBackend {
         Ok(())
     }
 
-    pub(super) async fn add_to_counters(&self, deltas: &[(&str, Mode, u64)]) -> Result<(), StorageError> {
+    pub(super) async fn add_to_counters(
+        &self,
+        deltas: &[(&str, Mode, u64)],
+    ) -> Result<(), StorageError> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         for &(stage, mode, delta) in deltas {
             let delta = i64::try_from(delta).map_err(|e| corrupt("counter delta", e))?;
@@ -198,7 +240,12 @@ impl SqliteBackend {
         Ok(())
     }
 
-    pub(super) async fn set_counter(&self, stage: &str, mode: Mode, value: u64) -> Result<(), StorageError> {
+    pub(super) async fn set_counter(
+        &self,
+        stage: &str,
+        mode: Mode,
+        value: u64,
+    ) -> Result<(), StorageError> {
         let value = i64::try_from(value).map_err(|e| corrupt("counter value", e))?;
         sqlx::query(
             "INSERT INTO counters (stage, mode, value) VALUES (?, ?, ?) \
@@ -254,7 +301,9 @@ impl SqliteBackend {
     }
 
     #[cfg(test)]
-    pub(super) async fn row_counts(&self) -> Result<std::collections::BTreeMap<&'static str, u64>, StorageError> {
+    pub(super) async fn row_counts(
+        &self,
+    ) -> Result<std::collections::BTreeMap<&'static str, u64>, StorageError> {
         let mut counts = std::collections::BTreeMap::new();
         for table in [
             "settlements",

@@ -15,17 +15,28 @@ async fn a_purchase_issues_a_passport_that_verifies_and_unlocks_its_files() {
     let bought = shop.buy(&wallet, RECEIPT, None).await;
 
     let passport = &bought.json["passport"];
-    let fields: Vec<&str> = passport.as_object().unwrap().keys().map(String::as_str).collect();
+    let fields: Vec<&str> = passport
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     assert_eq!(fields, CITATION_FIELDS);
     let id = passport_of(&bought);
     assert!(id.starts_with("pp_") && id.len() == 25, "{id}");
     assert_eq!(passport["sku"], RECEIPT);
-    assert_eq!(passport["resource"], format!("http://127.0.0.1:4020/api/x402/{RECEIPT}"));
+    assert_eq!(
+        passport["resource"],
+        format!("http://127.0.0.1:4020/api/x402/{RECEIPT}")
+    );
     assert_eq!(passport["verify"], format!("/api/passport/{id}"));
     assert_eq!(passport["amountUsdc"], "1.00");
     assert_eq!(passport["demo"], true);
     let issued = passport["issued"].as_str().unwrap();
-    assert!(issued.len() == 20 && issued.ends_with('Z') && issued.as_bytes()[10] == b'T', "{issued}");
+    assert!(
+        issued.len() == 20 && issued.ends_with('Z') && issued.as_bytes()[10] == b'T',
+        "{issued}"
+    );
     assert_eq!(bought.json["status"], "demo");
     assert_eq!(bought.json["replayed"], false);
     assert_eq!(bought.json["referral"]["reason"], "none");
@@ -33,16 +44,26 @@ async fn a_purchase_issues_a_passport_that_verifies_and_unlocks_its_files() {
     assert_eq!(bought.headers["cache-control"], "no-store");
 
     // The settlement in PAYMENT-RESPONSE is the one the Passport cites.
-    let settled: SettleResponse = header::decode(bought.headers[PAYMENT_RESPONSE].as_bytes()).unwrap();
-    assert_eq!(bought.json["settlement"]["transaction"], settled.transaction.as_str());
+    let settled: SettleResponse =
+        header::decode(bought.headers[PAYMENT_RESPONSE].as_bytes()).unwrap();
+    assert_eq!(
+        bought.json["settlement"]["transaction"],
+        settled.transaction.as_str()
+    );
     assert_eq!(shop.facilitator.settlement_count(), 1);
 
     let verified = shop.get(&format!("/api/passport/{id}"), &[]).await;
     assert_eq!(verified.status, StatusCode::OK);
     assert_eq!(verified.json["passport"], *passport);
     assert_eq!(verified.json["status"], "demo");
-    assert_eq!(verified.json["settlement"]["transaction"], settled.transaction.as_str());
-    assert_eq!(verified.json["settlement"]["network"], settled.network.as_str());
+    assert_eq!(
+        verified.json["settlement"]["transaction"],
+        settled.transaction.as_str()
+    );
+    assert_eq!(
+        verified.json["settlement"]["network"],
+        settled.network.as_str()
+    );
 
     // The key unlocks the file; it never appears in verification.
     let file = first_file_path(&bought);
@@ -50,7 +71,11 @@ async fn a_purchase_issues_a_passport_that_verifies_and_unlocks_its_files() {
     assert!(!verified.text().contains(&key));
     let download = shop.get(&file, &[]).await;
     assert_eq!(download.status, StatusCode::OK);
-    assert!(download.text().contains("sample deliverable"), "{}", download.text());
+    assert!(
+        download.text().contains("sample deliverable"),
+        "{}",
+        download.text()
+    );
     assert!(download.text().contains(&id));
     assert_eq!(download.headers["cache-control"], "private, no-store");
     assert_eq!(download.headers["referrer-policy"], "no-referrer");
@@ -61,7 +86,10 @@ async fn a_purchase_issues_a_passport_that_verifies_and_unlocks_its_files() {
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
     assert!(refused.json["error"].is_string());
     let other_key = format!("{without_key}?key={}", FulfillmentKey::generate().as_str());
-    assert_eq!(shop.get(&other_key, &[]).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        shop.get(&other_key, &[]).await.status,
+        StatusCode::FORBIDDEN
+    );
 }
 
 #[tokio::test]
@@ -86,8 +114,14 @@ async fn retrying_the_same_signature_returns_the_same_passport_without_a_second_
 
     // Each answer carries its own key, and both keep working.
     assert_ne!(first_file_path(&first), first_file_path(&second));
-    assert_eq!(shop.get(&first_file_path(&first), &[]).await.status, StatusCode::OK);
-    assert_eq!(shop.get(&first_file_path(&second), &[]).await.status, StatusCode::OK);
+    assert_eq!(
+        shop.get(&first_file_path(&first), &[]).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        shop.get(&first_file_path(&second), &[]).await.status,
+        StatusCode::OK
+    );
 }
 
 #[tokio::test]
@@ -118,8 +152,18 @@ async fn a_payment_settled_for_one_sku_is_refused_for_another() {
 
     // Same price, same accept: only the settlement record tells the resources apart.
     let elsewhere = shop.present(STAMPS, &signature, None).await;
-    assert_eq!(elsewhere.status, StatusCode::PAYMENT_REQUIRED, "{}", elsewhere.text());
-    assert!(elsewhere.json["error"].as_str().unwrap().contains("different resource"));
+    assert_eq!(
+        elsewhere.status,
+        StatusCode::PAYMENT_REQUIRED,
+        "{}",
+        elsewhere.text()
+    );
+    assert!(
+        elsewhere.json["error"]
+            .as_str()
+            .unwrap()
+            .contains("different resource")
+    );
     assert_eq!(shop.facilitator.settlement_count(), 1);
     let rows = shop.state.store.row_counts().await.unwrap();
     assert_eq!(rows["orders"], 1);

@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderValue, Request, StatusCode};
+use axum::http::{HeaderMap, Request, StatusCode};
 use serde_json::Value;
 use tempfile::TempDir;
 use tower::ServiceExt as _;
-use tower_x402::proto::{PAYMENT_REQUIRED, PAYMENT_SIGNATURE, PaymentRequired, header};
+use tower_x402::proto::{PAYMENT_REQUIRED, PaymentRequired, header};
 use tower_x402::sandbox::{SandboxFacilitator, SandboxWallet};
 
 use crate::app::{AppState, app, build_state_with};
@@ -58,7 +58,10 @@ impl Shop {
         demo: bool,
         content_dir: Option<PathBuf>,
     ) -> Self {
-        let url = format!("sqlite://{}", dir.path().join("data").join("store.db").display());
+        let url = format!(
+            "sqlite://{}",
+            dir.path().join("data").join("store.db").display()
+        );
         let mut config = Config::for_tests(url);
         config.content_dir = content_dir;
         let state = build_state_with(config, Arc::new(facilitator.clone()), demo)
@@ -76,7 +79,9 @@ impl Shop {
     /// and dropped first.
     pub(crate) async fn restart(self, demo: bool) -> Self {
         self.state.standing.flush().await.unwrap();
-        let Self { dir, facilitator, .. } = self;
+        let Self {
+            dir, facilitator, ..
+        } = self;
         Self::open_in(dir, facilitator, demo, None).await
     }
 
@@ -110,7 +115,12 @@ impl Shop {
     /// The challenge of `slug`.
     pub(crate) async fn challenge(&self, slug: &str) -> PaymentRequired {
         let answer = self.get(&format!("/api/x402/{slug}"), &[]).await;
-        assert_eq!(answer.status, StatusCode::PAYMENT_REQUIRED, "{}", answer.text());
+        assert_eq!(
+            answer.status,
+            StatusCode::PAYMENT_REQUIRED,
+            "{}",
+            answer.text()
+        );
         header::decode(answer.headers[PAYMENT_REQUIRED].as_bytes()).unwrap()
     }
 
@@ -118,12 +128,21 @@ impl Shop {
     pub(crate) async fn sign(&self, wallet: &SandboxWallet, slug: &str) -> String {
         let required = self.challenge(slug).await;
         let payload = wallet.pay(&required).unwrap();
-        header::encode(&payload).unwrap().to_str().unwrap().to_owned()
+        header::encode(&payload)
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned()
     }
 
     /// Presents `signature` for `slug`, optionally citing `referrer`.
-    pub(crate) async fn present(&self, slug: &str, signature: &str, referrer: Option<&str>) -> Answer {
-        let mut headers = vec![(PAYMENT_SIGNATURE.as_str(), signature)];
+    pub(crate) async fn present(
+        &self,
+        slug: &str,
+        signature: &str,
+        referrer: Option<&str>,
+    ) -> Answer {
+        let mut headers = vec![("payment-signature", signature)];
         if let Some(referrer) = referrer {
             headers.push(("x-referrer-passport", referrer));
         }
@@ -131,7 +150,12 @@ impl Shop {
     }
 
     /// Pays for `slug` from `wallet` and expects a 200.
-    pub(crate) async fn buy(&self, wallet: &SandboxWallet, slug: &str, referrer: Option<&str>) -> Answer {
+    pub(crate) async fn buy(
+        &self,
+        wallet: &SandboxWallet,
+        slug: &str,
+        referrer: Option<&str>,
+    ) -> Answer {
         let signature = self.sign(wallet, slug).await;
         let answer = self.present(slug, &signature, referrer).await;
         assert_eq!(answer.status, StatusCode::OK, "{}", answer.text());
@@ -141,7 +165,10 @@ impl Shop {
 
 /// The Passport id of a purchase answer.
 pub(crate) fn passport_of(answer: &Answer) -> String {
-    answer.json["passport"]["passport"].as_str().unwrap().to_owned()
+    answer.json["passport"]["passport"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }
 
 /// The path and query of the first fulfillment URL of a purchase answer.
@@ -149,9 +176,4 @@ pub(crate) fn first_file_path(answer: &Answer) -> String {
     let url = answer.json["fulfillment"][0]["url"].as_str().unwrap();
     let path = url.strip_prefix("http://127.0.0.1:4020").unwrap();
     path.to_owned()
-}
-
-/// `value` as a header value (panics on invalid input; tests only).
-pub(crate) fn header_value(value: &str) -> HeaderValue {
-    HeaderValue::from_str(value).unwrap()
 }

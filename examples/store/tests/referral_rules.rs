@@ -43,24 +43,44 @@ async fn a_self_citation_does_not_count() {
     let first = shop.buy(&wallet, RECEIPT, None).await;
     let again = shop.buy(&wallet, TAX, Some(&passport_of(&first))).await;
     assert_eq!(referral(&again), (false, "self_citation".to_owned()));
-    assert_eq!(shop.state.standing.snapshot().await.unwrap().live("referred"), Some(0));
+    assert_eq!(
+        shop.state
+            .standing
+            .snapshot()
+            .await
+            .unwrap()
+            .live("referred"),
+        Some(0)
+    );
 }
 
 #[tokio::test]
 async fn an_unknown_passport_does_not_count() {
     let shop = Shop::open(false).await;
     let unknown = PassportId::generate();
-    let bought = shop.buy(&SandboxWallet::random(), RECEIPT, Some(unknown.as_str())).await;
+    let bought = shop
+        .buy(&SandboxWallet::random(), RECEIPT, Some(unknown.as_str()))
+        .await;
     assert_eq!(referral(&bought), (false, "unknown_passport".to_owned()));
     assert_eq!(bought.json["referral"]["cited"], unknown.as_str());
-    assert_eq!(shop.state.standing.snapshot().await.unwrap().live("referred"), Some(0));
+    assert_eq!(
+        shop.state
+            .standing
+            .snapshot()
+            .await
+            .unwrap()
+            .live("referred"),
+        Some(0)
+    );
 }
 
 #[tokio::test]
 async fn demo_orders_never_count() {
     let shop = Shop::open(true).await;
     let first = shop.buy(&SandboxWallet::random(), RECEIPT, None).await;
-    let second = shop.buy(&SandboxWallet::random(), TAX, Some(&passport_of(&first))).await;
+    let second = shop
+        .buy(&SandboxWallet::random(), TAX, Some(&passport_of(&first)))
+        .await;
     assert_eq!(referral(&second), (false, "demo_order".to_owned()));
     let report = shop.state.standing.snapshot().await.unwrap();
     assert_eq!(report.live("referred"), Some(0));
@@ -75,7 +95,9 @@ async fn a_demo_passport_cited_in_a_live_store_does_not_count() {
     let demo_passport = passport_of(&demo_shop.buy(&SandboxWallet::random(), RECEIPT, None).await);
     let live_shop = demo_shop.restart(false).await;
 
-    let bought = live_shop.buy(&SandboxWallet::random(), TAX, Some(&demo_passport)).await;
+    let bought = live_shop
+        .buy(&SandboxWallet::random(), TAX, Some(&demo_passport))
+        .await;
     assert_eq!(referral(&bought), (false, "demo_passport".to_owned()));
     let report = live_shop.state.standing.snapshot().await.unwrap();
     assert_eq!(report.mode, "live");
@@ -95,5 +117,32 @@ async fn a_retry_keeps_the_original_verdict() {
     // The retry carries no header, yet reports the verdict recorded with the order.
     let retry = shop.present(TAX, &signature, None).await;
     assert_eq!(retry.json["referral"], first.json["referral"]);
-    assert_eq!(shop.state.standing.snapshot().await.unwrap().live("referred"), Some(1));
+    assert_eq!(
+        shop.state
+            .standing
+            .snapshot()
+            .await
+            .unwrap()
+            .live("referred"),
+        Some(1)
+    );
+}
+
+#[tokio::test]
+async fn two_citation_headers_are_malformed_and_the_sale_completes() {
+    let shop = Shop::open(false).await;
+    let cited = passport_of(&shop.buy(&SandboxWallet::random(), RECEIPT, None).await);
+    let signature = shop.sign(&SandboxWallet::random(), TAX).await;
+    let bought = shop
+        .get(
+            &format!("/api/x402/{TAX}"),
+            &[
+                ("payment-signature", &signature),
+                ("x-referrer-passport", &cited),
+                ("x-referrer-passport", &cited),
+            ],
+        )
+        .await;
+    assert_eq!(bought.status, 200, "{}", bought.text());
+    assert_eq!(referral(&bought), (false, "malformed".to_owned()));
 }

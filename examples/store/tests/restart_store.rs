@@ -27,7 +27,10 @@ async fn passports_standing_and_settlements_survive_a_restart() {
     assert_eq!(shop.state.standing.snapshot().await.unwrap(), before);
 
     // The old key still opens the file.
-    assert_eq!(shop.get(&first_file_path(&bought), &[]).await.status, StatusCode::OK);
+    assert_eq!(
+        shop.get(&first_file_path(&bought), &[]).await.status,
+        StatusCode::OK
+    );
 
     // The old signature comes back from the settlement record: same Passport, no settlement.
     let retry = shop.present(TAX, &signature, None).await;

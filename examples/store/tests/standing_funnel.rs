@@ -13,7 +13,13 @@ async fn a_fresh_store_reports_eight_zero_stages_in_order() {
     assert_eq!(names, STAGES);
     let demo_names: Vec<&str> = report.demo.iter().map(|s| s.stage).collect();
     assert_eq!(demo_names, STAGES);
-    assert!(report.stages.iter().chain(&report.demo).all(|s| s.count == 0));
+    assert!(
+        report
+            .stages
+            .iter()
+            .chain(&report.demo)
+            .all(|s| s.count == 0)
+    );
     let json = serde_json::to_value(&report).unwrap();
     assert_eq!(json["mode"], "live");
     assert_eq!(json["stages"][0]["stage"], "indexed");
@@ -41,7 +47,11 @@ async fn live_traffic_and_orders_feed_their_stages() {
     let counts: Vec<u64> = report.stages.iter().map(|s| s.count).collect();
     // indexed, retrieved, considered, selected, purchased, used, returned, referred
     assert_eq!(counts, [3, 2, 3, 3, 3, 3, 1, 0]);
-    assert!(report.demo.iter().all(|s| s.count == 0), "{:?}", report.demo);
+    assert!(
+        report.demo.iter().all(|s| s.count == 0),
+        "{:?}",
+        report.demo
+    );
 }
 
 #[tokio::test]
@@ -67,6 +77,9 @@ async fn event_counts_reach_the_database_without_a_snapshot() {
     shop.challenge(RECEIPT).await;
     shop.state.standing.flush().await.unwrap();
     let rows = shop.state.store.counters().await.unwrap();
-    let considered = rows.iter().find(|c| c.stage == "considered").map(|c| c.value);
+    let considered = rows
+        .iter()
+        .find(|c| c.stage == "considered")
+        .map(|c| c.value);
     assert_eq!(considered, Some(1));
 }

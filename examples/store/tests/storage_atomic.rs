@@ -1,13 +1,22 @@
 //! The storage layer: transactions, idempotent orders, settlement records.
 
 use tower_x402::layer::{PaymentKey, SettlementRecord, SettlementStore as _};
-use tower_x402::proto::{AtomicAmount, Network, PaymentPayload, PaymentRequirements, SettleResponse, X402Version};
+use tower_x402::proto::{
+    AtomicAmount, Network, PaymentPayload, PaymentRequirements, SettleResponse, X402Version,
+};
 
 use crate::storage::{NewOrder, Order, Recorded, Referral, Store};
 
 async fn temp_store() -> (tempfile::TempDir, Store, String) {
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("nested").join("deeper").join("store.db").display());
+    let url = format!(
+        "sqlite://{}",
+        dir.path()
+            .join("nested")
+            .join("deeper")
+            .join("store.db")
+            .display()
+    );
     let store = Store::open(&url).await.unwrap();
     (dir, store, url)
 }
@@ -39,9 +48,19 @@ async fn a_failure_midway_leaves_no_partial_rows() {
         order: order("pp_first", "key-1"),
         secret_hash: "hash-1".to_owned(),
     };
-    assert!(matches!(store.record_order(&first).await.unwrap(), Recorded::Created(_)));
+    assert!(matches!(
+        store.record_order(&first).await.unwrap(),
+        Recorded::Created(_)
+    ));
     let before = store.row_counts().await.unwrap();
-    assert_eq!((before["orders"], before["fulfillment_grants"], before["referrals"]), (1, 1, 1));
+    assert_eq!(
+        (
+            before["orders"],
+            before["fulfillment_grants"],
+            before["referrals"]
+        ),
+        (1, 1, 1)
+    );
 
     // The order row goes in, then the grant collides with the first order's: all rolled back.
     let clash = NewOrder {
@@ -86,7 +105,10 @@ async fn orders_read_back_exactly() {
     store.record_order(&new).await.unwrap();
     drop(store);
     let reopened = Store::open(&url).await.unwrap();
-    assert_eq!(reopened.order_by_passport("pp_first").await.unwrap(), Some(new.order.clone()));
+    assert_eq!(
+        reopened.order_by_passport("pp_first").await.unwrap(),
+        Some(new.order.clone())
+    );
     let mut plain = new.order.clone();
     plain.passport = "pp_plain".to_owned();
     plain.payment_key = "key-plain".to_owned();
@@ -100,7 +122,10 @@ async fn orders_read_back_exactly() {
         .await
         .unwrap();
     assert_eq!(recorded, Recorded::Created(plain.clone()));
-    assert_eq!(reopened.order_by_payment_key("key-plain").await.unwrap(), Some(plain));
+    assert_eq!(
+        reopened.order_by_payment_key("key-plain").await.unwrap(),
+        Some(plain)
+    );
 }
 
 fn settlement_record(nonce: &str, resource: &str, transaction: &str) -> SettlementRecord {
@@ -157,7 +182,13 @@ async fn settlement_records_keep_the_first_and_survive_reopening() {
 
     let reopened = Store::open(&url).await.unwrap();
     assert_eq!(reopened.find(&record.key).await.unwrap(), Some(record));
-    assert_eq!(reopened.find(&PaymentKey::from_stored("id:nothing")).await.unwrap(), None);
+    assert_eq!(
+        reopened
+            .find(&PaymentKey::from_stored("id:nothing"))
+            .await
+            .unwrap(),
+        None
+    );
 }
 
 #[tokio::test]
