@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::{Json, Router};
 use axum::routing::get;
+use axum::{Json, Router};
 use tower::ServiceBuilder;
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
@@ -74,7 +74,9 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     match &config.facilitator_url {
         Some(url) => {
             if config.facilitator_bearer.is_some() {
-                tracing::warn!("STORE_FACILITATOR_BEARER is set, but this HttpFacilitator sends no auth header");
+                tracing::warn!(
+                    "STORE_FACILITATOR_BEARER is set, but this HttpFacilitator sends no auth header"
+                );
             }
             let facilitator = HttpFacilitator::new(url.clone())?;
             build_state_with(config, Arc::new(facilitator), false).await

@@ -143,10 +143,12 @@ impl Catalog {
             resource.description = Some(description.to_owned());
             resource.mime_type = Some("application/json".to_owned());
             resource.other.insert("tags".to_owned(), json!([tag]));
-            let extra_accepts = doors.extra_accepts(price).map_err(|source| OfferError::Money {
-                url: resource_url.clone(),
-                source,
-            })?;
+            let extra_accepts = doors
+                .extra_accepts(price)
+                .map_err(|source| OfferError::Money {
+                    url: resource_url.clone(),
+                    source,
+                })?;
             let mut builder = Offer::builder(resource)
                 .usdc(&UsdcDeployment::BASE, price, config.pay_to.clone())
                 .settlement(SettlementMode::Before);
@@ -170,8 +172,16 @@ impl Catalog {
             sku.offer = Arc::new(with_extension(&draft, "bazaar", bazaar_extension(example))?);
             skus.push(sku);
         }
-        let by_slug = skus.iter().enumerate().map(|(i, sku)| (sku.slug.clone(), i)).collect();
-        Ok(Self { skus, by_slug, doors })
+        let by_slug = skus
+            .iter()
+            .enumerate()
+            .map(|(i, sku)| (sku.slug.clone(), i))
+            .collect();
+        Ok(Self {
+            skus,
+            by_slug,
+            doors,
+        })
     }
 
     /// The product sold under `slug`.

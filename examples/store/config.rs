@@ -18,7 +18,11 @@ pub const DEMO_PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 
 /// The command line (each flag also reads its `STORE_…` environment variable).
 #[derive(Parser)]
-#[command(name = "store", version, about = "A digital store whose products are paid over HTTP 402 (x402 v2, USDC)")]
+#[command(
+    name = "store",
+    version,
+    about = "A digital store whose products are paid over HTTP 402 (x402 v2, USDC)"
+)]
 pub struct Args {
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, env = "STORE_LISTEN", default_value = "127.0.0.1:4020")]
@@ -39,7 +43,11 @@ pub struct Args {
     #[arg(long, env = "STORE_FACILITATOR_BEARER", hide_env_values = true)]
     pub facilitator_bearer: Option<String>,
     /// SQLite database (`sqlite:` URL); its directory is created if missing.
-    #[arg(long, env = "STORE_DATABASE_URL", default_value = "sqlite://data/store.db")]
+    #[arg(
+        long,
+        env = "STORE_DATABASE_URL",
+        default_value = "sqlite://data/store.db"
+    )]
     pub database_url: String,
     /// Deposit address on Solana mainnet; opens the second payment door.
     #[arg(long, env = "STORE_SECOND_PAY_TO")]
@@ -134,7 +142,9 @@ impl Config {
                 .to_owned(),
             slug_prefix: args.slug_prefix,
             pay_to,
-            facilitator_url: args.facilitator_url.map(|url| url.trim_end_matches('/').to_owned()),
+            facilitator_url: args
+                .facilitator_url
+                .map(|url| url.trim_end_matches('/').to_owned()),
             facilitator_bearer: args.facilitator_bearer,
             database_url: args.database_url,
             second_pay_to: args.second_pay_to,
@@ -175,25 +185,41 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let base = http_url("STORE_BASE_URL (--base-url)", &self.base_url)?;
         if base.query().is_some() || base.fragment().is_some() {
-            return Err(invalid("STORE_BASE_URL (--base-url)", "must not carry a query or fragment"));
+            return Err(invalid(
+                "STORE_BASE_URL (--base-url)",
+                "must not carry a query or fragment",
+            ));
         }
         if !is_slug_prefix(&self.slug_prefix) {
             return Err(invalid(
                 "STORE_SLUG_PREFIX (--slug-prefix)",
-                format!("`{}` must be 1–32 lowercase letters, digits and inner hyphens", self.slug_prefix),
+                format!(
+                    "`{}` must be 1–32 lowercase letters, digits and inner hyphens",
+                    self.slug_prefix
+                ),
             ));
         }
         if !is_evm_address(&self.pay_to) {
             return Err(invalid(
                 "STORE_PAY_TO (--pay-to)",
-                format!("`{}` is not a Base address (0x followed by 40 hex digits)", self.pay_to),
+                format!(
+                    "`{}` is not a Base address (0x followed by 40 hex digits)",
+                    self.pay_to
+                ),
             ));
         }
         if let Some(url) = &self.facilitator_url {
             http_url("STORE_FACILITATOR_URL (--facilitator-url)", url)?;
         }
-        if self.facilitator_bearer.as_deref().is_some_and(|token| token.trim().is_empty()) {
-            return Err(invalid("STORE_FACILITATOR_BEARER (--facilitator-bearer)", "is empty"));
+        if self
+            .facilitator_bearer
+            .as_deref()
+            .is_some_and(|token| token.trim().is_empty())
+        {
+            return Err(invalid(
+                "STORE_FACILITATOR_BEARER (--facilitator-bearer)",
+                "is empty",
+            ));
         }
         if !self.database_url.starts_with("sqlite:") {
             return Err(invalid(
@@ -213,15 +239,23 @@ impl Config {
             if !is_algorand_address(address) {
                 return Err(invalid(
                     "STORE_THIRD_PAY_TO (--third-pay-to)",
-                    format!("`{address}` is not an Algorand address (58 base32 characters A–Z, 2–7)"),
+                    format!(
+                        "`{address}` is not an Algorand address (58 base32 characters A–Z, 2–7)"
+                    ),
                 ));
             }
         }
         if let Some(template) = &self.checkout_url {
             if !template.contains("{sku}") {
-                return Err(invalid("STORE_CHECKOUT_URL (--checkout-url)", "must contain the placeholder {sku}"));
+                return Err(invalid(
+                    "STORE_CHECKOUT_URL (--checkout-url)",
+                    "must contain the placeholder {sku}",
+                ));
             }
-            http_url("STORE_CHECKOUT_URL (--checkout-url)", &template.replace("{sku}", "sku"))?;
+            http_url(
+                "STORE_CHECKOUT_URL (--checkout-url)",
+                &template.replace("{sku}", "sku"),
+            )?;
         }
         if let Some(dir) = &self.content_dir {
             if !dir.is_dir() {
@@ -233,9 +267,9 @@ impl Config {
         }
         if let Some(channels) = &self.discovery_channels {
             for channel in channels {
-                channel
-                    .validate()
-                    .map_err(|problem| invalid("STORE_DISCOVERY_CHANNELS (--discovery-channels)", problem))?;
+                channel.validate().map_err(|problem| {
+                    invalid("STORE_DISCOVERY_CHANNELS (--discovery-channels)", problem)
+                })?;
             }
         }
         Ok(())
@@ -250,7 +284,9 @@ impl Config {
 
     /// The hosted checkout link for `slug`, when a checkout page is configured.
     pub fn checkout_link(&self, slug: &str) -> Option<String> {
-        self.checkout_url.as_ref().map(|template| template.replace("{sku}", slug))
+        self.checkout_url
+            .as_ref()
+            .map(|template| template.replace("{sku}", slug))
     }
 
     /// Whether payments go through the in-process sandbox rather than an external facilitator.
@@ -267,13 +303,19 @@ impl fmt::Debug for Config {
             .field("slug_prefix", &self.slug_prefix)
             .field("pay_to", &self.pay_to)
             .field("facilitator_url", &self.facilitator_url)
-            .field("facilitator_bearer", &self.facilitator_bearer.as_ref().map(|_| "<redacted>"))
+            .field(
+                "facilitator_bearer",
+                &self.facilitator_bearer.as_ref().map(|_| "<redacted>"),
+            )
             .field("database_url", &self.database_url)
             .field("second_pay_to", &self.second_pay_to)
             .field("third_pay_to", &self.third_pay_to)
             .field("checkout_url", &self.checkout_url)
             .field("content_dir", &self.content_dir)
-            .field("discovery_channels", &self.discovery_channels.as_ref().map(Vec::len))
+            .field(
+                "discovery_channels",
+                &self.discovery_channels.as_ref().map(Vec::len),
+            )
             .finish()
     }
 }
@@ -282,14 +324,23 @@ fn read_channels(path: &PathBuf) -> Result<Vec<ChannelSpec>, ConfigError> {
     const SETTING: &str = "STORE_DISCOVERY_CHANNELS (--discovery-channels)";
     let text = std::fs::read_to_string(path)
         .map_err(|e| invalid(SETTING, format!("cannot read `{}`: {e}", path.display())))?;
-    serde_json::from_str(&text).map_err(|e| invalid(SETTING, format!("`{}` is not a channel list: {e}", path.display())))
+    serde_json::from_str(&text).map_err(|e| {
+        invalid(
+            SETTING,
+            format!("`{}` is not a channel list: {e}", path.display()),
+        )
+    })
 }
 
 /// Parses `value` as an absolute http(s) URL with a host.
 pub fn http_url(setting: &'static str, value: &str) -> Result<Url, ConfigError> {
-    let url = Url::parse(value).map_err(|e| invalid(setting, format!("`{value}` is not an absolute URL: {e}")))?;
+    let url = Url::parse(value)
+        .map_err(|e| invalid(setting, format!("`{value}` is not an absolute URL: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(invalid(setting, format!("`{value}` must be an http(s) URL with a host")));
+        return Err(invalid(
+            setting,
+            format!("`{value}` must be an http(s) URL with a host"),
+        ));
     }
     Ok(url)
 }
@@ -299,7 +350,9 @@ fn is_slug_prefix(prefix: &str) -> bool {
         && !prefix.starts_with('-')
         && !prefix.ends_with('-')
         && !prefix.contains("--")
-        && prefix.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && prefix
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 /// `0x` followed by 40 hex digits (any case; the checksum is only a spelling).
@@ -320,7 +373,10 @@ pub fn is_solana_address(address: &str) -> bool {
 /// 58 characters of the RFC 4648 base32 alphabet (the public key and its checksum; the checksum
 /// itself is not recomputed here).
 pub fn is_algorand_address(address: &str) -> bool {
-    address.len() == 58 && address.bytes().all(|b| b.is_ascii_uppercase() || (b'2'..=b'7').contains(&b))
+    address.len() == 58
+        && address
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || (b'2'..=b'7').contains(&b))
 }
 
 #[cfg(test)]
@@ -348,20 +404,47 @@ mod tests {
         let cases: &[(&[&str], &str)] = &[
             (&["--facilitator-url", "https://f.example"], "STORE_PAY_TO"),
             (&["--base-url", "shop.example"], "STORE_BASE_URL"),
-            (&["--base-url", "https://shop.example/?a=1"], "STORE_BASE_URL"),
+            (
+                &["--base-url", "https://shop.example/?a=1"],
+                "STORE_BASE_URL",
+            ),
             (&["--base-url", "ftp://shop.example"], "STORE_BASE_URL"),
             (&["--pay-to", "0x1234"], "STORE_PAY_TO"),
-            (&["--pay-to", "0xZZ9693Bc6afc0C5328bA36FaF03C514EF312287C"], "STORE_PAY_TO"),
+            (
+                &["--pay-to", "0xZZ9693Bc6afc0C5328bA36FaF03C514EF312287C"],
+                "STORE_PAY_TO",
+            ),
             (&["--database-url", "postgres://x"], "STORE_DATABASE_URL"),
-            (&["--second-pay-to", "0x209693Bc6afc0C5328bA36FaF03C514EF312287C"], "STORE_SECOND_PAY_TO"),
-            (&["--second-pay-to", "O0IlO0IlO0IlO0IlO0IlO0IlO0IlO0IlO0Il"], "STORE_SECOND_PAY_TO"),
+            (
+                &[
+                    "--second-pay-to",
+                    "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
+                ],
+                "STORE_SECOND_PAY_TO",
+            ),
+            (
+                &["--second-pay-to", "O0IlO0IlO0IlO0IlO0IlO0IlO0IlO0IlO0Il"],
+                "STORE_SECOND_PAY_TO",
+            ),
             (&["--third-pay-to", "abc"], "STORE_THIRD_PAY_TO"),
-            (&["--checkout-url", "https://pay.example/checkout"], "STORE_CHECKOUT_URL"),
+            (
+                &["--checkout-url", "https://pay.example/checkout"],
+                "STORE_CHECKOUT_URL",
+            ),
             (&["--checkout-url", "/checkout/{sku}"], "STORE_CHECKOUT_URL"),
             (&["--slug-prefix", "Store"], "STORE_SLUG_PREFIX"),
-            (&["--facilitator-url", "not a url", "--pay-to", DEMO_PAY_TO], "STORE_FACILITATOR_URL"),
-            (&["--content-dir", "/definitely/not/here"], "STORE_CONTENT_DIR"),
-            (&["--discovery-channels", "/definitely/not/here.json"], "STORE_DISCOVERY_CHANNELS"),
+            (
+                &["--facilitator-url", "not a url", "--pay-to", DEMO_PAY_TO],
+                "STORE_FACILITATOR_URL",
+            ),
+            (
+                &["--content-dir", "/definitely/not/here"],
+                "STORE_CONTENT_DIR",
+            ),
+            (
+                &["--discovery-channels", "/definitely/not/here.json"],
+                "STORE_DISCOVERY_CHANNELS",
+            ),
         ];
         for (argv, setting) in cases {
             let error = Config::from_args(args(argv)).unwrap_err();
@@ -387,7 +470,10 @@ mod tests {
         ]))
         .unwrap();
         assert!(!config.is_demo());
-        assert_eq!(config.facilitator_url.as_deref(), Some("https://facilitator.example"));
+        assert_eq!(
+            config.facilitator_url.as_deref(),
+            Some("https://facilitator.example")
+        );
         assert_eq!(config.base_url, "https://shop.example");
         assert_eq!(
             config.checkout_link("store-api-pack").as_deref(),

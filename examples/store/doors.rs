@@ -14,7 +14,9 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 use tower_x402::layer::DEFAULT_MAX_TIMEOUT_SECONDS;
-use tower_x402::proto::{MoneyError, PaymentRequirements, SupportedResponse, UsdAmount, UsdcDeployment};
+use tower_x402::proto::{
+    MoneyError, PaymentRequirements, SupportedResponse, UsdAmount, UsdcDeployment,
+};
 
 use crate::config::Config;
 
@@ -78,7 +80,13 @@ impl Doors {
             let kinds = supported.ok()?;
             kinds.kinds.iter().find_map(|kind| {
                 (kind.scheme == "exact" && kind.network == deployment.network)
-                    .then(|| kind.extra.as_ref()?.get("feePayer")?.as_str().map(str::to_owned))
+                    .then(|| {
+                        kind.extra
+                            .as_ref()?
+                            .get("feePayer")?
+                            .as_str()
+                            .map(str::to_owned)
+                    })
                     .flatten()
             })
         };
@@ -122,14 +130,14 @@ impl Doors {
                     }
                     .to_owned(),
                     fee_payer,
-                    ..door("solana", "Solana", solana.clone(), &facilitator, &["exact"])
+                    ..door("solana", "Solana", solana, &facilitator, &["exact"])
                 }
             }
             None => Door {
                 status: DoorStatus::Gated,
                 how: "Not offered yet: pay through the canonical door.".to_owned(),
                 notes: "Gated until the merchant's Solana deposit address (STORE_SECOND_PAY_TO) is configured.".to_owned(),
-                ..door("solana", "Solana", solana.clone(), &facilitator, &["exact"])
+                ..door("solana", "Solana", solana, &facilitator, &["exact"])
             },
         };
 

@@ -14,9 +14,10 @@ use crate::{doctrine, referral};
 pub async fn llms_txt(State(state): State<AppState>) -> Response {
     state.standing.record_retrieved();
     let mut response = render(&state).into_response();
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     response
 }
 
@@ -38,12 +39,20 @@ pub fn render(state: &AppState) -> String {
         config.slug_prefix
     );
     if state.demo {
-        let _ = writeln!(text, "This instance runs in demo mode: payments go through an in-process sandbox and Passports are marked demo.\n");
+        let _ = writeln!(
+            text,
+            "This instance runs in demo mode: payments go through an in-process sandbox and Passports are marked demo.\n"
+        );
     }
 
     let _ = writeln!(text, "## Products\n");
     for sku in state.catalog.iter() {
-        let atomic = sku.offer.accepts().first().map(|accept| accept.amount.to_string()).unwrap_or_default();
+        let atomic = sku
+            .offer
+            .accepts()
+            .first()
+            .map(|accept| accept.amount.to_string())
+            .unwrap_or_default();
         let _ = writeln!(
             text,
             "- [{}]({}): {} USD ({atomic} atomic USDC), GET, tag {} — {}: {}",
@@ -53,14 +62,42 @@ pub fn render(state: &AppState) -> String {
 
     let _ = writeln!(text, "\n## Machine-readable\n");
     for (name, path, note) in [
-        ("x402 catalog (v2)", "/.well-known/x402.json", "every product with the exact accepts and extensions of its 402"),
-        ("x402 URL list", "/.well-known/x402", "version 1 list of the paid URLs"),
-        ("OpenAPI", "/openapi.json", "one operation per product with x-payment-info"),
-        ("MCP discovery server", "/mcp", "Streamable HTTP, JSON-RPC, read-only catalog tools"),
-        ("MCP manifest", "/.well-known/mcp.json", "name, endpoint and tools of the discovery server"),
-        ("Catalog (JSON)", "/api/bazaar", "products by tag, payment doors, funnel numbers"),
+        (
+            "x402 catalog (v2)",
+            "/.well-known/x402.json",
+            "every product with the exact accepts and extensions of its 402",
+        ),
+        (
+            "x402 URL list",
+            "/.well-known/x402",
+            "version 1 list of the paid URLs",
+        ),
+        (
+            "OpenAPI",
+            "/openapi.json",
+            "one operation per product with x-payment-info",
+        ),
+        (
+            "MCP discovery server",
+            "/mcp",
+            "Streamable HTTP, JSON-RPC, read-only catalog tools",
+        ),
+        (
+            "MCP manifest",
+            "/.well-known/mcp.json",
+            "name, endpoint and tools of the discovery server",
+        ),
+        (
+            "Catalog (JSON)",
+            "/api/bazaar",
+            "products by tag, payment doors, funnel numbers",
+        ),
         ("Catalog (page)", "/bazaar", "the same for people"),
-        ("Discovery map", "/api/discovery", "the indexes and how the store reaches each"),
+        (
+            "Discovery map",
+            "/api/discovery",
+            "the indexes and how the store reaches each",
+        ),
     ] {
         let _ = writeln!(text, "- [{name}]({base}{path}): {note}");
     }

@@ -45,7 +45,10 @@ use crate::config::{Args, Config};
 #[tokio::main]
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,tower_http=info")))
+        .with_env_filter(
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("info,tower_http=info")),
+        )
         .with_writer(std::io::stderr)
         .init();
     match run(Args::parse()).await {
@@ -63,7 +66,9 @@ async fn run(args: Args) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("STORE_LISTEN: cannot listen on {}: {e}", config.listen))?;
-    let address = listener.local_addr().map_err(|e| format!("STORE_LISTEN: {e}"))?;
+    let address = listener
+        .local_addr()
+        .map_err(|e| format!("STORE_LISTEN: {e}"))?;
     if !base_url_given {
         config.base_url = format!("http://{address}");
     }

@@ -22,9 +22,10 @@ pub const API_VERSION: &str = "2026-09-08";
 pub async fn document(State(state): State<AppState>) -> Response {
     state.standing.record_retrieved();
     let mut response = Json(build(&state.config, &state.catalog)).into_response();
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=300"),
+    );
     response
 }
 
@@ -65,7 +66,10 @@ pub fn build(config: &Config, catalog: &Catalog) -> Value {
                 "404": {"description": "No product is sold at this path."},
             },
         });
-        paths.insert(format!("/api/x402/{}", sku.slug), json!({ "get": operation }));
+        paths.insert(
+            format!("/api/x402/{}", sku.slug),
+            json!({ "get": operation }),
+        );
     }
     for (path, methods) in free_routes() {
         let mut item = Map::new();
@@ -78,8 +82,7 @@ pub fn build(config: &Config, catalog: &Catalog) -> Value {
                 "responses": {"200": {"description": "OK"}},
             });
             if path.contains("{id}") {
-                operation["parameters"] =
-                    json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
+                operation["parameters"] = json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
             }
             item.insert((*method).to_owned(), operation);
         }
@@ -110,24 +113,74 @@ pub fn build(config: &Config, catalog: &Catalog) -> Value {
 }
 
 /// The free routes: path → (method, operationId, summary).
-fn free_routes() -> &'static [(&'static str, &'static [(&'static str, &'static str, &'static str)])] {
+fn free_routes() -> &'static [(
+    &'static str,
+    &'static [(&'static str, &'static str, &'static str)],
+)] {
     &[
-        ("/.well-known/x402.json", &[("get", "wellKnownX402Json", "v2 catalog of every product with its accepts")]),
-        ("/.well-known/x402", &[("get", "wellKnownX402", "URL list of the paid products (never a 402)")]),
+        (
+            "/.well-known/x402.json",
+            &[(
+                "get",
+                "wellKnownX402Json",
+                "v2 catalog of every product with its accepts",
+            )],
+        ),
+        (
+            "/.well-known/x402",
+            &[(
+                "get",
+                "wellKnownX402",
+                "URL list of the paid products (never a 402)",
+            )],
+        ),
         ("/openapi.json", &[("get", "openapi", "This document")]),
-        ("/api/bazaar", &[("get", "bazaarJson", "First-party catalog, machine form")]),
-        ("/bazaar", &[("get", "bazaarPage", "First-party catalog, human page")]),
-        ("/llms.txt", &[("get", "llmsTxt", "Plain-text doctrine and catalog")]),
-        ("/mcp", &[("post", "mcp", "MCP discovery server (Streamable HTTP, JSON responses)")]),
-        ("/.well-known/mcp.json", &[("get", "mcpManifest", "Manifest of the discovery server")]),
-        ("/discovery", &[("get", "discoveryPage", "Map of the discovery channels, probed")]),
+        (
+            "/api/bazaar",
+            &[("get", "bazaarJson", "First-party catalog, machine form")],
+        ),
+        (
+            "/bazaar",
+            &[("get", "bazaarPage", "First-party catalog, human page")],
+        ),
+        (
+            "/llms.txt",
+            &[("get", "llmsTxt", "Plain-text doctrine and catalog")],
+        ),
+        (
+            "/mcp",
+            &[(
+                "post",
+                "mcp",
+                "MCP discovery server (Streamable HTTP, JSON responses)",
+            )],
+        ),
+        (
+            "/.well-known/mcp.json",
+            &[("get", "mcpManifest", "Manifest of the discovery server")],
+        ),
+        (
+            "/discovery",
+            &[(
+                "get",
+                "discoveryPage",
+                "Map of the discovery channels, probed",
+            )],
+        ),
         (
             "/api/discovery",
             &[
                 ("get", "discovery", "Map of the discovery channels, probed"),
-                ("post", "announce", "Announce the store's own origin to channels that accept a URL"),
+                (
+                    "post",
+                    "announce",
+                    "Announce the store's own origin to channels that accept a URL",
+                ),
             ],
         ),
-        ("/api/passport/{id}", &[("get", "verifyPassport", "Verify a Passport")]),
+        (
+            "/api/passport/{id}",
+            &[("get", "verifyPassport", "Verify a Passport")],
+        ),
     ]
 }

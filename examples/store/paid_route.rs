@@ -14,10 +14,10 @@ use axum::Router;
 use axum::extract::Request;
 use axum::handler::Handler;
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::get;
-use axum::http::request::Parts;
 use tower::ServiceBuilder;
 use tower_x402::{VerifiedPayment, X402Layer};
 
@@ -28,7 +28,11 @@ use crate::purchase::purchase;
 /// reporting payment events to `state.standing`.
 pub fn routes(state: &AppState) -> Router<AppState> {
     let catalog = state.catalog.clone();
-    let pricing = move |parts: &Parts| catalog.for_path(parts.uri.path()).map(|sku| sku.offer.clone());
+    let pricing = move |parts: &Parts| {
+        catalog
+            .for_path(parts.uri.path())
+            .map(|sku| sku.offer.clone())
+    };
     let paywall = X402Layer::new(state.facilitator.clone(), pricing)
         .settlement_store(state.store.clone())
         .events(state.standing.clone());
@@ -47,6 +51,9 @@ async fn only_paid(request: Request, next: Next) -> Response {
     if request.extensions().get::<VerifiedPayment>().is_some() {
         next.run(request).await
     } else {
-        json_error(StatusCode::NOT_FOUND, "unknown SKU: no product is sold at this path")
+        json_error(
+            StatusCode::NOT_FOUND,
+            "unknown SKU: no product is sold at this path",
+        )
     }
 }

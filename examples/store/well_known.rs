@@ -51,7 +51,11 @@ pub fn catalog_v2(config: &Config, catalog: &Catalog) -> Value {
 pub async fn x402_list(State(state): State<AppState>) -> Json<Value> {
     state.standing.record_retrieved();
     let base = &state.config.base_url;
-    let resources: Vec<&str> = state.catalog.iter().map(|sku| sku.resource_url.as_str()).collect();
+    let resources: Vec<&str> = state
+        .catalog
+        .iter()
+        .map(|sku| sku.resource_url.as_str())
+        .collect();
     Json(json!({
         "version": 1,
         "resources": resources,
@@ -64,5 +68,8 @@ pub async fn x402_list(State(state): State<AppState>) -> Json<Value> {
 
 /// `GET /.well-known/did.json`: 404, no agent card or DID document is hosted.
 pub async fn did_json() -> Response {
-    json_error(StatusCode::NOT_FOUND, "no agent card or DID document is hosted by this store")
+    json_error(
+        StatusCode::NOT_FOUND,
+        "no agent card or DID document is hosted by this store",
+    )
 }

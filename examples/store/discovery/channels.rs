@@ -103,14 +103,30 @@ impl ChannelSpec {
     ///
     /// A sentence naming the channel and what is wrong.
     pub fn validate(&self) -> Result<(), String> {
-        if self.id.is_empty() || !self.id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
-            return Err(format!("channel id `{}` must be letters, digits, `-` or `_`", self.id));
+        if self.id.is_empty()
+            || !self
+                .id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(format!(
+                "channel id `{}` must be letters, digits, `-` or `_`",
+                self.id
+            ));
         }
         let check = |what: &str, url: &str| {
             let filled = url.replace("{origin}", "origin");
             match reqwest::Url::parse(&filled) {
-                Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.host_str().is_some() => Ok(()),
-                _ => Err(format!("channel `{}`: {what} `{url}` is not an absolute http(s) URL", self.id)),
+                Ok(parsed)
+                    if matches!(parsed.scheme(), "http" | "https")
+                        && parsed.host_str().is_some() =>
+                {
+                    Ok(())
+                }
+                _ => Err(format!(
+                    "channel `{}`: {what} `{url}` is not an absolute http(s) URL",
+                    self.id
+                )),
             }
         };
         check("url", &self.url)?;
@@ -131,7 +147,8 @@ impl ChannelSpec {
 
 /// The built-in channels for a store at `base_url`.
 pub fn defaults(base_url: &str) -> Vec<ChannelSpec> {
-    let facilitator = |id: &str, name: &str, url: &str| ChannelSpec {
+    let facilitator = |id: &str, name: &str, url: &str| {
+        ChannelSpec {
         id: id.to_owned(),
         name: name.to_owned(),
         kind: ChannelKind::FacilitatorIndex,
@@ -144,6 +161,7 @@ pub fn defaults(base_url: &str) -> Vec<ChannelSpec> {
             kind: ProbeKind::FacilitatorResources,
         }),
         announce: None,
+    }
     };
     vec![
         ChannelSpec {

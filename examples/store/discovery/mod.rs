@@ -35,7 +35,16 @@ pub const PROBE_CACHE: Duration = Duration::from_secs(30);
 pub const ANNOUNCE_INTERVAL: Duration = Duration::from_secs(60);
 
 /// The funnel stages, in order.
-pub const FUNNEL: [&str; 8] = ["indexed", "retrieved", "considered", "selected", "purchased", "used", "returned", "referred"];
+pub const FUNNEL: [&str; 8] = [
+    "indexed",
+    "retrieved",
+    "considered",
+    "selected",
+    "purchased",
+    "used",
+    "returned",
+    "referred",
+];
 
 /// Per-app memory of the last probe round and the last announcement.
 #[derive(Debug, Default)]
@@ -70,7 +79,11 @@ pub fn configured_map(state: &AppState) -> Value {
     map(state, entries, false)
 }
 
-fn map(state: &AppState, entries: impl Iterator<Item = (ChannelSpec, ChannelStatus, Value)>, probed: bool) -> Value {
+fn map(
+    state: &AppState,
+    entries: impl Iterator<Item = (ChannelSpec, ChannelStatus, Value)>,
+    probed: bool,
+) -> Value {
     let mut channels = Map::new();
     let mut indexed = 0u64;
     for (channel, status, probe) in entries {
@@ -106,7 +119,10 @@ fn map(state: &AppState, entries: impl Iterator<Item = (ChannelSpec, ChannelStat
 /// `GET /discovery`, `GET /api/discovery`: probes every channel that has a probe, concurrently,
 /// and reports what it found; reports the count of third-party indexes listing the store to
 /// the funnel.
-async fn probed_map(State(state): State<AppState>, Extension(memory): Extension<Arc<Memory>>) -> Response {
+async fn probed_map(
+    State(state): State<AppState>,
+    Extension(memory): Extension<Arc<Memory>>,
+) -> Response {
     let mut cached = memory.probed.lock().await;
     if let Some((at, value)) = cached.as_ref() {
         if at.elapsed() < PROBE_CACHE {
@@ -118,8 +134,13 @@ async fn probed_map(State(state): State<AppState>, Extension(memory): Extension<
     let mut probes = JoinSet::new();
     for (index, channel) in specs.iter().enumerate() {
         if let Some(spec) = channel.probe.clone() {
-            let (client, base, origin) = (state.http.clone(), state.config.base_url.clone(), origin.clone());
-            probes.spawn(async move { (index, probe::probe(&client, &spec, &base, &origin).await) });
+            let (client, base, origin) = (
+                state.http.clone(),
+                state.config.base_url.clone(),
+                origin.clone(),
+            );
+            probes
+                .spawn(async move { (index, probe::probe(&client, &spec, &base, &origin).await) });
         }
     }
     let mut outcomes: Vec<Option<probe::ProbeOutcome>> = specs.iter().map(|_| None).collect();
@@ -129,24 +150,33 @@ async fn probed_map(State(state): State<AppState>, Extension(memory): Extension<
             Err(e) => tracing::warn!(error = %e, "a discovery probe task failed"),
         }
     }
-    let entries = specs.into_iter().zip(outcomes).map(|(channel, outcome)| match outcome {
-        Some(outcome) => (channel, outcome.status, outcome.report),
-        None if channel.probe.is_some() => {
-            (channel, ChannelStatus::Down, json!({"error": "probe did not complete"}))
-        }
-        None => {
-            let status = channel.status;
-            (channel, status, Value::Null)
-        }
-    });
+    let entries = specs
+        .into_iter()
+        .zip(outcomes)
+        .map(|(channel, outcome)| match outcome {
+            Some(outcome) => (channel, outcome.status, outcome.report),
+            None if channel.probe.is_some() => (
+                channel,
+                ChannelStatus::Down,
+                json!({"error": "probe did not complete"}),
+            ),
+            None => {
+                let status = channel.status;
+                (channel, status, Value::Null)
+            }
+        });
     let value = map(&state, entries, true);
-    state.standing.set_indexed(value["indexed"].as_u64().unwrap_or(0));
+    state
+        .standing
+        .set_indexed(value["indexed"].as_u64().unwrap_or(0));
     *cached = Some((Instant::now(), value.clone()));
     with_no_store(Json(value).into_response())
 }
 
 fn with_no_store(mut response: Response) -> Response {
-    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
 }
 
@@ -154,10 +184,14 @@ fn with_no_store(mut response: Response) -> Response {
 ///
 /// The body may be empty or a JSON object naming the origin to announce (`origin` or `url`);
 /// anything but the store's own origin is refused with 403.
-async fn announce(State(state): State<AppState>, Extension(memory): Extension<Arc<Memory>>, body: Bytes) -> Response {
+async fn announce(
+    State(state): State<AppState>,
+    Extension(memory): Extension<Arc<Memory>>,
+    body: Bytes,
+) -> Response {
     let own = state.config.origin();
-    if let Err(response) = check_announce_body(&body, &own) {
-        return response;
+    if let Err((status, message)) = check_announce_body(&body, &own) {
+        return json_error(status, message);
     }
     {
         let mut last = memory.announced.lock().await;
@@ -167,9 +201,14 @@ async fn announce(State(state): State<AppState>, Extension(memory): Extension<Ar
                 let wait = (ANNOUNCE_INTERVAL - since).as_secs().max(1);
                 let mut response = json_error(
                     StatusCode::TOO_MANY_REQUESTS,
-                    format!("the store announced itself less than {}s ago; retry in {wait}s", ANNOUNCE_INTERVAL.as_secs()),
+                    format!(
+                        "the store announced itself less than {}s ago; retry in {wait}s",
+                        ANNOUNCE_INTERVAL.as_secs()
+                    ),
                 );
-                response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(wait));
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(wait));
                 return response;
             }
         }
@@ -179,7 +218,8 @@ async fn announce(State(state): State<AppState>, Extension(memory): Extension<Ar
     for channel in channels(&state) {
         if let Some(target) = channel.announce.clone() {
             let (client, origin) = (state.http.clone(), own.clone());
-            announcements.spawn(async move { probe::announce(&client, &channel, &target, &origin).await });
+            announcements
+                .spawn(async move { probe::announce(&client, &channel, &target, &origin).await });
         }
     }
     let mut results: Vec<Value> = announcements.join_all().await;
@@ -188,23 +228,30 @@ async fn announce(State(state): State<AppState>, Extension(memory): Extension<Ar
 }
 
 /// Accepts an empty body or `{"origin": …}` / `{"url": …}` naming the store's own origin.
-fn check_announce_body(body: &[u8], own: &str) -> Result<(), Response> {
+fn check_announce_body(body: &[u8], own: &str) -> Result<(), (StatusCode, String)> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(());
     }
     let Ok(Value::Object(fields)) = serde_json::from_slice::<Value>(body) else {
-        return Err(json_error(StatusCode::BAD_REQUEST, "body must be empty or a JSON object {\"origin\": \"<this store's origin>\"}"));
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "body must be empty or a JSON object {\"origin\": \"<this store's origin>\"}"
+                .to_owned(),
+        ));
     };
     for (key, value) in &fields {
         if key != "origin" && key != "url" {
-            return Err(json_error(StatusCode::BAD_REQUEST, format!("unexpected field `{key}`: only `origin` (or `url`) is read")));
+            return Err((
+                StatusCode::BAD_REQUEST,
+                format!("unexpected field `{key}`: only `origin` (or `url`) is read"),
+            ));
         }
         let named = value
             .as_str()
             .and_then(|text| reqwest::Url::parse(text).ok())
             .map(|url| url.origin().ascii_serialization());
         if named.as_deref() != Some(own) {
-            return Err(json_error(
+            return Err((
                 StatusCode::FORBIDDEN,
                 format!("the store announces only its own origin ({own}), never a third party's"),
             ));

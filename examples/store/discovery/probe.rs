@@ -28,7 +28,10 @@ pub struct ProbeOutcome {
 /// Runs `probe` for a store at `base_url` (whose origin is `origin`).
 pub async fn probe(client: &Client, probe: &Probe, base_url: &str, origin: &str) -> ProbeOutcome {
     let started = Instant::now();
-    let url = probe.url.replace("{origin}", &utf8_percent_encode(origin, NON_ALPHANUMERIC).to_string());
+    let url = probe.url.replace(
+        "{origin}",
+        &utf8_percent_encode(origin, NON_ALPHANUMERIC).to_string(),
+    );
     let found = match probe.kind {
         ProbeKind::FacilitatorResources => facilitator_lists(client, &url, base_url).await,
         ProbeKind::ContainsOrigin => page_names(client, &url, origin).await,
@@ -36,7 +39,11 @@ pub async fn probe(client: &Client, probe: &Probe, base_url: &str, origin: &str)
     let elapsed_ms = started.elapsed().as_millis();
     match found {
         Ok(found) => ProbeOutcome {
-            status: if found { ChannelStatus::Live } else { ChannelStatus::NotIndexed },
+            status: if found {
+                ChannelStatus::Live
+            } else {
+                ChannelStatus::NotIndexed
+            },
             report: json!({"url": url, "found": found, "elapsedMs": elapsed_ms}),
         },
         Err(error) => ProbeOutcome {
@@ -92,7 +99,10 @@ async fn page_names(client: &Client, url: &str, origin: &str) -> Result<bool, St
 async fn get(client: &Client, url: &str) -> Result<Vec<u8>, String> {
     let mut response = client
         .get(url)
-        .header(reqwest::header::ACCEPT, "application/json, text/html;q=0.9, */*;q=0.8")
+        .header(
+            reqwest::header::ACCEPT,
+            "application/json, text/html;q=0.9, */*;q=0.8",
+        )
         .send()
         .await
         .map_err(|e| format!("unreachable: {e}"))?;
@@ -100,7 +110,11 @@ async fn get(client: &Client, url: &str) -> Result<Vec<u8>, String> {
         return Err(format!("HTTP {}", response.status().as_u16()));
     }
     let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| format!("read failed: {e}"))? {
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| format!("read failed: {e}"))?
+    {
         if body.len() + chunk.len() > MAX_READ_BYTES {
             return Err(format!("answer larger than {MAX_READ_BYTES} bytes"));
         }
@@ -110,7 +124,12 @@ async fn get(client: &Client, url: &str) -> Result<Vec<u8>, String> {
 }
 
 /// POSTs the store's `origin` to `channel`'s announce URL.
-pub async fn announce(client: &Client, channel: &ChannelSpec, announce: &Announce, origin: &str) -> Value {
+pub async fn announce(
+    client: &Client,
+    channel: &ChannelSpec,
+    announce: &Announce,
+    origin: &str,
+) -> Value {
     let body = fill(&announce.body, origin);
     match client.post(&announce.url).json(&body).send().await {
         Ok(response) => {
@@ -122,7 +141,9 @@ pub async fn announce(client: &Client, channel: &ChannelSpec, announce: &Announc
                 "httpStatus": status.as_u16(),
             })
         }
-        Err(e) => json!({"channel": channel.id, "url": announce.url, "result": "down", "error": e.to_string()}),
+        Err(e) => {
+            json!({"channel": channel.id, "url": announce.url, "result": "down", "error": e.to_string()})
+        }
     }
 }
 
@@ -131,7 +152,12 @@ fn fill(template: &Value, origin: &str) -> Value {
     match template {
         Value::String(text) => Value::String(text.replace("{origin}", origin)),
         Value::Array(items) => Value::Array(items.iter().map(|item| fill(item, origin)).collect()),
-        Value::Object(fields) => Value::Object(fields.iter().map(|(k, v)| (k.clone(), fill(v, origin))).collect()),
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(k, v)| (k.clone(), fill(v, origin)))
+                .collect(),
+        ),
         other => other.clone(),
     }
 }

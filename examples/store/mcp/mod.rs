@@ -70,14 +70,20 @@ async fn method_not_allowed() -> Response {
         code::SERVER_ERROR,
         "Method not allowed: this server offers no event stream; POST JSON-RPC messages",
     );
-    response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("POST"));
     response
 }
 
 async fn handle(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     if let Some(origin) = headers.get(header::ORIGIN) {
         if origin.as_bytes() != state.config.origin().as_bytes() {
-            return rpc_error_response(StatusCode::FORBIDDEN, code::SERVER_ERROR, "Forbidden: Origin not allowed");
+            return rpc_error_response(
+                StatusCode::FORBIDDEN,
+                code::SERVER_ERROR,
+                "Forbidden: Origin not allowed",
+            );
         }
     }
     if !media_type_is_json(headers.get(header::CONTENT_TYPE)) {
@@ -101,13 +107,22 @@ async fn handle(State(state): State<AppState>, headers: HeaderMap, body: Bytes) 
             return rpc_error_response(
                 StatusCode::BAD_REQUEST,
                 code::SERVER_ERROR,
-                &format!("Bad Request: unsupported MCP-Protocol-Version (supported: {})", SUPPORTED_VERSIONS.join(", ")),
+                &format!(
+                    "Bad Request: unsupported MCP-Protocol-Version (supported: {})",
+                    SUPPORTED_VERSIONS.join(", ")
+                ),
             );
         }
     };
     let message: Value = match serde_json::from_slice(&body) {
         Ok(message) => message,
-        Err(e) => return rpc_error_response(StatusCode::BAD_REQUEST, code::PARSE_ERROR, &format!("Parse error: {e}")),
+        Err(e) => {
+            return rpc_error_response(
+                StatusCode::BAD_REQUEST,
+                code::PARSE_ERROR,
+                &format!("Parse error: {e}"),
+            );
+        }
     };
     match message {
         Value::Array(batch) if version == ASSUMED_VERSION && !batch.is_empty() => {
@@ -144,31 +159,62 @@ async fn handle(State(state): State<AppState>, headers: HeaderMap, body: Bytes) 
 /// Answers one message; `None` for notifications and client responses (202).
 async fn dispatch(state: &AppState, message: Value) -> Option<Value> {
     let Value::Object(message) = message else {
-        return Some(rpc_error(Value::Null, code::INVALID_REQUEST, "Invalid Request: not a JSON-RPC object"));
+        return Some(rpc_error(
+            Value::Null,
+            code::INVALID_REQUEST,
+            "Invalid Request: not a JSON-RPC object",
+        ));
     };
     let id = message.get("id").cloned();
-    let id_ok = matches!(&id, Some(Value::String(_))) || id.as_ref().is_some_and(|id| id.as_i64().is_some() || id.as_u64().is_some());
+    let id_ok = matches!(&id, Some(Value::String(_)))
+        || id
+            .as_ref()
+            .is_some_and(|id| id.as_i64().is_some() || id.as_u64().is_some());
     if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        let id = if id_ok { id.unwrap_or(Value::Null) } else { Value::Null };
-        return Some(rpc_error(id, code::INVALID_REQUEST, "Invalid Request: jsonrpc must be \"2.0\""));
+        let id = if id_ok {
+            id.unwrap_or(Value::Null)
+        } else {
+            Value::Null
+        };
+        return Some(rpc_error(
+            id,
+            code::INVALID_REQUEST,
+            "Invalid Request: jsonrpc must be \"2.0\"",
+        ));
     }
     let Some(method) = message.get("method") else {
         // A response to a server request (none are sent) or garbage.
         return if id_ok && (message.contains_key("result") || message.contains_key("error")) {
             None
         } else {
-            Some(rpc_error(Value::Null, code::INVALID_REQUEST, "Invalid Request: no method"))
+            Some(rpc_error(
+                Value::Null,
+                code::INVALID_REQUEST,
+                "Invalid Request: no method",
+            ))
         };
     };
     let Some(method) = method.as_str() else {
-        return Some(rpc_error(Value::Null, code::INVALID_REQUEST, "Invalid Request: method must be a string"));
+        return Some(rpc_error(
+            Value::Null,
+            code::INVALID_REQUEST,
+            "Invalid Request: method must be a string",
+        ));
     };
     let params = match message.get("params") {
         None => Map::new(),
         Some(Value::Object(params)) => params.clone(),
         Some(_) => {
-            let id = if id_ok { id.unwrap_or(Value::Null) } else { Value::Null };
-            return Some(rpc_error(id, code::INVALID_REQUEST, "Invalid Request: params must be an object"));
+            let id = if id_ok {
+                id.unwrap_or(Value::Null)
+            } else {
+                Value::Null
+            };
+            return Some(rpc_error(
+                id,
+                code::INVALID_REQUEST,
+                "Invalid Request: params must be an object",
+            ));
         }
     };
     let Some(id) = id else {
@@ -176,14 +222,21 @@ async fn dispatch(state: &AppState, message: Value) -> Option<Value> {
         return None;
     };
     if !id_ok {
-        return Some(rpc_error(Value::Null, code::INVALID_REQUEST, "Invalid Request: id must be a string or an integer"));
+        return Some(rpc_error(
+            Value::Null,
+            code::INVALID_REQUEST,
+            "Invalid Request: id must be a string or an integer",
+        ));
     }
     let result = match method {
         "initialize" => initialize(&params),
         "ping" => Ok(json!({})),
         "tools/list" => Ok(json!({"tools": tools::definitions()})),
         "tools/call" => tools::call(state, &params).await,
-        _ => Err((code::METHOD_NOT_FOUND, format!("Method not found: {method}"))),
+        _ => Err((
+            code::METHOD_NOT_FOUND,
+            format!("Method not found: {method}"),
+        )),
     };
     Some(match result {
         Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
@@ -193,9 +246,16 @@ async fn dispatch(state: &AppState, message: Value) -> Option<Value> {
 
 fn initialize(params: &Map<String, Value>) -> Result<Value, (i64, String)> {
     let Some(requested) = params.get("protocolVersion").and_then(Value::as_str) else {
-        return Err((code::INVALID_PARAMS, "Invalid params: protocolVersion (string) is required".to_owned()));
+        return Err((
+            code::INVALID_PARAMS,
+            "Invalid params: protocolVersion (string) is required".to_owned(),
+        ));
     };
-    let version = if SUPPORTED_VERSIONS.contains(&requested) { requested } else { SUPPORTED_VERSIONS[0] };
+    let version = if SUPPORTED_VERSIONS.contains(&requested) {
+        requested
+    } else {
+        SUPPORTED_VERSIONS[0]
+    };
     Ok(json!({
         "protocolVersion": version,
         "capabilities": {"tools": {"listChanged": false}},
@@ -226,7 +286,9 @@ fn media_type_is_json(value: Option<&HeaderValue>) -> bool {
 /// An absent `Accept` accepts anything; otherwise JSON (or a wildcard covering it) must be listed.
 fn accepts_json(value: Option<&HeaderValue>) -> bool {
     let Some(value) = value else { return true };
-    let Ok(value) = value.to_str() else { return false };
+    let Ok(value) = value.to_str() else {
+        return false;
+    };
     value.split(',').any(|item| {
         let media = item.split(';').next().unwrap_or("").trim();
         ["application/json", "application/*", "*/*"]

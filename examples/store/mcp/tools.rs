@@ -46,16 +46,36 @@ pub fn definitions() -> Vec<Value> {
                 "additionalProperties": false,
             }),
         ),
-        ("get_sku", "Get product", "One product's record: summary, description, tag, price, resource URL and hosted checkout link.", slug.clone()),
+        (
+            "get_sku",
+            "Get product",
+            "One product's record: summary, description, tag, price, resource URL and hosted checkout link.",
+            slug.clone(),
+        ),
         (
             "get_payment_required",
             "Get payment challenge",
             "The exact PaymentRequired object (x402 v2) that an unpaid GET of the product answers with in its PAYMENT-REQUIRED header.",
             slug,
         ),
-        ("get_standing", "Get standing", "The store's funnel counts: indexed, retrieved, considered, selected, purchased, used, returned, referred (live and demo).", none.clone()),
-        ("get_doctrine", "Get doctrine", "What the store states and never states, and the referral schema.", none.clone()),
-        ("get_discovery", "Get discovery map", "The discovery channels and payment doors, as configured (GET /api/discovery probes them live).", none),
+        (
+            "get_standing",
+            "Get standing",
+            "The store's funnel counts: indexed, retrieved, considered, selected, purchased, used, returned, referred (live and demo).",
+            none.clone(),
+        ),
+        (
+            "get_doctrine",
+            "Get doctrine",
+            "What the store states and never states, and the referral schema.",
+            none.clone(),
+        ),
+        (
+            "get_discovery",
+            "Get discovery map",
+            "The discovery channels and payment doors, as configured (GET /api/discovery probes them live).",
+            none,
+        ),
     ];
     tools
         .into_iter()
@@ -74,7 +94,10 @@ pub fn definitions() -> Vec<Value> {
 /// `tools/call`.
 pub async fn call(state: &AppState, params: &Map<String, Value>) -> Result<Value, (i64, String)> {
     let Some(name) = params.get("name").and_then(Value::as_str) else {
-        return Err((code::INVALID_PARAMS, "Invalid params: name (string) is required".to_owned()));
+        return Err((
+            code::INVALID_PARAMS,
+            "Invalid params: name (string) is required".to_owned(),
+        ));
     };
     let empty = Map::new();
     let args = match params.get("arguments") {
@@ -130,7 +153,10 @@ fn with_sku(
     let Some(slug) = args.get("slug").and_then(Value::as_str) else {
         return Err("argument `slug` (string) is required".to_owned());
     };
-    let sku = state.catalog.get(slug).ok_or_else(|| format!("no product has the slug `{slug}`"))?;
+    let sku = state
+        .catalog
+        .get(slug)
+        .ok_or_else(|| format!("no product has the slug `{slug}`"))?;
     state.standing.record_retrieved();
     answer(sku)
 }
@@ -141,15 +167,33 @@ fn sku_record(state: &AppState, sku: &Sku) -> Result<Value, String> {
         fields.insert("suffix".to_owned(), json!(sku.suffix));
         fields.insert("resource".to_owned(), json!(sku.resource_url));
         fields.insert("method".to_owned(), json!("GET"));
-        fields.insert("amountAtomic".to_owned(), json!(sku.offer.accepts().first().map(|a| &a.amount)));
-        fields.insert("networks".to_owned(), json!(sku.offer.accepts().iter().map(|a| &a.network).collect::<Vec<_>>()));
-        fields.insert("checkout".to_owned(), json!(state.config.checkout_link(&sku.slug)));
+        fields.insert(
+            "amountAtomic".to_owned(),
+            json!(sku.offer.accepts().first().map(|a| &a.amount)),
+        );
+        fields.insert(
+            "networks".to_owned(),
+            json!(
+                sku.offer
+                    .accepts()
+                    .iter()
+                    .map(|a| &a.network)
+                    .collect::<Vec<_>>()
+            ),
+        );
+        fields.insert(
+            "checkout".to_owned(),
+            json!(state.config.checkout_link(&sku.slug)),
+        );
     }
     Ok(record)
 }
 
 fn search(state: &AppState, args: &Map<String, Value>) -> Result<Value, String> {
-    if let Some(key) = args.keys().find(|key| !["query", "tag", "maxPriceUsd", "limit"].contains(&key.as_str())) {
+    if let Some(key) = args
+        .keys()
+        .find(|key| !["query", "tag", "maxPriceUsd", "limit"].contains(&key.as_str()))
+    {
         return Err(format!("unexpected argument `{key}`"));
     }
     let words: Vec<String> = match args.get("query") {
@@ -164,8 +208,12 @@ fn search(state: &AppState, args: &Map<String, Value>) -> Result<Value, String> 
     };
     let max_price: Option<UsdAmount> = match args.get("maxPriceUsd") {
         None => None,
-        Some(Value::String(price)) => Some(price.parse().map_err(|e| format!("`maxPriceUsd`: {e}"))?),
-        Some(_) => return Err("`maxPriceUsd` must be a decimal string such as \"50.00\"".to_owned()),
+        Some(Value::String(price)) => {
+            Some(price.parse().map_err(|e| format!("`maxPriceUsd`: {e}"))?)
+        }
+        Some(_) => {
+            return Err("`maxPriceUsd` must be a decimal string such as \"50.00\"".to_owned());
+        }
     };
     let limit = match args.get("limit") {
         None => 100,
