@@ -7,7 +7,6 @@ use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use tower::ServiceBuilder;
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
@@ -59,6 +58,9 @@ pub enum StartupError {
     /// A product's offer could not be built.
     #[error("catalog: {0}")]
     Offer(#[from] OfferError),
+    /// A setting this build cannot honour.
+    #[error("{0}")]
+    Unsupported(&'static str),
     /// The outbound HTTP client could not be built.
     #[error("outbound HTTP client: {0}")]
     Http(#[from] reqwest::Error),
@@ -74,9 +76,10 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     match &config.facilitator_url {
         Some(url) => {
             if config.facilitator_bearer.is_some() {
-                tracing::warn!(
-                    "STORE_FACILITATOR_BEARER is set, but this HttpFacilitator sends no auth header"
-                );
+                // Never drop a credential silently: refuse to start instead.
+                return Err(StartupError::Unsupported(
+                    "STORE_FACILITATOR_BEARER: this build's HttpFacilitator cannot send an Authorization header",
+                ));
             }
             let facilitator = HttpFacilitator::new(url.clone())?;
             build_state_with(config, Arc::new(facilitator), false).await
@@ -157,7 +160,7 @@ pub fn app(state: AppState) -> Router {
         .route("/.well-known/did.json", get(well_known::did_json))
         .fallback(not_found)
         // One span per request, with method, path, status and latency.
-        .layer(ServiceBuilder::new().layer(TraceLayer::new_for_http()))
+        .layer(TraceLayer::new_for_http())
         .with_state(state)
 }
 

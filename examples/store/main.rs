@@ -35,6 +35,7 @@ mod well_known;
 #[cfg(test)]
 mod tests;
 
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -50,6 +51,7 @@ async fn main() -> ExitCode {
                 .unwrap_or_else(|_| EnvFilter::new("info,tower_http=info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     match run(Args::parse()).await {
         Ok(()) => ExitCode::SUCCESS,

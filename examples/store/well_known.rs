@@ -39,7 +39,7 @@ pub fn catalog_v2(config: &Config, catalog: &Catalog) -> Value {
     json!({
         "x402Version": 2,
         "origin": config.base_url,
-        "paid": "Each resource answers an unpaid GET with HTTP 402 and its challenge in the PAYMENT-REQUIRED header. This document is free and is not a paywall.",
+        "note": "Each resource answers an unpaid GET with HTTP 402 and its challenge in the PAYMENT-REQUIRED header. This document is free and is not a paywall.",
         "v1": format!("{}/.well-known/x402", config.base_url),
         "openapi": format!("{}/openapi.json", config.base_url),
         "resources": resources,

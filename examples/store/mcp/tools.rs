@@ -1,7 +1,8 @@
 //! The six read-only tools of the discovery server.
 //!
 //! Bad arguments and unknown products are tool results with `isError: true`; only a missing or
-//! unknown tool name is a protocol error (`-32602`).
+//! unknown tool name is a protocol error (`-32602`). Reading the catalog through a tool
+//! (`search_catalog`, `get_sku`, `get_payment_required`) counts in the funnel's `retrieved`.
 
 use serde_json::{Map, Value, json};
 use tower_x402::proto::UsdAmount;
