@@ -1,1 +1,186 @@
-fn main() {}
+//! Buys an x402-protected URL with a sandbox wallet.
+//!
+//! ```text
+//! cargo run --example pay -- http://127.0.0.1:3402/report
+//! cargo run --example pay -- http://127.0.0.1:3402/report --header X-REFERRER-PASSPORT:abc
+//! ```
+//!
+//! GETs the URL; on a 402 it decodes the `PAYMENT-REQUIRED` challenge, signs an EIP-3009
+//! payment for the first accept it can pay, and repeats the request with `PAYMENT-SIGNATURE`.
+//! It prints the final status, the decoded `PAYMENT-RESPONSE` (pretty JSON) and the body on
+//! stdout, progress on stderr, and exits non-zero when anything fails.
+//!
+//! The payer key comes from `PAYER_PRIVATE_KEY` (64 hex digits); without it a random wallet is
+//! created and its address printed. The signatures are real, but the wallet's funds exist only in
+//! the sandbox ledger: point it at a server whose facilitator is the sandboxed one
+//! (`examples/paywall_demo.rs`, or any server using `examples/sandbox_facilitator.rs`).
+
+use std::env;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use http::{HeaderName, HeaderValue};
+use tower_x402::proto::{
+    PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, PaymentRequired, SettleResponse, header,
+};
+use tower_x402::sandbox::SandboxWallet;
+
+/// Pays for an x402-protected URL with a sandbox wallet and prints what came back.
+#[derive(Debug, Parser)]
+#[command(name = "pay")]
+struct Args {
+    /// The URL to GET.
+    url: String,
+    /// An extra request header, `NAME:VALUE`; repeat for more.
+    #[arg(long = "header", short = 'H', value_name = "NAME:VALUE", value_parser = parse_header)]
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+fn parse_header(text: &str) -> Result<(HeaderName, HeaderValue), String> {
+    let (name, value) = text
+        .split_once(':')
+        .ok_or_else(|| format!("`{text}` is not NAME:VALUE"))?;
+    let name =
+        HeaderName::try_from(name.trim()).map_err(|e| format!("header name `{name}`: {e}"))?;
+    let value =
+        HeaderValue::try_from(value.trim()).map_err(|e| format!("header value for {name}: {e}"))?;
+    Ok((name, value))
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    match run(Args::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("pay: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    let wallet = wallet()?;
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+    let get = || {
+        args.headers
+            .iter()
+            .fold(client.get(&args.url), |request, (name, value)| {
+                request.header(name, value)
+            })
+    };
+
+    let first = get()
+        .send()
+        .await
+        .map_err(|e| format!("GET {}: {}", args.url, causes(&e)))?;
+    if first.status() != http::StatusCode::PAYMENT_REQUIRED {
+        let status = first.status();
+        eprintln!("no payment asked: the server answered {status} without a 402");
+        println!("{status}");
+        println!(
+            "{}",
+            first
+                .text()
+                .await
+                .map_err(|e| format!("reading the body: {e}"))?
+        );
+        return if status.is_success() {
+            Ok(())
+        } else {
+            Err(format!("the request failed with {status}"))
+        };
+    }
+
+    let challenge = first
+        .headers()
+        .get(PAYMENT_REQUIRED)
+        .ok_or("the server answered 402 without a PAYMENT-REQUIRED header")?;
+    let required: PaymentRequired = header::decode(challenge.as_bytes())
+        .map_err(|e| format!("the PAYMENT-REQUIRED header: {e}"))?;
+    let payment = wallet
+        .pay(&required)
+        .map_err(|e| format!("cannot pay {}: {e}", required.resource.url))?;
+    let accepted = &payment.accepted;
+    eprintln!(
+        "paying {} atomic units of {} on {} to {}",
+        accepted.amount, accepted.asset, accepted.network, accepted.pay_to
+    );
+    let signature = header::encode(&payment).map_err(|e| format!("encoding the payment: {e}"))?;
+
+    let paid = get()
+        .header(PAYMENT_SIGNATURE, signature)
+        .send()
+        .await
+        .map_err(|e| format!("paid GET {}: {}", args.url, causes(&e)))?;
+    let status = paid.status();
+    println!("{status}");
+    let settlement = match paid.headers().get(PAYMENT_RESPONSE) {
+        Some(value) => {
+            let settlement: SettleResponse = header::decode(value.as_bytes())
+                .map_err(|e| format!("the PAYMENT-RESPONSE header: {e}"))?;
+            let pretty = serde_json::to_string_pretty(&settlement)
+                .map_err(|e| format!("printing PAYMENT-RESPONSE: {e}"))?;
+            println!("{pretty}");
+            Some(settlement)
+        }
+        None => {
+            println!("(no PAYMENT-RESPONSE header)");
+            None
+        }
+    };
+    println!(
+        "{}",
+        paid.text()
+            .await
+            .map_err(|e| format!("reading the body: {e}"))?
+    );
+
+    match settlement {
+        _ if !status.is_success() => Err(format!("the paid request was answered {status}")),
+        Some(settlement) if !settlement.success => Err(format!(
+            "settlement failed: {}",
+            settlement
+                .error_reason
+                .as_deref()
+                .unwrap_or("no reason given")
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `error` and its sources, `: `-separated (reqwest puts the useful part in the sources).
+fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// The wallet from `PAYER_PRIVATE_KEY`, or a new random one.
+fn wallet() -> Result<SandboxWallet, String> {
+    match env::var("PAYER_PRIVATE_KEY") {
+        Ok(key) => {
+            let wallet = SandboxWallet::from_private_key_hex(&key)
+                .map_err(|e| format!("PAYER_PRIVATE_KEY: {e}"))?;
+            eprintln!("payer {} (from PAYER_PRIVATE_KEY)", wallet.address());
+            Ok(wallet)
+        }
+        Err(env::VarError::NotPresent) => {
+            let wallet = SandboxWallet::random();
+            eprintln!(
+                "payer {} (new random wallet; set PAYER_PRIVATE_KEY to reuse one)",
+                wallet.address()
+            );
+            Ok(wallet)
+        }
+        Err(env::VarError::NotUnicode(_)) => Err("PAYER_PRIVATE_KEY is not valid UTF-8".into()),
+    }
+}

@@ -1,1 +1,78 @@
-fn main() {}
+//! Runs the sandbox facilitator as its own HTTP process: `POST /verify`, `POST /settle` and
+//! `GET /supported` in the facilitator wire format, with real signature checks and an in-memory
+//! ledger.
+//!
+//! ```text
+//! cargo run --example sandbox_facilitator                       # 127.0.0.1:4021
+//! cargo run --example sandbox_facilitator -- --listen 127.0.0.1:0
+//! ```
+//!
+//! The first line on stdout is `listening on http://ADDR` with the bound address (so port 0
+//! works for scripts); logs go to stderr (`RUST_LOG=tower_x402=debug` shows each refusal).
+//! Ctrl-C stops it; the ledger lives only as long as the process.
+
+use std::io::{IsTerminal as _, Write as _};
+use std::process::ExitCode;
+
+use clap::Parser;
+use tower_x402::proto::AtomicAmount;
+use tower_x402::sandbox::{DEFAULT_STARTING_BALANCE, SandboxFacilitator};
+use tracing_subscriber::EnvFilter;
+
+/// The sandbox x402 facilitator over HTTP.
+#[derive(Debug, Parser)]
+#[command(name = "sandbox_facilitator")]
+struct Args {
+    /// Address to listen on (`host:port`; port 0 picks a free one).
+    #[arg(long, env = "SANDBOX_LISTEN", default_value = "127.0.0.1:4021")]
+    listen: String,
+    /// What every address holds before its first transfer, in USDC atomic units.
+    #[arg(long, env = "SANDBOX_STARTING_BALANCE", default_value_t = DEFAULT_STARTING_BALANCE.get())]
+    starting_balance: u128,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let args = Args::parse();
+    match serve(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("sandbox_facilitator: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(args: Args) -> Result<(), String> {
+    let facilitator =
+        SandboxFacilitator::new().with_starting_balance(AtomicAmount(args.starting_balance));
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let address = listener
+        .local_addr()
+        .map_err(|e| format!("bound address: {e}"))?;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "listening on http://{address}")
+        .and_then(|()| stdout.flush())
+        .map_err(|e| format!("writing to stdout: {e}"))?;
+    drop(stdout);
+    tracing::info!(signer = %facilitator.signer_address(), "sandbox facilitator ready");
+
+    axum::serve(listener, facilitator.router())
+        .with_graceful_shutdown(async {
+            // If Ctrl-C cannot be watched, run until killed.
+            if tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        })
+        .await
+        .map_err(|e| format!("server error: {e}"))
+}

@@ -16,7 +16,9 @@ use crate::proto::{SettleRequest, SettleResponse, SupportedResponse, VerifyReque
 #[cfg(feature = "reqwest")]
 mod http;
 #[cfg(feature = "reqwest")]
-pub use self::http::{AuthHeaders, HttpFacilitator, HttpFacilitatorBuilder};
+pub use self::http::{
+    AuthHeaders, AuthProvider, FacilitatorConfigError, HttpFacilitator, HttpFacilitatorBuilder,
+};
 
 /// A boxed, sendable future, as returned by [`Facilitator`] methods.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -123,6 +125,19 @@ pub enum FacilitatorError {
         /// What was wrong with it.
         message: String,
     },
+    /// The credentials for the call could not be produced (the auth provider failed), so
+    /// nothing was sent. This is the server's own configuration or credential source failing,
+    /// not the facilitator being unavailable, so it is not
+    /// [`is_unavailable`](Self::is_unavailable). The message leaves the provider's error out,
+    /// since it may be shown to clients; it is available as the error's `source`.
+    #[error("facilitator {endpoint} call was not sent: its credentials could not be produced")]
+    Auth {
+        /// The endpoint that was to be called.
+        endpoint: Endpoint,
+        /// The provider's error.
+        #[source]
+        source: BoxError,
+    },
 }
 
 impl FacilitatorError {
@@ -132,7 +147,8 @@ impl FacilitatorError {
             Self::Unreachable { endpoint, .. }
             | Self::TimedOut { endpoint, .. }
             | Self::Status { endpoint, .. }
-            | Self::Malformed { endpoint, .. } => *endpoint,
+            | Self::Malformed { endpoint, .. }
+            | Self::Auth { endpoint, .. } => *endpoint,
         }
     }
 
@@ -143,7 +159,7 @@ impl FacilitatorError {
         match self {
             Self::Unreachable { .. } | Self::TimedOut { .. } => true,
             Self::Status { status, .. } => matches!(status.as_u16(), 429 | 502 | 503 | 504),
-            Self::Malformed { .. } => false,
+            Self::Malformed { .. } | Self::Auth { .. } => false,
         }
     }
 

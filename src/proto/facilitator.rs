@@ -1,6 +1,6 @@
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
 use super::{AtomicAmount, Extensions, Network, PaymentPayload, PaymentRequirements, X402Version};
@@ -55,7 +55,8 @@ pub struct VerifyResponse {
 
 /// A facilitator's answer to `/settle`, also the JSON inside `PAYMENT-RESPONSE`.
 ///
-/// `success: false` is an answer, not an error.
+/// `success: false` is an answer, not an error. Fields serialize in the order of the
+/// specification's `PAYMENT-RESPONSE` examples (`payer` after `network`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SettleResponse {
@@ -67,14 +68,14 @@ pub struct SettleResponse {
     /// Human-readable detail when settlement failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
-    /// The payer address.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub payer: Option<String>,
     /// Transaction hash; empty on failure.
     #[serde(default)]
     pub transaction: String,
     /// CAIP-2 network the settlement happened on.
     pub network: Network,
+    /// The payer address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payer: Option<String>,
     /// Amount actually settled, in atomic units.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub amount: Option<AtomicAmount>,
@@ -90,9 +91,9 @@ impl SettleResponse {
             success: false,
             error_reason: Some(reason.into()),
             error_message: None,
-            payer: None,
             transaction: String::new(),
             network,
+            payer: None,
             amount: None,
             extensions: None,
         }
@@ -104,6 +105,11 @@ impl SettleResponse {
 #[serde(rename_all = "camelCase")]
 pub struct SupportedResponse {
     /// Supported (version, scheme, network) combinations.
+    ///
+    /// Entries this crate cannot represent are skipped when decoding: real facilitators also
+    /// list version 1 kinds with legacy network names such as `base-sepolia`, which are not
+    /// CAIP-2 and would otherwise make the whole answer unreadable.
+    #[serde(deserialize_with = "representable_kinds")]
     pub kinds: Vec<SupportedKind>,
     /// Extension keys the facilitator implements.
     #[serde(default)]
@@ -129,6 +135,17 @@ impl SupportedResponse {
     }
 }
 
+/// Decodes `kinds`, dropping the entries that do not decode as a [`SupportedKind`].
+fn representable_kinds<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<SupportedKind>, D::Error> {
+    let entries = Vec::<Value>::deserialize(deserializer)?;
+    Ok(entries
+        .into_iter()
+        .filter_map(|entry| SupportedKind::deserialize(entry).ok())
+        .collect())
+}
+
 /// One entry of [`SupportedResponse::kinds`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -142,4 +159,85 @@ pub struct SupportedKind {
     /// Scheme data a server copies into its requirements (e.g. SVM `feePayer`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extra: Option<Map<String, Value>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn supported_skips_kinds_with_legacy_network_names() {
+        let supported: SupportedResponse = serde_json::from_value(json!({
+            "kinds": [
+                {"x402Version": 1, "scheme": "exact", "network": "base-sepolia"},
+                {"x402Version": 2, "scheme": "exact", "network": "eip155:84532"},
+                {"x402Version": 2, "scheme": "exact", "network": "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1", "extra": {"feePayer": "CKPKJWNdJEqa81x7CkZ14BVPiY6y16Sxs7owznqtWYp5"}}
+            ],
+            "extensions": ["bazaar"],
+            "signers": {"eip155:*": ["0x1234567890abcdef1234567890abcdef12345678"]}
+        }))
+        .unwrap();
+        assert_eq!(supported.kinds.len(), 2);
+        assert!(supported.supports("exact", &Network::BASE_SEPOLIA));
+        assert!(supported.supports_network(&Network::SOLANA_DEVNET));
+        assert!(serde_json::from_value::<SupportedResponse>(json!({"kinds": "exact"})).is_err());
+        assert!(
+            serde_json::from_value::<SupportedResponse>(json!({})).is_err(),
+            "kinds is required"
+        );
+    }
+
+    #[test]
+    fn settle_response_serializes_in_the_specification_order() {
+        let mut settled = SettleResponse::failure(Network::BASE_SEPOLIA, "insufficient_funds");
+        settled.payer = Some("0x857b06519E91e3A54538791bDbb0E22373e36b66".into());
+        assert_eq!(
+            serde_json::to_string(&settled).unwrap(),
+            r#"{"success":false,"errorReason":"insufficient_funds","transaction":"","network":"eip155:84532","payer":"0x857b06519E91e3A54538791bDbb0E22373e36b66"}"#
+        );
+    }
+
+    #[test]
+    fn verify_response_tolerates_nulls_and_unknown_fields() {
+        let verified: VerifyResponse = serde_json::from_value(json!({
+            "isValid": false, "invalidReason": "insufficient_funds", "invalidMessage": null, "payer": null, "future": 1
+        }))
+        .unwrap();
+        assert!(!verified.is_valid);
+        assert_eq!(
+            verified.invalid_reason.as_deref(),
+            Some("insufficient_funds")
+        );
+        assert!(
+            serde_json::from_value::<VerifyResponse>(json!({"invalidReason": "x"})).is_err(),
+            "isValid is required"
+        );
+    }
+
+    #[test]
+    fn facilitator_request_takes_the_payload_version() {
+        let requirements: PaymentRequirements = serde_json::from_value(json!({
+            "scheme": "exact", "network": "eip155:84532", "amount": "10000",
+            "asset": "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+            "payTo": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C", "maxTimeoutSeconds": 60
+        }))
+        .unwrap();
+        let payload = PaymentPayload {
+            x402_version: X402Version::V2,
+            resource: None,
+            accepted: requirements.clone(),
+            payload: json!({}),
+            extensions: None,
+        };
+        let request = FacilitatorRequest::new(payload, requirements);
+        let json = serde_json::to_value(&request).unwrap();
+        assert_eq!(json["x402Version"], 2);
+        assert_eq!(json["paymentPayload"]["x402Version"], 2);
+        assert_eq!(
+            json["paymentRequirements"]["payTo"],
+            "0x209693Bc6afc0C5328bA36FaF03C514EF312287C"
+        );
+    }
 }

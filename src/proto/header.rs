@@ -149,20 +149,64 @@ fn explain_failure<T: HeaderObject>(json: &[u8], source: serde_json::Error) -> H
     if source.is_syntax() || source.is_eof() {
         return HeaderError::NotJson(source);
     }
-    #[derive(serde::Deserialize)]
-    struct VersionProbe {
-        #[serde(rename = "x402Version")]
-        version: Option<serde_json::Value>,
-    }
-    match serde_json::from_slice::<VersionProbe>(json) {
-        Ok(VersionProbe {
-            version: Some(version),
-        }) if version != 2 => HeaderError::WrongVersion {
-            found: version.to_string(),
+    // Only a JSON object can name a version; `[5]` is a wrong shape, not version 5.
+    match serde_json::from_slice::<serde_json::Value>(json) {
+        Ok(serde_json::Value::Object(object)) => match object.get("x402Version") {
+            Some(version) if *version != 2 => HeaderError::WrongVersion {
+                found: version.to_string(),
+            },
+            _ => HeaderError::Shape {
+                what: T::NAME,
+                source,
+            },
         },
         _ => HeaderError::Shape {
             what: T::NAME,
             source,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_json<T: HeaderObject>(json: &str) -> Result<T, HeaderError> {
+        decode(STANDARD.encode(json).as_bytes())
+    }
+
+    #[test]
+    fn a_json_array_is_a_wrong_shape_not_a_version() {
+        let error = decode_json::<PaymentRequired>("[5]").unwrap_err();
+        assert!(
+            matches!(
+                error,
+                HeaderError::Shape {
+                    what: "PaymentRequired",
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        let error = decode_json::<PaymentPayload>(r#"{"x402Version":5}"#).unwrap_err();
+        assert!(
+            matches!(&error, HeaderError::WrongVersion { found } if found == "5"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn version_two_with_a_wrong_shape_is_a_shape_error() {
+        let error = decode_json::<PaymentPayload>(r#"{"x402Version":2,"accepted":7}"#).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                HeaderError::Shape {
+                    what: "PaymentPayload",
+                    ..
+                }
+            ),
+            "{error}"
+        );
     }
 }

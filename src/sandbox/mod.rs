@@ -1,1 +1,53 @@
-//! In-process stand-in facilitator and payer wallet.
+//! An in-process stand-in facilitator and a payer wallet, with real EIP-712 signatures and no
+//! chain: for local runs, tests and benchmarks.
+//!
+//! In production the facilitator is an external service and the only party that settles. The
+//! sandbox behaves like one: [`SandboxFacilitator`] recovers the signer of each EIP-3009
+//! `TransferWithAuthorization` (EIP-712 hashing by `alloy-sol-types`, secp256k1 by `k256`),
+//! applies the reference facilitator's checks in its order and answers with its reason codes
+//! ([`reason`]), and settles into an in-memory ledger where each `(network, asset, payer,
+//! nonce)` settles at most once. [`SandboxWallet`] is the other side: it answers a 402
+//! challenge with a signed payment, like the reference TypeScript client.
+//!
+//! The facilitator implements [`Facilitator`](crate::Facilitator), so it plugs into
+//! [`X402Layer`](crate::X402Layer) directly; [`SandboxFacilitator::router`] serves the same
+//! thing over HTTP for clients that expect a URL (the `sandbox_facilitator` example runs it as a
+//! process).
+//!
+//! ```
+//! use tower_x402::proto::{FacilitatorRequest, ResourceInfo, UsdcDeployment};
+//! use tower_x402::sandbox::{SandboxFacilitator, SandboxWallet};
+//! use tower_x402::Offer;
+//!
+//! let offer = Offer::builder(ResourceInfo::new("https://shop.example/report"))
+//!     .usdc(&UsdcDeployment::BASE_SEPOLIA, "0.25".parse()?, "0x209693Bc6afc0C5328bA36FaF03C514EF312287C")
+//!     .build()?;
+//! let facilitator = SandboxFacilitator::new();
+//! let wallet = SandboxWallet::random();
+//!
+//! let payment = wallet.pay(offer.payment_required())?;
+//! let request = FacilitatorRequest::new(payment, offer.accepts()[0].clone());
+//! assert!(facilitator.verify_payment(&request).is_valid);
+//!
+//! let settled = facilitator.settle_payment(&request);
+//! assert!(settled.success);
+//! assert_eq!(facilitator.balance_of(&wallet.address()).get(), 1_000_000_000 - 250_000);
+//!
+//! let replayed = facilitator.settle_payment(&request);
+//! assert_eq!(replayed.error_reason.as_deref(), Some("invalid_exact_evm_nonce_already_used"));
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+
+mod clock;
+pub mod eip712;
+mod facilitator;
+mod ledger;
+pub mod reason;
+mod server;
+mod verify;
+mod wallet;
+
+pub use facilitator::{DEFAULT_STARTING_BALANCE, InvalidAddress, SandboxFacilitator};
+pub use ledger::SandboxSettlement;
+pub use verify::VALID_BEFORE_BUFFER_SECS;
+pub use wallet::{SandboxWallet, VALID_AFTER_SKEW_SECS, WalletError};

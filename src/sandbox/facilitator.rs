@@ -1,0 +1,262 @@
+//! [`SandboxFacilitator`]: verifies real EIP-3009 signatures and settles into an in-memory ledger.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use alloy_primitives::Address;
+
+use super::clock::{self, Clock};
+use super::eip712::parse_address;
+use super::ledger::{Ledger, SandboxSettlement};
+use super::verify::{self, DEPLOYMENTS, Rejection};
+use crate::facilitator::{BoxFuture, Facilitator, FacilitatorError};
+use crate::proto::{
+    AtomicAmount, SettleRequest, SettleResponse, SupportedKind, SupportedResponse, VerifyRequest,
+    VerifyResponse, X402Version,
+};
+
+/// What every address holds before its first transfer: 1,000 USDC.
+pub const DEFAULT_STARTING_BALANCE: AtomicAmount = AtomicAmount(1_000_000_000);
+
+/// A string that is not a `0x` address.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a 0x-prefixed 20-byte address")]
+pub struct InvalidAddress(pub String);
+
+/// A stand-in facilitator with real cryptography and no chain.
+///
+/// It supports scheme `exact` with EIP-3009 on Base (`eip155:8453`) and Base Sepolia
+/// (`eip155:84532`), using the USDC deployments and EIP-712 domains of
+/// [`UsdcDeployment`](crate::proto::UsdcDeployment). Verification recovers the signer of the
+/// EIP-712 `TransferWithAuthorization` digest and applies the reference facilitator's checks in
+/// its order (see [`reason`](super::reason)); settlement re-verifies and then moves funds in an
+/// in-memory ledger where every address starts with [`DEFAULT_STARTING_BALANCE`] (or the amount
+/// set with [`with_starting_balance`](Self::with_starting_balance)).
+///
+/// Cloning is cheap and clones share the ledger. Serve it over HTTP with
+/// [`router`](Self::router), or hand it to [`X402Layer`](crate::X402Layer) directly.
+///
+/// ```
+/// use tower_x402::proto::AtomicAmount;
+/// use tower_x402::sandbox::SandboxFacilitator;
+///
+/// let facilitator = SandboxFacilitator::new()
+///     .with_clock(|| 1_740_672_100)
+///     .with_starting_balance(AtomicAmount(5_000_000));
+/// assert_eq!(facilitator.now(), 1_740_672_100);
+/// assert_eq!(facilitator.balance_of("0x857b06519E91e3A54538791bDbb0E22373e36b66"), AtomicAmount(5_000_000));
+/// assert_eq!(facilitator.settlement_count(), 0);
+/// ```
+#[derive(Clone)]
+pub struct SandboxFacilitator {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    clock: RwLock<Clock>,
+    ledger: Ledger,
+    signer: Address,
+    supported: Arc<SupportedResponse>,
+}
+
+impl SandboxFacilitator {
+    /// A facilitator on the system clock, with an empty ledger and a random signer address.
+    pub fn new() -> Self {
+        let signer = Address::from(rand::random::<[u8; 20]>());
+        let kinds = DEPLOYMENTS
+            .iter()
+            .map(|usdc| SupportedKind {
+                x402_version: X402Version::V2,
+                scheme: "exact".to_owned(),
+                network: usdc.network.clone(),
+                extra: None,
+            })
+            .collect();
+        let signers = BTreeMap::from([("eip155:*".to_owned(), vec![signer.to_checksum(None)])]);
+        Self {
+            inner: Arc::new(Inner {
+                clock: RwLock::new(clock::system_clock()),
+                ledger: Ledger::new(DEFAULT_STARTING_BALANCE),
+                signer,
+                supported: Arc::new(SupportedResponse {
+                    kinds,
+                    extensions: Vec::new(),
+                    signers,
+                }),
+            }),
+        }
+    }
+
+    /// Reads the time (unix seconds) from `clock` instead of the system clock, for this
+    /// facilitator and every clone of it.
+    #[must_use]
+    pub fn with_clock(self, clock: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
+        *self
+            .inner
+            .clock
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(clock);
+        self
+    }
+
+    /// What each address not yet touched by a transfer holds (default
+    /// [`DEFAULT_STARTING_BALANCE`]).
+    #[must_use]
+    pub fn with_starting_balance(self, balance: AtomicAmount) -> Self {
+        self.inner.ledger.set_starting_balance(balance);
+        self
+    }
+
+    /// The current time as this facilitator sees it, in unix seconds.
+    pub fn now(&self) -> u64 {
+        let clock = Arc::clone(
+            &self
+                .inner
+                .clock
+                .read()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        clock()
+    }
+
+    /// `/verify` without the HTTP: checks `request` against the signature, the clock and the
+    /// ledger, and changes nothing.
+    pub fn verify_payment(&self, request: &VerifyRequest) -> VerifyResponse {
+        let outcome = verify::check(request, self.now()).and_then(|payment| {
+            let payer = Some(payment.payer());
+            self.inner
+                .ledger
+                .check(&payment)
+                .map_err(|rejection| with_payer(rejection, payer))?;
+            Ok(payment.payer())
+        });
+        match outcome {
+            Ok(payer) => VerifyResponse {
+                is_valid: true,
+                payer: Some(payer),
+                ..VerifyResponse::default()
+            },
+            Err(rejection) => {
+                tracing::debug!(reason = rejection.reason, message = %rejection.message, "sandbox verify refused");
+                VerifyResponse {
+                    is_valid: false,
+                    invalid_reason: Some(rejection.reason.to_owned()),
+                    invalid_message: Some(rejection.message),
+                    payer: rejection.payer,
+                    extensions: None,
+                }
+            }
+        }
+    }
+
+    /// `/settle` without the HTTP: verifies `request` again and, in the same step as the nonce
+    /// and balance checks, debits the payer and credits `payTo`.
+    pub fn settle_payment(&self, request: &SettleRequest) -> SettleResponse {
+        let network = request.payment_requirements.network.clone();
+        let outcome = verify::check(request, self.now()).and_then(|payment| {
+            let payer = Some(payment.payer());
+            self.inner
+                .ledger
+                .settle(&payment)
+                .map_err(|rejection| with_payer(rejection, payer))
+        });
+        match outcome {
+            Ok(settlement) => SettleResponse {
+                success: true,
+                error_reason: None,
+                error_message: None,
+                payer: Some(settlement.from),
+                transaction: settlement.transaction,
+                network,
+                amount: Some(settlement.amount),
+                extensions: None,
+            },
+            Err(rejection) => {
+                tracing::debug!(reason = rejection.reason, message = %rejection.message, "sandbox settle refused");
+                let mut response = SettleResponse::failure(network, rejection.reason);
+                response.error_message = Some(rejection.message);
+                response.payer = rejection.payer;
+                response
+            }
+        }
+    }
+
+    /// How many settlements succeeded.
+    pub fn settlement_count(&self) -> usize {
+        self.inner.ledger.settlement_count()
+    }
+
+    /// Every settlement that succeeded, oldest first.
+    pub fn settlements(&self) -> Vec<SandboxSettlement> {
+        self.inner.ledger.settlements()
+    }
+
+    /// The balance of `address` in USDC atomic units. The ledger holds one balance per address,
+    /// shared by both networks; an address never touched holds the starting balance, and a
+    /// string that is not an address holds nothing.
+    pub fn balance_of(&self, address: &str) -> AtomicAmount {
+        parse_address(address).map_or(AtomicAmount(0), |holder| self.inner.ledger.balance(holder))
+    }
+
+    /// Sets the balance of `address`.
+    ///
+    /// # Errors
+    ///
+    /// When `address` is not a `0x` address.
+    pub fn set_balance(&self, address: &str, balance: AtomicAmount) -> Result<(), InvalidAddress> {
+        let holder = parse_address(address).ok_or_else(|| InvalidAddress(address.to_owned()))?;
+        self.inner.ledger.set_balance(holder, balance);
+        Ok(())
+    }
+
+    /// The address this facilitator lists as its `eip155:*` signer in `/supported`.
+    pub fn signer_address(&self) -> String {
+        self.inner.signer.to_checksum(None)
+    }
+
+    /// The `/supported` answer: `exact` on both networks, version 2, and the signer.
+    pub fn supported_response(&self) -> Arc<SupportedResponse> {
+        Arc::clone(&self.inner.supported)
+    }
+}
+
+fn with_payer(mut rejection: Rejection, payer: Option<String>) -> Rejection {
+    rejection.payer = payer;
+    rejection
+}
+
+impl Default for SandboxFacilitator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for SandboxFacilitator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SandboxFacilitator")
+            .field("signer", &self.signer_address())
+            .field("settlements", &self.settlement_count())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Facilitator for SandboxFacilitator {
+    fn verify<'a>(
+        &'a self,
+        request: &'a VerifyRequest,
+    ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
+        Box::pin(async move { Ok(self.verify_payment(request)) })
+    }
+
+    fn settle<'a>(
+        &'a self,
+        request: &'a SettleRequest,
+    ) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
+        Box::pin(async move { Ok(self.settle_payment(request)) })
+    }
+
+    fn supported(&self) -> BoxFuture<'_, Result<Arc<SupportedResponse>, FacilitatorError>> {
+        Box::pin(async move { Ok(self.supported_response()) })
+    }
+}

@@ -1,0 +1,252 @@
+//! The sandbox's stand-in for the chain: balances, used nonces and the settlements made.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use alloy_primitives::{Address, B256, keccak256};
+
+use super::reason;
+use super::verify::{Authorized, Rejection};
+use crate::proto::{AtomicAmount, Network};
+
+/// One settlement the sandbox performed: what a `transferWithAuthorization` transaction would
+/// have done on chain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SandboxSettlement {
+    /// The network it settled on.
+    pub network: Network,
+    /// The token contract (EIP-55).
+    pub asset: String,
+    /// The payer (EIP-55).
+    pub from: String,
+    /// The recipient (EIP-55).
+    pub to: String,
+    /// The amount moved, in atomic units.
+    pub amount: AtomicAmount,
+    /// The authorization's nonce, `0x`-hex.
+    pub nonce: String,
+    /// The fake transaction hash reported to the server, `0x`-hex.
+    pub transaction: String,
+}
+
+/// Balances, used nonces and settlements, behind one lock so that a settlement's checks and
+/// effects are a single step.
+#[derive(Debug)]
+pub(crate) struct Ledger {
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    starting_balance: u128,
+    /// Balances of the addresses touched so far; any other address holds `starting_balance`.
+    balances: HashMap<Address, u128>,
+    used_nonces: HashSet<NonceKey>,
+    settlements: Vec<SandboxSettlement>,
+}
+
+/// EIP-3009 nonces are per token and authorizer.
+type NonceKey = (Network, Address, Address, B256);
+
+impl Ledger {
+    pub(crate) fn new(starting_balance: AtomicAmount) -> Self {
+        Self {
+            state: Mutex::new(State {
+                starting_balance: starting_balance.get(),
+                balances: HashMap::new(),
+                used_nonces: HashSet::new(),
+                settlements: Vec::new(),
+            }),
+        }
+    }
+
+    /// Every operation leaves the state consistent before it can panic, so a poisoned lock still
+    /// guards valid data.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn set_starting_balance(&self, balance: AtomicAmount) {
+        self.lock().starting_balance = balance.get();
+    }
+
+    pub(crate) fn balance(&self, holder: Address) -> AtomicAmount {
+        AtomicAmount(self.lock().balance(holder))
+    }
+
+    pub(crate) fn set_balance(&self, holder: Address, balance: AtomicAmount) {
+        self.lock().balances.insert(holder, balance.get());
+    }
+
+    pub(crate) fn settlements(&self) -> Vec<SandboxSettlement> {
+        self.lock().settlements.clone()
+    }
+
+    pub(crate) fn settlement_count(&self) -> usize {
+        self.lock().settlements.len()
+    }
+
+    #[cfg(test)]
+    fn is_nonce_used(&self, network: &Network, asset: Address, from: Address, nonce: B256) -> bool {
+        self.lock()
+            .used_nonces
+            .contains(&(network.clone(), asset, from, nonce))
+    }
+
+    /// The nonce and balance checks of `/verify`; changes nothing.
+    pub(crate) fn check(&self, payment: &Authorized) -> Result<(), Rejection> {
+        self.lock().check(payment)
+    }
+
+    /// Checks and performs the transfer in one step: of two settlements of the same
+    /// authorization, exactly one succeeds.
+    pub(crate) fn settle(&self, payment: &Authorized) -> Result<SandboxSettlement, Rejection> {
+        let mut state = self.lock();
+        state.check(payment)?;
+        // `check` established that the payer covers the amount.
+        let payer_balance = state.balance(payment.from) - payment.amount;
+        if payment.from != payment.to {
+            let recipient_balance = state
+                .balance(payment.to)
+                .checked_add(payment.amount)
+                .ok_or_else(|| {
+                    Rejection::new(
+                        reason::INVALID_EXACT_EVM_TRANSACTION_FAILED,
+                        "the recipient's balance would overflow",
+                    )
+                })?;
+            state.balances.insert(payment.to, recipient_balance);
+            state.balances.insert(payment.from, payer_balance);
+        }
+        state.used_nonces.insert(nonce_key(payment));
+        let settlement = SandboxSettlement {
+            network: payment.network.clone(),
+            asset: payment.asset.to_checksum(None),
+            from: payment.payer(),
+            to: payment.to.to_checksum(None),
+            amount: AtomicAmount(payment.amount),
+            nonce: payment.nonce.to_string(),
+            transaction: transaction_hash(payment).to_string(),
+        };
+        state.settlements.push(settlement.clone());
+        Ok(settlement)
+    }
+}
+
+impl State {
+    fn balance(&self, holder: Address) -> u128 {
+        self.balances
+            .get(&holder)
+            .copied()
+            .unwrap_or(self.starting_balance)
+    }
+
+    fn check(&self, payment: &Authorized) -> Result<(), Rejection> {
+        if self.used_nonces.contains(&nonce_key(payment)) {
+            let message = format!(
+                "nonce {} of {} was already used on this token",
+                payment.nonce,
+                payment.payer()
+            );
+            return Err(Rejection::new(
+                reason::INVALID_EXACT_EVM_NONCE_ALREADY_USED,
+                message,
+            ));
+        }
+        let balance = self.balance(payment.from);
+        if balance < payment.amount {
+            let message = format!("balance {balance} is below the value {}", payment.amount);
+            return Err(Rejection::new(
+                reason::INVALID_EXACT_EVM_INSUFFICIENT_BALANCE,
+                message,
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn nonce_key(payment: &Authorized) -> NonceKey {
+    (
+        payment.network.clone(),
+        payment.asset,
+        payment.from,
+        payment.nonce,
+    )
+}
+
+/// A deterministic stand-in for the transaction hash: `keccak256(network ‖ asset ‖ from ‖ nonce)`,
+/// unique because each `(network, asset, from, nonce)` settles once.
+fn transaction_hash(payment: &Authorized) -> B256 {
+    let network = payment.network.as_str().as_bytes();
+    let mut preimage = Vec::with_capacity(network.len() + 20 + 20 + 32);
+    preimage.extend_from_slice(network);
+    preimage.extend_from_slice(payment.asset.as_slice());
+    preimage.extend_from_slice(payment.from.as_slice());
+    preimage.extend_from_slice(payment.nonce.as_slice());
+    keccak256(preimage)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payment(from: Address, to: Address, amount: u128, nonce: u8) -> Authorized {
+        Authorized {
+            network: Network::BASE_SEPOLIA,
+            asset: Address::repeat_byte(0xaa),
+            from,
+            to,
+            amount,
+            nonce: B256::repeat_byte(nonce),
+        }
+    }
+
+    #[test]
+    fn settling_moves_funds_once() {
+        let ledger = Ledger::new(AtomicAmount(100));
+        let (alice, bob) = (Address::repeat_byte(1), Address::repeat_byte(2));
+        let first = payment(alice, bob, 30, 1);
+        let settled = ledger.settle(&first).unwrap();
+        assert_eq!(settled.amount, AtomicAmount(30));
+        assert_eq!(ledger.balance(alice), AtomicAmount(70));
+        assert_eq!(ledger.balance(bob), AtomicAmount(130));
+        let again = ledger.settle(&first).unwrap_err();
+        assert_eq!(again.reason, reason::INVALID_EXACT_EVM_NONCE_ALREADY_USED);
+        assert_eq!(ledger.balance(alice), AtomicAmount(70));
+        assert_eq!(ledger.settlement_count(), 1);
+        assert!(ledger.is_nonce_used(&Network::BASE_SEPOLIA, first.asset, alice, first.nonce));
+        assert!(
+            !ledger.is_nonce_used(&Network::BASE, first.asset, alice, first.nonce),
+            "nonces are per network"
+        );
+    }
+
+    #[test]
+    fn refuses_what_the_payer_cannot_cover_and_changes_nothing() {
+        let ledger = Ledger::new(AtomicAmount(10));
+        let (alice, bob) = (Address::repeat_byte(1), Address::repeat_byte(2));
+        let error = ledger.settle(&payment(alice, bob, 11, 1)).unwrap_err();
+        assert_eq!(error.reason, reason::INVALID_EXACT_EVM_INSUFFICIENT_BALANCE);
+        ledger.set_balance(bob, AtomicAmount(u128::MAX));
+        let overflow = ledger.settle(&payment(alice, bob, 5, 2)).unwrap_err();
+        assert_eq!(
+            overflow.reason,
+            reason::INVALID_EXACT_EVM_TRANSACTION_FAILED
+        );
+        assert_eq!(ledger.balance(alice), AtomicAmount(10));
+        assert_eq!(ledger.settlement_count(), 0);
+        // A payment to oneself only uses the nonce.
+        ledger.settle(&payment(alice, alice, 10, 3)).unwrap();
+        assert_eq!(ledger.balance(alice), AtomicAmount(10));
+    }
+
+    #[test]
+    fn transaction_hashes_are_deterministic_and_distinct() {
+        let (alice, bob) = (Address::repeat_byte(1), Address::repeat_byte(2));
+        let one = transaction_hash(&payment(alice, bob, 1, 1));
+        assert_eq!(one, transaction_hash(&payment(alice, bob, 1, 1)));
+        assert_ne!(one, transaction_hash(&payment(alice, bob, 1, 2)));
+        assert_eq!(one.to_string().len(), 66);
+    }
+}

@@ -1,0 +1,53 @@
+//! The reason codes the sandbox facilitator answers with, in `invalidReason` (`/verify`) and
+//! `errorReason` (`/settle`).
+//!
+//! The protocol's own list and the reference SDKs disagree on a few EVM names (the spec says
+//! `invalid_exact_evm_payload_signature`, TypeScript and Go emit `invalid_exact_evm_signature`).
+//! The sandbox uses **the TypeScript/Go names throughout**, because that is what the hosted
+//! facilitators run and therefore what a server meets in production. Codes outside the
+//! `exact` EVM mechanism (`invalid_payload`, `invalid_network`, …) are the spec's generic ones.
+//!
+//! The checks run in the reference facilitator's order, so the first failing check decides the
+//! reason: version, scheme, network, EIP-712 domain, payload shape, signature, recipient,
+//! `validBefore`, `validAfter`, value, token, nonce, balance.
+
+/// `paymentPayload.x402Version` (or the request's) is not 2.
+pub const INVALID_X402_VERSION: &str = "invalid_x402_version";
+/// The payload is not an EIP-3009 `{signature, authorization}` with well-formed values.
+pub const INVALID_PAYLOAD: &str = "invalid_payload";
+/// The requirement's network is not one the sandbox settles on.
+pub const INVALID_NETWORK: &str = "invalid_network";
+/// The server's requirement itself is unusable (e.g. `payTo` is not an address).
+pub const INVALID_PAYMENT_REQUIREMENTS: &str = "invalid_payment_requirements";
+/// `accepted.scheme` or the requirement's scheme is not `exact`.
+pub const INVALID_EXACT_EVM_SCHEME: &str = "invalid_exact_evm_scheme";
+/// `accepted.network` differs from the requirement's network.
+pub const INVALID_EXACT_EVM_NETWORK_MISMATCH: &str = "invalid_exact_evm_network_mismatch";
+/// The requirement's `extra` lacks the token's EIP-712 `name` or `version`.
+pub const INVALID_EXACT_EVM_MISSING_EIP712_DOMAIN: &str = "invalid_exact_evm_missing_eip712_domain";
+/// The signature is malformed or does not recover to `authorization.from` under the domain.
+pub const INVALID_EXACT_EVM_SIGNATURE: &str = "invalid_exact_evm_signature";
+/// `authorization.to` is not the requirement's `payTo`.
+pub const INVALID_EXACT_EVM_RECIPIENT_MISMATCH: &str = "invalid_exact_evm_recipient_mismatch";
+/// `validBefore` has passed, or falls within the 6-second block-time buffer.
+pub const INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_BEFORE: &str =
+    "invalid_exact_evm_payload_authorization_valid_before";
+/// `validAfter` is still in the future.
+pub const INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_AFTER: &str =
+    "invalid_exact_evm_payload_authorization_valid_after";
+/// `authorization.value` is not exactly the requirement's `amount`.
+pub const INVALID_EXACT_EVM_AUTHORIZATION_VALUE: &str = "invalid_exact_evm_authorization_value";
+/// `asset` is not the USDC contract of the network, so `transferWithAuthorization` would fail.
+pub const INVALID_EXACT_EVM_EIP3009_NOT_SUPPORTED: &str = "invalid_exact_evm_eip3009_not_supported";
+/// `extra.name` is not the token's EIP-712 name (e.g. `USDC` on Base mainnet, where it is
+/// `USD Coin`): the signature is self-consistent but the contract would reject it.
+pub const INVALID_EXACT_EVM_TOKEN_NAME_MISMATCH: &str = "invalid_exact_evm_token_name_mismatch";
+/// `extra.version` is not the token's EIP-712 version.
+pub const INVALID_EXACT_EVM_TOKEN_VERSION_MISMATCH: &str =
+    "invalid_exact_evm_token_version_mismatch";
+/// The authorization's `(from, nonce)` was already used on this token.
+pub const INVALID_EXACT_EVM_NONCE_ALREADY_USED: &str = "invalid_exact_evm_nonce_already_used";
+/// The payer's balance is below the value.
+pub const INVALID_EXACT_EVM_INSUFFICIENT_BALANCE: &str = "invalid_exact_evm_insufficient_balance";
+/// The transfer could not be applied (the recipient's balance would overflow).
+pub const INVALID_EXACT_EVM_TRANSACTION_FAILED: &str = "invalid_exact_evm_transaction_failed";
