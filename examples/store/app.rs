@@ -12,7 +12,7 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
 use tower_x402::layer::OfferError;
 use tower_x402::sandbox::SandboxFacilitator;
-use tower_x402::{Facilitator, FacilitatorError, HttpFacilitator};
+use tower_x402::{Facilitator, HttpFacilitator};
 
 use crate::catalog::Catalog;
 use crate::config::Config;
@@ -53,14 +53,11 @@ pub enum StartupError {
     #[error("STORE_DATABASE_URL: {0}")]
     Storage(String),
     /// The facilitator client could not be built.
-    #[error("STORE_FACILITATOR_URL: {0}")]
-    Facilitator(#[from] FacilitatorError),
+    #[error("STORE_FACILITATOR_URL / STORE_FACILITATOR_BEARER: {0}")]
+    Facilitator(#[from] tower_x402::facilitator::FacilitatorConfigError),
     /// A product's offer could not be built.
     #[error("catalog: {0}")]
     Offer(#[from] OfferError),
-    /// A setting this build cannot honour.
-    #[error("{0}")]
-    Unsupported(&'static str),
     /// The outbound HTTP client could not be built.
     #[error("outbound HTTP client: {0}")]
     Http(#[from] reqwest::Error),
@@ -75,13 +72,11 @@ pub enum StartupError {
 pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     match &config.facilitator_url {
         Some(url) => {
-            if config.facilitator_bearer.is_some() {
-                // Never drop a credential silently: refuse to start instead.
-                return Err(StartupError::Unsupported(
-                    "STORE_FACILITATOR_BEARER: this build's HttpFacilitator cannot send an Authorization header",
-                ));
+            let mut builder = HttpFacilitator::builder(url.clone());
+            if let Some(token) = &config.facilitator_bearer {
+                builder = builder.bearer(token.clone());
             }
-            let facilitator = HttpFacilitator::new(url.clone())?;
+            let facilitator = builder.build()?;
             build_state_with(config, Arc::new(facilitator), false).await
         }
         None => build_state_with(config, Arc::new(SandboxFacilitator::new()), true).await,

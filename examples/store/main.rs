@@ -82,14 +82,39 @@ async fn run(args: Args) -> Result<(), String> {
     }
     let state = app::build_state(config).await.map_err(|e| e.to_string())?;
     println!("listening on http://{address}");
+    let standing = state.standing.clone();
     axum::serve(listener, app::app(state))
-        .with_graceful_shutdown(async {
-            // If the signal cannot be installed, run until killed.
-            if tokio::signal::ctrl_c().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-            tracing::info!("shutting down");
-        })
+        .with_graceful_shutdown(shutdown_signal())
         .await
-        .map_err(|e| format!("server error: {e}"))
+        .map_err(|e| format!("server error: {e}"))?;
+    // Persist the last funnel counts before exiting.
+    standing
+        .flush()
+        .await
+        .map_err(|e| format!("saving the funnel counts: {e}"))
+}
+
+/// Resolves on Ctrl-C or SIGTERM; if neither can be installed, never (run until killed).
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+    tracing::info!("shutting down");
 }
