@@ -227,23 +227,21 @@ impl Config {
                 format!("`{}` is not a sqlite: URL", self.database_url),
             ));
         }
-        if let Some(address) = &self.second_pay_to {
-            if !is_solana_address(address) {
-                return Err(invalid(
-                    "STORE_SECOND_PAY_TO (--second-pay-to)",
-                    format!("`{address}` is not a Solana address (32–44 base58 characters)"),
-                ));
-            }
+        if let Some(address) = &self.second_pay_to
+            && !is_solana_address(address)
+        {
+            return Err(invalid(
+                "STORE_SECOND_PAY_TO (--second-pay-to)",
+                format!("`{address}` is not a Solana address (32–44 base58 characters)"),
+            ));
         }
-        if let Some(address) = &self.third_pay_to {
-            if !is_algorand_address(address) {
-                return Err(invalid(
-                    "STORE_THIRD_PAY_TO (--third-pay-to)",
-                    format!(
-                        "`{address}` is not an Algorand address (58 base32 characters A–Z, 2–7)"
-                    ),
-                ));
-            }
+        if let Some(address) = &self.third_pay_to
+            && !is_algorand_address(address)
+        {
+            return Err(invalid(
+                "STORE_THIRD_PAY_TO (--third-pay-to)",
+                format!("`{address}` is not an Algorand address (58 base32 characters A–Z, 2–7)"),
+            ));
         }
         if let Some(template) = &self.checkout_url {
             if !template.contains("{sku}") {
@@ -257,13 +255,13 @@ impl Config {
                 &template.replace("{sku}", "sku"),
             )?;
         }
-        if let Some(dir) = &self.content_dir {
-            if !dir.is_dir() {
-                return Err(invalid(
-                    "STORE_CONTENT_DIR (--content-dir)",
-                    format!("`{}` is not a directory", dir.display()),
-                ));
-            }
+        if let Some(dir) = &self.content_dir
+            && !dir.is_dir()
+        {
+            return Err(invalid(
+                "STORE_CONTENT_DIR (--content-dir)",
+                format!("`{}` is not a directory", dir.display()),
+            ));
         }
         if let Some(channels) = &self.discovery_channels {
             for channel in channels {

@@ -96,7 +96,7 @@ impl UsdAmount {
                 .ok_or_else(|| MoneyError::Overflow(self.to_string()))
         } else {
             let divisor = 10u128.pow(u32::from(USD_SCALE - decimals));
-            if micros % divisor != 0 {
+            if !micros.is_multiple_of(divisor) {
                 return Err(MoneyError::TooPrecise {
                     amount: self.to_string(),
                     max: decimals,
@@ -117,7 +117,7 @@ impl UsdAmount {
             let divisor = 10u128
                 .checked_pow(u32::from(decimals - USD_SCALE))
                 .ok_or_else(|| MoneyError::Overflow(atomic.to_string()))?;
-            if atomic.0 % divisor != 0 {
+            if !atomic.0.is_multiple_of(divisor) {
                 return Err(MoneyError::TooPrecise {
                     amount: atomic.to_string(),
                     max: USD_SCALE,
@@ -167,7 +167,7 @@ impl fmt::Display for UsdAmount {
         let whole = self.micros / MICROS_PER_DOLLAR;
         let mut fraction = self.micros % MICROS_PER_DOLLAR;
         let mut width = usize::from(USD_SCALE);
-        while width > 2 && fraction % 10 == 0 {
+        while width > 2 && fraction.is_multiple_of(10) {
             fraction /= 10;
             width -= 1;
         }

@@ -124,10 +124,10 @@ async fn probed_map(
     Extension(memory): Extension<Arc<Memory>>,
 ) -> Response {
     let mut cached = memory.probed.lock().await;
-    if let Some((at, value)) = cached.as_ref() {
-        if at.elapsed() < PROBE_CACHE {
-            return with_no_store(Json(value.clone()).into_response());
-        }
+    if let Some((at, value)) = cached.as_ref()
+        && at.elapsed() < PROBE_CACHE
+    {
+        return with_no_store(Json(value.clone()).into_response());
     }
     let specs = channels(&state);
     let origin = state.config.origin();

@@ -77,14 +77,14 @@ async fn method_not_allowed() -> Response {
 }
 
 async fn handle(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        if origin.as_bytes() != state.config.origin().as_bytes() {
-            return rpc_error_response(
-                StatusCode::FORBIDDEN,
-                code::SERVER_ERROR,
-                "Forbidden: Origin not allowed",
-            );
-        }
+    if let Some(origin) = headers.get(header::ORIGIN)
+        && origin.as_bytes() != state.config.origin().as_bytes()
+    {
+        return rpc_error_response(
+            StatusCode::FORBIDDEN,
+            code::SERVER_ERROR,
+            "Forbidden: Origin not allowed",
+        );
     }
     if !media_type_is_json(headers.get(header::CONTENT_TYPE)) {
         return rpc_error_response(
