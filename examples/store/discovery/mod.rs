@@ -34,18 +34,6 @@ pub const PROBE_CACHE: Duration = Duration::from_secs(30);
 /// Least time between two announcements.
 pub const ANNOUNCE_INTERVAL: Duration = Duration::from_secs(60);
 
-/// The funnel stages, in order.
-pub const FUNNEL: [&str; 8] = [
-    "indexed",
-    "retrieved",
-    "considered",
-    "selected",
-    "purchased",
-    "used",
-    "returned",
-    "referred",
-];
-
 /// Per-app memory of the last probe round and the last announcement.
 #[derive(Debug, Default)]
 struct Memory {
@@ -112,7 +100,7 @@ fn map(
         "indexed": indexed,
         "channels": channels,
         "doors": doors,
-        "funnel": FUNNEL,
+        "funnel": crate::standing::STAGES,
     })
 }
 

@@ -170,14 +170,14 @@ async fn dispatch(state: &AppState, message: Value) -> Option<Value> {
         || id
             .as_ref()
             .is_some_and(|id| id.as_i64().is_some() || id.as_u64().is_some());
+    // The id an error answer may echo: the request's, when it is a valid one.
+    let error_id = match (&id, id_ok) {
+        (Some(id), true) => id.clone(),
+        _ => Value::Null,
+    };
     if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        let id = if id_ok {
-            id.unwrap_or(Value::Null)
-        } else {
-            Value::Null
-        };
         return Some(rpc_error(
-            id,
+            error_id,
             code::INVALID_REQUEST,
             "Invalid Request: jsonrpc must be \"2.0\"",
         ));
@@ -205,13 +205,8 @@ async fn dispatch(state: &AppState, message: Value) -> Option<Value> {
         None => Map::new(),
         Some(Value::Object(params)) => params.clone(),
         Some(_) => {
-            let id = if id_ok {
-                id.unwrap_or(Value::Null)
-            } else {
-                Value::Null
-            };
             return Some(rpc_error(
-                id,
+                error_id,
                 code::INVALID_REQUEST,
                 "Invalid Request: params must be an object",
             ));
