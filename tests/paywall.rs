@@ -765,3 +765,69 @@ async fn payment_response_decodes_with_the_header_codec() {
     let settlement: tower_x402::proto::SettleResponse = header::decode(value.as_bytes()).unwrap();
     assert_eq!(settlement.amount.unwrap().to_string(), "1000000");
 }
+
+/// An application database that is having a bad day: reads find nothing or fail, writes fail.
+#[derive(Debug)]
+struct BrokenStore {
+    readable: bool,
+}
+
+impl tower_x402::layer::SettlementStore for BrokenStore {
+    fn find<'a>(
+        &'a self,
+        _key: &'a tower_x402::layer::PaymentKey,
+    ) -> tower_x402::facilitator::BoxFuture<
+        'a,
+        Result<Option<tower_x402::layer::SettlementRecord>, tower_x402::layer::StoreError>,
+    > {
+        let readable = self.readable;
+        Box::pin(async move {
+            if readable {
+                Ok(None)
+            } else {
+                Err(tower_x402::layer::StoreError("connection refused".into()))
+            }
+        })
+    }
+
+    fn save<'a>(
+        &'a self,
+        _record: &'a tower_x402::layer::SettlementRecord,
+    ) -> tower_x402::facilitator::BoxFuture<'a, Result<(), tower_x402::layer::StoreError>> {
+        Box::pin(async { Err(tower_x402::layer::StoreError("disk full".into())) })
+    }
+}
+
+#[tokio::test]
+async fn settled_payment_is_recognised_when_the_store_cannot_save_it() {
+    let script = Scripted::accepting();
+    let offer = offer(URL, SettlementMode::Before);
+    let layer = X402Layer::new(script.clone(), offer.clone())
+        .settlement_store(BrokenStore { readable: true });
+    let payload = payment(&offer, 4);
+    let (first, _) = send_with(layer.clone(), StatusCode::OK, paid_get("/report", &payload)).await;
+    assert_eq!(first.status(), StatusCode::OK);
+    let (again, _) = send_with(layer, StatusCode::OK, paid_get("/report", &payload)).await;
+    assert_eq!(again.status(), StatusCode::OK);
+    assert_eq!(body_json(again).await["replayed"], true);
+    assert_eq!(script.settle_calls(), 1, "never a second charge");
+}
+
+#[tokio::test]
+async fn unreadable_store_refuses_payment_with_503() {
+    let script = Scripted::accepting();
+    let offer = offer(URL, SettlementMode::Before);
+    let layer = X402Layer::new(script.clone(), offer.clone())
+        .settlement_store(BrokenStore { readable: false });
+    let (response, inner_calls) = send_with(
+        layer,
+        StatusCode::OK,
+        paid_get("/report", &payment(&offer, 5)),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        (inner_calls, script.verify_calls(), script.settle_calls()),
+        (0, 0, 0)
+    );
+}

@@ -39,7 +39,12 @@ pub(super) async fn authorize(
     let key = PaymentKey::of(&payload);
     let guard = Arc::clone(&config.inflight).acquire(key.clone()).await;
 
-    match config.store.find(&key).await {
+    let remembered = config.recent.as_ref().and_then(|recent| recent.get(&key));
+    let found = match remembered {
+        Some(record) => Ok(Some(record)),
+        None => config.store.find(&key).await,
+    };
+    match found {
         Ok(Some(record)) => return replay(config, offer, payload, record, guard),
         Ok(None) => {}
         Err(error) => {
@@ -50,7 +55,7 @@ pub(super) async fn authorize(
                 &offer,
                 StatusCode::SERVICE_UNAVAILABLE,
                 message,
-                || respond::error(&config, &offer, StatusCode::SERVICE_UNAVAILABLE, message),
+                || respond::unavailable(&config, &offer, config.retry_after, message),
             );
         }
     }
@@ -206,8 +211,12 @@ pub(super) async fn settle(
         requirement.clone(),
         settlement.clone(),
     );
+    if let Some(recent) = &config.recent {
+        recent.insert(&record);
+    }
     if let Err(error) = config.store.save(&record).await {
-        // The money has moved: serve the buyer, and leave the trail in the logs.
+        // The money has moved: serve the buyer (a retry is still recognised from `recent`),
+        // and leave the trail in the logs.
         tracing::error!(%error, key = %record.key, transaction = %settlement.transaction, "settled payment could not be recorded");
     }
     Ok(settlement)

@@ -82,7 +82,7 @@ mod respond;
 mod service;
 
 pub use body::ResponseBody;
-pub use config::{DEFAULT_EXPOSE_HEADERS, DEFAULT_RETRY_AFTER_SECS, X402Layer};
+pub use config::{DEFAULT_EXPOSE_HEADERS, DEFAULT_RETRY_AFTER_SECS, RECENT_SETTLEMENTS, X402Layer};
 pub use events::{PaymentEvent, PaymentEvents};
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]

@@ -197,6 +197,29 @@ impl MemorySettlementStore {
         self.len() == 0
     }
 
+    /// The record under `key`, without going through a future.
+    pub fn get(&self, key: &PaymentKey) -> Option<SettlementRecord> {
+        self.lock().records.get(key).cloned()
+    }
+
+    /// Saves `record` unless its key is already held, evicting the oldest record when full.
+    pub fn insert(&self, record: &SettlementRecord) {
+        let mut inner = self.lock();
+        if inner.records.contains_key(&record.key) {
+            return;
+        }
+        while inner.records.len() >= self.capacity {
+            match inner.order.pop_front() {
+                Some(oldest) => {
+                    inner.records.remove(&oldest);
+                }
+                None => break,
+            }
+        }
+        inner.order.push_back(record.key.clone());
+        inner.records.insert(record.key.clone(), record.clone());
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, MemoryInner> {
         // A panic while holding this lock cannot leave the maps inconsistent in a way that
         // matters (at worst a key in `order` without a record), so keep going.
@@ -215,24 +238,11 @@ impl SettlementStore for MemorySettlementStore {
         &'a self,
         key: &'a PaymentKey,
     ) -> BoxFuture<'a, Result<Option<SettlementRecord>, StoreError>> {
-        let found = self.lock().records.get(key).cloned();
-        Box::pin(std::future::ready(Ok(found)))
+        Box::pin(std::future::ready(Ok(self.get(key))))
     }
 
     fn save<'a>(&'a self, record: &'a SettlementRecord) -> BoxFuture<'a, Result<(), StoreError>> {
-        let mut inner = self.lock();
-        if !inner.records.contains_key(&record.key) {
-            while inner.records.len() >= self.capacity {
-                match inner.order.pop_front() {
-                    Some(oldest) => {
-                        inner.records.remove(&oldest);
-                    }
-                    None => break,
-                }
-            }
-            inner.order.push_back(record.key.clone());
-            inner.records.insert(record.key.clone(), record.clone());
-        }
+        self.insert(record);
         Box::pin(std::future::ready(Ok(())))
     }
 }

@@ -102,6 +102,15 @@ pub(super) fn error(config: &Config, offer: &Offer, status: StatusCode, message:
     response
 }
 
+/// A 503 asking the client to retry the same payment after `wait`.
+pub(super) fn unavailable(config: &Config, offer: &Offer, wait: Duration, message: &str) -> Own {
+    let mut response = error(config, offer, StatusCode::SERVICE_UNAVAILABLE, message);
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, retry_after_value(wait));
+    response
+}
+
 /// The response for a facilitator that gave no usable answer: 503 with `Retry-After` when it is
 /// unavailable (the client should retry the same payment), 502 when it answered wrongly.
 pub(super) fn facilitator_failed(
@@ -109,28 +118,15 @@ pub(super) fn facilitator_failed(
     offer: &Offer,
     failure: &FacilitatorError,
 ) -> Own {
+    let summary = failure.public_summary();
     if failure.is_unavailable() {
         let wait = failure.retry_after().unwrap_or(config.retry_after);
-        let mut response = error(
-            config,
-            offer,
-            StatusCode::SERVICE_UNAVAILABLE,
-            &format!(
-                "payment facilitator unavailable, retry the same payment later: {}",
-                failure.public_summary()
-            ),
-        );
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, retry_after_value(wait));
-        response
+        let message =
+            format!("payment facilitator unavailable, retry the same payment later: {summary}");
+        unavailable(config, offer, wait, &message)
     } else {
-        error(
-            config,
-            offer,
-            StatusCode::BAD_GATEWAY,
-            &format!("payment facilitator failed: {}", failure.public_summary()),
-        )
+        let message = format!("payment facilitator failed: {summary}");
+        error(config, offer, StatusCode::BAD_GATEWAY, &message)
     }
 }
 
