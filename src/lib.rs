@@ -9,7 +9,7 @@ pub mod proto;
 #[cfg_attr(docsrs, doc(cfg(feature = "sandbox")))]
 pub mod sandbox;
 
-pub use facilitator::{Facilitator, FacilitatorError};
 #[cfg(feature = "reqwest")]
 pub use facilitator::HttpFacilitator;
+pub use facilitator::{Facilitator, FacilitatorError};
 pub use layer::{Offer, Pricing, SettlementMode, VerifiedPayment, X402, X402Layer};

@@ -11,7 +11,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::proto::{SettleRequest, SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse};
+use crate::proto::{
+    SettleRequest, SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse,
+};
 
 #[cfg(feature = "reqwest")]
 mod http;
@@ -29,22 +31,34 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// Implementations must be cheap to share (`Arc<dyn Facilitator>` is what the layer holds).
 pub trait Facilitator: Send + Sync + 'static {
     /// `POST /verify`: would this payment settle?
-    fn verify<'a>(&'a self, request: &'a VerifyRequest) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>>;
+    fn verify<'a>(
+        &'a self,
+        request: &'a VerifyRequest,
+    ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>>;
 
     /// `POST /settle`: move the funds. Never retried blindly: a retry could double-charge if the
     /// first attempt reached the chain.
-    fn settle<'a>(&'a self, request: &'a SettleRequest) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>>;
+    fn settle<'a>(
+        &'a self,
+        request: &'a SettleRequest,
+    ) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>>;
 
     /// `GET /supported`: the payment kinds this facilitator handles.
     fn supported(&self) -> BoxFuture<'_, Result<Arc<SupportedResponse>, FacilitatorError>>;
 }
 
 impl<F: Facilitator + ?Sized> Facilitator for Arc<F> {
-    fn verify<'a>(&'a self, request: &'a VerifyRequest) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
+    fn verify<'a>(
+        &'a self,
+        request: &'a VerifyRequest,
+    ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
         (**self).verify(request)
     }
 
-    fn settle<'a>(&'a self, request: &'a SettleRequest) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
+    fn settle<'a>(
+        &'a self,
+        request: &'a SettleRequest,
+    ) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
         (**self).settle(request)
     }
 
@@ -160,6 +174,21 @@ impl FacilitatorError {
             Self::Unreachable { .. } | Self::TimedOut { .. } => true,
             Self::Status { status, .. } => matches!(status.as_u16(), 429 | 502 | 503 | 504),
             Self::Malformed { .. } | Self::Auth { .. } => false,
+        }
+    }
+
+    /// A short description that is safe to show a client: no facilitator body, no credentials.
+    /// The full error (`Display`, `source()`) belongs in the server's logs.
+    pub fn public_summary(&self) -> String {
+        let endpoint = self.endpoint();
+        match self {
+            Self::Unreachable { .. } => format!("facilitator {endpoint} is unreachable"),
+            Self::TimedOut { .. } => format!("facilitator {endpoint} timed out"),
+            Self::Status { status, .. } => {
+                format!("facilitator {endpoint} answered HTTP {}", status.as_u16())
+            }
+            Self::Malformed { .. } => format!("facilitator {endpoint} sent a malformed answer"),
+            Self::Auth { .. } => format!("could not authenticate to facilitator {endpoint}"),
         }
     }
 

@@ -49,7 +49,10 @@ where
     type Error = B::Error;
 
     #[inline]
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         match self.project().kind.project() {
             KindProj::Inner { body } => body.poll_frame(cx),
             KindProj::Layer { body } => body

@@ -20,6 +20,10 @@ pub const DEFAULT_EXPOSE_HEADERS: &str = "PAYMENT-REQUIRED, PAYMENT-RESPONSE";
 /// did not say how long.
 pub const DEFAULT_RETRY_AFTER_SECS: u64 = 5;
 
+/// How many settlements the layer remembers in memory beside a custom
+/// [`SettlementStore`](X402Layer::settlement_store).
+pub const RECENT_SETTLEMENTS: usize = 4096;
+
 /// A [`Layer`] that puts an x402 paywall in front of a service.
 ///
 /// See the [module docs](super) for the request flow and an example.
@@ -34,6 +38,9 @@ pub(super) struct Config {
     pub(super) facilitator: Arc<dyn Facilitator>,
     pub(super) pricing: Arc<dyn Pricing>,
     pub(super) store: Arc<dyn SettlementStore>,
+    /// Recent settlements kept in memory beside an application's own store, so a payment that
+    /// settled is still recognised when that store fails to save or to answer.
+    pub(super) recent: Option<MemorySettlementStore>,
     pub(super) events: Option<Arc<dyn PaymentEvents>>,
     pub(super) expose_headers: Option<HeaderValue>,
     pub(super) max_header_len: usize,
@@ -64,6 +71,7 @@ impl X402Layer {
                 facilitator: Arc::new(facilitator),
                 pricing: Arc::new(pricing),
                 store: Arc::new(MemorySettlementStore::default()),
+                recent: None,
                 events: None,
                 expose_headers: Some(HeaderValue::from_static(DEFAULT_EXPOSE_HEADERS)),
                 max_header_len: DEFAULT_MAX_LEN,
@@ -78,8 +86,14 @@ impl X402Layer {
     }
 
     /// Keeps settlement records in `store` (e.g. the application's database) instead of memory.
+    ///
+    /// The layer also remembers the last [`RECENT_SETTLEMENTS`] settlements in memory and checks
+    /// them first, so that a settled payment is recognised even if `store` failed to save it or
+    /// cannot be read for a moment: the buyer's retry is answered, never charged again.
     pub fn settlement_store(mut self, store: impl SettlementStore) -> Self {
-        self.config_mut().store = Arc::new(store);
+        let config = self.config_mut();
+        config.store = Arc::new(store);
+        config.recent = Some(MemorySettlementStore::new(RECENT_SETTLEMENTS));
         self
     }
 

@@ -17,10 +17,12 @@ const MISSING_PAYMENT_BODY: &str = r#"{"error":"no verified payment on this requ
 
 impl IntoResponse for MissingPayment {
     fn into_response(self) -> Response {
-        let mut response = (StatusCode::INTERNAL_SERVER_ERROR, MISSING_PAYMENT_BODY).into_response();
-        response
-            .headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let mut response =
+            (StatusCode::INTERNAL_SERVER_ERROR, MISSING_PAYMENT_BODY).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
         response
     }
 }
@@ -37,14 +39,21 @@ impl<S: Send + Sync> FromRequestParts<S> for VerifiedPayment {
     type Rejection = MissingPayment;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        parts.extensions.get::<VerifiedPayment>().cloned().ok_or(MissingPayment)
+        parts
+            .extensions
+            .get::<VerifiedPayment>()
+            .cloned()
+            .ok_or(MissingPayment)
     }
 }
 
 impl<S: Send + Sync> axum_core::extract::OptionalFromRequestParts<S> for VerifiedPayment {
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Option<Self>, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _state: &S,
+    ) -> Result<Option<Self>, Self::Rejection> {
         Ok(parts.extensions.get::<VerifiedPayment>().cloned())
     }
 }

@@ -39,15 +39,24 @@ pub(super) async fn authorize(
     let key = PaymentKey::of(&payload);
     let guard = Arc::clone(&config.inflight).acquire(key.clone()).await;
 
-    match config.store.find(&key).await {
+    let remembered = config.recent.as_ref().and_then(|recent| recent.get(&key));
+    let found = match remembered {
+        Some(record) => Ok(Some(record)),
+        None => config.store.find(&key).await,
+    };
+    match found {
         Ok(Some(record)) => return replay(config, offer, payload, record, guard),
         Ok(None) => {}
         Err(error) => {
             tracing::warn!(%error, "settlement store unavailable; refusing payment rather than risk a second charge");
             let message = "settlement records are unavailable, retry the same payment later";
-            return reject(&config, &offer, StatusCode::SERVICE_UNAVAILABLE, message, || {
-                respond::error(&config, &offer, StatusCode::SERVICE_UNAVAILABLE, message)
-            });
+            return reject(
+                &config,
+                &offer,
+                StatusCode::SERVICE_UNAVAILABLE,
+                message,
+                || respond::unavailable(&config, &offer, config.retry_after, message),
+            );
         }
     }
 
@@ -58,14 +67,27 @@ pub(super) async fn authorize(
         Err(failure) => {
             tracing::warn!(error = %failure, "facilitator verify failed");
             let response = respond::facilitator_failed(&config, &offer, &failure);
-            return reject(&config, &offer, response.status(), &failure.to_string(), || response);
+            return reject(
+                &config,
+                &offer,
+                response.status(),
+                &failure.to_string(),
+                || response,
+            );
         }
     };
     if !verified.is_valid {
-        let reason = verified.invalid_reason.as_deref().unwrap_or("invalid_payment");
-        return reject(&config, &offer, StatusCode::PAYMENT_REQUIRED, reason, || {
-            respond::payment_failed(&config, &offer, reason)
-        });
+        let reason = verified
+            .invalid_reason
+            .as_deref()
+            .unwrap_or("invalid_payment");
+        return reject(
+            &config,
+            &offer,
+            StatusCode::PAYMENT_REQUIRED,
+            reason,
+            || respond::payment_failed(&config, &offer, reason),
+        );
     }
     config.emit(|| PaymentEvent::Verified {
         offer: &offer,
@@ -115,9 +137,13 @@ fn replay(
     }
     if record.resource != offer.resource().url {
         let message = "this payment was already settled for a different resource";
-        return reject(&config, &offer, StatusCode::PAYMENT_REQUIRED, message, || {
-            respond::payment_failed(&config, &offer, message)
-        });
+        return reject(
+            &config,
+            &offer,
+            StatusCode::PAYMENT_REQUIRED,
+            message,
+            || respond::payment_failed(&config, &offer, message),
+        );
     }
     config.emit(|| PaymentEvent::Replayed {
         offer: &offer,
@@ -142,7 +168,11 @@ fn replay(
 }
 
 /// Settles through the facilitator and records a success. `Err` is the response to send.
-pub(super) async fn settle(config: &Config, offer: &Offer, request: &FacilitatorRequest) -> Result<SettleResponse, Own> {
+pub(super) async fn settle(
+    config: &Config,
+    offer: &Offer,
+    request: &FacilitatorRequest,
+) -> Result<SettleResponse, Own> {
     let requirement = &request.payment_requirements;
     let span = tracing::info_span!("x402.settle", network = %requirement.network, scheme = %requirement.scheme);
     let settlement = match config.facilitator.settle(request).instrument(span).await {
@@ -160,7 +190,10 @@ pub(super) async fn settle(config: &Config, offer: &Offer, request: &Facilitator
         }
     };
     if !settlement.success {
-        let reason = settlement.error_reason.as_deref().unwrap_or("settlement_failed");
+        let reason = settlement
+            .error_reason
+            .as_deref()
+            .unwrap_or("settlement_failed");
         config.emit(|| PaymentEvent::Failed {
             offer,
             status: StatusCode::PAYMENT_REQUIRED,
@@ -178,8 +211,12 @@ pub(super) async fn settle(config: &Config, offer: &Offer, request: &Facilitator
         requirement.clone(),
         settlement.clone(),
     );
+    if let Some(recent) = &config.recent {
+        recent.insert(&record);
+    }
     if let Err(error) = config.store.save(&record).await {
-        // The money has moved: serve the buyer, and leave the trail in the logs.
+        // The money has moved: serve the buyer (a retry is still recognised from `recent`),
+        // and leave the trail in the logs.
         tracing::error!(%error, key = %record.key, transaction = %settlement.transaction, "settled payment could not be recorded");
     }
     Ok(settlement)
@@ -191,7 +228,17 @@ pub(super) async fn settle_after(paid: Box<Paid>) -> (Box<Paid>, Result<SettleRe
     (paid, outcome)
 }
 
-fn reject(config: &Config, offer: &Offer, status: StatusCode, reason: &str, response: impl FnOnce() -> Own) -> Gate {
-    config.emit(|| PaymentEvent::Failed { offer, status, reason });
+fn reject(
+    config: &Config,
+    offer: &Offer,
+    status: StatusCode,
+    reason: &str,
+    response: impl FnOnce() -> Own,
+) -> Gate {
+    config.emit(|| PaymentEvent::Failed {
+        offer,
+        status,
+        reason,
+    });
     Gate::Reject(response())
 }

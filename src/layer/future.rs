@@ -54,7 +54,11 @@ impl<S, ReqBody, ResBody, F> ResponseFuture<S, ReqBody, ResBody, F> {
         }
     }
 
-    pub(super) fn authorize(gate: BoxFuture<'static, Gate>, service: S, request: Request<ReqBody>) -> Self {
+    pub(super) fn authorize(
+        gate: BoxFuture<'static, Gate>,
+        service: S,
+        request: Request<ReqBody>,
+    ) -> Self {
         Self {
             state: State::Authorize {
                 gate,
@@ -82,7 +86,11 @@ where
                     let response = response.take().expect(POLLED_AFTER_COMPLETION);
                     return Poll::Ready(Ok(respond::into_body(response)));
                 }
-                StateProj::Authorize { gate, service, request } => match ready!(gate.as_mut().poll(cx)) {
+                StateProj::Authorize {
+                    gate,
+                    service,
+                    request,
+                } => match ready!(gate.as_mut().poll(cx)) {
                     Gate::Reject(response) => this.state.set(State::Respond {
                         response: Some(response),
                     }),

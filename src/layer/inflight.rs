@@ -31,7 +31,10 @@ impl Inflight {
 
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.locks.lock().unwrap_or_else(PoisonError::into_inner).len()
+        self.locks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 }
 
@@ -51,7 +54,11 @@ impl std::fmt::Debug for InflightGuard {
 
 impl Drop for InflightGuard {
     fn drop(&mut self) {
-        let mut locks = self.inflight.locks.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut locks = self
+            .inflight
+            .locks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         self.guard.take();
         // The map and `self.lock` hold the only references: nobody else waits, so forget the key.
         // New waiters clone the lock under the map mutex held here, so the count is exact.

@@ -82,17 +82,19 @@ mod respond;
 mod service;
 
 pub use body::ResponseBody;
-pub use config::{DEFAULT_EXPOSE_HEADERS, DEFAULT_RETRY_AFTER_SECS, X402Layer};
+pub use config::{DEFAULT_EXPOSE_HEADERS, DEFAULT_RETRY_AFTER_SECS, RECENT_SETTLEMENTS, X402Layer};
 pub use events::{PaymentEvent, PaymentEvents};
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use extract::MissingPayment;
 pub use future::ResponseFuture;
-pub use offer::{DEFAULT_MAX_TIMEOUT_SECONDS, Offer, OfferBuilder, OfferError, SettlementMode, UNPAID_ERROR};
+pub use offer::{
+    DEFAULT_MAX_TIMEOUT_SECONDS, Offer, OfferBuilder, OfferError, SettlementMode, UNPAID_ERROR,
+};
 pub use payment::VerifiedPayment;
 pub use pricing::{PriceTable, Pricing};
 pub use record::{
-    DEFAULT_MEMORY_CAPACITY, MemorySettlementStore, PaymentKey, SettlementRecord, SettlementStore, StoreError,
-    fingerprint,
+    DEFAULT_MEMORY_CAPACITY, MemorySettlementStore, PaymentKey, SettlementRecord, SettlementStore,
+    StoreError, fingerprint,
 };
 pub use service::X402;

@@ -137,7 +137,10 @@ impl Offer {
 
     /// The server's accept that the client's `accepted` names, if any.
     pub fn find_accept(&self, accepted: &PaymentRequirements) -> Option<&PaymentRequirements> {
-        self.required.accepts.iter().find(|own| own.matches(accepted))
+        self.required
+            .accepts
+            .iter()
+            .find(|own| own.matches(accepted))
     }
 
     /// The challenge with a different `error` text, for rejections that explain themselves.
@@ -173,7 +176,12 @@ impl OfferBuilder {
 
     /// Adds an `exact` USDC accept for `price` on `usdc`'s network, paid to `pay_to`, with the
     /// token's EIP-712 domain in `extra` on EVM networks.
-    pub fn usdc(mut self, usdc: &UsdcDeployment, price: UsdAmount, pay_to: impl Into<String>) -> Self {
+    pub fn usdc(
+        mut self,
+        usdc: &UsdcDeployment,
+        price: UsdAmount,
+        pay_to: impl Into<String>,
+    ) -> Self {
         match price.to_atomic(usdc.decimals) {
             Ok(amount) => {
                 self.accepts.push(PaymentRequirements {

@@ -108,7 +108,9 @@ impl PriceTable {
 
     /// Every priced path and its offer, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Arc<Offer>)> {
-        self.by_path.iter().map(|(path, offer)| (path.as_str(), offer))
+        self.by_path
+            .iter()
+            .map(|(path, offer)| (path.as_str(), offer))
     }
 }
 

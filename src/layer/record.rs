@@ -66,7 +66,10 @@ pub fn fingerprint(payload: &PaymentPayload) -> String {
             evm.authorization.from.to_ascii_lowercase(),
             evm.authorization.nonce.to_ascii_lowercase(),
         ),
-        Err(_) => format!("raw:{}:{}:{}", accepted.scheme, accepted.network, payload.payload),
+        Err(_) => format!(
+            "raw:{}:{}:{}",
+            accepted.scheme, accepted.network, payload.payload
+        ),
     }
 }
 
@@ -130,14 +133,20 @@ pub struct StoreError(#[source] pub BoxError);
 /// application that must remember (a shop issuing receipts) implements this over its database.
 pub trait SettlementStore: Send + Sync + 'static {
     /// The record saved under `key`, if any.
-    fn find<'a>(&'a self, key: &'a PaymentKey) -> BoxFuture<'a, Result<Option<SettlementRecord>, StoreError>>;
+    fn find<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+    ) -> BoxFuture<'a, Result<Option<SettlementRecord>, StoreError>>;
 
     /// Saves `record`. Saving a key that exists keeps the first record.
     fn save<'a>(&'a self, record: &'a SettlementRecord) -> BoxFuture<'a, Result<(), StoreError>>;
 }
 
 impl<T: SettlementStore + ?Sized> SettlementStore for Arc<T> {
-    fn find<'a>(&'a self, key: &'a PaymentKey) -> BoxFuture<'a, Result<Option<SettlementRecord>, StoreError>> {
+    fn find<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+    ) -> BoxFuture<'a, Result<Option<SettlementRecord>, StoreError>> {
         (**self).find(key)
     }
 
@@ -188,6 +197,29 @@ impl MemorySettlementStore {
         self.len() == 0
     }
 
+    /// The record under `key`, without going through a future.
+    pub fn get(&self, key: &PaymentKey) -> Option<SettlementRecord> {
+        self.lock().records.get(key).cloned()
+    }
+
+    /// Saves `record` unless its key is already held, evicting the oldest record when full.
+    pub fn insert(&self, record: &SettlementRecord) {
+        let mut inner = self.lock();
+        if inner.records.contains_key(&record.key) {
+            return;
+        }
+        while inner.records.len() >= self.capacity {
+            match inner.order.pop_front() {
+                Some(oldest) => {
+                    inner.records.remove(&oldest);
+                }
+                None => break,
+            }
+        }
+        inner.order.push_back(record.key.clone());
+        inner.records.insert(record.key.clone(), record.clone());
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, MemoryInner> {
         // A panic while holding this lock cannot leave the maps inconsistent in a way that
         // matters (at worst a key in `order` without a record), so keep going.
@@ -202,25 +234,15 @@ impl Default for MemorySettlementStore {
 }
 
 impl SettlementStore for MemorySettlementStore {
-    fn find<'a>(&'a self, key: &'a PaymentKey) -> BoxFuture<'a, Result<Option<SettlementRecord>, StoreError>> {
-        let found = self.lock().records.get(key).cloned();
-        Box::pin(std::future::ready(Ok(found)))
+    fn find<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+    ) -> BoxFuture<'a, Result<Option<SettlementRecord>, StoreError>> {
+        Box::pin(std::future::ready(Ok(self.get(key))))
     }
 
     fn save<'a>(&'a self, record: &'a SettlementRecord) -> BoxFuture<'a, Result<(), StoreError>> {
-        let mut inner = self.lock();
-        if !inner.records.contains_key(&record.key) {
-            while inner.records.len() >= self.capacity {
-                match inner.order.pop_front() {
-                    Some(oldest) => {
-                        inner.records.remove(&oldest);
-                    }
-                    None => break,
-                }
-            }
-            inner.order.push_back(record.key.clone());
-            inner.records.insert(record.key.clone(), record.clone());
-        }
+        self.insert(record);
         Box::pin(std::future::ready(Ok(())))
     }
 }

@@ -36,7 +36,11 @@ fn base(config: &Config, status: StatusCode, body: Bytes) -> Own {
 
 /// The 402 for a request without payment: both parts precomputed in the offer.
 pub(super) fn challenge(config: &Config, offer: &Offer) -> Own {
-    let mut response = base(config, StatusCode::PAYMENT_REQUIRED, offer.challenge_body().clone());
+    let mut response = base(
+        config,
+        StatusCode::PAYMENT_REQUIRED,
+        offer.challenge_body().clone(),
+    );
     response
         .headers_mut()
         .insert(PAYMENT_REQUIRED, offer.challenge_header().clone());
@@ -59,8 +63,15 @@ pub(super) fn payment_failed(config: &Config, offer: &Offer, error: &str) -> Own
 
 /// A 402 after the facilitator refused to settle: the failure in `PAYMENT-RESPONSE`, and the
 /// challenge again so the client can pay afresh.
-pub(super) fn settlement_failed(config: &Config, offer: &Offer, settlement: &SettleResponse) -> Own {
-    let reason = settlement.error_reason.as_deref().unwrap_or("settlement_failed");
+pub(super) fn settlement_failed(
+    config: &Config,
+    offer: &Offer,
+    settlement: &SettleResponse,
+) -> Own {
+    let reason = settlement
+        .error_reason
+        .as_deref()
+        .unwrap_or("settlement_failed");
     let mut response = payment_failed(config, offer, reason);
     if let Ok(value) = codec::encode(settlement) {
         response.headers_mut().insert(PAYMENT_RESPONSE, value);
@@ -91,28 +102,31 @@ pub(super) fn error(config: &Config, offer: &Offer, status: StatusCode, message:
     response
 }
 
+/// A 503 asking the client to retry the same payment after `wait`.
+pub(super) fn unavailable(config: &Config, offer: &Offer, wait: Duration, message: &str) -> Own {
+    let mut response = error(config, offer, StatusCode::SERVICE_UNAVAILABLE, message);
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, retry_after_value(wait));
+    response
+}
+
 /// The response for a facilitator that gave no usable answer: 503 with `Retry-After` when it is
 /// unavailable (the client should retry the same payment), 502 when it answered wrongly.
-pub(super) fn facilitator_failed(config: &Config, offer: &Offer, failure: &FacilitatorError) -> Own {
+pub(super) fn facilitator_failed(
+    config: &Config,
+    offer: &Offer,
+    failure: &FacilitatorError,
+) -> Own {
+    let summary = failure.public_summary();
     if failure.is_unavailable() {
         let wait = failure.retry_after().unwrap_or(config.retry_after);
-        let mut response = error(
-            config,
-            offer,
-            StatusCode::SERVICE_UNAVAILABLE,
-            &format!("payment facilitator unavailable, retry the same payment later: {failure}"),
-        );
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, retry_after_value(wait));
-        response
+        let message =
+            format!("payment facilitator unavailable, retry the same payment later: {summary}");
+        unavailable(config, offer, wait, &message)
     } else {
-        error(
-            config,
-            offer,
-            StatusCode::BAD_GATEWAY,
-            &format!("payment facilitator failed: {failure}"),
-        )
+        let message = format!("payment facilitator failed: {summary}");
+        error(config, offer, StatusCode::BAD_GATEWAY, &message)
     }
 }
 
@@ -129,7 +143,11 @@ pub(super) fn mark_paid(config: &Config, headers: &mut HeaderMap, settlement: &S
     }
     let cache_control = match headers.get(header::CACHE_CONTROL).map(HeaderValue::to_str) {
         None => Some(HeaderValue::from_static("private")),
-        Some(Ok(existing)) if has_directive(existing, "private") || has_directive(existing, "no-store") => None,
+        Some(Ok(existing))
+            if has_directive(existing, "private") || has_directive(existing, "no-store") =>
+        {
+            None
+        }
         Some(Ok(existing)) => HeaderValue::try_from(format!("private, {existing}")).ok(),
         // Not text: replace rather than keep a value that might allow shared caching.
         Some(Err(_)) => Some(HeaderValue::from_static("private")),
@@ -143,9 +161,12 @@ pub(super) fn mark_paid(config: &Config, headers: &mut HeaderMap, settlement: &S
 }
 
 fn has_directive(cache_control: &str, directive: &str) -> bool {
-    cache_control
-        .split(',')
-        .any(|part| part.trim().split('=').next().is_some_and(|name| name.trim().eq_ignore_ascii_case(directive)))
+    cache_control.split(',').any(|part| {
+        part.trim()
+            .split('=')
+            .next()
+            .is_some_and(|name| name.trim().eq_ignore_ascii_case(directive))
+    })
 }
 
 #[cfg(test)]

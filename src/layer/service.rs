@@ -84,7 +84,10 @@ where
             config.emit(|| PaymentEvent::ChallengeServed { offer: &offer });
             return ResponseFuture::respond(respond::challenge(config, &offer));
         };
-        let payload = match header::decode_with_limit::<PaymentPayload>(value.as_bytes(), config.max_header_len) {
+        let payload = match header::decode_with_limit::<PaymentPayload>(
+            value.as_bytes(),
+            config.max_header_len,
+        ) {
             Ok(payload) => payload,
             Err(error) => {
                 let message = format!("invalid PAYMENT-SIGNATURE header: {error}");
@@ -100,7 +103,12 @@ where
             return refuse(config, &offer, StatusCode::PAYMENT_REQUIRED, &message);
         };
 
-        let gate = Box::pin(flow::authorize(Arc::clone(config), offer, payload, requirement));
+        let gate = Box::pin(flow::authorize(
+            Arc::clone(config),
+            offer,
+            payload,
+            requirement,
+        ));
         // The inner service is called later, from the future: move the service that `poll_ready`
         // prepared into it and keep a fresh clone here.
         // See https://docs.rs/tower/latest/tower/trait.Service.html#be-careful-when-cloning-inner-services
@@ -138,7 +146,9 @@ fn mismatch_message(offer: &Offer, payload: &PaymentPayload) -> String {
         .find(|own| own.network == accepted.network && own.scheme == accepted.scheme)
         .or_else(|| offer.accepts().first());
     match closest.and_then(|own| own.mismatch(accepted)) {
-        Some(field) => format!("no matching payment requirements: accepted {field} differs from this resource's"),
+        Some(field) => format!(
+            "no matching payment requirements: accepted {field} differs from this resource's"
+        ),
         None => "no matching payment requirements".to_owned(),
     }
 }

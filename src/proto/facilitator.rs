@@ -123,7 +123,9 @@ impl SupportedResponse {
     /// Whether the facilitator lists `scheme` on `network` for protocol version 2.
     pub fn supports(&self, scheme: &str, network: &Network) -> bool {
         self.kinds.iter().any(|kind| {
-            kind.x402_version == X402Version::V2 && kind.scheme == scheme && &kind.network == network
+            kind.x402_version == X402Version::V2
+                && kind.scheme == scheme
+                && &kind.network == network
         })
     }
 

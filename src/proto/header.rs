@@ -104,7 +104,9 @@ pub fn encode<T: HeaderObject>(object: &T) -> Result<HeaderValue, HeaderError> {
 
 #[cold]
 fn unreachable_invalid_header() -> HeaderError {
-    HeaderError::Encode(serde::ser::Error::custom("base64 produced an invalid header"))
+    HeaderError::Encode(serde::ser::Error::custom(
+        "base64 produced an invalid header",
+    ))
 }
 
 /// Decodes a header value, accepting at most [`DEFAULT_MAX_LEN`] bytes.

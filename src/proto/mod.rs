@@ -37,7 +37,6 @@ pub use payment::{
 /// Header carrying the base64 `PaymentRequired` challenge on a 402.
 pub const PAYMENT_REQUIRED: http::HeaderName = http::HeaderName::from_static("payment-required");
 /// Header carrying the client's base64 `PaymentPayload` on the retried request.
-pub const PAYMENT_SIGNATURE: http::HeaderName =
-    http::HeaderName::from_static("payment-signature");
+pub const PAYMENT_SIGNATURE: http::HeaderName = http::HeaderName::from_static("payment-signature");
 /// Header carrying the base64 `SettleResponse` on a paid response or a settlement failure.
 pub const PAYMENT_RESPONSE: http::HeaderName = http::HeaderName::from_static("payment-response");

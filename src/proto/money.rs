@@ -96,7 +96,7 @@ impl UsdAmount {
                 .ok_or_else(|| MoneyError::Overflow(self.to_string()))
         } else {
             let divisor = 10u128.pow(u32::from(USD_SCALE - decimals));
-            if micros % divisor != 0 {
+            if !micros.is_multiple_of(divisor) {
                 return Err(MoneyError::TooPrecise {
                     amount: self.to_string(),
                     max: decimals,
@@ -117,7 +117,7 @@ impl UsdAmount {
             let divisor = 10u128
                 .checked_pow(u32::from(decimals - USD_SCALE))
                 .ok_or_else(|| MoneyError::Overflow(atomic.to_string()))?;
-            if atomic.0 % divisor != 0 {
+            if !atomic.0.is_multiple_of(divisor) {
                 return Err(MoneyError::TooPrecise {
                     amount: atomic.to_string(),
                     max: USD_SCALE,
@@ -167,7 +167,7 @@ impl fmt::Display for UsdAmount {
         let whole = self.micros / MICROS_PER_DOLLAR;
         let mut fraction = self.micros % MICROS_PER_DOLLAR;
         let mut width = usize::from(USD_SCALE);
-        while width > 2 && fraction % 10 == 0 {
+        while width > 2 && fraction.is_multiple_of(10) {
             fraction /= 10;
             width -= 1;
         }
@@ -310,16 +310,34 @@ mod tests {
 
     #[test]
     fn parses_and_converts_to_usdc_units() {
-        assert_eq!(usd("1.00").unwrap().to_atomic(6).unwrap(), AtomicAmount(1_000_000));
-        assert_eq!(usd("199.00").unwrap().to_atomic(6).unwrap(), AtomicAmount(199_000_000));
-        assert_eq!(usd("$0.001").unwrap().to_atomic(6).unwrap(), AtomicAmount(1_000));
+        assert_eq!(
+            usd("1.00").unwrap().to_atomic(6).unwrap(),
+            AtomicAmount(1_000_000)
+        );
+        assert_eq!(
+            usd("199.00").unwrap().to_atomic(6).unwrap(),
+            AtomicAmount(199_000_000)
+        );
+        assert_eq!(
+            usd("$0.001").unwrap().to_atomic(6).unwrap(),
+            AtomicAmount(1_000)
+        );
         assert_eq!(usd("0.000001").unwrap().micros(), 1);
-        assert_eq!(usd("7").unwrap().to_atomic(18).unwrap(), AtomicAmount(7 * 10u128.pow(18)));
+        assert_eq!(
+            usd("7").unwrap().to_atomic(18).unwrap(),
+            AtomicAmount(7 * 10u128.pow(18))
+        );
     }
 
     #[test]
     fn displays_like_a_price_table() {
-        for (input, shown) in [("1", "1.00"), ("29.0", "29.00"), ("0.001", "0.001"), ("0.10", "0.10"), ("12.345600", "12.3456")] {
+        for (input, shown) in [
+            ("1", "1.00"),
+            ("29.0", "29.00"),
+            ("0.001", "0.001"),
+            ("0.10", "0.10"),
+            ("12.345600", "12.3456"),
+        ] {
             assert_eq!(usd(input).unwrap().to_string(), shown);
         }
         assert_eq!(UsdAmount::from_cents(4200).unwrap().to_string(), "42.00");
@@ -330,13 +348,27 @@ mod tests {
         assert_eq!(usd(""), Err(MoneyError::Empty));
         assert_eq!(usd("$"), Err(MoneyError::Empty));
         assert!(matches!(usd("-1.00"), Err(MoneyError::Negative(_))));
-        for bad in ["1e3", "1E-2", " 1", "1 ", "+1", "1.", ".5", "1.2.3", "0x10", "NaN", "inf", "1,00"] {
+        for bad in [
+            "1e3", "1E-2", " 1", "1 ", "+1", "1.", ".5", "1.2.3", "0x10", "NaN", "inf", "1,00",
+        ] {
             assert!(matches!(usd(bad), Err(MoneyError::Invalid(_))), "{bad}");
         }
-        assert!(matches!(usd("0.0000001"), Err(MoneyError::TooPrecise { max: 6, .. })));
-        assert!(matches!(usd("18446744073709551616"), Err(MoneyError::Overflow(_))));
-        assert!(matches!(usd("18446744073710"), Err(MoneyError::Overflow(_))));
-        assert!(matches!(usd("0.001").unwrap().to_atomic(2), Err(MoneyError::TooPrecise { max: 2, .. })));
+        assert!(matches!(
+            usd("0.0000001"),
+            Err(MoneyError::TooPrecise { max: 6, .. })
+        ));
+        assert!(matches!(
+            usd("18446744073709551616"),
+            Err(MoneyError::Overflow(_))
+        ));
+        assert!(matches!(
+            usd("18446744073710"),
+            Err(MoneyError::Overflow(_))
+        ));
+        assert!(matches!(
+            usd("0.001").unwrap().to_atomic(2),
+            Err(MoneyError::TooPrecise { max: 2, .. })
+        ));
     }
 
     #[test]
@@ -345,16 +377,26 @@ mod tests {
         assert!("".parse::<AtomicAmount>().is_err());
         assert!("1.0".parse::<AtomicAmount>().is_err());
         assert!("1e6".parse::<AtomicAmount>().is_err());
-        assert!("340282366920938463463374607431768211456".parse::<AtomicAmount>().is_err());
+        assert!(
+            "340282366920938463463374607431768211456"
+                .parse::<AtomicAmount>()
+                .is_err()
+        );
         let json = serde_json::to_string(&AtomicAmount(10_000)).unwrap();
         assert_eq!(json, "\"10000\"");
-        assert!(serde_json::from_str::<AtomicAmount>("10000").is_err(), "numbers are strings on the wire");
+        assert!(
+            serde_json::from_str::<AtomicAmount>("10000").is_err(),
+            "numbers are strings on the wire"
+        );
     }
 
     #[test]
     fn round_trips_between_units() {
         let price = usd("54.00").unwrap();
-        assert_eq!(UsdAmount::from_atomic(price.to_atomic(6).unwrap(), 6).unwrap(), price);
+        assert_eq!(
+            UsdAmount::from_atomic(price.to_atomic(6).unwrap(), 6).unwrap(),
+            price
+        );
         assert!(UsdAmount::from_atomic(AtomicAmount(1), 18).is_err());
     }
 }

@@ -60,12 +60,16 @@ impl Network {
 
     /// The part before the colon, e.g. `eip155`.
     pub fn namespace(&self) -> &str {
-        self.0.split_once(':').map_or(&*self.0, |(namespace, _)| namespace)
+        self.0
+            .split_once(':')
+            .map_or(&*self.0, |(namespace, _)| namespace)
     }
 
     /// The part after the colon, e.g. `8453`.
     pub fn reference(&self) -> &str {
-        self.0.split_once(':').map_or("", |(_, reference)| reference)
+        self.0
+            .split_once(':')
+            .map_or("", |(_, reference)| reference)
     }
 
     /// The numeric chain id of an `eip155` network.
@@ -165,17 +169,39 @@ pub struct UsdcDeployment {
 
 impl UsdcDeployment {
     /// USDC on Base mainnet.
-    pub const BASE: Self = Self::evm(Network::BASE, "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", "USD Coin");
+    pub const BASE: Self = Self::evm(
+        Network::BASE,
+        "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+        "USD Coin",
+    );
     /// USDC on Base Sepolia. Its EIP-712 name differs from mainnet's.
-    pub const BASE_SEPOLIA: Self = Self::evm(Network::BASE_SEPOLIA, "0x036CbD53842c5426634e7929541eC2318f3dCF7e", "USDC");
+    pub const BASE_SEPOLIA: Self = Self::evm(
+        Network::BASE_SEPOLIA,
+        "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+        "USDC",
+    );
     /// USDC on Polygon PoS.
-    pub const POLYGON: Self = Self::evm(Network::from_static("eip155:137"), "0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359", "USD Coin");
+    pub const POLYGON: Self = Self::evm(
+        Network::from_static("eip155:137"),
+        "0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359",
+        "USD Coin",
+    );
     /// USDC on Arbitrum One.
-    pub const ARBITRUM: Self = Self::evm(Network::from_static("eip155:42161"), "0xaf88d065e77c8cC2239327C5EDb3A432268e5831", "USD Coin");
+    pub const ARBITRUM: Self = Self::evm(
+        Network::from_static("eip155:42161"),
+        "0xaf88d065e77c8cC2239327C5EDb3A432268e5831",
+        "USD Coin",
+    );
     /// USDC on Solana mainnet (the mint).
-    pub const SOLANA: Self = Self::other(Network::SOLANA, "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v");
+    pub const SOLANA: Self = Self::other(
+        Network::SOLANA,
+        "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v",
+    );
     /// USDC on Solana devnet (the mint).
-    pub const SOLANA_DEVNET: Self = Self::other(Network::SOLANA_DEVNET, "4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU");
+    pub const SOLANA_DEVNET: Self = Self::other(
+        Network::SOLANA_DEVNET,
+        "4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU",
+    );
     /// USDC on Algorand mainnet (ASA id).
     pub const ALGORAND: Self = Self::other(Network::ALGORAND, "31566704");
     /// USDC on Algorand testnet (ASA id).
@@ -213,7 +239,9 @@ impl UsdcDeployment {
 
     /// The known USDC deployment on `network`.
     pub fn for_network(network: &Network) -> Option<&'static Self> {
-        Self::ALL.iter().find(|deployment| &deployment.network == network)
+        Self::ALL
+            .iter()
+            .find(|deployment| &deployment.network == network)
     }
 }
 
@@ -223,10 +251,25 @@ mod tests {
 
     #[test]
     fn parses_caip2_and_rejects_the_rest() {
-        for ok in ["eip155:8453", "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp", Network::ALGORAND.as_str(), "cloudflare:402"] {
+        for ok in [
+            "eip155:8453",
+            "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp",
+            Network::ALGORAND.as_str(),
+            "cloudflare:402",
+        ] {
             assert_eq!(ok.parse::<Network>().unwrap().as_str(), ok);
         }
-        for bad in ["", "base", ":8453", "eip155:", "EIP155:8453", "ab:1", "eip155:84 53", "a-namespace-far-too-long-for-caip2:1", "a:b:c"] {
+        for bad in [
+            "",
+            "base",
+            ":8453",
+            "eip155:",
+            "EIP155:8453",
+            "ab:1",
+            "eip155:84 53",
+            "a-namespace-far-too-long-for-caip2:1",
+            "a:b:c",
+        ] {
             assert!(bad.parse::<Network>().is_err(), "{bad}");
         }
     }
@@ -236,7 +279,10 @@ mod tests {
         for deployment in UsdcDeployment::ALL {
             let reparsed: Network = deployment.network.as_str().parse().unwrap();
             assert_eq!(reparsed, deployment.network);
-            assert_eq!(deployment.eip712.is_some(), deployment.network.evm_chain_id().is_some());
+            assert_eq!(
+                deployment.eip712.is_some(),
+                deployment.network.evm_chain_id().is_some()
+            );
         }
         assert_eq!(Network::BASE_SEPOLIA.evm_chain_id(), Some(84532));
         assert_eq!(Network::SOLANA.evm_chain_id(), None);

@@ -17,8 +17,8 @@ use http_body_util::{BodyExt, Full};
 use serde_json::json;
 use tower_x402::facilitator::{BoxFuture, Endpoint};
 use tower_x402::proto::{
-    FacilitatorRequest, PaymentPayload, PaymentRequired, ResourceInfo, SettleResponse, SupportedKind,
-    SupportedResponse, UsdcDeployment, VerifyResponse, X402Version, header,
+    FacilitatorRequest, PaymentPayload, PaymentRequired, ResourceInfo, SettleResponse,
+    SupportedKind, SupportedResponse, UsdcDeployment, VerifyResponse, X402Version, header,
 };
 use tower_x402::{Facilitator, FacilitatorError, Offer, SettlementMode, VerifiedPayment};
 
@@ -84,12 +84,24 @@ impl Scripted {
     }
 
     fn script(&self, endpoint: Endpoint) -> Script {
-        let slot = if endpoint == Endpoint::Verify { &self.verify } else { &self.settle };
+        let slot = if endpoint == Endpoint::Verify {
+            &self.verify
+        } else {
+            &self.settle
+        };
         slot.lock().unwrap().clone()
     }
 
-    async fn answer(&self, endpoint: Endpoint, request: &FacilitatorRequest) -> Result<serde_json::Value, FacilitatorError> {
-        let counter = if endpoint == Endpoint::Verify { &self.counters.verify } else { &self.counters.settle };
+    async fn answer(
+        &self,
+        endpoint: Endpoint,
+        request: &FacilitatorRequest,
+    ) -> Result<serde_json::Value, FacilitatorError> {
+        let counter = if endpoint == Endpoint::Verify {
+            &self.counters.verify
+        } else {
+            &self.counters.settle
+        };
         counter.fetch_add(1, Ordering::SeqCst);
         match self.script(endpoint) {
             Script::Accept => Ok(positive(endpoint, request)),
@@ -161,8 +173,16 @@ fn negative(endpoint: Endpoint, request: &FacilitatorRequest, reason: &str) -> s
     }
 }
 
-async fn http_answer(script: Scripted, endpoint: Endpoint, request: FacilitatorRequest) -> Response<axum::body::Body> {
-    let counter = if endpoint == Endpoint::Verify { &script.counters.verify } else { &script.counters.settle };
+async fn http_answer(
+    script: Scripted,
+    endpoint: Endpoint,
+    request: FacilitatorRequest,
+) -> Response<axum::body::Body> {
+    let counter = if endpoint == Endpoint::Verify {
+        &script.counters.verify
+    } else {
+        &script.counters.settle
+    };
     let plan = script.script(endpoint);
     let reply = |status: u16, body: String| {
         Response::builder()
@@ -192,11 +212,17 @@ async fn http_answer(script: Scripted, endpoint: Endpoint, request: FacilitatorR
     }
 }
 
-async fn http_verify(State(script): State<Scripted>, Json(request): Json<FacilitatorRequest>) -> Response<axum::body::Body> {
+async fn http_verify(
+    State(script): State<Scripted>,
+    Json(request): Json<FacilitatorRequest>,
+) -> Response<axum::body::Body> {
     http_answer(script, Endpoint::Verify, request).await
 }
 
-async fn http_settle(State(script): State<Scripted>, Json(request): Json<FacilitatorRequest>) -> Response<axum::body::Body> {
+async fn http_settle(
+    State(script): State<Scripted>,
+    Json(request): Json<FacilitatorRequest>,
+) -> Response<axum::body::Body> {
     http_answer(script, Endpoint::Settle, request).await
 }
 
@@ -209,7 +235,7 @@ pub fn supported() -> SupportedResponse {
         kinds: vec![SupportedKind {
             x402_version: X402Version::V2,
             scheme: "exact".into(),
-            network: UsdcDeployment::BASE.network.clone(),
+            network: UsdcDeployment::BASE.network,
             extra: None,
         }],
         ..SupportedResponse::default()
@@ -217,14 +243,20 @@ pub fn supported() -> SupportedResponse {
 }
 
 impl Facilitator for Scripted {
-    fn verify<'a>(&'a self, request: &'a FacilitatorRequest) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
+    fn verify<'a>(
+        &'a self,
+        request: &'a FacilitatorRequest,
+    ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
         Box::pin(async move {
             let value = self.answer(Endpoint::Verify, request).await?;
             Ok(serde_json::from_value(value).unwrap())
         })
     }
 
-    fn settle<'a>(&'a self, request: &'a FacilitatorRequest) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
+    fn settle<'a>(
+        &'a self,
+        request: &'a FacilitatorRequest,
+    ) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
         Box::pin(async move {
             let value = self.answer(Endpoint::Settle, request).await?;
             Ok(serde_json::from_value(value).unwrap())
@@ -286,7 +318,9 @@ pub fn paid_get(uri: &str, payload: &PaymentPayload) -> Request<Full<Bytes>> {
 }
 
 /// The inner service of most tests: echoes what the layer told it about the payment.
-pub async fn echo_payment(request: Request<Full<Bytes>>) -> Result<Response<Full<Bytes>>, Infallible> {
+pub async fn echo_payment(
+    request: Request<Full<Bytes>>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
     let payment = request.extensions().get::<VerifiedPayment>();
     let body = json!({
         "paid": payment.is_some(),
@@ -303,7 +337,8 @@ where
     B::Error: std::fmt::Debug,
 {
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    serde_json::from_slice(&bytes).unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&bytes)))
+    serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&bytes)))
 }
 
 pub fn decode_required<B>(response: &Response<B>) -> PaymentRequired {

@@ -187,10 +187,10 @@ fn classify<T: DeserializeOwned>(
             },
         };
     }
-    if endpoint != Endpoint::Supported {
-        if let Ok(answer) = decoded {
-            return Outcome::Answer(answer);
-        }
+    if endpoint != Endpoint::Supported
+        && let Ok(answer) = decoded
+    {
+        return Outcome::Answer(answer);
     }
     Outcome::Failed {
         error: FacilitatorError::Status {
