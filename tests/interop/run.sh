@@ -34,6 +34,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 show_logs() {
   local name
@@ -120,7 +122,10 @@ python_store="$started_url"
 status=0
 X402_DEMO_STORE="$demo_store" X402_LIVE_STORE="$live_store" X402_PYTHON_STORE="$python_store" \
   X402_PYTHON_FACILITATOR="$python_facilitator_url" X402_SANDBOX_FACILITATOR="$sandbox_url" X402_PAY_TO="$pay_to" X402_SLUG_PREFIX=store \
-  "$venv/bin/python" "$here/checks.py" --results "$work/results" || status=$?
+  "$venv/bin/python" "$here/checks.py" --results "$work/results" &
+checks_pid=$!
+pids+=("$checks_pid") # in the background so that a signal stops everything at once
+wait "$checks_pid" || status=$?
 
 if [[ -s "$work/results" ]]; then
   read -r passed failed <"$work/results"
