@@ -82,7 +82,7 @@ class PythonFacilitator:
             raw = json.loads(body)
             request = model.model_validate_json(body, strict=True)
         except (ValueError, ValidationError) as error:
-            entry["errors"] = str(error)
+            entry["errors"] = " ".join(str(error).split())
             self._record(entry)
             return 400, {"error": f"body does not match the x402 {model.__name__} model", "detail": str(error)}
         strays = unknown_keys(raw, request.model_dump(mode="json", by_alias=True, exclude_unset=True))

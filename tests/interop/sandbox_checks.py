@@ -12,23 +12,30 @@ from offline_checks import base_usdc_challenge, signed_request
 from suite import Suite, expect
 
 
+def answer(response: httpx.Response, model):
+    """The 200 body of `response`, validated strictly with an official model."""
+    expect(response.status_code == 200,
+           f"{response.request.method} {response.request.url.path}: HTTP {response.status_code} {response.text[:200]}")
+    return model.model_validate_json(response.content, strict=True)
+
+
 def register(suite: Suite, sandbox_url: str) -> None:
     @suite.check("sandbox_facilitator_answers_official_payloads")
     async def _sandbox() -> None:
         buyer, merchant = Buyer(), Account.create().address
         body = await signed_request(buyer, base_usdc_challenge(merchant))
         with httpx.Client(base_url=sandbox_url, timeout=10) as http:
-            supported = SupportedResponse.model_validate_json(http.get("/supported").content, strict=True)
+            supported = answer(http.get("/supported"), SupportedResponse)
             kinds = {(k.x402_version, k.scheme, k.network) for k in supported.kinds}
             expect((2, "exact", "eip155:8453") in kinds, f"/supported lacks exact on Base: {kinds}")
-            verified = VerifyResponse.model_validate_json(http.post("/verify", json=body).content, strict=True)
+            verified = answer(http.post("/verify", json=body), VerifyResponse)
             expect(verified.is_valid and (verified.payer or "").lower() == buyer.address.lower(),
                    f"/verify of an official payload: {verified}")
-            settled = SettleResponse.model_validate_json(http.post("/settle", json=body).content, strict=True)
+            settled = answer(http.post("/settle", json=body), SettleResponse)
             expect(settled.success and settled.network == "eip155:8453" and len(settled.transaction) == 66,
                    f"/settle of an official payload: {settled}")
-            again = SettleResponse.model_validate_json(http.post("/settle", json=body).content, strict=True)
+            again = answer(http.post("/settle", json=body), SettleResponse)
             expect(not again.success and again.transaction == "", f"the same authorization settled twice: {again}")
             forged = {**body, "paymentRequirements": {**body["paymentRequirements"], "payTo": buyer.address}}
-            refused = VerifyResponse.model_validate_json(http.post("/verify", json=forged).content, strict=True)
+            refused = answer(http.post("/verify", json=forged), VerifyResponse)
             expect(not refused.is_valid, f"a payment to another recipient verified: {refused}")

@@ -116,7 +116,7 @@ def check_challenge(http: httpx.Client, store: str, listed: dict[str, Any]) -> s
         text = safe_base64_decode(header)  # the exact JSON the store sent
         strict = PaymentRequired.model_validate_json(text, strict=True)
     except Exception as error:
-        return f"{slug}: {type(error).__name__}: {str(error)[:200]}"
+        return f"{slug}: {type(error).__name__}: {' '.join(str(error).split())[:160]}"
     if not isinstance(required, PaymentRequired) or required.x402_version != 2:
         return f"{slug}: decoded as {type(required).__name__} version {required.x402_version}"
     strays = unknown_keys(json.loads(text), strict.model_dump(mode="json", by_alias=True, exclude_unset=True))

@@ -56,6 +56,8 @@ class Suite:
                 reason: str | None = f"not attempted: needs {', '.join(failed_needs)}"
             else:
                 reason = _attempt(check.run)
+            if reason is not None:
+                reason = " ".join(reason.split())  # one line per check
             self.outcomes[check.name] = reason
             elapsed = time.monotonic() - started
             if reason is None:
