@@ -11,6 +11,7 @@
 
 use std::io::Write as _;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use axum::routing::get;
 use axum::{Json, Router};
@@ -69,6 +70,7 @@ async fn serve(args: Args) -> Result<(), String> {
         )
         .settlement(mode)
         .build()
+        .map(Arc::new)
         .map_err(|e| format!("offer: {e}"))?;
     let paywall = match &args.facilitator {
         Some(url) => X402Layer::new(

@@ -45,6 +45,7 @@ async fn layer_serves_a_plain_hyper_service() {
     )
     .settlement(SettlementMode::After)
     .build()
+    .map(std::sync::Arc::new)
     .unwrap();
     let required = offer.payment_required().clone();
     let facilitator = SandboxFacilitator::new();

@@ -877,6 +877,7 @@ async fn paywalled(facilitator: &SandboxFacilitator, mode: SettlementMode) -> St
         )
         .settlement(mode)
         .build()
+        .map(Arc::new)
         .unwrap();
     let report = get(|payment: VerifiedPayment| async move {
         axum::Json(json!({

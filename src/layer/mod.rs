@@ -51,7 +51,8 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let offer = Offer::builder(ResourceInfo::new("https://api.example.com/report"))
 //!     .usdc(&UsdcDeployment::BASE, "0.10".parse()?, "0x209693Bc6afc0C5328bA36FaF03C514EF312287C")
-//!     .build()?;
+//!     .build()
+//!     .map(std::sync::Arc::new)?;
 //! let facilitator = HttpFacilitator::new("https://x402.org/facilitator")?;
 //!
 //! let app = Router::new()

@@ -39,15 +39,11 @@ where
 }
 
 /// One price for every request behind the layer. Put the layer on a single route.
+///
+/// The offer is shared, not copied: wrap a built [`Offer`] in an `Arc` once.
 impl Pricing for Arc<Offer> {
     fn offer(&self, _request: &Parts) -> Option<Arc<Offer>> {
         Some(Arc::clone(self))
-    }
-}
-
-impl Pricing for Offer {
-    fn offer(&self, _request: &Parts) -> Option<Arc<Offer>> {
-        Some(Arc::new(self.clone()))
     }
 }
 
