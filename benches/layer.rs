@@ -23,8 +23,8 @@ use criterion::{BatchSize, Criterion};
 use http::{HeaderValue, Request, Response};
 use http_body_util::Full;
 use tower::{Service, ServiceBuilder, ServiceExt};
-use tower_x402::facilitator::BoxFuture;
-use tower_x402::layer::{PriceTable, Pricing};
+use tower_x402::BoxFuture;
+use tower_x402::layer::pricing::{PriceTable, Pricing};
 use tower_x402::proto::{
     FacilitatorRequest, PaymentPayload, ResourceInfo, SettleResponse, SupportedResponse,
     UsdcDeployment, VerifyResponse, X402Version, header,
@@ -224,7 +224,7 @@ fn catalog_lookup(c: &mut Criterion) {
         .expect("request")
         .into_parts();
     c.bench_function("catalog_lookup", |b| {
-        b.iter(|| std::hint::black_box(table.offer(&parts)))
+        b.iter(|| std::hint::black_box(table.price(&parts)))
     });
 }
 

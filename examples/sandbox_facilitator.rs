@@ -16,7 +16,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use tower_x402::proto::AtomicAmount;
-use tower_x402::sandbox::{DEFAULT_STARTING_BALANCE, SandboxFacilitator};
+use tower_x402::sandbox::SandboxFacilitator;
 use tracing_subscriber::EnvFilter;
 
 /// The sandbox x402 facilitator over HTTP.
@@ -27,7 +27,11 @@ struct Args {
     #[arg(long, env = "SANDBOX_LISTEN", default_value = "127.0.0.1:4021")]
     listen: String,
     /// What every address holds before its first transfer, in USDC atomic units.
-    #[arg(long, env = "SANDBOX_STARTING_BALANCE", default_value_t = DEFAULT_STARTING_BALANCE.get())]
+    #[arg(
+        long,
+        env = "SANDBOX_STARTING_BALANCE",
+        default_value_t = 1_000_000_000
+    )]
     starting_balance: u128,
 }
 

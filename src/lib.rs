@@ -2,6 +2,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
+use std::future::Future;
+use std::pin::Pin;
+
 pub mod facilitator;
 pub mod layer;
 pub mod proto;
@@ -12,4 +15,13 @@ pub mod sandbox;
 #[cfg(feature = "reqwest")]
 pub use facilitator::HttpFacilitator;
 pub use facilitator::{Facilitator, FacilitatorError};
-pub use layer::{Offer, Pricing, SettlementMode, VerifiedPayment, X402, X402Layer};
+pub use layer::pricing::{Offer, Price, Pricing, SettlementMode};
+pub use layer::{Refusal, VerifiedPayment, X402, X402Layer};
+
+/// A boxed, sendable future: what [`Facilitator`] and
+/// [`SettlementStore`](layer::settlement::SettlementStore) methods return, so that both can be
+/// used as trait objects.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A boxed error from a facilitator transport or a settlement store backend.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

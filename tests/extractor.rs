@@ -45,3 +45,47 @@ async fn extractor_sees_the_verified_payment() {
         .unwrap();
     assert_eq!(body, format!("paid by {PAYER}"));
 }
+
+async fn settled_handler(paid: tower_x402::layer::SettledPayment) -> String {
+    format!("settled in {}", paid.settlement.transaction)
+}
+
+#[tokio::test]
+async fn settled_payment_is_extracted_behind_settle_before() {
+    let offer = offer("https://shop.example/report", SettlementMode::Before);
+    let app = Router::new().route(
+        "/report",
+        get(settled_handler).layer(X402Layer::new(Scripted::accepting(), offer.clone())),
+    );
+    let request = paid_get("/report", &payment(&offer, 1)).map(Body::new);
+    let response = app.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    assert_eq!(body, format!("settled in {TX}"));
+}
+
+#[tokio::test]
+async fn settled_payment_is_refused_before_settlement_exists() {
+    // Settle-after runs the handler before the money moves: asking for a settlement there is a
+    // misconfiguration, answered 500 and never settled (the handler failed).
+    let offer = offer("https://shop.example/report", SettlementMode::After);
+    let facilitator = Scripted::accepting();
+    let app = Router::new().route(
+        "/report",
+        get(settled_handler).layer(X402Layer::new(facilitator.clone(), offer.clone())),
+    );
+    let request = paid_get("/report", &payment(&offer, 1)).map(Body::new);
+    let response = app.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let body = body_json(response).await;
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("SettlementMode::Before"),
+        "{body}"
+    );
+    assert_eq!(facilitator.settle_calls(), 0);
+}

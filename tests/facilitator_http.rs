@@ -15,8 +15,11 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, Method, StatusCode, Uri};
 use serde_json::{Value, json};
-use tower_x402::facilitator::{BoxError, Endpoint, HttpFacilitatorBuilder};
-use tower_x402::proto::{PaymentPayload, PaymentRequirements, SupportedResponse, VerifyRequest};
+use tower_x402::BoxError;
+use tower_x402::facilitator::{Endpoint, HttpFacilitatorBuilder};
+use tower_x402::proto::{
+    FacilitatorRequest, PaymentPayload, PaymentRequirements, SupportedResponse,
+};
 use tower_x402::{Facilitator, FacilitatorError, HttpFacilitator};
 
 // ---------------------------------------------------------------------------------------------
@@ -244,7 +247,7 @@ fn requirements() -> PaymentRequirements {
 }
 
 /// The specification's example payment (§3.6) against its own requirement.
-fn request() -> VerifyRequest {
+fn request() -> FacilitatorRequest {
     let payload: PaymentPayload = serde_json::from_value(json!({
         "x402Version": 2,
         "resource": {"url": "https://api.example.com/premium-data"},
@@ -262,7 +265,7 @@ fn request() -> VerifyRequest {
         }
     }))
     .unwrap();
-    VerifyRequest::new(payload, requirements())
+    FacilitatorRequest::new(payload, requirements())
 }
 
 fn settled() -> Value {

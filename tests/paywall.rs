@@ -772,29 +772,38 @@ struct BrokenStore {
     readable: bool,
 }
 
-impl tower_x402::layer::SettlementStore for BrokenStore {
+impl tower_x402::layer::settlement::SettlementStore for BrokenStore {
     fn find<'a>(
         &'a self,
-        _key: &'a tower_x402::layer::PaymentKey,
-    ) -> tower_x402::facilitator::BoxFuture<
+        _key: &'a tower_x402::layer::settlement::PaymentKey,
+    ) -> tower_x402::BoxFuture<
         'a,
-        Result<Option<tower_x402::layer::SettlementRecord>, tower_x402::layer::StoreError>,
+        Result<
+            Option<tower_x402::layer::settlement::SettlementRecord>,
+            tower_x402::layer::settlement::StoreError,
+        >,
     > {
         let readable = self.readable;
         Box::pin(async move {
             if readable {
                 Ok(None)
             } else {
-                Err(tower_x402::layer::StoreError("connection refused".into()))
+                Err(tower_x402::layer::settlement::StoreError(
+                    "connection refused".into(),
+                ))
             }
         })
     }
 
     fn save<'a>(
         &'a self,
-        _record: &'a tower_x402::layer::SettlementRecord,
-    ) -> tower_x402::facilitator::BoxFuture<'a, Result<(), tower_x402::layer::StoreError>> {
-        Box::pin(async { Err(tower_x402::layer::StoreError("disk full".into())) })
+        _record: &'a tower_x402::layer::settlement::SettlementRecord,
+    ) -> tower_x402::BoxFuture<'a, Result<(), tower_x402::layer::settlement::StoreError>> {
+        Box::pin(async {
+            Err(tower_x402::layer::settlement::StoreError(
+                "disk full".into(),
+            ))
+        })
     }
 }
 
@@ -829,5 +838,92 @@ async fn unreadable_store_refuses_payment_with_503() {
     assert_eq!(
         (inner_calls, script.verify_calls(), script.settle_calls()),
         (0, 0, 0)
+    );
+}
+
+#[tokio::test]
+async fn failed_events_carry_the_typed_refusal() {
+    use tower_x402::Refusal;
+    use tower_x402::layer::PaymentEvent;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let hook = move |event: &PaymentEvent<'_>| {
+        if let PaymentEvent::Failed { refusal, .. } = event {
+            let kind = match refusal {
+                Refusal::InvalidHeader(_) => "header",
+                Refusal::NoMatchingRequirement { field } => field.unwrap_or("none"),
+                Refusal::InvalidPayment { .. } => "invalid",
+                Refusal::SettledForAnotherResource => "other resource",
+                _ => "other",
+            };
+            log.lock().unwrap().push((kind, refusal.status().as_u16()));
+        }
+    };
+    let offer = offer(URL, SettlementMode::Before);
+    let elsewhere = common::offer("https://shop.example/other", SettlementMode::Before);
+    let layer = X402Layer::new(Scripted::accepting(), offer.clone()).events(hook.clone());
+    let mut garbled = get("/report");
+    garbled
+        .headers_mut()
+        .insert("payment-signature", "%%%".parse().unwrap());
+    send_with(layer.clone(), StatusCode::OK, garbled).await;
+    let mut cheap = payment(&offer, 1);
+    cheap.accepted.amount = 5u128.into();
+    send_with(layer.clone(), StatusCode::OK, paid_get("/report", &cheap)).await;
+    let paid = payment(&offer, 2);
+    send_with(layer.clone(), StatusCode::OK, paid_get("/report", &paid)).await;
+    // The same payment at another resource behind the same layer's records.
+    let pricing = {
+        let (offer, elsewhere) = (offer.clone(), elsewhere.clone());
+        move |parts: &http::request::Parts| match parts.uri.path() {
+            "/report" => Some(offer.clone()),
+            _ => Some(elsewhere.clone()),
+        }
+    };
+    let shared = X402Layer::new(Scripted::accepting(), pricing).events(hook.clone());
+    send_with(shared.clone(), StatusCode::OK, paid_get("/report", &paid)).await;
+    send_with(shared, StatusCode::OK, paid_get("/other", &paid)).await;
+    let refusing = Scripted::new(Script::Refuse("insufficient_funds"), Script::Accept);
+    let refusing = X402Layer::new(refusing, offer.clone()).events(hook);
+    send_with(
+        refusing,
+        StatusCode::OK,
+        paid_get("/report", &payment(&offer, 3)),
+    )
+    .await;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            ("header", 400),
+            ("amount", 402),
+            ("other resource", 402),
+            ("invalid", 402)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn not_sold_is_answered_by_the_layer_without_calling_the_service() {
+    use tower_x402::Price;
+    let offer = offer(URL, SettlementMode::Before);
+    let pricing = move |parts: &http::request::Parts| match parts.uri.path() {
+        "/report" => Price::Charge(offer.clone()),
+        "/free" => Price::Free,
+        _ => Price::not_found("no product is sold at this path"),
+    };
+    let layer = X402Layer::new(Scripted::accepting(), pricing);
+    let (response, calls) = send_with(layer.clone(), StatusCode::OK, get("/missing")).await;
+    assert_eq!(calls, 0);
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    assert_eq!(response.headers()["content-type"], "application/json");
+    assert!(!response.headers().contains_key("payment-required"));
+    let body = body_json(response).await;
+    assert_eq!(body["error"], "no product is sold at this path");
+    let (response, calls) = send_with(layer.clone(), StatusCode::OK, get("/free")).await;
+    assert_eq!((response.status(), calls), (StatusCode::OK, 1));
+    let (response, calls) = send_with(layer, StatusCode::OK, get("/report")).await;
+    assert_eq!(
+        (response.status(), calls),
+        (StatusCode::PAYMENT_REQUIRED, 0)
     );
 }

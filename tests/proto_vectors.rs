@@ -10,7 +10,10 @@ use proptest::prelude::*;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use tower_x402::proto::header::{self, DEFAULT_MAX_LEN, HeaderError, HeaderObject};
+use tower_x402::proto::header::{self, HeaderError, HeaderObject};
+
+/// The codec's documented default limit: 16 KiB.
+const DEFAULT_MAX_LEN: usize = 16 * 1024;
 use tower_x402::proto::{
     AtomicAmount, Extension, FacilitatorRequest, Network, PaymentPayload, PaymentRequired,
     SettleResponse, SupportedResponse, UsdAmount, VerifyResponse, X402Version,

@@ -17,7 +17,7 @@ use tower_x402::proto::{
     PAYMENT_RESPONSE, PAYMENT_SIGNATURE, PaymentPayload, PaymentRequired, PaymentRequirements,
     ResourceInfo, SettleResponse, UsdcDeployment, X402Version, header,
 };
-use tower_x402::sandbox::eip712::{TransferWithAuthorization, domain_of};
+use tower_x402::sandbox::authorization_digest;
 use tower_x402::sandbox::reason::*;
 use tower_x402::sandbox::{SandboxFacilitator, SandboxWallet, WalletError};
 use tower_x402::{Facilitator, HttpFacilitator, Offer, SettlementMode, VerifiedPayment, X402Layer};
@@ -219,8 +219,11 @@ fn wallet_signatures_recover_to_its_address() {
     let sepolia = accept(&UsdcDeployment::BASE_SEPOLIA);
     let payment = signed(&wallet, &sepolia, |_| {});
     let proof = payment.exact_evm().unwrap();
-    let message = TransferWithAuthorization::from_wire(&proof.authorization).unwrap();
-    let digest = message.signing_hash(&domain_of(&sepolia).unwrap());
+    let digest = alloy_primitives::B256::from(
+        authorization_digest(&sepolia, &proof.authorization)
+            .unwrap()
+            .signing_hash,
+    );
     let signature =
         alloy_primitives::Signature::from_raw(&hex::decode(&proof.signature).unwrap()).unwrap();
     assert_eq!(
@@ -653,15 +656,17 @@ const SPEC_PAYER: &str = "0x857b06519E91e3A54538791bDbb0E22373e36b66";
 #[test]
 fn spec_vector_hashes_to_the_reference_digest() {
     let payment = spec_payment();
-    let domain = domain_of(&payment.accepted).unwrap();
+    let digest = authorization_digest(
+        &payment.accepted,
+        &payment.exact_evm().unwrap().authorization,
+    )
+    .unwrap();
     assert_eq!(
-        domain.separator().to_string(),
+        alloy_primitives::B256::from(digest.domain_separator).to_string(),
         "0x71f17a3b2ff373b803d70a5a07c046c1a2bc8e89c09ef722fcb047abe94c9818"
     );
-    let message =
-        TransferWithAuthorization::from_wire(&payment.exact_evm().unwrap().authorization).unwrap();
     assert_eq!(
-        message.signing_hash(&domain).to_string(),
+        alloy_primitives::B256::from(digest.signing_hash).to_string(),
         "0xf256992871671abcb27ff92885a7afa46218724e5fc0bac35d050115aa1d22e6"
     );
 }

@@ -6,14 +6,11 @@
 //! reserved for not getting an answer at all.
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::proto::{
-    SettleRequest, SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse,
-};
+use crate::proto::{FacilitatorRequest, SettleResponse, SupportedResponse, VerifyResponse};
+use crate::{BoxError, BoxFuture};
 
 #[cfg(feature = "reqwest")]
 mod http;
@@ -21,9 +18,6 @@ mod http;
 pub use self::http::{
     AuthHeaders, AuthProvider, FacilitatorConfigError, HttpFacilitator, HttpFacilitatorBuilder,
 };
-
-/// A boxed, sendable future, as returned by [`Facilitator`] methods.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Verifies and settles payments. The facilitator is the only settler: the layer never moves
 /// funds itself.
@@ -33,31 +27,38 @@ pub trait Facilitator: Send + Sync + 'static {
     /// `POST /verify`: would this payment settle?
     fn verify<'a>(
         &'a self,
-        request: &'a VerifyRequest,
+        request: &'a FacilitatorRequest,
     ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>>;
 
     /// `POST /settle`: move the funds. Never retried blindly: a retry could double-charge if the
     /// first attempt reached the chain.
     fn settle<'a>(
         &'a self,
-        request: &'a SettleRequest,
+        request: &'a FacilitatorRequest,
     ) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>>;
 
     /// `GET /supported`: the payment kinds this facilitator handles.
-    fn supported(&self) -> BoxFuture<'_, Result<Arc<SupportedResponse>, FacilitatorError>>;
+    ///
+    /// The layer never calls it; applications do, to decide what to offer. The default answers
+    /// with an empty list, so a facilitator that only verifies and settles need not implement it.
+    fn supported(&self) -> BoxFuture<'_, Result<Arc<SupportedResponse>, FacilitatorError>> {
+        Box::pin(std::future::ready(Ok(Arc::new(
+            SupportedResponse::default(),
+        ))))
+    }
 }
 
 impl<F: Facilitator + ?Sized> Facilitator for Arc<F> {
     fn verify<'a>(
         &'a self,
-        request: &'a VerifyRequest,
+        request: &'a FacilitatorRequest,
     ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
         (**self).verify(request)
     }
 
     fn settle<'a>(
         &'a self,
-        request: &'a SettleRequest,
+        request: &'a FacilitatorRequest,
     ) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
         (**self).settle(request)
     }
@@ -94,9 +95,6 @@ impl fmt::Display for Endpoint {
         write!(f, "/{}", self.path())
     }
 }
-
-/// A boxed error source.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The facilitator gave no usable answer.
 #[derive(Debug, thiserror::Error)]

@@ -1,9 +1,8 @@
 //! Observing what the layer does with each payment.
 
-use http::StatusCode;
-
-use super::Offer;
-use super::record::SettlementRecord;
+use super::Refusal;
+use super::pricing::Offer;
+use super::settlement::SettlementRecord;
 use crate::proto::{PaymentPayload, SettleResponse};
 
 /// Something that happened to a priced request.
@@ -43,14 +42,13 @@ pub enum PaymentEvent<'a> {
         /// The record used.
         record: &'a SettlementRecord,
     },
-    /// The request was refused.
+    /// The request was refused, for any reason but a missing payment (that is
+    /// [`ChallengeServed`](Self::ChallengeServed)).
     Failed {
         /// The offer concerned.
         offer: &'a Offer,
-        /// The status sent.
-        status: StatusCode,
-        /// Why, in the words of the `error` field sent.
-        reason: &'a str,
+        /// Why; [`Refusal::status`] is the status sent.
+        refusal: &'a Refusal,
     },
 }
 

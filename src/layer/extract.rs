@@ -1,24 +1,39 @@
-//! [`VerifiedPayment`] as an axum extractor.
+//! [`VerifiedPayment`] and [`SettledPayment`] as axum extractors.
 
 use axum_core::extract::FromRequestParts;
 use axum_core::response::{IntoResponse, Response};
 use http::request::Parts;
 use http::{HeaderValue, StatusCode, header};
 
-use super::VerifiedPayment;
+use super::{SettledPayment, VerifiedPayment};
 
-/// Rejection when a handler asks for [`VerifiedPayment`] but no [`X402Layer`](super::X402Layer)
-/// put one in the request: a server misconfiguration, answered with a 500.
+/// Rejection when a handler asks for [`VerifiedPayment`] (or [`SettledPayment`]) but no
+/// [`X402Layer`](super::X402Layer) put one (a settled one) in the request: a server
+/// misconfiguration, answered with a 500.
 #[derive(Debug, Clone, Copy, Default)]
-#[non_exhaustive]
-pub struct MissingPayment;
+pub struct MissingPayment {
+    settled: bool,
+}
 
-const MISSING_PAYMENT_BODY: &str = r#"{"error":"no verified payment on this request: is `X402Layer` installed in front of this handler?"}"#;
+const MISSING_PAYMENT: &str =
+    "no verified payment on this request: is `X402Layer` installed in front of this handler?";
+const MISSING_SETTLEMENT: &str = "no settled payment on this request: is `X402Layer` with \
+     `SettlementMode::Before` installed in front of this handler?";
+
+impl MissingPayment {
+    fn message(self) -> &'static str {
+        if self.settled {
+            MISSING_SETTLEMENT
+        } else {
+            MISSING_PAYMENT
+        }
+    }
+}
 
 impl IntoResponse for MissingPayment {
     fn into_response(self) -> Response {
-        let mut response =
-            (StatusCode::INTERNAL_SERVER_ERROR, MISSING_PAYMENT_BODY).into_response();
+        let body = serde_json::json!({ "error": self.message() }).to_string();
+        let mut response = (StatusCode::INTERNAL_SERVER_ERROR, body).into_response();
         response.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
@@ -29,7 +44,7 @@ impl IntoResponse for MissingPayment {
 
 impl std::fmt::Display for MissingPayment {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("no verified payment on this request: is `X402Layer` installed in front of this handler?")
+        f.write_str(self.message())
     }
 }
 
@@ -43,7 +58,20 @@ impl<S: Send + Sync> FromRequestParts<S> for VerifiedPayment {
             .extensions
             .get::<VerifiedPayment>()
             .cloned()
-            .ok_or(MissingPayment)
+            .ok_or(MissingPayment { settled: false })
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for SettledPayment {
+    type Rejection = MissingPayment;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<VerifiedPayment>()
+            .cloned()
+            .and_then(|payment| SettledPayment::try_from(payment).ok())
+            .ok_or(MissingPayment { settled: true })
     }
 }
 

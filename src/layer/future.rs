@@ -1,52 +1,64 @@
+//! [`ResponseFuture`]: the state machine of one request through the layer.
+
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
+use bytes::Bytes;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use super::body::ResponseBody;
-use super::flow::{Gate, Paid, settle_after};
-use super::respond::{self, Own};
-use crate::facilitator::BoxFuture;
+use super::gate::responses::{into_body, mark_paid};
+use super::gate::{Gate, Paid, settle_after};
+use crate::BoxFuture;
 use crate::proto::SettleResponse;
 
-type SettleFuture = BoxFuture<'static, (Box<Paid>, Result<SettleResponse, Own>)>;
+type SettleFuture = BoxFuture<'static, (Box<Paid>, Result<SettleResponse, Response<Bytes>>)>;
 
 pin_project! {
     /// Response future for [`X402`](super::X402).
     ///
     /// Free requests only wrap the inner future. Paid requests go through verification (and
     /// settlement) in a boxed facilitator future, then the unboxed inner future.
-    pub struct ResponseFuture<S, ReqBody, ResBody, F> {
+    pub struct ResponseFuture<S, ReqBody, ResBody>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    {
         #[pin]
-        state: State<S, ReqBody, ResBody, F>,
+        state: State<S, ReqBody, ResBody>,
     }
 }
 
 pin_project! {
     #[project = StateProj]
-    enum State<S, ReqBody, ResBody, F> {
-        Respond { response: Option<Own> },
+    enum State<S, ReqBody, ResBody>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    {
+        Respond { response: Option<Response<Bytes>> },
         Authorize {
             gate: BoxFuture<'static, Gate>,
             service: Option<S>,
             request: Option<Request<ReqBody>>,
         },
-        Inner { #[pin] future: F, paid: Option<Box<Paid>> },
+        Inner { #[pin] future: S::Future, paid: Option<Box<Paid>> },
         Settle { settle: SettleFuture, response: Option<Response<ResBody>> },
     }
 }
 
-impl<S, ReqBody, ResBody, F> ResponseFuture<S, ReqBody, ResBody, F> {
-    pub(super) fn passthrough(future: F) -> Self {
+impl<S, ReqBody, ResBody> ResponseFuture<S, ReqBody, ResBody>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
+    pub(super) fn passthrough(future: S::Future) -> Self {
         Self {
             state: State::Inner { future, paid: None },
         }
     }
 
-    pub(super) fn respond(response: Own) -> Self {
+    pub(super) fn respond(response: Response<Bytes>) -> Self {
         Self {
             state: State::Respond {
                 response: Some(response),
@@ -71,10 +83,9 @@ impl<S, ReqBody, ResBody, F> ResponseFuture<S, ReqBody, ResBody, F> {
 
 const POLLED_AFTER_COMPLETION: &str = "ResponseFuture polled after completion";
 
-impl<S, ReqBody, ResBody, F> Future for ResponseFuture<S, ReqBody, ResBody, F>
+impl<S, ReqBody, ResBody> Future for ResponseFuture<S, ReqBody, ResBody>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>, Future = F>,
-    F: Future<Output = Result<Response<ResBody>, S::Error>>,
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
 {
     type Output = Result<Response<ResponseBody<ResBody>>, S::Error>;
 
@@ -84,14 +95,14 @@ where
             match this.state.as_mut().project() {
                 StateProj::Respond { response } => {
                     let response = response.take().expect(POLLED_AFTER_COMPLETION);
-                    return Poll::Ready(Ok(respond::into_body(response)));
+                    return Poll::Ready(Ok(into_body(response)));
                 }
                 StateProj::Authorize {
                     gate,
                     service,
                     request,
                 } => match ready!(gate.as_mut().poll(cx)) {
-                    Gate::Reject(response) => this.state.set(State::Respond {
+                    Gate::Refuse(response) => this.state.set(State::Respond {
                         response: Some(response),
                     }),
                     Gate::Proceed(paid) => {
@@ -111,7 +122,7 @@ where
                     };
                     if let Some(settlement) = &paid.payment.settlement {
                         // Settled before the handler, or a repeat answered from its record.
-                        respond::mark_paid(&paid.config, response.headers_mut(), settlement);
+                        mark_paid(&paid.config, response.headers_mut(), settlement);
                         return Poll::Ready(Ok(response.map(ResponseBody::inner)));
                     }
                     if response.status().as_u16() >= 400 {
@@ -128,11 +139,11 @@ where
                     let mut response = response.take().expect(POLLED_AFTER_COMPLETION);
                     return Poll::Ready(Ok(match outcome {
                         Ok(settlement) => {
-                            respond::mark_paid(&paid.config, response.headers_mut(), &settlement);
+                            mark_paid(&paid.config, response.headers_mut(), &settlement);
                             response.map(ResponseBody::inner)
                         }
                         // Not settled: the handler's response is dropped unsent.
-                        Err(refusal) => respond::into_body(refusal),
+                        Err(refusal) => into_body(refusal),
                     }));
                 }
             }

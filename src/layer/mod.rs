@@ -1,10 +1,12 @@
 //! [`X402Layer`]: the paywall middleware.
 //!
-//! For each request the layer asks its [`Pricing`] what the request costs.
+//! For each request the layer asks its [`Pricing`](pricing::Pricing) what the request costs
+//! ([`Price`](pricing::Price)).
 //!
 //! | request | response |
 //! |---|---|
-//! | free (`None`) | passed to the inner service untouched |
+//! | free | passed to the inner service untouched |
+//! | not sold here | the status and JSON `error` pricing chose; inner service not called |
 //! | no `PAYMENT-SIGNATURE` | 402, `PAYMENT-REQUIRED` challenge, the same object as JSON body, `Cache-Control: no-store` |
 //! | header not base64 / not JSON / wrong shape / too large / not version 2 | 400 with a JSON `error` and the challenge |
 //! | `accepted` matches none of the offer's accepts | 402 whose `error` names the differing field |
@@ -13,7 +15,7 @@
 //! | facilitator answer malformed or an unexpected HTTP status | 502 |
 //! | settled | the inner response with `PAYMENT-RESPONSE` and `Cache-Control: private` |
 //! | settlement refused (`success: false`) | 402 with the failure in `PAYMENT-RESPONSE`; the inner response is dropped |
-//! | the same payment again, already settled | answered from its [`SettlementRecord`]: inner service runs, no facilitator call |
+//! | the same payment again, already settled | answered from its [`SettlementRecord`](settlement::SettlementRecord): inner service runs, no facilitator call |
 //! | a settled payment presented for another resource | 402; a `payment-identifier` reused for another payment: 409 |
 //!
 //! 402 and paid responses carry `Access-Control-Expose-Headers: PAYMENT-REQUIRED,
@@ -21,11 +23,11 @@
 //!
 //! # Settlement modes
 //!
-//! [`SettlementMode::After`] (the default) verifies, runs the inner service, and settles only when
+//! [`SettlementMode::After`](pricing::SettlementMode::After) (the default) verifies, runs the inner service, and settles only when
 //! it answered below 400; a failing handler costs the buyer nothing, and the response body streams
 //! once settlement succeeded. Choose it when the handler's work is cheap to throw away.
 //!
-//! [`SettlementMode::Before`] verifies, settles, then runs the inner service, which finds the
+//! [`SettlementMode::Before`](pricing::SettlementMode::Before) verifies, settles, then runs the inner service, which finds the
 //! settlement in [`VerifiedPayment::settlement`]. Choose it when serving has lasting effects —
 //! issuing a receipt, recording an order — that must never happen unpaid. A handler error after
 //! settlement is the application's to make good: a retry of the same payment is answered from
@@ -33,11 +35,13 @@
 //!
 //! # One payment, one settlement
 //!
-//! Requests carrying the same payment ([`PaymentKey`]) are processed one at a time: duplicates
-//! wait for the first one's outcome, and once a payment has settled, repeats are answered from
-//! the [`SettlementStore`] without calling the facilitator. The single-flight lock is per process;
+//! Requests carrying the same payment ([`PaymentKey`](settlement::PaymentKey)) are processed one
+//! at a time: duplicates wait for the first one's outcome, and once a payment has settled,
+//! repeats are answered from the [`SettlementStore`] without calling the facilitator. The single-flight lock is per process;
 //! the store decides how far the memory reaches (in memory by default, a database if you give it
 //! one).
+//!
+//! Every refusal is a [`Refusal`], answered with its status; [`PaymentEvents`] observe them.
 //!
 //! # Example
 //!
@@ -67,35 +71,172 @@
 //! # }
 //! ```
 
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::HeaderValue;
+use tower_layer::Layer;
+
+use self::gate::single_flight::Inflight;
+use self::pricing::Pricing;
+use self::settlement::{MemorySettlementStore, SettlementStore};
+use crate::facilitator::Facilitator;
+use crate::proto::header::DEFAULT_MAX_LEN;
+
 mod body;
-mod config;
 mod events;
 #[cfg(feature = "axum")]
 mod extract;
-mod flow;
 mod future;
-mod inflight;
-mod offer;
+mod gate;
 mod payment;
-mod pricing;
-mod record;
-mod respond;
+pub mod pricing;
+mod refusal;
 mod service;
+pub mod settlement;
 
 pub use body::ResponseBody;
-pub use config::{DEFAULT_EXPOSE_HEADERS, DEFAULT_RETRY_AFTER_SECS, RECENT_SETTLEMENTS, X402Layer};
 pub use events::{PaymentEvent, PaymentEvents};
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use extract::MissingPayment;
 pub use future::ResponseFuture;
-pub use offer::{
-    DEFAULT_MAX_TIMEOUT_SECONDS, Offer, OfferBuilder, OfferError, SettlementMode, UNPAID_ERROR,
-};
-pub use payment::VerifiedPayment;
-pub use pricing::{PriceTable, Pricing};
-pub use record::{
-    DEFAULT_MEMORY_CAPACITY, MemorySettlementStore, PaymentKey, SettlementRecord, SettlementStore,
-    StoreError, fingerprint,
-};
+pub use payment::{SettledPayment, VerifiedPayment};
+pub use refusal::Refusal;
 pub use service::X402;
+
+/// How many settlements the layer remembers in memory beside a custom
+/// [`SettlementStore`](X402Layer::settlement_store).
+const RECENT_SETTLEMENTS: usize = 4096;
+
+/// A [`Layer`] that puts an x402 paywall in front of a service.
+///
+/// See the [module docs](super) for the request flow and an example.
+#[derive(Clone)]
+#[must_use]
+pub struct X402Layer {
+    pub(crate) config: Arc<Config>,
+}
+
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub(crate) facilitator: Arc<dyn Facilitator>,
+    pub(crate) pricing: Arc<dyn Pricing>,
+    pub(crate) store: Arc<dyn SettlementStore>,
+    /// Recent settlements kept in memory beside an application's own store, so a payment that
+    /// settled is still recognised when that store fails to save or to answer.
+    pub(crate) recent: Option<MemorySettlementStore>,
+    pub(crate) events: Option<Arc<dyn PaymentEvents>>,
+    pub(crate) expose_headers: Option<HeaderValue>,
+    pub(crate) max_header_len: usize,
+    pub(crate) retry_after: Duration,
+    pub(crate) inflight: Arc<Inflight>,
+}
+
+impl Config {
+    /// Reports an event to the hook, building it only when there is one.
+    #[inline]
+    pub(crate) fn emit<'a>(&self, event: impl FnOnce() -> PaymentEvent<'a>) {
+        if let Some(events) = &self.events {
+            events.on_event(&event());
+        }
+    }
+}
+
+impl X402Layer {
+    /// A paywall that asks `pricing` what each request costs and has `facilitator` verify and
+    /// settle the payments.
+    ///
+    /// Defaults: settlement records in a [`MemorySettlementStore`], no event hook,
+    /// `Access-Control-Expose-Headers: PAYMENT-REQUIRED, PAYMENT-RESPONSE`, a 16 KiB limit on
+    /// `PAYMENT-SIGNATURE`, and `Retry-After: 5` on 503s.
+    pub fn new(facilitator: impl Facilitator, pricing: impl Pricing) -> Self {
+        Self {
+            config: Arc::new(Config {
+                facilitator: Arc::new(facilitator),
+                pricing: Arc::new(pricing),
+                store: Arc::new(MemorySettlementStore::default()),
+                recent: None,
+                events: None,
+                expose_headers: Some(HeaderValue::from_static(
+                    "PAYMENT-REQUIRED, PAYMENT-RESPONSE",
+                )),
+                max_header_len: DEFAULT_MAX_LEN,
+                retry_after: Duration::from_secs(5),
+                inflight: Arc::default(),
+            }),
+        }
+    }
+
+    fn config_mut(&mut self) -> &mut Config {
+        Arc::make_mut(&mut self.config)
+    }
+
+    /// Keeps settlement records in `store` (e.g. the application's database) instead of memory.
+    ///
+    /// The layer also remembers the last 4096 settlements in memory and checks
+    /// them first, so that a settled payment is recognised even if `store` failed to save it or
+    /// cannot be read for a moment: the buyer's retry is answered, never charged again.
+    pub fn settlement_store(mut self, store: impl SettlementStore) -> Self {
+        let config = self.config_mut();
+        config.store = Arc::new(store);
+        config.recent = Some(MemorySettlementStore::new(RECENT_SETTLEMENTS));
+        self
+    }
+
+    /// Reports every [`PaymentEvent`] to `events`.
+    pub fn events(mut self, events: impl PaymentEvents) -> Self {
+        self.config_mut().events = Some(Arc::new(events));
+        self
+    }
+
+    /// The `Access-Control-Expose-Headers` value set on 402 and paid responses (default
+    /// `PAYMENT-REQUIRED, PAYMENT-RESPONSE`), or `None` to set none (when a CORS layer outside
+    /// already does).
+    pub fn expose_headers(mut self, value: Option<HeaderValue>) -> Self {
+        self.config_mut().expose_headers = value;
+        self
+    }
+
+    /// The largest `PAYMENT-SIGNATURE` value accepted, in encoded bytes (default 16 KiB; larger
+    /// → 400).
+    pub fn max_payment_header_len(mut self, bytes: usize) -> Self {
+        self.config_mut().max_header_len = bytes;
+        self
+    }
+
+    /// The `Retry-After` sent with a 503 when the facilitator gave no hint (default 5 s).
+    pub fn retry_after(mut self, wait: Duration) -> Self {
+        self.config_mut().retry_after = wait;
+        self
+    }
+}
+
+impl<S> Layer<S> for X402Layer {
+    type Service = X402<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        X402 {
+            inner,
+            config: Arc::clone(&self.config),
+        }
+    }
+}
+
+impl fmt::Debug for X402Layer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.config.fmt(f)
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("X402Layer")
+            .field("events", &self.events.is_some())
+            .field("expose_headers", &self.expose_headers)
+            .field("max_header_len", &self.max_header_len)
+            .field("retry_after", &self.retry_after)
+            .finish_non_exhaustive()
+    }
+}

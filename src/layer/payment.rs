@@ -2,16 +2,16 @@
 
 use std::sync::Arc;
 
-use super::Offer;
-use super::record::PaymentKey;
+use super::pricing::Offer;
+use super::settlement::PaymentKey;
 use crate::proto::{PaymentPayload, PaymentRequirements, SettleResponse};
 
 /// A verified payment, inserted into the request extensions of every paid request that reaches
 /// the inner service. With the `axum` feature it is also an extractor.
 ///
-/// `settlement` is present in [`SettlementMode::Before`](super::SettlementMode::Before) and when
+/// `settlement` is present in [`SettlementMode::Before`](super::pricing::SettlementMode::Before) and when
 /// the payment was answered from a settlement record (`replayed`); in
-/// [`SettlementMode::After`](super::SettlementMode::After) the inner service runs before the
+/// [`SettlementMode::After`](super::pricing::SettlementMode::After) the inner service runs before the
 /// settlement exists.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -30,4 +30,32 @@ pub struct VerifiedPayment {
     pub replayed: bool,
     /// The offer that was paid.
     pub offer: Arc<Offer>,
+}
+
+/// A payment whose settlement exists: the [`VerifiedPayment`] of a request behind
+/// [`SettlementMode::Before`](super::pricing::SettlementMode::Before), or of a repeat answered
+/// from its record. With the `axum` feature it is an extractor, so a handler that must never
+/// run unpaid asks for it and needs no check of its own.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct SettledPayment {
+    /// The settlement: the transaction, network and payer.
+    pub settlement: SettleResponse,
+    /// Everything else about the payment (its `settlement` is the same as above).
+    pub payment: VerifiedPayment,
+}
+
+impl TryFrom<VerifiedPayment> for SettledPayment {
+    type Error = VerifiedPayment;
+
+    /// The settled payment, or the payment back when it has not settled yet.
+    fn try_from(payment: VerifiedPayment) -> Result<Self, Self::Error> {
+        match payment.settlement.clone() {
+            Some(settlement) => Ok(Self {
+                settlement,
+                payment,
+            }),
+            None => Err(payment),
+        }
+    }
 }

@@ -1,31 +1,25 @@
+//! [`X402`], the service the layer wraps around the inner one.
+
 use std::mem;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
 use tower_service::Service;
 
-use super::config::{Config, X402Layer};
-use super::events::PaymentEvent;
 use super::future::ResponseFuture;
-use super::{Offer, flow, respond};
+use super::gate::{self, responses};
+use super::pricing::{Offer, Price};
+use super::{Config, PaymentEvent, Refusal, ResponseBody};
 use crate::proto::{PAYMENT_SIGNATURE, PaymentPayload, header};
 
 /// The x402 paywall service; see [`X402Layer`] and the [module docs](super).
 pub struct X402<S> {
-    pub(super) inner: S,
-    pub(super) config: Arc<Config>,
+    pub(crate) inner: S,
+    pub(crate) config: Arc<Config>,
 }
 
 impl<S> X402<S> {
-    /// Wraps `inner` with the paywall configured by `layer`.
-    pub fn new(inner: S, layer: &X402Layer) -> Self {
-        Self {
-            inner,
-            config: Arc::clone(&layer.config),
-        }
-    }
-
     /// The inner service.
     pub fn get_ref(&self) -> &S {
         &self.inner
@@ -64,9 +58,9 @@ impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for X402<S>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
 {
-    type Response = Response<super::ResponseBody<ResBody>>;
+    type Response = Response<ResponseBody<ResBody>>;
     type Error = S::Error;
-    type Future = ResponseFuture<S, ReqBody, ResBody, S::Future>;
+    type Future = ResponseFuture<S, ReqBody, ResBody>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -75,35 +69,39 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let (parts, body) = request.into_parts();
-        let Some(offer) = self.config.pricing.offer(&parts) else {
+        let offer = match self.config.pricing.price(&parts) {
             // Free: straight through, nothing allocated.
-            return ResponseFuture::passthrough(self.inner.call(Request::from_parts(parts, body)));
+            Price::Free => {
+                return ResponseFuture::passthrough(
+                    self.inner.call(Request::from_parts(parts, body)),
+                );
+            }
+            Price::Charge(offer) => offer,
+            Price::NotSold { status, message } => {
+                return ResponseFuture::respond(responses::not_sold(status, &message));
+            }
         };
         let config = &self.config;
         let Some(value) = parts.headers.get(PAYMENT_SIGNATURE) else {
-            config.emit(|| PaymentEvent::ChallengeServed { offer: &offer });
-            return ResponseFuture::respond(respond::challenge(config, &offer));
+            return refuse(config, &offer, Refusal::PaymentMissing);
         };
         let payload = match header::decode_with_limit::<PaymentPayload>(
             value.as_bytes(),
             config.max_header_len,
         ) {
             Ok(payload) => payload,
-            Err(error) => {
-                let message = format!("invalid PAYMENT-SIGNATURE header: {error}");
-                return refuse(config, &offer, StatusCode::BAD_REQUEST, &message);
-            }
+            Err(error) => return refuse(config, &offer, Refusal::InvalidHeader(error)),
         };
         config.emit(|| PaymentEvent::PaymentReceived {
             offer: &offer,
             payload: &payload,
         });
         let Some(requirement) = offer.find_accept(&payload.accepted).cloned() else {
-            let message = mismatch_message(&offer, &payload);
-            return refuse(config, &offer, StatusCode::PAYMENT_REQUIRED, &message);
+            let field = closest_mismatch(&offer, &payload);
+            return refuse(config, &offer, Refusal::NoMatchingRequirement { field });
         };
 
-        let gate = Box::pin(flow::authorize(
+        let gate = Box::pin(gate::authorize(
             Arc::clone(config),
             offer,
             payload,
@@ -118,37 +116,24 @@ where
     }
 }
 
-fn refuse<S, ReqBody, ResBody, F>(
+fn refuse<S, ReqBody, ResBody>(
     config: &Config,
     offer: &Offer,
-    status: StatusCode,
-    message: &str,
-) -> ResponseFuture<S, ReqBody, ResBody, F> {
-    config.emit(|| PaymentEvent::Failed {
-        offer,
-        status,
-        reason: message,
-    });
-    let response = if status == StatusCode::PAYMENT_REQUIRED {
-        respond::payment_failed(config, offer, message)
-    } else {
-        respond::error(config, offer, status, message)
-    };
-    ResponseFuture::respond(response)
+    refusal: Refusal,
+) -> ResponseFuture<S, ReqBody, ResBody>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
+    ResponseFuture::respond(gate::refuse(config, offer, &refusal))
 }
 
-/// Says which field of the client's `accepted` differs from the closest accept on offer.
-fn mismatch_message(offer: &Offer, payload: &PaymentPayload) -> String {
+/// Which field of the client's `accepted` differs from the closest accept on offer.
+fn closest_mismatch(offer: &Offer, payload: &PaymentPayload) -> Option<&'static str> {
     let accepted = &payload.accepted;
     let closest = offer
         .accepts()
         .iter()
         .find(|own| own.network == accepted.network && own.scheme == accepted.scheme)
         .or_else(|| offer.accepts().first());
-    match closest.and_then(|own| own.mismatch(accepted)) {
-        Some(field) => format!(
-            "no matching payment requirements: accepted {field} differs from this resource's"
-        ),
-        None => "no matching payment requirements".to_owned(),
-    }
+    closest.and_then(|own| own.mismatch(accepted))
 }

@@ -28,11 +28,6 @@ impl FacilitatorRequest {
     }
 }
 
-/// Body of `POST /verify`.
-pub type VerifyRequest = FacilitatorRequest;
-/// Body of `POST /settle` (the same shape as [`VerifyRequest`]).
-pub type SettleRequest = FacilitatorRequest;
-
 /// A facilitator's answer to `/verify`. `isValid: false` is an answer, not an error.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

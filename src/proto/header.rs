@@ -21,7 +21,7 @@ use super::{PaymentPayload, PaymentRequired, SettleResponse, X402Version};
 
 /// Largest encoded header value [`decode`] accepts: 16 KiB, several times a real EIP-3009
 /// payload (about 1.1 KB) and well under common proxy header limits.
-pub const DEFAULT_MAX_LEN: usize = 16 * 1024;
+pub(crate) const DEFAULT_MAX_LEN: usize = 16 * 1024;
 
 /// Why a header value could not be decoded.
 #[derive(Debug, thiserror::Error)]
@@ -109,7 +109,7 @@ fn unreachable_invalid_header() -> HeaderError {
     ))
 }
 
-/// Decodes a header value, accepting at most [`DEFAULT_MAX_LEN`] bytes.
+/// Decodes a header value, accepting at most 16 KiB (16,384 bytes).
 ///
 /// # Errors
 ///

@@ -24,8 +24,7 @@ mod payment;
 
 pub use extension::{Extension, Extensions};
 pub use facilitator::{
-    FacilitatorRequest, SettleRequest, SettleResponse, SupportedKind, SupportedResponse,
-    VerifyRequest, VerifyResponse,
+    FacilitatorRequest, SettleResponse, SupportedKind, SupportedResponse, VerifyResponse,
 };
 pub use money::{AtomicAmount, MoneyError, UsdAmount};
 pub use network::{Eip712Domain, Network, NetworkError, UsdcDeployment};

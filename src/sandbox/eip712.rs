@@ -3,48 +3,14 @@
 //!
 //! The wallet signs and the facilitator verifies the same digest:
 //! `keccak256(0x1901 ‖ domainSeparator ‖ hashStruct(TransferWithAuthorization))`, where the
-//! domain is the token's `{name, version, chainId, verifyingContract}`.
-//!
-//! ```
-//! use tower_x402::proto::{Eip3009Authorization, Network, PaymentRequirements, UsdcDeployment};
-//! use tower_x402::sandbox::eip712::{TransferWithAuthorization, domain_of};
-//!
-//! let requirements = PaymentRequirements {
-//!     scheme: "exact".into(),
-//!     network: Network::BASE_SEPOLIA,
-//!     amount: "10000".parse()?,
-//!     asset: UsdcDeployment::BASE_SEPOLIA.asset.into(),
-//!     pay_to: "0x209693Bc6afc0C5328bA36FaF03C514EF312287C".into(),
-//!     max_timeout_seconds: 60,
-//!     extra: UsdcDeployment::BASE_SEPOLIA.eip712.map(|domain| domain.to_extra()),
-//! };
-//! let domain = domain_of(&requirements)?;
-//! assert_eq!(
-//!     domain.separator().to_string(),
-//!     "0x71f17a3b2ff373b803d70a5a07c046c1a2bc8e89c09ef722fcb047abe94c9818",
-//! );
-//!
-//! let message = TransferWithAuthorization::from_wire(&Eip3009Authorization {
-//!     from: "0x857b06519E91e3A54538791bDbb0E22373e36b66".into(),
-//!     to: "0x209693Bc6afc0C5328bA36FaF03C514EF312287C".into(),
-//!     value: "10000".into(),
-//!     valid_after: "1740672089".into(),
-//!     valid_before: "1740672154".into(),
-//!     nonce: "0xf3746613c2d920b5fdabc0856f2aeb2d4f88ee6037b8cc5d04a71a4462f13480".into(),
-//! })?;
-//! assert_eq!(
-//!     message.signing_hash(&domain).to_string(),
-//!     "0xf256992871671abcb27ff92885a7afa46218724e5fc0bac35d050115aa1d22e6",
-//! );
-//! # Ok::<_, Box<dyn std::error::Error>>(())
-//! ```
+//! domain is the token's `{name, version, chainId, verifyingContract}`. Only
+//! [`authorization_digest`] is public, in the wire types' terms.
 
 use std::borrow::Cow;
 use std::str::FromStr;
 
 use alloy_primitives::{Address, B256, U256};
-pub use alloy_sol_types::Eip712Domain;
-use alloy_sol_types::{SolStruct, sol};
+use alloy_sol_types::{Eip712Domain, SolStruct, sol};
 
 use crate::proto::{Eip3009Authorization, PaymentRequirements};
 
@@ -101,7 +67,7 @@ pub struct AuthorizationError {
 /// # Errors
 ///
 /// A non-EVM network, a missing `extra.name`/`extra.version`, or an asset that is not an address.
-pub fn domain_of(requirements: &PaymentRequirements) -> Result<Eip712Domain, DomainError> {
+pub(crate) fn domain_of(requirements: &PaymentRequirements) -> Result<Eip712Domain, DomainError> {
     let chain_id = requirements
         .network
         .evm_chain_id()
@@ -122,7 +88,7 @@ pub fn domain_of(requirements: &PaymentRequirements) -> Result<Eip712Domain, Dom
 }
 
 /// The EIP-712 domain `{name, version, chainId, verifyingContract}` of a token.
-pub fn token_domain(
+pub(crate) fn token_domain(
     name: &str,
     version: &str,
     chain_id: u64,
@@ -137,6 +103,73 @@ pub fn token_domain(
     )
 }
 
+/// The EIP-712 hashes of an EIP-3009 authorization under its requirement's token domain: what a
+/// wallet signs and a facilitator recovers the payer from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AuthorizationDigest {
+    /// The token's domain separator.
+    pub domain_separator: [u8; 32],
+    /// `keccak256(0x1901 ‖ domainSeparator ‖ hashStruct(message))`: the signed prehash.
+    pub signing_hash: [u8; 32],
+}
+
+/// Why an authorization could not be hashed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DigestError {
+    /// The requirement names no usable EIP-712 domain.
+    #[error(transparent)]
+    Domain(#[from] DomainError),
+    /// The authorization is not well-formed typed data.
+    #[error(transparent)]
+    Authorization(#[from] AuthorizationError),
+}
+
+/// Hashes `authorization` under the token domain that `requirements` names.
+///
+/// ```
+/// use tower_x402::proto::{Eip3009Authorization, Network, PaymentRequirements, UsdcDeployment};
+/// use tower_x402::sandbox::authorization_digest;
+///
+/// let requirements = PaymentRequirements {
+///     scheme: "exact".into(),
+///     network: Network::BASE_SEPOLIA,
+///     amount: "10000".parse()?,
+///     asset: UsdcDeployment::BASE_SEPOLIA.asset.into(),
+///     pay_to: "0x209693Bc6afc0C5328bA36FaF03C514EF312287C".into(),
+///     max_timeout_seconds: 60,
+///     extra: UsdcDeployment::BASE_SEPOLIA.eip712.map(|domain| domain.to_extra()),
+/// };
+/// let authorization = Eip3009Authorization {
+///     from: "0x857b06519E91e3A54538791bDbb0E22373e36b66".into(),
+///     to: "0x209693Bc6afc0C5328bA36FaF03C514EF312287C".into(),
+///     value: "10000".into(),
+///     valid_after: "1740672089".into(),
+///     valid_before: "1740672154".into(),
+///     nonce: "0xf3746613c2d920b5fdabc0856f2aeb2d4f88ee6037b8cc5d04a71a4462f13480".into(),
+/// };
+/// let digest = authorization_digest(&requirements, &authorization)?;
+/// assert_eq!(digest.domain_separator[..4], [0x71, 0xf1, 0x7a, 0x3b]);
+/// assert_eq!(digest.signing_hash[..4], [0xf2, 0x56, 0x99, 0x28]);
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+///
+/// A requirement without an EVM token domain, or an authorization that is not typed data.
+pub fn authorization_digest(
+    requirements: &PaymentRequirements,
+    authorization: &Eip3009Authorization,
+) -> Result<AuthorizationDigest, DigestError> {
+    let domain = domain_of(requirements)?;
+    let message = TransferWithAuthorization::from_wire(authorization)?;
+    Ok(AuthorizationDigest {
+        domain_separator: domain.separator().0,
+        signing_hash: message.signing_hash(&domain).0,
+    })
+}
+
 impl TransferWithAuthorization {
     /// Reads the wire form, where every value is a string: addresses `0x`-hex (an EIP-55
     /// mixed-case spelling must have a valid checksum), numbers decimal, the nonce `0x` and 32
@@ -145,7 +178,7 @@ impl TransferWithAuthorization {
     /// # Errors
     ///
     /// The first field that does not have its form.
-    pub fn from_wire(wire: &Eip3009Authorization) -> Result<Self, AuthorizationError> {
+    pub(crate) fn from_wire(wire: &Eip3009Authorization) -> Result<Self, AuthorizationError> {
         let address = |field, value: &str| {
             parse_address(value)
                 .ok_or_else(|| invalid(field, "a 0x-prefixed 20-byte address", value))
@@ -165,7 +198,7 @@ impl TransferWithAuthorization {
     }
 
     /// The wire form: checksummed addresses, decimal numbers, `0x`-hex nonce.
-    pub fn to_wire(&self) -> Eip3009Authorization {
+    pub(crate) fn to_wire(&self) -> Eip3009Authorization {
         Eip3009Authorization {
             from: self.from.to_checksum(None),
             to: self.to.to_checksum(None),
@@ -177,7 +210,7 @@ impl TransferWithAuthorization {
     }
 
     /// The EIP-712 digest a signature over this message under `domain` signs.
-    pub fn signing_hash(&self, domain: &Eip712Domain) -> B256 {
+    pub(crate) fn signing_hash(&self, domain: &Eip712Domain) -> B256 {
         self.eip712_signing_hash(domain)
     }
 }

@@ -10,14 +10,15 @@ use super::clock::{self, Clock};
 use super::eip712::parse_address;
 use super::ledger::{Ledger, SandboxSettlement};
 use super::verify::{self, DEPLOYMENTS, Rejection};
-use crate::facilitator::{BoxFuture, Facilitator, FacilitatorError};
+use crate::BoxFuture;
+use crate::facilitator::{Facilitator, FacilitatorError};
 use crate::proto::{
-    AtomicAmount, SettleRequest, SettleResponse, SupportedKind, SupportedResponse, VerifyRequest,
+    AtomicAmount, FacilitatorRequest, SettleResponse, SupportedKind, SupportedResponse,
     VerifyResponse, X402Version,
 };
 
 /// What every address holds before its first transfer: 1,000 USDC.
-pub const DEFAULT_STARTING_BALANCE: AtomicAmount = AtomicAmount(1_000_000_000);
+pub(crate) const DEFAULT_STARTING_BALANCE: AtomicAmount = AtomicAmount(1_000_000_000);
 
 /// A string that is not a `0x` address.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -31,7 +32,7 @@ pub struct InvalidAddress(pub String);
 /// [`UsdcDeployment`](crate::proto::UsdcDeployment). Verification recovers the signer of the
 /// EIP-712 `TransferWithAuthorization` digest and applies the reference facilitator's checks in
 /// its order (see [`reason`](super::reason)); settlement re-verifies and then moves funds in an
-/// in-memory ledger where every address starts with [`DEFAULT_STARTING_BALANCE`] (or the amount
+/// in-memory ledger where every address starts with 1,000 USDC (1,000,000,000 atomic units) (or the amount
 /// set with [`with_starting_balance`](Self::with_starting_balance)).
 ///
 /// Cloning is cheap and clones share the ledger. Serve it over HTTP with
@@ -101,7 +102,7 @@ impl SandboxFacilitator {
     }
 
     /// What each address not yet touched by a transfer holds (default
-    /// [`DEFAULT_STARTING_BALANCE`]).
+    /// 1,000 USDC (1,000,000,000 atomic units)).
     #[must_use]
     pub fn with_starting_balance(self, balance: AtomicAmount) -> Self {
         self.inner.ledger.set_starting_balance(balance);
@@ -122,7 +123,7 @@ impl SandboxFacilitator {
 
     /// `/verify` without the HTTP: checks `request` against the signature, the clock and the
     /// ledger, and changes nothing.
-    pub fn verify_payment(&self, request: &VerifyRequest) -> VerifyResponse {
+    pub fn verify_payment(&self, request: &FacilitatorRequest) -> VerifyResponse {
         let outcome = verify::check(request, self.now()).and_then(|payment| {
             let payer = Some(payment.payer());
             self.inner
@@ -152,7 +153,7 @@ impl SandboxFacilitator {
 
     /// `/settle` without the HTTP: verifies `request` again and, in the same step as the nonce
     /// and balance checks, debits the payer and credits `payTo`.
-    pub fn settle_payment(&self, request: &SettleRequest) -> SettleResponse {
+    pub fn settle_payment(&self, request: &FacilitatorRequest) -> SettleResponse {
         let network = request.payment_requirements.network.clone();
         let outcome = verify::check(request, self.now()).and_then(|payment| {
             let payer = Some(payment.payer());
@@ -244,14 +245,14 @@ impl fmt::Debug for SandboxFacilitator {
 impl Facilitator for SandboxFacilitator {
     fn verify<'a>(
         &'a self,
-        request: &'a VerifyRequest,
+        request: &'a FacilitatorRequest,
     ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
         Box::pin(async move { Ok(self.verify_payment(request)) })
     }
 
     fn settle<'a>(
         &'a self,
-        request: &'a SettleRequest,
+        request: &'a FacilitatorRequest,
     ) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
         Box::pin(async move { Ok(self.settle_payment(request)) })
     }

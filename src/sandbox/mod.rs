@@ -39,7 +39,7 @@
 //! ```
 
 mod clock;
-pub mod eip712;
+mod eip712;
 mod facilitator;
 mod ledger;
 pub mod reason;
@@ -47,7 +47,9 @@ mod server;
 mod verify;
 mod wallet;
 
-pub use facilitator::{DEFAULT_STARTING_BALANCE, InvalidAddress, SandboxFacilitator};
+pub use eip712::{
+    AuthorizationDigest, AuthorizationError, DigestError, DomainError, authorization_digest,
+};
+pub use facilitator::{InvalidAddress, SandboxFacilitator};
 pub use ledger::SandboxSettlement;
-pub use verify::VALID_BEFORE_BUFFER_SECS;
-pub use wallet::{SandboxWallet, VALID_AFTER_SKEW_SECS, WalletError};
+pub use wallet::{SandboxWallet, WalletError};

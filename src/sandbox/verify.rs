@@ -13,7 +13,7 @@ pub(crate) const DEPLOYMENTS: [&UsdcDeployment; 2] =
 
 /// Seconds before `validBefore` from which an authorization counts as expired, for the time a
 /// transaction takes to land in a block (the reference facilitator's buffer).
-pub const VALID_BEFORE_BUFFER_SECS: u64 = 6;
+pub(crate) const VALID_BEFORE_BUFFER_SECS: u64 = 6;
 
 /// A payment refused, with the reason code, a human-readable message and the payer if known.
 #[derive(Debug)]

@@ -14,7 +14,7 @@ use crate::proto::{
 
 /// Seconds before now that a new authorization becomes valid, allowing for clock skew between
 /// payer and facilitator (the reference client's value).
-pub const VALID_AFTER_SKEW_SECS: u64 = 600;
+pub(crate) const VALID_AFTER_SKEW_SECS: u64 = 600;
 
 /// Why the wallet could not be created or could not pay.
 #[derive(Debug, thiserror::Error)]

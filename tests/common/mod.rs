@@ -15,7 +15,8 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde_json::json;
-use tower_x402::facilitator::{BoxFuture, Endpoint};
+use tower_x402::BoxFuture;
+use tower_x402::facilitator::Endpoint;
 use tower_x402::proto::{
     FacilitatorRequest, PaymentPayload, PaymentRequired, ResourceInfo, SettleResponse,
     SupportedKind, SupportedResponse, UsdcDeployment, VerifyResponse, X402Version, header,

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::facilitator::{BoxError, BoxFuture, Endpoint};
+use crate::facilitator::Endpoint;
+use crate::{BoxError, BoxFuture};
 
 /// Fixed headers sent to a facilitator: some on every call, some on one endpoint only.
 ///

@@ -230,7 +230,8 @@ impl HttpFacilitatorBuilder {
     /// ```
     /// use http::HeaderMap;
     /// use tower_x402::HttpFacilitator;
-    /// use tower_x402::facilitator::{BoxError, Endpoint};
+    /// use tower_x402::BoxError;
+    /// use tower_x402::facilitator::Endpoint;
     ///
     /// fn mint_jwt(path: &str) -> Result<String, BoxError> {
     ///     Ok(format!("token-for-{path}"))

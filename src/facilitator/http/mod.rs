@@ -19,10 +19,9 @@ use self::builder::Timeouts;
 pub use self::builder::{FacilitatorConfigError, HttpFacilitatorBuilder};
 use self::retry::RetryPolicy;
 use self::supported_cache::SupportedCache;
-use super::{BoxFuture, Endpoint, Facilitator, FacilitatorError};
-use crate::proto::{
-    SettleRequest, SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse,
-};
+use super::{Endpoint, Facilitator, FacilitatorError};
+use crate::BoxFuture;
+use crate::proto::{FacilitatorRequest, SettleResponse, SupportedResponse, VerifyResponse};
 
 /// A facilitator reached over HTTP.
 ///
@@ -157,14 +156,14 @@ impl Inner {
 impl Facilitator for HttpFacilitator {
     fn verify<'a>(
         &'a self,
-        request: &'a VerifyRequest,
+        request: &'a FacilitatorRequest,
     ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
         Box::pin(self.inner.post(Endpoint::Verify, request))
     }
 
     fn settle<'a>(
         &'a self,
-        request: &'a SettleRequest,
+        request: &'a FacilitatorRequest,
     ) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
         Box::pin(self.inner.post(Endpoint::Settle, request))
     }

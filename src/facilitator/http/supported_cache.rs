@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::facilitator::{BoxError, FacilitatorError};
+use crate::BoxError;
+use crate::facilitator::FacilitatorError;
 
 /// A single-flight cache of one value; generic so that it can be tested without HTTP.
 pub(super) struct SupportedCache<T> {

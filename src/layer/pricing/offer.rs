@@ -1,5 +1,4 @@
-//! What a priced request costs: the resource, its accepts and extensions, precomputed into the
-//! exact 402 challenge.
+//! An offer: the resource, its accepts and extensions, precomputed into the exact 402 challenge.
 
 use bytes::Bytes;
 use http::HeaderValue;
@@ -10,7 +9,7 @@ use crate::proto::{
 };
 
 /// The `error` text of the challenge sent when a request carries no payment.
-pub const UNPAID_ERROR: &str = "PAYMENT-SIGNATURE header is required";
+pub(crate) const UNPAID_ERROR: &str = "PAYMENT-SIGNATURE header is required";
 
 /// When the layer settles a verified payment, relative to running the inner service.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -22,7 +21,7 @@ pub enum SettlementMode {
     #[default]
     After,
     /// Verify, settle, then run the inner service, which sees the settlement in
-    /// [`VerifiedPayment`](super::VerifiedPayment). Use it when the handler has lasting effects
+    /// [`VerifiedPayment`](crate::VerifiedPayment). Use it when the handler has lasting effects
     /// (issuing a receipt, recording an order) that must never happen unpaid.
     Before,
 }
@@ -100,7 +99,8 @@ impl Offer {
         }
     }
 
-    /// The challenge a 402 carries for this offer (its `error` is [`UNPAID_ERROR`]).
+    /// The challenge a 402 carries for this offer; its `error` is
+    /// `"PAYMENT-SIGNATURE header is required"`.
     pub fn payment_required(&self) -> &PaymentRequired {
         &self.required
     }
@@ -125,18 +125,49 @@ impl Offer {
         self.mode
     }
 
+    /// The same offer as a builder, to add accepts or extensions to a copy.
+    ///
+    /// ```
+    /// # use tower_x402::proto::{Extension, ResourceInfo, UsdcDeployment};
+    /// # use tower_x402::Offer;
+    /// # let offer = Offer::builder(ResourceInfo::new("https://shop.example/report"))
+    /// #     .usdc(&UsdcDeployment::BASE, "1.00".parse()?, "0x209693Bc6afc0C5328bA36FaF03C514EF312287C")
+    /// #     .build()?;
+    /// let with_bazaar = offer
+    ///     .to_builder()
+    ///     .extension("bazaar", Extension::new(serde_json::json!({"info": {}}), serde_json::json!({})))
+    ///     .build()?;
+    /// assert!(with_bazaar.extensions().is_some_and(|e| e.contains_key("bazaar")));
+    /// assert_eq!(with_bazaar.accepts(), offer.accepts());
+    /// # Ok::<_, Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn to_builder(&self) -> OfferBuilder {
+        let required = &self.required;
+        OfferBuilder {
+            resource: required.resource.clone(),
+            accepts: required.accepts.clone(),
+            extensions: required.extensions.clone().unwrap_or_default(),
+            mode: self.mode,
+            max_timeout_seconds: DEFAULT_MAX_TIMEOUT_SECONDS,
+            error: None,
+        }
+    }
+
     /// The precomputed `PAYMENT-REQUIRED` header value.
-    pub fn challenge_header(&self) -> &HeaderValue {
+    pub(crate) fn challenge_header(&self) -> &HeaderValue {
         &self.header
     }
 
     /// The precomputed JSON body of the 402 (the same object as the header).
-    pub fn challenge_body(&self) -> &Bytes {
+    pub(crate) fn challenge_body(&self) -> &Bytes {
         &self.body
     }
 
     /// The server's accept that the client's `accepted` names, if any.
-    pub fn find_accept(&self, accepted: &PaymentRequirements) -> Option<&PaymentRequirements> {
+    pub(crate) fn find_accept(
+        &self,
+        accepted: &PaymentRequirements,
+    ) -> Option<&PaymentRequirements> {
         self.required
             .accepts
             .iter()
@@ -144,7 +175,7 @@ impl Offer {
     }
 
     /// The challenge with a different `error` text, for rejections that explain themselves.
-    pub fn challenge_with_error(&self, error: impl Into<String>) -> PaymentRequired {
+    pub(crate) fn challenge_with_error(&self, error: impl Into<String>) -> PaymentRequired {
         let mut required = self.required.clone();
         required.error = Some(error.into());
         required
@@ -153,7 +184,7 @@ impl Offer {
 
 /// How long a signed payment stays usable unless an offer says otherwise (the value the
 /// TypeScript and Python reference servers use).
-pub const DEFAULT_MAX_TIMEOUT_SECONDS: u64 = 300;
+const DEFAULT_MAX_TIMEOUT_SECONDS: u64 = 300;
 
 /// Builds an [`Offer`]; see [`Offer::builder`].
 #[derive(Debug)]
@@ -205,7 +236,7 @@ impl OfferBuilder {
     }
 
     /// `maxTimeoutSeconds` for accepts added by [`usdc`](Self::usdc) after this call
-    /// (default [`DEFAULT_MAX_TIMEOUT_SECONDS`]).
+    /// (default 300, the value the TypeScript and Python reference servers use).
     pub fn max_timeout_seconds(mut self, seconds: u64) -> Self {
         self.max_timeout_seconds = seconds;
         self

@@ -1,40 +1,103 @@
-//! Deciding what a request costs.
+//! What a request costs: [`Offer`]s, and [`Pricing`], which picks one for each request.
+//!
+//! [`Pricing`] answers every request with a [`Price`]:
+//!
+//! | price | the layer |
+//! |---|---|
+//! | [`Price::Free`] | passes the request to the inner service untouched, allocating nothing |
+//! | [`Price::Charge`] | asks for payment of the offer, and lets the request through once paid |
+//! | [`Price::NotSold`] | answers itself with the given status and a JSON `error`; the inner service is not called |
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
+use http::StatusCode;
 use http::request::Parts;
 
-use super::Offer;
+mod offer;
 
-/// Decides what a request costs: `Some(offer)` to charge, `None` to let it through for free.
+pub(crate) use offer::UNPAID_ERROR;
+pub use offer::{Offer, OfferBuilder, OfferError, SettlementMode};
+
+/// What one request costs; see the [module docs](self).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Price {
+    /// Free: straight to the inner service.
+    Free,
+    /// Paid for with this offer.
+    Charge(Arc<Offer>),
+    /// Nothing is sold here: the layer answers `status` with `{"error": message}` and the inner
+    /// service is never called. For a priced path space where some names are unknown, such as
+    /// `/api/products/{slug}` with a slug no product has.
+    NotSold {
+        /// The status to answer, e.g. 404.
+        status: StatusCode,
+        /// The `error` text of the JSON body.
+        message: Cow<'static, str>,
+    },
+}
+
+impl Price {
+    /// [`Price::NotSold`] with 404 Not Found.
+    pub fn not_found(message: impl Into<Cow<'static, str>>) -> Self {
+        Self::NotSold {
+            status: StatusCode::NOT_FOUND,
+            message: message.into(),
+        }
+    }
+}
+
+/// `Some(offer)` charges, `None` is free.
+impl From<Option<Arc<Offer>>> for Price {
+    fn from(offer: Option<Arc<Offer>>) -> Self {
+        offer.map_or(Self::Free, Self::Charge)
+    }
+}
+
+impl From<Arc<Offer>> for Price {
+    fn from(offer: Arc<Offer>) -> Self {
+        Self::Charge(offer)
+    }
+}
+
+/// Decides what each request costs.
 ///
-/// Implemented for closures over the request head, for `Arc<Offer>` (one price for everything
-/// behind the layer) and for [`PriceTable`].
-///
-/// A free request passes to the inner service untouched, with no allocation by the layer.
+/// Implemented for closures over the request head that return a [`Price`] or an
+/// `Option<Arc<Offer>>` (`None` is free), for `Arc<Offer>` (one price for everything behind the
+/// layer) and for [`PriceTable`].
 ///
 /// ```
 /// use std::sync::Arc;
 /// use http::request::Parts;
-/// use tower_x402::{Offer, Pricing};
+/// use tower_x402::{Offer, Price, Pricing};
 ///
 /// fn premium_only(offer: Arc<Offer>) -> impl Pricing {
 ///     move |parts: &Parts| parts.uri.path().starts_with("/premium/").then(|| offer.clone())
 /// }
+///
+/// fn only_the_report(offer: Arc<Offer>) -> impl Pricing {
+///     move |parts: &Parts| match parts.uri.path() {
+///         "/reports/2026" => Price::Charge(offer.clone()),
+///         _ => Price::not_found("no such report"),
+///     }
+/// }
 /// ```
 pub trait Pricing: Send + Sync + 'static {
-    /// The offer `request` must pay for, or `None` when it is free.
-    fn offer(&self, request: &Parts) -> Option<Arc<Offer>>;
+    /// What `request` costs.
+    fn price(&self, request: &Parts) -> Price;
 }
 
-impl<F> Pricing for F
+impl<F, P> Pricing for F
 where
-    F: Fn(&Parts) -> Option<Arc<Offer>> + Send + Sync + 'static,
+    F: Fn(&Parts) -> P + Send + Sync + 'static,
+    P: Into<Price>,
 {
-    fn offer(&self, request: &Parts) -> Option<Arc<Offer>> {
-        self(request)
+    #[inline]
+    fn price(&self, request: &Parts) -> Price {
+        self(request).into()
     }
 }
 
@@ -42,8 +105,8 @@ where
 ///
 /// The offer is shared, not copied: wrap a built [`Offer`] in an `Arc` once.
 impl Pricing for Arc<Offer> {
-    fn offer(&self, _request: &Parts) -> Option<Arc<Offer>> {
-        Some(Arc::clone(self))
+    fn price(&self, _request: &Parts) -> Price {
+        Price::Charge(Arc::clone(self))
     }
 }
 
@@ -56,7 +119,7 @@ impl Pricing for Arc<Offer> {
 /// router in front decodes or normalizes paths, price with a closure that applies the same rule.
 ///
 /// ```
-/// use tower_x402::layer::PriceTable;
+/// use tower_x402::layer::pricing::PriceTable;
 /// # use tower_x402::{Offer, proto::{ResourceInfo, UsdcDeployment}};
 /// # let offer = Offer::builder(ResourceInfo::new("https://shop.example/report"))
 /// #     .usdc(&UsdcDeployment::BASE, "1.00".parse().unwrap(), "0x209693Bc6afc0C5328bA36FaF03C514EF312287C")
@@ -110,9 +173,10 @@ impl PriceTable {
     }
 }
 
+/// Unlisted paths are free.
 impl Pricing for PriceTable {
-    fn offer(&self, request: &Parts) -> Option<Arc<Offer>> {
-        self.by_path.get(request.uri.path()).cloned()
+    fn price(&self, request: &Parts) -> Price {
+        self.by_path.get(request.uri.path()).cloned().into()
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
-use super::record::PaymentKey;
+use crate::layer::settlement::PaymentKey;
 
 /// Payments being processed right now, one lock per payment key.
 #[derive(Debug, Default)]

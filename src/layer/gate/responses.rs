@@ -1,4 +1,5 @@
-//! The responses the layer writes itself.
+//! The responses the layer writes itself: the challenge, every [`Refusal`], and the marks on a
+//! paid response.
 
 use std::time::Duration;
 
@@ -6,23 +7,19 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode};
 
-use super::Offer;
-use super::body::ResponseBody;
-use super::config::Config;
-use crate::facilitator::FacilitatorError;
+use crate::layer::body::ResponseBody;
+use crate::layer::pricing::Offer;
+use crate::layer::{Config, Refusal};
 use crate::proto::{PAYMENT_REQUIRED, PAYMENT_RESPONSE, SettleResponse, header as codec};
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
 
-/// A response written by the layer, before its body type is chosen.
-pub(super) type Own = Response<Bytes>;
-
-pub(super) fn into_body<B>(response: Own) -> Response<ResponseBody<B>> {
+pub(crate) fn into_body<B>(response: Response<Bytes>) -> Response<ResponseBody<B>> {
     response.map(ResponseBody::layer)
 }
 
-fn base(config: &Config, status: StatusCode, body: Bytes) -> Own {
+fn base(config: &Config, status: StatusCode, body: Bytes) -> Response<Bytes> {
     let mut response = Response::new(body);
     *response.status_mut() = status;
     let headers = response.headers_mut();
@@ -34,8 +31,26 @@ fn base(config: &Config, status: StatusCode, body: Bytes) -> Own {
     response
 }
 
+/// The response for `refusal`: the only place a refusal becomes a response.
+pub(super) fn refusal(config: &Config, offer: &Offer, refusal: &Refusal) -> Response<Bytes> {
+    let status = refusal.status();
+    match refusal {
+        Refusal::PaymentMissing => challenge(config, offer),
+        Refusal::SettlementRefused(settlement) => settlement_refused(config, offer, settlement),
+        Refusal::Facilitator(failure) if status == StatusCode::SERVICE_UNAVAILABLE => {
+            let wait = failure.retry_after().unwrap_or(config.retry_after);
+            unavailable(config, offer, wait, refusal)
+        }
+        Refusal::RecordsUnavailable(_) => unavailable(config, offer, config.retry_after, refusal),
+        _ if status == StatusCode::PAYMENT_REQUIRED => {
+            challenge_explained(config, offer, &refusal.to_string())
+        }
+        _ => error(config, offer, status, &refusal.to_string()),
+    }
+}
+
 /// The 402 for a request without payment: both parts precomputed in the offer.
-pub(super) fn challenge(config: &Config, offer: &Offer) -> Own {
+fn challenge(config: &Config, offer: &Offer) -> Response<Bytes> {
     let mut response = base(
         config,
         StatusCode::PAYMENT_REQUIRED,
@@ -48,7 +63,7 @@ pub(super) fn challenge(config: &Config, offer: &Offer) -> Own {
 }
 
 /// A 402 whose challenge explains what was wrong with the payment presented.
-pub(super) fn payment_failed(config: &Config, offer: &Offer, error: &str) -> Own {
+fn challenge_explained(config: &Config, offer: &Offer, error: &str) -> Response<Bytes> {
     let required = offer.challenge_with_error(error);
     match (codec::encode(&required), serde_json::to_vec(&required)) {
         (Ok(value), Ok(body)) => {
@@ -63,16 +78,16 @@ pub(super) fn payment_failed(config: &Config, offer: &Offer, error: &str) -> Own
 
 /// A 402 after the facilitator refused to settle: the failure in `PAYMENT-RESPONSE`, and the
 /// challenge again so the client can pay afresh.
-pub(super) fn settlement_failed(
+fn settlement_refused(
     config: &Config,
     offer: &Offer,
     settlement: &SettleResponse,
-) -> Own {
+) -> Response<Bytes> {
     let reason = settlement
         .error_reason
         .as_deref()
         .unwrap_or("settlement_failed");
-    let mut response = payment_failed(config, offer, reason);
+    let mut response = challenge_explained(config, offer, reason);
     if let Ok(value) = codec::encode(settlement) {
         response.headers_mut().insert(PAYMENT_RESPONSE, value);
     }
@@ -81,19 +96,8 @@ pub(super) fn settlement_failed(
 
 /// A non-402 error with a JSON body `{"x402Version":2,"error":…}`; a 400 also carries the
 /// challenge so the client can try again correctly.
-pub(super) fn error(config: &Config, offer: &Offer, status: StatusCode, message: &str) -> Own {
-    #[derive(serde::Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct ErrorBody<'a> {
-        x402_version: u32,
-        error: &'a str,
-    }
-    let body = serde_json::to_vec(&ErrorBody {
-        x402_version: 2,
-        error: message,
-    })
-    .unwrap_or_default();
-    let mut response = base(config, status, body.into());
+fn error(config: &Config, offer: &Offer, status: StatusCode, message: &str) -> Response<Bytes> {
+    let mut response = base(config, status, error_body(message));
     if status == StatusCode::BAD_REQUEST {
         response
             .headers_mut()
@@ -102,32 +106,47 @@ pub(super) fn error(config: &Config, offer: &Offer, status: StatusCode, message:
     response
 }
 
+/// `{"x402Version":2,"error":message}`.
+fn error_body(message: &str) -> Bytes {
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct ErrorBody<'a> {
+        x402_version: u32,
+        error: &'a str,
+    }
+    serde_json::to_vec(&ErrorBody {
+        x402_version: 2,
+        error: message,
+    })
+    .unwrap_or_default()
+    .into()
+}
+
 /// A 503 asking the client to retry the same payment after `wait`.
-pub(super) fn unavailable(config: &Config, offer: &Offer, wait: Duration, message: &str) -> Own {
-    let mut response = error(config, offer, StatusCode::SERVICE_UNAVAILABLE, message);
+fn unavailable(
+    config: &Config,
+    offer: &Offer,
+    wait: Duration,
+    refusal: &Refusal,
+) -> Response<Bytes> {
+    let mut response = error(
+        config,
+        offer,
+        StatusCode::SERVICE_UNAVAILABLE,
+        &refusal.to_string(),
+    );
     response
         .headers_mut()
         .insert(header::RETRY_AFTER, retry_after_value(wait));
     response
 }
 
-/// The response for a facilitator that gave no usable answer: 503 with `Retry-After` when it is
-/// unavailable (the client should retry the same payment), 502 when it answered wrongly.
-pub(super) fn facilitator_failed(
-    config: &Config,
-    offer: &Offer,
-    failure: &FacilitatorError,
-) -> Own {
-    let summary = failure.public_summary();
-    if failure.is_unavailable() {
-        let wait = failure.retry_after().unwrap_or(config.retry_after);
-        let message =
-            format!("payment facilitator unavailable, retry the same payment later: {summary}");
-        unavailable(config, offer, wait, &message)
-    } else {
-        let message = format!("payment facilitator failed: {summary}");
-        error(config, offer, StatusCode::BAD_GATEWAY, &message)
-    }
+/// The answer for a path where nothing is sold ([`Price::NotSold`](crate::Price::NotSold)).
+pub(crate) fn not_sold(status: StatusCode, message: &str) -> Response<Bytes> {
+    let mut response = Response::new(error_body(message));
+    *response.status_mut() = status;
+    response.headers_mut().insert(header::CONTENT_TYPE, JSON);
+    response
 }
 
 fn retry_after_value(wait: Duration) -> HeaderValue {
@@ -137,7 +156,7 @@ fn retry_after_value(wait: Duration) -> HeaderValue {
 }
 
 /// Marks a paid response: `PAYMENT-RESPONSE`, `private` caching, and the exposed headers.
-pub(super) fn mark_paid(config: &Config, headers: &mut HeaderMap, settlement: &SettleResponse) {
+pub(crate) fn mark_paid(config: &Config, headers: &mut HeaderMap, settlement: &SettleResponse) {
     if let Ok(value) = codec::encode(settlement) {
         headers.insert(PAYMENT_RESPONSE, value);
     }

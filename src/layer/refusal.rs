@@ -1,0 +1,146 @@
+//! Why the layer answered a priced request itself instead of passing it on.
+
+use std::fmt;
+
+use http::StatusCode;
+
+use super::settlement::StoreError;
+use crate::facilitator::FacilitatorError;
+use crate::proto::SettleResponse;
+use crate::proto::header::HeaderError;
+
+/// Why the layer refused a priced request. Every refusal is answered from this value alone: its
+/// [`status`](Self::status), and its `Display` as the JSON body's `error` (the same text in
+/// the challenge of a 402). [`PaymentEvent::Failed`](super::PaymentEvent::Failed) carries it.
+///
+/// | refusal | status | also |
+/// |---|---|---|
+/// | [`PaymentMissing`](Self::PaymentMissing) | 402 | the challenge |
+/// | [`InvalidHeader`](Self::InvalidHeader) | 400 | the challenge |
+/// | [`NoMatchingRequirement`](Self::NoMatchingRequirement) | 402 | the challenge |
+/// | [`InvalidPayment`](Self::InvalidPayment) | 402 | the challenge |
+/// | [`IdentifierReused`](Self::IdentifierReused) | 409 | |
+/// | [`SettledForAnotherResource`](Self::SettledForAnotherResource) | 402 | the challenge |
+/// | [`Facilitator`](Self::Facilitator) unavailable | 503 | `Retry-After`; retry the same payment |
+/// | [`Facilitator`](Self::Facilitator) answered wrongly | 502 | |
+/// | [`SettlementRefused`](Self::SettlementRefused) | 402 | the challenge, the failure in `PAYMENT-RESPONSE` |
+/// | [`RecordsUnavailable`](Self::RecordsUnavailable) | 503 | `Retry-After`; retry the same payment |
+///
+/// ```
+/// use http::StatusCode;
+/// use tower_x402::Refusal;
+///
+/// let refusal = Refusal::NoMatchingRequirement { field: Some("amount") };
+/// assert_eq!(refusal.status(), StatusCode::PAYMENT_REQUIRED);
+/// assert_eq!(
+///     refusal.to_string(),
+///     "no matching payment requirements: accepted amount differs from this resource's"
+/// );
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The request carries no `PAYMENT-SIGNATURE`.
+    PaymentMissing,
+    /// `PAYMENT-SIGNATURE` is not base64, not JSON, not a version 2 payment, or too large.
+    InvalidHeader(HeaderError),
+    /// The payment's `accepted` matches none of the offer's accepts.
+    NoMatchingRequirement {
+        /// The first field that differs from the closest accept, when one is close.
+        field: Option<&'static str>,
+    },
+    /// The facilitator found the payment invalid (`isValid: false`).
+    InvalidPayment {
+        /// The facilitator's `invalidReason`, or `invalid_payment` when it gave none.
+        reason: String,
+    },
+    /// The payment's `payment-identifier` was already used by a different payment.
+    IdentifierReused,
+    /// The payment already settled, for another resource; a payment buys one resource.
+    SettledForAnotherResource,
+    /// The facilitator gave no usable answer. Nothing settled unless this came from `/settle`,
+    /// where the money may or may not have moved: the client is asked to retry the same payment.
+    Facilitator(FacilitatorError),
+    /// The facilitator refused to settle (`success: false`).
+    SettlementRefused(SettleResponse),
+    /// The settlement records could not be read, so the layer cannot tell whether the payment
+    /// already settled; it refuses rather than risk a second charge.
+    RecordsUnavailable(StoreError),
+}
+
+impl Refusal {
+    /// The status the refusal is answered with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::InvalidHeader(_) => StatusCode::BAD_REQUEST,
+            Self::IdentifierReused => StatusCode::CONFLICT,
+            Self::Facilitator(failure) if failure.is_unavailable() => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            Self::Facilitator(_) => StatusCode::BAD_GATEWAY,
+            Self::RecordsUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::PaymentMissing
+            | Self::NoMatchingRequirement { .. }
+            | Self::InvalidPayment { .. }
+            | Self::SettledForAnotherResource
+            | Self::SettlementRefused(_) => StatusCode::PAYMENT_REQUIRED,
+        }
+    }
+}
+
+/// The `error` text sent to the client: never a facilitator's body or a store's error, which
+/// belong in the server's logs.
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::PaymentMissing => f.write_str(super::pricing::UNPAID_ERROR),
+            Self::InvalidHeader(error) => write!(f, "invalid PAYMENT-SIGNATURE header: {error}"),
+            Self::NoMatchingRequirement { field: Some(field) } => write!(
+                f,
+                "no matching payment requirements: accepted {field} differs from this resource's"
+            ),
+            Self::NoMatchingRequirement { field: None } => {
+                f.write_str("no matching payment requirements")
+            }
+            Self::InvalidPayment { reason } => f.write_str(reason),
+            Self::IdentifierReused => {
+                f.write_str("this payment identifier was already used for a different payment")
+            }
+            Self::SettledForAnotherResource => {
+                f.write_str("this payment was already settled for a different resource")
+            }
+            Self::Facilitator(failure) if failure.is_unavailable() => write!(
+                f,
+                "payment facilitator unavailable, retry the same payment later: {}",
+                failure.public_summary()
+            ),
+            Self::Facilitator(failure) => {
+                write!(
+                    f,
+                    "payment facilitator failed: {}",
+                    failure.public_summary()
+                )
+            }
+            Self::SettlementRefused(settlement) => f.write_str(
+                settlement
+                    .error_reason
+                    .as_deref()
+                    .unwrap_or("settlement_failed"),
+            ),
+            Self::RecordsUnavailable(_) => {
+                f.write_str("settlement records are unavailable, retry the same payment later")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Refusal {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::InvalidHeader(error) => Some(error),
+            Self::Facilitator(error) => Some(error),
+            Self::RecordsUnavailable(error) => Some(error),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! What identifies a payment, and what the layer remembers once it settled.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::proto::{PaymentPayload, PaymentRequirements, SettleResponse};
+
+/// Identifies one payment, whatever request carries it.
+///
+/// In order of preference: the `payment-identifier` extension id (`id:<id>`); for EIP-3009
+/// payments the authorization that the chain itself deduplicates on
+/// (`eip3009:<network>:<asset>:<from>:<nonce>`, lowercased); otherwise the scheme, network and
+/// the exact payload JSON.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PaymentKey(Arc<str>);
+
+impl PaymentKey {
+    /// The key of `payload`.
+    pub fn of(payload: &PaymentPayload) -> Self {
+        match payload.payment_identifier() {
+            Some(id) => Self(format!("id:{id}").into()),
+            None => Self(fingerprint(payload).into()),
+        }
+    }
+
+    /// A key from its stored text (for [`SettlementStore`] implementations).
+    pub fn from_stored(text: impl Into<Arc<str>>) -> Self {
+        Self(text.into())
+    }
+
+    /// The key as text, suitable for a unique database column.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for PaymentKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PaymentKey({})", self.0)
+    }
+}
+
+impl fmt::Display for PaymentKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What identifies the signed payment itself, independent of any client-chosen id: used as the
+/// key when there is no id, and stored to detect one id reused for a different payment.
+pub(crate) fn fingerprint(payload: &PaymentPayload) -> String {
+    let accepted = &payload.accepted;
+    match payload.exact_evm() {
+        Ok(evm) => format!(
+            "eip3009:{}:{}:{}:{}",
+            accepted.network,
+            accepted.asset.to_ascii_lowercase(),
+            evm.authorization.from.to_ascii_lowercase(),
+            evm.authorization.nonce.to_ascii_lowercase(),
+        ),
+        Err(_) => format!(
+            "raw:{}:{}:{}",
+            accepted.scheme, accepted.network, payload.payload
+        ),
+    }
+}
+
+/// A settled payment, as the layer remembers it.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct SettlementRecord {
+    /// The payment's key.
+    pub key: PaymentKey,
+    /// What identifies the signed payment itself, whatever id the client chose: for EIP-3009
+    /// payments `eip3009:<network>:<asset>:<from>:<nonce>`. A record whose fingerprint differs
+    /// from a new payment's under the same key means one `payment-identifier` was reused.
+    pub fingerprint: String,
+    /// URL of the resource the payment bought; a payment never buys a second resource.
+    pub resource: String,
+    /// The server's requirement that was paid.
+    pub requirement: PaymentRequirements,
+    /// The facilitator's successful settlement.
+    pub settlement: SettleResponse,
+}
+
+impl SettlementRecord {
+    /// A record of `settlement` for `payload` bought at `resource` under `requirement`.
+    pub fn new(
+        payload: &PaymentPayload,
+        resource: impl Into<String>,
+        requirement: PaymentRequirements,
+        settlement: SettleResponse,
+    ) -> Self {
+        Self {
+            key: PaymentKey::of(payload),
+            fingerprint: fingerprint(payload),
+            resource: resource.into(),
+            requirement,
+            settlement,
+        }
+    }
+
+    /// A record rebuilt from storage.
+    pub fn from_parts(
+        key: PaymentKey,
+        fingerprint: String,
+        resource: String,
+        requirement: PaymentRequirements,
+        settlement: SettleResponse,
+    ) -> Self {
+        Self {
+            key,
+            fingerprint,
+            resource,
+            requirement,
+            settlement,
+        }
+    }
+}
