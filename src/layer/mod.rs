@@ -1,6 +1,6 @@
 //! [`X402Layer`]: the paywall middleware.
 //!
-//! For each request the layer asks its [`Pricing`](pricing::Pricing) what the request costs
+//! For each request the layer asks its [`Pricing`] what the request costs
 //! ([`Price`](pricing::Price)).
 //!
 //! | request | response |

@@ -13,7 +13,7 @@ use super::pricing::{Offer, Price};
 use super::{Config, PaymentEvent, Refusal, ResponseBody};
 use crate::proto::{PAYMENT_SIGNATURE, PaymentPayload, header};
 
-/// The x402 paywall service; see [`X402Layer`] and the [module docs](super).
+/// The x402 paywall service; see [`X402Layer`](super::X402Layer) and the [module docs](super).
 pub struct X402<S> {
     pub(crate) inner: S,
     pub(crate) config: Arc<Config>,

@@ -23,7 +23,7 @@ impl PaymentKey {
         }
     }
 
-    /// A key from its stored text (for [`SettlementStore`] implementations).
+    /// A key from its stored text (for [`SettlementStore`](super::SettlementStore) implementations).
     pub fn from_stored(text: impl Into<Arc<str>>) -> Self {
         Self(text.into())
     }
