@@ -870,7 +870,9 @@ async fn failed_events_carry_the_typed_refusal() {
     let mut cheap = payment(&offer, 1);
     cheap.accepted.amount = 5u128.into();
     send_with(layer.clone(), StatusCode::OK, paid_get("/report", &cheap)).await;
-    let paid = payment(&offer, 2);
+    let mut paid = payment(&offer, 2);
+    // Without `resource`, only the settlement record tells the two resources apart.
+    paid.resource = None;
     send_with(layer.clone(), StatusCode::OK, paid_get("/report", &paid)).await;
     // The same payment at another resource behind the same layer's records.
     let pricing = {
@@ -926,4 +928,51 @@ async fn not_sold_is_answered_by_the_layer_without_calling_the_service() {
         (response.status(), calls),
         (StatusCode::PAYMENT_REQUIRED, 0)
     );
+}
+
+#[tokio::test]
+async fn payment_signed_for_another_resource_is_refused_before_verification() {
+    // Two products at the same price: a payment signed for one must not buy the other.
+    let report = offer(URL, SettlementMode::Before);
+    let other = common::offer("https://shop.example/other", SettlementMode::Before);
+    let facilitator = Scripted::accepting();
+    let layer = X402Layer::new(facilitator.clone(), report.clone());
+    let (response, calls) = send_with(
+        layer,
+        StatusCode::OK,
+        paid_get("/report", &payment(&other, 1)),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED);
+    assert_eq!(calls, 0);
+    assert_eq!(
+        (facilitator.verify_calls(), facilitator.settle_calls()),
+        (0, 0)
+    );
+    let challenge = decode_required(&response);
+    assert_eq!(challenge.resource.url, URL);
+    assert!(
+        challenge.error.unwrap().contains("different resource"),
+        "the error names the reason"
+    );
+}
+
+#[tokio::test]
+async fn head_with_a_payment_never_verifies_or_settles() {
+    for mode in [SettlementMode::Before, SettlementMode::After] {
+        let offer = offer(URL, mode);
+        let facilitator = Scripted::accepting();
+        let layer = X402Layer::new(facilitator.clone(), offer.clone());
+        let mut head = paid_get("/report", &payment(&offer, 1));
+        *head.method_mut() = http::Method::HEAD;
+        let (response, calls) = send_with(layer, StatusCode::OK, head).await;
+        assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED, "{mode:?}");
+        assert!(response.headers().contains_key("payment-required"));
+        assert_eq!(calls, 0);
+        assert_eq!(
+            (facilitator.verify_calls(), facilitator.settle_calls()),
+            (0, 0),
+            "{mode:?}"
+        );
+    }
 }

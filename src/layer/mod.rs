@@ -7,7 +7,8 @@
 //! |---|---|
 //! | free | passed to the inner service untouched |
 //! | not sold here | the status and JSON `error` pricing chose; inner service not called |
-//! | no `PAYMENT-SIGNATURE` | 402, `PAYMENT-REQUIRED` challenge, the same object as JSON body, `Cache-Control: no-store` |
+//! | no `PAYMENT-SIGNATURE`, or a `HEAD` | 402, `PAYMENT-REQUIRED` challenge, the same object as JSON body, `Cache-Control: no-store`; a `HEAD` never verifies or settles |
+//! | a payment whose `resource.url` names another resource | 402 whose `error` says so; nothing verified |
 //! | header not base64 / not JSON / wrong shape / too large / not version 2 | 400 with a JSON `error` and the challenge |
 //! | `accepted` matches none of the offer's accepts | 402 whose `error` names the differing field |
 //! | facilitator `isValid: false` | 402 whose `error` is the facilitator's reason |

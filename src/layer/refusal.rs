@@ -17,6 +17,7 @@ use crate::proto::header::HeaderError;
 /// |---|---|---|
 /// | [`PaymentMissing`](Self::PaymentMissing) | 402 | the challenge |
 /// | [`InvalidHeader`](Self::InvalidHeader) | 400 | the challenge |
+/// | [`OtherResource`](Self::OtherResource) | 402 | the challenge |
 /// | [`NoMatchingRequirement`](Self::NoMatchingRequirement) | 402 | the challenge |
 /// | [`InvalidPayment`](Self::InvalidPayment) | 402 | the challenge |
 /// | [`IdentifierReused`](Self::IdentifierReused) | 409 | |
@@ -44,6 +45,9 @@ pub enum Refusal {
     PaymentMissing,
     /// `PAYMENT-SIGNATURE` is not base64, not JSON, not a version 2 payment, or too large.
     InvalidHeader(HeaderError),
+    /// The payment names another resource (`resource.url`) than the one requested: a payment
+    /// buys what it was signed for, never a product of the same price elsewhere.
+    OtherResource,
     /// The payment's `accepted` matches none of the offer's accepts.
     NoMatchingRequirement {
         /// The first field that differs from the closest accept, when one is close.
@@ -80,6 +84,7 @@ impl Refusal {
             Self::Facilitator(_) => StatusCode::BAD_GATEWAY,
             Self::RecordsUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::PaymentMissing
+            | Self::OtherResource
             | Self::NoMatchingRequirement { .. }
             | Self::InvalidPayment { .. }
             | Self::SettledForAnotherResource
@@ -95,6 +100,9 @@ impl fmt::Display for Refusal {
         match self {
             Self::PaymentMissing => f.write_str(super::pricing::UNPAID_ERROR),
             Self::InvalidHeader(error) => write!(f, "invalid PAYMENT-SIGNATURE header: {error}"),
+            Self::OtherResource => {
+                f.write_str("this payment was signed for a different resource than this one")
+            }
             Self::NoMatchingRequirement { field: Some(field) } => write!(
                 f,
                 "no matching payment requirements: accepted {field} differs from this resource's"

@@ -4,7 +4,7 @@ use std::mem;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::{Request, Response};
+use http::{Method, Request, Response};
 use tower_service::Service;
 
 use super::future::ResponseFuture;
@@ -82,7 +82,13 @@ where
             }
         };
         let config = &self.config;
-        let Some(value) = parts.headers.get(PAYMENT_SIGNATURE) else {
+        // A HEAD has no body to deliver, so it never pays: it is answered like an unpaid GET,
+        // whatever it carries.
+        let signature = match parts.method {
+            Method::HEAD => None,
+            _ => parts.headers.get(PAYMENT_SIGNATURE),
+        };
+        let Some(value) = signature else {
             return refuse(config, &offer, Refusal::PaymentMissing);
         };
         let payload = match header::decode_with_limit::<PaymentPayload>(
@@ -96,6 +102,13 @@ where
             offer: &offer,
             payload: &payload,
         });
+        if payload
+            .resource
+            .as_ref()
+            .is_some_and(|resource| resource.url != offer.resource().url)
+        {
+            return refuse(config, &offer, Refusal::OtherResource);
+        }
         let Some(requirement) = offer.find_accept(&payload.accepted).cloned() else {
             let field = closest_mismatch(&offer, &payload);
             return refuse(config, &offer, Refusal::NoMatchingRequirement { field });
