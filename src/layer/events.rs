@@ -1,7 +1,7 @@
 //! Observing what the layer does with each payment.
 
-use super::Refusal;
 use super::pricing::Offer;
+use super::refusal::Refusal;
 use super::settlement::SettlementRecord;
 use crate::proto::{PaymentPayload, SettleResponse};
 

@@ -7,10 +7,13 @@ use std::task::{Context, Poll};
 use http::{Method, Request, Response};
 use tower_service::Service;
 
+use super::Config;
+use super::body::ResponseBody;
+use super::events::PaymentEvent;
 use super::future::ResponseFuture;
 use super::gate::{self, responses};
 use super::pricing::{Offer, Price};
-use super::{Config, PaymentEvent, Refusal, ResponseBody};
+use super::refusal::Refusal;
 use crate::proto::{PAYMENT_SIGNATURE, PaymentPayload, header};
 
 /// The x402 paywall service; see [`X402Layer`](super::X402Layer) and the [module docs](super).

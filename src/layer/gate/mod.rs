@@ -9,9 +9,12 @@ use http::Response;
 use tracing::Instrument as _;
 
 use self::single_flight::InflightGuard;
+use super::Config;
+use super::events::PaymentEvent;
+use super::payment::VerifiedPayment;
 use super::pricing::{Offer, SettlementMode};
+use super::refusal::Refusal;
 use super::settlement::{PaymentKey, SettlementRecord, fingerprint};
-use super::{Config, PaymentEvent, Refusal, VerifiedPayment};
 use crate::proto::{FacilitatorRequest, PaymentPayload, PaymentRequirements};
 
 pub(crate) mod responses;

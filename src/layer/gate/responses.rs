@@ -7,9 +7,10 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode};
 
+use crate::layer::Config;
 use crate::layer::body::ResponseBody;
 use crate::layer::pricing::Offer;
-use crate::layer::{Config, Refusal};
+use crate::layer::refusal::Refusal;
 use crate::proto::{PAYMENT_REQUIRED, PAYMENT_RESPONSE, SettleResponse, header as codec};
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");

@@ -5,9 +5,11 @@ use http::Response;
 use tracing::Instrument as _;
 
 use super::{Paid, refuse};
+use crate::layer::Config;
+use crate::layer::events::PaymentEvent;
 use crate::layer::pricing::Offer;
+use crate::layer::refusal::Refusal;
 use crate::layer::settlement::SettlementRecord;
-use crate::layer::{Config, PaymentEvent, Refusal};
 use crate::proto::{FacilitatorRequest, SettleResponse};
 
 /// Settles through the facilitator and records a success. `Err` is the response to send.
