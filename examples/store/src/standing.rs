@@ -120,7 +120,6 @@ pub struct StandingReport {
 
 impl StandingReport {
     /// The live count of `stage`.
-    #[cfg(test)]
     pub fn live(&self, stage: &str) -> Option<u64> {
         self.stages
             .iter()
@@ -129,7 +128,6 @@ impl StandingReport {
     }
 
     /// The demo count of `stage`.
-    #[cfg(test)]
     pub fn demo(&self, stage: &str) -> Option<u64> {
         self.demo.iter().find(|s| s.stage == stage).map(|s| s.count)
     }

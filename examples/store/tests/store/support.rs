@@ -18,8 +18,8 @@ use tower_x402::proto::{
 use tower_x402::sandbox::SandboxFacilitator;
 use tower_x402::{Facilitator, FacilitatorError};
 
-use crate::app::{AppState, app, build_state_with};
-use crate::config::Config;
+use x402_store::app::{AppState, app, build_state_with};
+use x402_store::config::Config;
 
 /// A store under test. The database directory lives as long as this value.
 pub(crate) struct TestStore {

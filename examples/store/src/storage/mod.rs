@@ -259,7 +259,6 @@ impl Store {
     }
 
     /// Rows in each table, for tests that check nothing was half-written.
-    #[cfg(test)]
     pub async fn row_counts(
         &self,
     ) -> Result<std::collections::BTreeMap<&'static str, u64>, StorageError> {

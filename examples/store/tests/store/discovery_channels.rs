@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tower_x402::sandbox::SandboxFacilitator;
 
 use super::support::{TestStore, serve, store, store_with};
-use crate::discovery::channels::{
+use x402_store::discovery::channels::{
     Announce, ChannelKind, ChannelSpec, ChannelStatus, Probe, ProbeKind,
 };
 
@@ -235,7 +235,7 @@ async fn announce_posts_the_own_origin_only_and_is_rate_limited() {
 #[tokio::test]
 async fn the_built_in_map_uses_the_specified_kinds_and_statuses() {
     let store = store().await;
-    let map = crate::discovery::configured_map(&store.state);
+    let map = x402_store::discovery::configured_map(&store.state);
     let kinds = [
         "first_party",
         "facilitator_index",

@@ -68,7 +68,7 @@ async fn a_second_pay_to_opens_the_solana_door_on_its_own_address() {
     .await;
     let (accepts, doors) = accepts_and_doors(&store).await;
     assert_eq!(accepts.len(), 2);
-    assert_eq!(accepts[0]["payTo"], crate::config::DEMO_PAY_TO);
+    assert_eq!(accepts[0]["payTo"], x402_store::config::DEMO_PAY_TO);
     assert_eq!(accepts[1]["network"], Network::SOLANA.as_str());
     assert_eq!(accepts[1]["asset"], SOLANA_MINT);
     assert_eq!(accepts[1]["payTo"], SOLANA_TREASURY);

@@ -12,8 +12,8 @@ use tower::ServiceExt as _;
 use tower_x402::proto::{PAYMENT_REQUIRED, PaymentRequired, header};
 use tower_x402::sandbox::{SandboxFacilitator, SandboxWallet};
 
-use crate::app::{AppState, app, build_state_with};
-use crate::config::Config;
+use x402_store::app::{AppState, app, build_state_with};
+use x402_store::config::Config;
 
 /// The cheapest SKU.
 pub(crate) const RECEIPT: &str = "store-rail-receipt";

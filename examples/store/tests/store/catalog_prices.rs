@@ -84,7 +84,7 @@ async fn every_sku_answers_402_with_its_listed_price() {
                 "network": "eip155:8453",
                 "amount": atomic(price),
                 "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
-                "payTo": crate::config::DEMO_PAY_TO,
+                "payTo": x402_store::config::DEMO_PAY_TO,
                 "maxTimeoutSeconds": canonical["maxTimeoutSeconds"],
                 "extra": {"name": "USD Coin", "version": "2"},
             }),

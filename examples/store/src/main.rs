@@ -3,37 +3,11 @@
 //! `/bazaar`) and Passports as proof of purchase.
 //!
 //! ```text
-//! cargo run --release --example store          # demo mode: in-process sandbox facilitator
-//! STORE_FACILITATOR_URL=https://… STORE_PAY_TO=0x… cargo run --release --example store
+//! cargo run --release -p x402-store          # demo mode: in-process sandbox facilitator
+//! STORE_FACILITATOR_URL=https://… STORE_PAY_TO=0x… cargo run --release -p x402-store
 //! ```
 //!
 //! Every setting is a flag with a `STORE_…` environment variable (`--help` lists them).
-
-// The modules of a binary: `pub` marks what they share with each other.
-#![allow(unreachable_pub)]
-
-mod app;
-mod bazaar;
-mod bazaar_page;
-mod catalog;
-mod config;
-mod discovery;
-mod doctrine;
-mod doors;
-mod fulfillment;
-mod llms;
-mod mcp;
-mod openapi;
-mod paid_route;
-mod passport;
-mod purchase;
-mod referral;
-mod standing;
-mod storage;
-mod well_known;
-
-#[cfg(test)]
-mod tests;
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
@@ -41,7 +15,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
-use crate::config::{Args, Config};
+use x402_store::app;
+use x402_store::config::{Args, Config};
 
 #[tokio::main]
 async fn main() -> ExitCode {

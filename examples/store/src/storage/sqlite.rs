@@ -69,9 +69,7 @@ impl SqliteBackend {
             options.journal_mode(SqliteJournalMode::Wal)
         };
         let pool = pool_options.connect_with(options).await?;
-        sqlx::migrate!("examples/store/storage/migrations")
-            .run(&pool)
-            .await?;
+        sqlx::migrate!("./migrations").run(&pool).await?;
         Ok(Self { pool })
     }
 
@@ -300,7 +298,6 @@ impl SqliteBackend {
         })
     }
 
-    #[cfg(test)]
     pub(super) async fn row_counts(
         &self,
     ) -> Result<std::collections::BTreeMap<&'static str, u64>, StorageError> {

@@ -18,7 +18,7 @@ const MAX_PAGES: usize = 3;
 
 /// What a probe found.
 #[derive(Debug)]
-pub struct ProbeOutcome {
+pub(super) struct ProbeOutcome {
     /// `live` (listed), `not_indexed` (reachable, not listed) or `down`.
     pub status: ChannelStatus,
     /// Details for the report.
@@ -26,7 +26,12 @@ pub struct ProbeOutcome {
 }
 
 /// Runs `probe` for a store at `base_url` (whose origin is `origin`).
-pub async fn probe(client: &Client, probe: &Probe, base_url: &str, origin: &str) -> ProbeOutcome {
+pub(super) async fn probe(
+    client: &Client,
+    probe: &Probe,
+    base_url: &str,
+    origin: &str,
+) -> ProbeOutcome {
     let started = Instant::now();
     let url = probe.url.replace(
         "{origin}",
@@ -124,7 +129,7 @@ async fn get(client: &Client, url: &str) -> Result<Vec<u8>, String> {
 }
 
 /// POSTs the store's `origin` to `channel`'s announce URL.
-pub async fn announce(
+pub(super) async fn announce(
     client: &Client,
     channel: &ChannelSpec,
     announce: &Announce,

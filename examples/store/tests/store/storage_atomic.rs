@@ -5,7 +5,7 @@ use tower_x402::proto::{
     AtomicAmount, Network, PaymentPayload, PaymentRequirements, SettleResponse, X402Version,
 };
 
-use crate::storage::{NewOrder, Order, Recorded, Referral, Store};
+use x402_store::storage::{NewOrder, Order, Recorded, Referral, Store};
 
 async fn temp_store() -> (tempfile::TempDir, Store, String) {
     let dir = tempfile::tempdir().unwrap();

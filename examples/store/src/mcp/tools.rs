@@ -13,7 +13,7 @@ use crate::catalog::{Sku, TAGS, price_json};
 use crate::{discovery, doctrine, referral};
 
 /// Tool names, in the order `tools/list` gives them.
-pub const NAMES: [&str; 6] = [
+pub(super) const NAMES: [&str; 6] = [
     "search_catalog",
     "get_sku",
     "get_payment_required",
@@ -23,7 +23,7 @@ pub const NAMES: [&str; 6] = [
 ];
 
 /// The `tools/list` entries.
-pub fn definitions() -> Vec<Value> {
+pub(super) fn definitions() -> Vec<Value> {
     let slug = json!({
         "type": "object",
         "properties": {"slug": {"type": "string", "description": "The product's slug, e.g. store-rail-receipt."}},
@@ -93,7 +93,10 @@ pub fn definitions() -> Vec<Value> {
 }
 
 /// `tools/call`.
-pub async fn call(state: &AppState, params: &Map<String, Value>) -> Result<Value, (i64, String)> {
+pub(super) async fn call(
+    state: &AppState,
+    params: &Map<String, Value>,
+) -> Result<Value, (i64, String)> {
     let Some(name) = params.get("name").and_then(Value::as_str) else {
         return Err((
             code::INVALID_PARAMS,

@@ -46,6 +46,15 @@ pub struct AppState {
     pub http: reqwest::Client,
 }
 
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("config", &self.config)
+            .field("demo", &self.demo)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Why the store could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {

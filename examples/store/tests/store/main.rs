@@ -1,4 +1,4 @@
-//! The store's own tests, compiled into the example under `cargo test --example store`.
+//! The store's tests, one binary: `cargo test -p x402-store` (or `cargo test --workspace --all-features`).
 //!
 //! One file per surface; `support` builds the whole app over a temporary SQLite database.
 

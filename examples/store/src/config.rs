@@ -159,7 +159,6 @@ impl Config {
 
     /// Demo-mode settings for tests: base URL `http://127.0.0.1:4020`, the given database, no
     /// optional doors, no checkout, the built-in discovery channels.
-    #[cfg(test)]
     pub fn for_tests(database_url: impl Into<String>) -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 4020)),
@@ -290,6 +289,15 @@ impl Config {
     /// Whether payments go through the in-process sandbox rather than an external facilitator.
     pub fn is_demo(&self) -> bool {
         self.facilitator_url.is_none()
+    }
+}
+
+/// Shows the address only: the other arguments include the facilitator's bearer token.
+impl fmt::Debug for Args {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Args")
+            .field("listen", &self.listen)
+            .finish_non_exhaustive()
     }
 }
 
