@@ -3,10 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::{Method, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
@@ -16,9 +16,11 @@ use tower_x402::{Facilitator, HttpFacilitator};
 
 use crate::catalog::Catalog;
 use crate::config::Config;
-use crate::doors::Doors;
+use crate::documents::{bazaar, bazaar_page, llms_txt, openapi, well_known};
+use crate::paywall::doors::Doors;
+use crate::sales::{fulfillment, passport, standing};
 use crate::storage::Store;
-use crate::{bazaar, discovery, llms, mcp, openapi, paid_route, passport, standing, well_known};
+use crate::{discovery, mcp, paywall};
 
 /// Largest request body read by the routes that take one (`POST /mcp`, `POST /api/discovery`).
 /// The paid GET ignores its body, so the limit does not stand between it and its 402.
@@ -134,7 +136,7 @@ pub async fn build_state_with(
     })
 }
 
-/// The whole service.
+/// The whole service: every path the store answers is mounted here.
 pub fn app(state: AppState) -> Router {
     // The catalog documents are public data meant for any client, browsers included.
     let open_cors = CorsLayer::new()
@@ -147,20 +149,29 @@ pub fn app(state: AppState) -> Router {
         .route("/.well-known/mcp.json", get(mcp::manifest))
         .route("/openapi.json", get(openapi::document))
         .route("/api/bazaar", get(bazaar::catalog_json))
-        .route("/llms.txt", get(llms::llms_txt))
+        .route("/llms.txt", get(llms_txt::llms_txt))
         .layer(open_cors);
     // Only these routes read a request body; cap it.
     let with_bodies = Router::new()
-        .merge(mcp::routes())
-        .merge(discovery::routes())
+        .route("/mcp", post(mcp::handle).fallback(mcp::method_not_allowed))
+        .route("/discovery", get(discovery::probed_map))
+        .route(
+            "/api/discovery",
+            get(discovery::probed_map).post(discovery::announce),
+        )
+        .layer(Extension(Arc::new(discovery::Memory::default())))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES));
 
     Router::new()
         .merge(catalog_documents)
         .merge(with_bodies)
-        .merge(paid_route::routes(&state))
-        .merge(passport::routes())
-        .route("/bazaar", get(bazaar::page))
+        .route("/api/x402/{sku}", paywall::paid_get(&state))
+        .route("/api/passport/{id}", get(passport::verify))
+        .route(
+            "/api/fulfillment/{passport}/{file}",
+            get(fulfillment::download),
+        )
+        .route("/bazaar", get(bazaar_page::page))
         .route("/.well-known/did.json", get(well_known::did_json))
         .fallback(not_found)
         // One span per request, with method, path, status and latency.
@@ -172,7 +183,12 @@ async fn not_found() -> Response {
     json_error(StatusCode::NOT_FOUND, "no such route")
 }
 
-/// A JSON error answer: `{"error": message}` with `status`.
+/// The store's one error answer: `{"error": message}` with `status` and
+/// `Cache-Control: no-store` (an error is never worth caching).
 pub fn json_error(status: StatusCode, message: impl Into<String>) -> Response {
-    (status, Json(serde_json::json!({"error": message.into()}))).into_response()
+    let mut response = (status, Json(serde_json::json!({"error": message.into()}))).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }

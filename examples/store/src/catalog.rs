@@ -14,8 +14,8 @@ use tower_x402::proto::{Extension, ResourceInfo, UsdAmount, UsdcDeployment};
 use tower_x402::{Offer, SettlementMode};
 
 use crate::config::Config;
-use crate::doors::Doors;
-use crate::purchase;
+use crate::paywall::doors::Doors;
+use crate::sales::purchase;
 
 /// The path every paid product lives under.
 pub const PAID_PATH_PREFIX: &str = "/api/x402/";

@@ -15,8 +15,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Extension, Json, Router};
+use axum::{Extension, Json};
 use serde_json::{Map, Value, json};
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
@@ -34,19 +33,12 @@ pub const PROBE_CACHE: Duration = Duration::from_secs(30);
 /// Least time between two announcements.
 pub const ANNOUNCE_INTERVAL: Duration = Duration::from_secs(60);
 
-/// Per-app memory of the last probe round and the last announcement.
+/// Per-app memory of the last probe round and the last announcement; the app gives both
+/// discovery handlers one through an [`Extension`].
 #[derive(Debug, Default)]
-struct Memory {
+pub struct Memory {
     probed: Mutex<Option<(Instant, Value)>>,
     announced: Mutex<Option<Instant>>,
-}
-
-/// The discovery routes.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/discovery", get(probed_map))
-        .route("/api/discovery", get(probed_map).post(announce))
-        .layer(Extension(Arc::new(Memory::default())))
 }
 
 /// The channels in effect: the configured list or the built-in one.
@@ -93,21 +85,21 @@ fn map(
             }),
         );
     }
-    let doors: Vec<&crate::doors::Door> = state.catalog.doors().iter().collect();
+    let doors: Vec<&crate::paywall::doors::Door> = state.catalog.doors().iter().collect();
     json!({
         "origin": state.config.origin(),
         "probed": probed,
         "indexed": indexed,
         "channels": channels,
         "doors": doors,
-        "funnel": crate::standing::STAGES,
+        "funnel": crate::sales::standing::STAGES,
     })
 }
 
 /// `GET /discovery`, `GET /api/discovery`: probes every channel that has a probe, concurrently,
 /// and reports what it found; reports the count of third-party indexes listing the store to
 /// the funnel.
-async fn probed_map(
+pub async fn probed_map(
     State(state): State<AppState>,
     Extension(memory): Extension<Arc<Memory>>,
 ) -> Response {
@@ -172,7 +164,7 @@ fn with_no_store(mut response: Response) -> Response {
 ///
 /// The body may be empty or a JSON object naming the origin to announce (`origin` or `url`);
 /// anything but the store's own origin is refused with 403.
-async fn announce(
+pub async fn announce(
     State(state): State<AppState>,
     Extension(memory): Extension<Arc<Memory>>,
     body: Bytes,

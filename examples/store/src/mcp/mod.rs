@@ -17,12 +17,10 @@
 mod tools;
 
 use axum::Json;
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 use serde_json::{Map, Value, json};
 
 use crate::app::AppState;
@@ -42,11 +40,6 @@ mod code {
     pub(super) const SERVER_ERROR: i64 = -32000;
 }
 
-/// The `/mcp` route.
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/mcp", post(handle).fallback(method_not_allowed))
-}
-
 /// `GET /.well-known/mcp.json`: name, version, endpoint, transport and tool names.
 pub async fn manifest(State(state): State<AppState>) -> Json<Value> {
     let endpoint = format!("{}/mcp", state.config.base_url);
@@ -64,7 +57,8 @@ pub async fn manifest(State(state): State<AppState>) -> Json<Value> {
     }))
 }
 
-async fn method_not_allowed() -> Response {
+/// Any method but POST on `/mcp`: 405 with `Allow: POST`.
+pub async fn method_not_allowed() -> Response {
     let mut response = rpc_error_response(
         StatusCode::METHOD_NOT_ALLOWED,
         code::SERVER_ERROR,
@@ -76,7 +70,8 @@ async fn method_not_allowed() -> Response {
     response
 }
 
-async fn handle(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+/// `POST /mcp`: one JSON-RPC message or a batch.
+pub async fn handle(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     if let Some(origin) = headers.get(header::ORIGIN)
         && origin.as_bytes() != state.config.origin().as_bytes()
     {

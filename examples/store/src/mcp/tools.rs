@@ -10,7 +10,9 @@ use tower_x402::proto::UsdAmount;
 use super::code;
 use crate::app::AppState;
 use crate::catalog::{Sku, TAGS, price_json};
-use crate::{discovery, doctrine, referral};
+use crate::discovery;
+use crate::documents::doctrine;
+use crate::sales::referral;
 
 /// Tool names, in the order `tools/list` gives them.
 pub(super) const NAMES: [&str; 6] = [

@@ -4,8 +4,8 @@ use axum::http::StatusCode;
 use tower_x402::sandbox::SandboxWallet;
 
 use super::purchase_support::{RECEIPT, Shop, first_file_path, passport_of};
-use x402_store::fulfillment::FulfillmentKey;
-use x402_store::passport::PassportId;
+use x402_store::sales::fulfillment::FulfillmentKey;
+use x402_store::sales::passport::PassportId;
 
 fn assert_json_error(answer: &super::purchase_support::Answer, status: StatusCode) {
     assert_eq!(answer.status, status, "{}", answer.text());
@@ -37,7 +37,10 @@ async fn malformed_passport_ids_are_400_and_unknown_ones_404() {
     }
     let unknown = PassportId::generate();
     let answer = shop
-        .get(&x402_store::passport::verify_path(unknown.as_str()), &[])
+        .get(
+            &x402_store::sales::passport::verify_path(unknown.as_str()),
+            &[],
+        )
         .await;
     assert_json_error(&answer, StatusCode::NOT_FOUND);
 }

@@ -5,8 +5,8 @@ use tower_x402::proto::{PAYMENT_RESPONSE, SettleResponse, header};
 use tower_x402::sandbox::SandboxWallet;
 
 use super::purchase_support::{RECEIPT, STAMPS, Shop, TAX, first_file_path, passport_of};
-use x402_store::fulfillment::FulfillmentKey;
-use x402_store::passport::CITATION_FIELDS;
+use x402_store::sales::fulfillment::FulfillmentKey;
+use x402_store::sales::passport::CITATION_FIELDS;
 
 #[tokio::test]
 async fn a_purchase_issues_a_passport_that_verifies_and_unlocks_its_files() {

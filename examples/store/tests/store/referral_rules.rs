@@ -3,7 +3,7 @@
 use tower_x402::sandbox::SandboxWallet;
 
 use super::purchase_support::{RECEIPT, Shop, TAX, passport_of};
-use x402_store::passport::PassportId;
+use x402_store::sales::passport::PassportId;
 
 fn referral(answer: &super::purchase_support::Answer) -> (bool, String) {
     let referral = &answer.json["referral"];

@@ -3,7 +3,7 @@
 use tower_x402::sandbox::SandboxWallet;
 
 use super::purchase_support::{RECEIPT, Shop, TAX, first_file_path};
-use x402_store::standing::STAGES;
+use x402_store::sales::standing::STAGES;
 
 #[tokio::test]
 async fn a_fresh_store_reports_eight_zero_stages_in_order() {

@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::config::Config;
-use crate::passport::{self, CITATION_FIELDS, MalformedPassport, PassportId};
+use crate::sales::passport::{self, CITATION_FIELDS, MalformedPassport, PassportId};
 use crate::storage::{Order, Referral, StorageError, Store};
 
 /// The citation header.

@@ -54,7 +54,7 @@ pub fn build(config: &Config, catalog: &Catalog) -> Value {
             "responses": {
                 "200": {
                     "description": "Paid: a Passport (proof of purchase) and the fulfillment URLs.",
-                    "content": {"application/json": {"schema": crate::purchase::response_schema()}},
+                    "content": {"application/json": {"schema": crate::sales::purchase::response_schema()}},
                 },
                 "402": {
                     "description": "Payment Required",

@@ -8,7 +8,8 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::app::AppState;
-use crate::{doctrine, referral};
+use crate::documents::doctrine;
+use crate::sales::referral;
 
 /// `GET /llms.txt`.
 pub async fn llms_txt(State(state): State<AppState>) -> Response {

@@ -10,23 +10,25 @@
 //! Payments settle before the handler runs ([`SettlementMode::Before`](tower_x402::SettlementMode)),
 //! because the handler issues a Passport: that must never happen without the money.
 
-use axum::Router;
 use axum::extract::Request;
 use axum::handler::Handler;
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::get;
+use axum::routing::{MethodRouter, get};
 use tower::ServiceBuilder;
 use tower_x402::{VerifiedPayment, X402Layer};
 
 use crate::app::{AppState, json_error};
-use crate::purchase::purchase;
+use crate::sales::purchase::purchase;
 
-/// The paid route, priced from `state.catalog`, recording settlements in `state.store` and
-/// reporting payment events to `state.standing`.
-pub fn routes(state: &AppState) -> Router<AppState> {
+pub mod doors;
+
+/// The paid GET (mounted at `/api/x402/{sku}` by the app): the purchase handler behind the
+/// paywall, priced from `state.catalog`, recording settlements in `state.store` and reporting
+/// payment events to `state.standing`.
+pub fn paid_get(state: &AppState) -> MethodRouter<AppState> {
     let catalog = state.catalog.clone();
     let pricing = move |parts: &Parts| {
         catalog
@@ -42,7 +44,7 @@ pub fn routes(state: &AppState) -> Router<AppState> {
             .layer(paywall)
             .layer(middleware::from_fn(only_paid)),
     );
-    Router::new().route("/api/x402/{sku}", get(handler))
+    get(handler)
 }
 
 /// Lets through only requests the paywall has seen paid. The paywall passes a request on

@@ -8,8 +8,8 @@ use maud::{DOCTYPE, Markup, html};
 
 use crate::app::AppState;
 use crate::catalog::{Sku, TAGS};
-use crate::doctrine;
-use crate::doors::DoorStatus;
+use crate::documents::doctrine;
+use crate::paywall::doors::DoorStatus;
 
 /// `GET /bazaar`.
 pub async fn page(State(state): State<AppState>) -> Html<String> {

@@ -14,22 +14,21 @@
 
 use std::path::{Path as FsPath, PathBuf};
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use crate::app::AppState;
+use crate::app::json_error;
 use crate::catalog::Sku;
 use crate::config::Config;
-use crate::passport::{self, PassportId, json_error};
+use crate::sales::passport::{self, PassportId};
 use crate::storage::{Order, unix_now};
 
 /// Random bytes in a fulfillment key.
@@ -204,17 +203,14 @@ fn sample(sku: &Sku, order: &Order) -> String {
     )
 }
 
-/// The download route.
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/api/fulfillment/{passport}/{file}", get(download))
-}
-
+/// The query of a download: the key from the fulfillment URL.
 #[derive(Debug, Deserialize)]
-struct KeyQuery {
+pub struct KeyQuery {
     key: Option<String>,
 }
 
-async fn download(
+/// `GET /api/fulfillment/{passport}/{file}?key=…`: one bought file.
+pub async fn download(
     State(state): State<AppState>,
     Path((passport, file)): Path<(String, String)>,
     query: Result<Query<KeyQuery>, QueryRejection>,

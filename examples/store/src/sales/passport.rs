@@ -2,19 +2,17 @@
 //!
 //! A Passport id is `pp_` followed by 22 base64url characters (16 random bytes): unguessable,
 //! URL-safe, and meant to be shared as a citation. Knowing one proves nothing beyond what the
-//! verification route shows to anyone; it never unlocks files (see [`crate::fulfillment`]).
+//! verification route shows to anyone; it never unlocks files (see [`crate::sales::fulfillment`]).
 
 use axum::Json;
-use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Serialize;
 
-use crate::app::AppState;
+use crate::app::{AppState, json_error};
 use crate::storage::Order;
 
 /// The prefix of every Passport id.
@@ -150,18 +148,11 @@ struct Verification {
     notice: &'static str,
 }
 
-/// Passport verification and the fulfillment downloads.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/passport/{id}", get(verify))
-        .merge(crate::fulfillment::routes())
-}
-
 /// `GET /api/passport/{id}`: 200 with the citation record, `status` and settlement; 404 for an
 /// unknown id; 400 for a malformed one. Never shows the payer or any fulfillment key.
-async fn verify(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+pub async fn verify(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     let Ok(id) = PassportId::parse(&id) else {
-        return json_error(StatusCode::BAD_REQUEST, &MalformedPassport.to_string());
+        return json_error(StatusCode::BAD_REQUEST, MalformedPassport.to_string());
     };
     match state.store.order_by_passport(id.as_str()).await {
         Ok(Some(order)) => {
@@ -188,15 +179,6 @@ async fn verify(State(state): State<AppState>, Path(id): Path<String>) -> Respon
             )
         }
     }
-}
-
-/// A JSON error response `{"error": message}` with `Cache-Control: no-store`.
-pub fn json_error(status: StatusCode, message: &str) -> Response {
-    let mut response = (status, Json(serde_json::json!({ "error": message }))).into_response();
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
 }
 
 /// Formats unix seconds as RFC 3339 UTC (`2026-09-08T12:00:00Z`).

@@ -22,7 +22,7 @@
 //!   key's hash is stored, so the key cannot be shown again; a retry of the same payment returns
 //!   the same Passport with a fresh key (earlier keys keep working).
 //! - `referral` says whether the request's `X-REFERRER-PASSPORT` counted and, if not, why
-//!   (see [`crate::referral`]); `cite` is how a later buyer cites this Passport.
+//!   (see [`crate::sales::referral`]); `cite` is how a later buyer cites this Passport.
 //! - `replayed` is true when this payment had already been answered; nothing was charged again.
 //!
 //! Any failure after settlement (the database unavailable) is a 503 asking the client to retry
@@ -41,11 +41,12 @@ use tower_x402::proto::{
 };
 
 use crate::app::AppState;
+use crate::app::json_error;
 use crate::catalog::Sku;
 use crate::config::Config;
-use crate::fulfillment::{self, FileLink, FulfillmentKey};
-use crate::passport::{self, Citation, NOTICE, PassportId, SettlementSummary, json_error};
-use crate::referral::{self, ReferralAnswer};
+use crate::sales::fulfillment::{self, FileLink, FulfillmentKey};
+use crate::sales::passport::{self, Citation, NOTICE, PassportId, SettlementSummary};
+use crate::sales::referral::{self, ReferralAnswer};
 use crate::storage::{NewOrder, Order, Recorded, unix_now};
 
 /// The 200 body of a purchase; see the [module docs](self).

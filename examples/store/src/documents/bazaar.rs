@@ -9,8 +9,6 @@ use serde_json::{Map, Value, json};
 use crate::app::AppState;
 use crate::catalog::{TAGS, price_json};
 
-pub use crate::bazaar_page::page;
-
 /// `GET /api/bazaar`.
 pub async fn catalog_json(State(state): State<AppState>) -> Json<Value> {
     state.standing.record_retrieved();
@@ -48,7 +46,7 @@ pub fn build(state: &AppState, standing: Value) -> Value {
             .collect();
         by_tag.insert(tag.to_owned(), Value::Array(skus));
     }
-    let doors: Vec<&crate::doors::Door> = state.catalog.doors().iter().collect();
+    let doors: Vec<&crate::paywall::doors::Door> = state.catalog.doors().iter().collect();
     json!({
         "name": "x402 example store",
         "kind": "first_party",
