@@ -40,6 +40,9 @@ pub const STAGES: [&str; 8] = [
     "referred",
 ];
 
+/// The gauge stage, set from the discovery probe rather than counted.
+const INDEXED: &str = STAGES[0];
+
 /// What each stage counts, in [`STAGES`] order.
 const MEANINGS: [&str; 8] = [
     "discovery channels that list the store, as last probed",
@@ -63,12 +66,9 @@ enum Traffic {
 impl Traffic {
     const ALL: [Traffic; 3] = [Self::Retrieved, Self::Considered, Self::Selected];
 
+    /// The stage's name: the traffic stages follow `indexed` in [`STAGES`].
     fn stage(self) -> &'static str {
-        match self {
-            Self::Retrieved => "retrieved",
-            Self::Considered => "considered",
-            Self::Selected => "selected",
-        }
+        STAGES[self as usize + 1]
     }
 }
 
@@ -199,13 +199,13 @@ impl Standing {
         let stages = |mode: Mode, orders: OrderFunnel| {
             let counts = [
                 if mode == Mode::Live {
-                    traffic("indexed", Mode::Live)
+                    traffic(INDEXED, Mode::Live)
                 } else {
                     0
                 },
-                traffic("retrieved", mode),
-                traffic("considered", mode),
-                traffic("selected", mode),
+                traffic(Traffic::Retrieved.stage(), mode),
+                traffic(Traffic::Considered.stage(), mode),
+                traffic(Traffic::Selected.stage(), mode),
                 orders.purchased,
                 orders.used,
                 orders.returned,
@@ -257,11 +257,7 @@ impl Inner {
         }
         if self.indexed_dirty.swap(false, Ordering::Acquire) {
             let channels = self.indexed.load(Ordering::Relaxed);
-            if let Err(error) = self
-                .store
-                .set_counter("indexed", Mode::Live, channels)
-                .await
-            {
+            if let Err(error) = self.store.set_counter(INDEXED, Mode::Live, channels).await {
                 self.indexed_dirty.store(true, Ordering::Release);
                 return Err(error);
             }

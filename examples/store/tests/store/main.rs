@@ -11,7 +11,6 @@ mod passport_errors;
 mod paywall_doors;
 mod paywall_paths;
 mod purchase_flow;
-mod purchase_support;
 mod referral_rules;
 mod restart_store;
 mod standing_funnel;

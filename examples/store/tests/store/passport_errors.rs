@@ -3,16 +3,16 @@
 use axum::http::StatusCode;
 use tower_x402::sandbox::SandboxWallet;
 
-use super::purchase_support::{RECEIPT, Shop, first_file_path, passport_of};
+use super::support::{RECEIPT, Shop, first_file_path, passport_of};
 use x402_store::sales::fulfillment::FulfillmentKey;
 use x402_store::sales::passport::PassportId;
 
-fn assert_json_error(answer: &super::purchase_support::Answer, status: StatusCode) {
-    assert_eq!(answer.status, status, "{}", answer.text());
+fn assert_json_error(answer: &super::support::Answer, status: StatusCode) {
+    assert_eq!(answer.status, status, "{}", answer.text);
     assert!(
         answer.json["error"].as_str().is_some_and(|e| !e.is_empty()),
         "{}",
-        answer.text()
+        answer.text
     );
     assert!(
         answer.headers["content-type"]

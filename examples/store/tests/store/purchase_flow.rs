@@ -4,7 +4,7 @@ use axum::http::StatusCode;
 use tower_x402::proto::{PAYMENT_RESPONSE, SettleResponse, header};
 use tower_x402::sandbox::SandboxWallet;
 
-use super::purchase_support::{RECEIPT, STAMPS, Shop, TAX, first_file_path, passport_of};
+use super::support::{RECEIPT, STAMPS, Shop, TAX, first_file_path, passport_of};
 use x402_store::sales::fulfillment::FulfillmentKey;
 use x402_store::sales::passport::CITATION_FIELDS;
 
@@ -68,15 +68,15 @@ async fn a_purchase_issues_a_passport_that_verifies_and_unlocks_its_files() {
     // The key unlocks the file; it never appears in verification.
     let file = first_file_path(&bought);
     let key = file.rsplit_once("key=").unwrap().1.to_owned();
-    assert!(!verified.text().contains(&key));
+    assert!(!verified.text.contains(&key));
     let download = shop.get(&file, &[]).await;
     assert_eq!(download.status, StatusCode::OK);
     assert!(
-        download.text().contains("sample deliverable"),
+        download.text.contains("sample deliverable"),
         "{}",
-        download.text()
+        download.text
     );
-    assert!(download.text().contains(&id));
+    assert!(download.text.contains(&id));
     assert_eq!(download.headers["cache-control"], "private, no-store");
     assert_eq!(download.headers["referrer-policy"], "no-referrer");
 
@@ -99,9 +99,9 @@ async fn retrying_the_same_signature_returns_the_same_passport_without_a_second_
     let signature = shop.sign(&wallet, RECEIPT).await;
 
     let first = shop.present(RECEIPT, &signature, None).await;
-    assert_eq!(first.status, StatusCode::OK, "{}", first.text());
+    assert_eq!(first.status, StatusCode::OK, "{}", first.text);
     let second = shop.present(RECEIPT, &signature, None).await;
-    assert_eq!(second.status, StatusCode::OK, "{}", second.text());
+    assert_eq!(second.status, StatusCode::OK, "{}", second.text);
 
     assert_eq!(second.json["passport"], first.json["passport"]);
     assert_eq!(second.json["settlement"], first.json["settlement"]);
@@ -135,7 +135,7 @@ async fn concurrent_retries_of_one_payment_make_one_order() {
         shop.present(RECEIPT, &signature, None),
     );
     for answer in [&a, &b, &c] {
-        assert_eq!(answer.status, StatusCode::OK, "{}", answer.text());
+        assert_eq!(answer.status, StatusCode::OK, "{}", answer.text);
         assert_eq!(answer.json["passport"], a.json["passport"]);
     }
     assert_eq!(shop.facilitator.settlement_count(), 1);
@@ -148,7 +148,7 @@ async fn a_payment_settled_for_one_sku_is_refused_for_another() {
     let wallet = SandboxWallet::random();
     let signature = shop.sign(&wallet, TAX).await;
     let bought = shop.present(TAX, &signature, None).await;
-    assert_eq!(bought.status, StatusCode::OK, "{}", bought.text());
+    assert_eq!(bought.status, StatusCode::OK, "{}", bought.text);
 
     // Same price, same accept: only the settlement record tells the resources apart.
     let elsewhere = shop.present(STAMPS, &signature, None).await;
@@ -156,7 +156,7 @@ async fn a_payment_settled_for_one_sku_is_refused_for_another() {
         elsewhere.status,
         StatusCode::PAYMENT_REQUIRED,
         "{}",
-        elsewhere.text()
+        elsewhere.text
     );
     assert!(
         elsewhere.json["error"]
@@ -194,7 +194,7 @@ async fn files_come_from_the_content_directory_when_it_has_the_sku() {
     assert_eq!(files[0]["name"], "receipt.csv");
     let download = shop.get(&first_file_path(&bought), &[]).await;
     assert_eq!(download.status, StatusCode::OK);
-    assert_eq!(download.text(), "rail,amount\nbase,1.00\n");
+    assert_eq!(download.text, "rail,amount\nbase,1.00\n");
     assert_eq!(download.headers["content-type"], "text/csv; charset=utf-8");
 
     // A name outside the listing is not served, whatever the key.

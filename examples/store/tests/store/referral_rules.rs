@@ -2,10 +2,10 @@
 
 use tower_x402::sandbox::SandboxWallet;
 
-use super::purchase_support::{RECEIPT, Shop, TAX, passport_of};
+use super::support::{RECEIPT, Shop, TAX, passport_of};
 use x402_store::sales::passport::PassportId;
 
-fn referral(answer: &super::purchase_support::Answer) -> (bool, String) {
+fn referral(answer: &super::support::Answer) -> (bool, String) {
     let referral = &answer.json["referral"];
     (
         referral["counted"].as_bool().unwrap(),
@@ -143,6 +143,6 @@ async fn two_citation_headers_are_malformed_and_the_sale_completes() {
             ],
         )
         .await;
-    assert_eq!(bought.status, 200, "{}", bought.text());
+    assert_eq!(bought.status, 200, "{}", bought.text);
     assert_eq!(referral(&bought), (false, "malformed".to_owned()));
 }

@@ -3,7 +3,7 @@
 use axum::http::StatusCode;
 use tower_x402::sandbox::SandboxWallet;
 
-use super::purchase_support::{RECEIPT, STAMPS, Shop, TAX, first_file_path, passport_of};
+use super::support::{RECEIPT, STAMPS, Shop, TAX, first_file_path, passport_of};
 
 #[tokio::test]
 async fn passports_standing_and_settlements_survive_a_restart() {
@@ -11,7 +11,7 @@ async fn passports_standing_and_settlements_survive_a_restart() {
     let wallet = SandboxWallet::random();
     let signature = shop.sign(&wallet, TAX).await;
     let bought = shop.present(TAX, &signature, None).await;
-    assert_eq!(bought.status, StatusCode::OK, "{}", bought.text());
+    assert_eq!(bought.status, StatusCode::OK, "{}", bought.text);
     let id = passport_of(&bought);
     shop.get(&first_file_path(&bought), &[]).await;
     shop.state.standing.set_indexed(4);
@@ -34,7 +34,7 @@ async fn passports_standing_and_settlements_survive_a_restart() {
 
     // The old signature comes back from the settlement record: same Passport, no settlement.
     let retry = shop.present(TAX, &signature, None).await;
-    assert_eq!(retry.status, StatusCode::OK, "{}", retry.text());
+    assert_eq!(retry.status, StatusCode::OK, "{}", retry.text);
     assert_eq!(retry.json["passport"], bought.json["passport"]);
     assert_eq!(retry.json["replayed"], true);
     assert_eq!(shop.facilitator.settlement_count(), 1);

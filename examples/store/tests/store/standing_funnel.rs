@@ -2,7 +2,7 @@
 
 use tower_x402::sandbox::SandboxWallet;
 
-use super::purchase_support::{RECEIPT, Shop, TAX, first_file_path};
+use super::support::{RECEIPT, Shop, TAX, first_file_path};
 use x402_store::sales::standing::STAGES;
 
 #[tokio::test]
