@@ -199,6 +199,11 @@ impl Catalog {
         self.skus.len()
     }
 
+    /// Whether the catalog has no products (never, once built).
+    pub fn is_empty(&self) -> bool {
+        self.skus.is_empty()
+    }
+
     /// The payment doors the offers were built with.
     pub fn doors(&self) -> &Doors {
         &self.doors

@@ -218,7 +218,7 @@ pub async fn download(
     let Ok(passport) = PassportId::parse(&passport) else {
         return json_error(
             StatusCode::BAD_REQUEST,
-            &passport::MalformedPassport.to_string(),
+            passport::MalformedPassport.to_string(),
         );
     };
     let Ok(Query(KeyQuery { key })) = query else {
