@@ -2,7 +2,7 @@
 //! downloads and funnel counters.
 //!
 //! Handlers speak to [`Store`] in domain terms; every SQL statement lives in this module's
-//! backend files (today [`sqlite`], SQLite through `sqlx`). A PostgreSQL backend is another file
+//! backend files (today `sqlite`, SQLite through `sqlx`). A PostgreSQL backend is another file
 //! implementing the same methods, chosen by [`Store::open`] from the URL scheme.
 //!
 //! Every request that writes more than one row does so in one transaction: an order, its
