@@ -1,6 +1,6 @@
 //! What the layer costs per request, measured against the bare inner service in the same run.
 //!
-//! `cargo bench --bench layer` runs every case, then prints each one's mean time as a ratio of
+//! `cargo bench --features sandbox --bench layer` runs every case, then prints each one's mean time as a ratio of
 //! the bare service's (`ratio 1.00` = free). Cases:
 //!
 //! - `bare`: the inner service alone;

@@ -1,8 +1,8 @@
 //! Buys an x402-protected URL with a sandbox wallet.
 //!
 //! ```text
-//! cargo run --example pay -- http://127.0.0.1:3402/report
-//! cargo run --example pay -- http://127.0.0.1:3402/report --header X-REFERRER-PASSPORT:abc
+//! cargo run --features sandbox --example pay -- http://127.0.0.1:3402/report
+//! cargo run --features sandbox --example pay -- http://127.0.0.1:3402/report --header X-REFERRER-PASSPORT:abc
 //! ```
 //!
 //! GETs the URL; on a 402 it decodes the `PAYMENT-REQUIRED` challenge, signs an EIP-3009

@@ -2,11 +2,11 @@
 //! `X402Layer`, with the sandbox facilitator in process (or a facilitator URL).
 //!
 //! ```text
-//! cargo run --example paywall_demo                        # prints `listening on http://ADDR`
-//! cargo run --example pay -- http://ADDR/report           # in another terminal
+//! cargo run --features sandbox --example paywall_demo                        # prints `listening on http://ADDR`
+//! cargo run --features sandbox --example pay -- http://ADDR/report           # in another terminal
 //!
-//! cargo run --example sandbox_facilitator -- --listen 127.0.0.1:4021 &
-//! cargo run --example paywall_demo -- --facilitator http://127.0.0.1:4021
+//! cargo run --features sandbox --example sandbox_facilitator -- --listen 127.0.0.1:4021 &
+//! cargo run --features sandbox --example paywall_demo -- --facilitator http://127.0.0.1:4021
 //! ```
 
 use std::io::Write as _;

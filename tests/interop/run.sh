@@ -67,9 +67,10 @@ if [[ "$(cat "$stamp" 2>/dev/null || true)" != "$wanted" ]]; then
 fi
 
 # 2. Rust binaries.
-(cd "$root" && cargo build --quiet --release --example store --example sandbox_facilitator) \
+(cd "$root" && cargo build --quiet --release -p x402-store \
+  && cargo build --quiet --release -p tower-x402 --features sandbox --example sandbox_facilitator) \
   || setup_failed "cargo build"
-store_bin="$target/release/examples/store"
+store_bin="$target/release/store"
 sandbox_bin="$target/release/examples/sandbox_facilitator"
 
 # 3. Processes. start NAME CMD... runs CMD (with the environment given through `env`),

@@ -1,0 +1,67 @@
+//! `GET /api/bazaar`: the first-party catalog in machine form — products by tag with their
+//! prices, the payment doors and the store's own funnel numbers. It is the store describing
+//! itself, not a third-party index.
+
+use axum::Json;
+use axum::extract::State;
+use serde_json::{Map, Value, json};
+
+use crate::app::AppState;
+use crate::catalog::{TAGS, price_json};
+
+/// `GET /api/bazaar`.
+pub async fn catalog_json(State(state): State<AppState>) -> Json<Value> {
+    state.standing.record_retrieved();
+    let standing = match state.standing.snapshot().await {
+        Ok(report) => serde_json::to_value(report).unwrap_or(Value::Null),
+        Err(e) => {
+            tracing::warn!(error = %e, "standing could not be read for /api/bazaar");
+            Value::Null
+        }
+    };
+    Json(build(&state, standing))
+}
+
+/// The document, with `standing` already read.
+pub fn build(state: &AppState, standing: Value) -> Value {
+    let config = &state.config;
+    let mut by_tag = Map::new();
+    for tag in TAGS {
+        let skus: Vec<Value> = state
+            .catalog
+            .iter()
+            .filter(|sku| sku.tag == tag)
+            .map(|sku| {
+                json!({
+                    "slug": sku.slug,
+                    "summary": sku.summary,
+                    "description": sku.description,
+                    "price": price_json(sku.price),
+                    "amountAtomic": sku.offer.accepts().first().map(|accept| &accept.amount),
+                    "resource": sku.resource_url,
+                    "method": "GET",
+                    "checkout": config.checkout_link(&sku.slug),
+                })
+            })
+            .collect();
+        by_tag.insert(tag.to_owned(), Value::Array(skus));
+    }
+    let doors: Vec<&crate::paywall::doors::Door> = state.catalog.doors().iter().collect();
+    json!({
+        "name": "x402 example store",
+        "kind": "first_party",
+        "origin": config.base_url,
+        "mode": if state.demo { "demo" } else { "live" },
+        "howToPay": "GET the product's URL with no body; the 402 carries the challenge in PAYMENT-REQUIRED. Pay one accept and repeat the GET with PAYMENT-SIGNATURE.",
+        "count": state.catalog.len(),
+        "tags": by_tag,
+        "doors": doors,
+        "standing": standing,
+        "documents": {
+            "x402": format!("{}/.well-known/x402.json", config.base_url),
+            "openapi": format!("{}/openapi.json", config.base_url),
+            "llms": format!("{}/llms.txt", config.base_url),
+            "mcp": format!("{}/mcp", config.base_url),
+        },
+    })
+}

@@ -1,0 +1,9 @@
+//! The free catalog documents: HTTP 200 resources for agents, crawlers and people, never
+//! paywalls. Each one served counts in the funnel's `retrieved` stage.
+
+pub mod bazaar;
+pub mod bazaar_page;
+pub mod doctrine;
+pub mod llms_txt;
+pub mod openapi;
+pub mod well_known;

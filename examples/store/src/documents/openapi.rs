@@ -1,0 +1,186 @@
+//! `GET /openapi.json`: OpenAPI 3.1 in the form x402 indexers read.
+//!
+//! One concrete path per product (no `{sku}` template: a template cannot carry 45 fixed prices,
+//! and an indexer would probe it literally), each with `x-payment-info` in the structured form
+//! `{"price":{"mode":"fixed","currency":"USD","amount":"NN.NN"},"protocols":[{"x402":{}}]}`,
+//! a 200 schema and a 402 response. Free routes carry `security: []` and no `x-payment-info`.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+
+use crate::app::AppState;
+use crate::catalog::{self, Catalog, TAGS};
+use crate::config::Config;
+
+/// The API description's version, a date.
+pub const API_VERSION: &str = "2026-09-08";
+
+/// `GET /openapi.json`.
+pub async fn document(State(state): State<AppState>) -> Response {
+    state.standing.record_retrieved();
+    let mut response = Json(build(&state.config, &state.catalog)).into_response();
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=300"),
+    );
+    response
+}
+
+/// The OpenAPI document.
+pub fn build(config: &Config, catalog: &Catalog) -> Value {
+    let base = &config.base_url;
+    let mut paths = Map::new();
+    for sku in catalog.iter() {
+        let operation = json!({
+            "operationId": sku.slug,
+            "summary": sku.summary,
+            "description": sku.description,
+            "tags": [sku.tag],
+            "security": [],
+            "x-payment-info": {
+                "price": catalog::price_json(sku.price),
+                "protocols": [{"x402": {}}],
+            },
+            "parameters": [{
+                "name": "X-REFERRER-PASSPORT",
+                "in": "header",
+                "required": false,
+                "description": "Optional citation of a prior buyer's Passport (id or verify path).",
+                "schema": {"type": "string"},
+            }],
+            "responses": {
+                "200": {
+                    "description": "Paid: a Passport (proof of purchase) and the fulfillment URLs.",
+                    "content": {"application/json": {"schema": crate::sales::purchase::response_schema()}},
+                },
+                "402": {
+                    "description": "Payment Required",
+                    "headers": {"PAYMENT-REQUIRED": {
+                        "description": "Base64 of the x402 v2 PaymentRequired challenge.",
+                        "schema": {"type": "string"},
+                    }},
+                },
+                "404": {"description": "No product is sold at this path."},
+            },
+        });
+        paths.insert(
+            format!("/api/x402/{}", sku.slug),
+            json!({ "get": operation }),
+        );
+    }
+    for (path, methods) in free_routes() {
+        let mut item = Map::new();
+        for (method, operation_id, summary) in methods.iter() {
+            let mut operation = json!({
+                "operationId": operation_id,
+                "summary": summary,
+                "tags": ["discovery"],
+                "security": [],
+                "responses": {"200": {"description": "OK"}},
+            });
+            if path.contains("{id}") {
+                operation["parameters"] = json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
+            }
+            item.insert((*method).to_owned(), operation);
+        }
+        paths.insert((*path).to_owned(), Value::Object(item));
+    }
+    let mut tags: Vec<Value> = TAGS.iter().map(|tag| json!({"name": tag})).collect();
+    tags.push(json!({"name": "discovery", "description": "Free catalog and discovery routes."}));
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "x402 example store",
+            "version": API_VERSION,
+            "description": "A first-party digital store: fixed-price products paid per GET over HTTP 402 (x402 v2), settled in USDC by an external facilitator.",
+            "x-guidance": format!(
+                "Each /api/x402/<slug> is a GET with no body. Unpaid, it answers 402 with the challenge in the PAYMENT-REQUIRED header (base64 JSON, x402Version 2). Pay one accept (exact USDC on eip155:8453; amounts in atomic units, 6 decimals) and repeat the GET with PAYMENT-SIGNATURE. The lowest-priced first probe is /api/x402/{}-rail-receipt. Catalog routes are free and never 402.",
+                config.slug_prefix
+            ),
+            "contact": {"name": "x402 example store", "url": base},
+        },
+        "servers": [{"url": base}],
+        "tags": tags,
+        "x-service-info": {
+            "categories": ["data", "software", "payments"],
+            "docs": {"apiReference": format!("{base}/openapi.json"), "homepage": format!("{base}/bazaar"), "llms": format!("{base}/llms.txt")},
+        },
+        "paths": paths,
+    })
+}
+
+/// The free routes: path → (method, operationId, summary).
+fn free_routes() -> &'static [(
+    &'static str,
+    &'static [(&'static str, &'static str, &'static str)],
+)] {
+    &[
+        (
+            "/.well-known/x402.json",
+            &[(
+                "get",
+                "wellKnownX402Json",
+                "v2 catalog of every product with its accepts",
+            )],
+        ),
+        (
+            "/.well-known/x402",
+            &[(
+                "get",
+                "wellKnownX402",
+                "URL list of the paid products (never a 402)",
+            )],
+        ),
+        ("/openapi.json", &[("get", "openapi", "This document")]),
+        (
+            "/api/bazaar",
+            &[("get", "bazaarJson", "First-party catalog, machine form")],
+        ),
+        (
+            "/bazaar",
+            &[("get", "bazaarPage", "First-party catalog, human page")],
+        ),
+        (
+            "/llms.txt",
+            &[("get", "llmsTxt", "Plain-text doctrine and catalog")],
+        ),
+        (
+            "/mcp",
+            &[(
+                "post",
+                "mcp",
+                "MCP discovery server (Streamable HTTP, JSON responses)",
+            )],
+        ),
+        (
+            "/.well-known/mcp.json",
+            &[("get", "mcpManifest", "Manifest of the discovery server")],
+        ),
+        (
+            "/discovery",
+            &[(
+                "get",
+                "discoveryPage",
+                "Map of the discovery channels, probed",
+            )],
+        ),
+        (
+            "/api/discovery",
+            &[
+                ("get", "discovery", "Map of the discovery channels, probed"),
+                (
+                    "post",
+                    "announce",
+                    "Announce the store's own origin to channels that accept a URL",
+                ),
+            ],
+        ),
+        (
+            "/api/passport/{id}",
+            &[("get", "verifyPassport", "Verify a Passport")],
+        ),
+    ]
+}

@@ -1,0 +1,24 @@
+//! The example store as a library: every module of the `store` binary, so the tests (and
+//! anything else that needs a store in-process) can build the app with [`app::app`].
+//!
+//! | module | concern |
+//! |---|---|
+//! | [`app`] | shared state, start-up, and the router: every path is mounted there |
+//! | [`config`] | settings: flags and `STORE_…` environment variables |
+//! | [`catalog`] | the 45 products and their offers |
+//! | [`paywall`] | the paid route `GET /api/x402/{sku}` and the payment doors |
+//! | [`sales`] | what a payment buys: purchase, Passports, fulfillment, referrals, the funnel |
+//! | [`documents`] | the free catalog documents: `/.well-known`, OpenAPI, `llms.txt`, the bazaar |
+//! | [`discovery`] | the channels the store can be found through, probed and announced to |
+//! | [`mcp`] | the read-only MCP discovery server |
+//! | [`storage`] | the database |
+
+pub mod app;
+pub mod catalog;
+pub mod config;
+pub mod discovery;
+pub mod documents;
+pub mod mcp;
+pub mod paywall;
+pub mod sales;
+pub mod storage;

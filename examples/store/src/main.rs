@@ -1,0 +1,95 @@
+//! An example store: 45 fixed-price digital products, each a GET behind [`tower_x402::X402Layer`],
+//! with free discovery surfaces (`/.well-known/x402.json`, `/openapi.json`, `/mcp`, `/llms.txt`,
+//! `/bazaar`) and Passports as proof of purchase.
+//!
+//! ```text
+//! cargo run --release -p x402-store          # demo mode: in-process sandbox facilitator
+//! STORE_FACILITATOR_URL=https://… STORE_PAY_TO=0x… cargo run --release -p x402-store
+//! ```
+//!
+//! Every setting is a flag with a `STORE_…` environment variable (`--help` lists them).
+
+use std::io::IsTerminal as _;
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+use x402_store::app;
+use x402_store::config::{Args, Config};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("info,tower_http=info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    match run(Args::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("store: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    let base_url_given = args.base_url.is_some();
+    let mut config = Config::from_args(args).map_err(|e| e.to_string())?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| format!("STORE_LISTEN: cannot listen on {}: {e}", config.listen))?;
+    let address = listener
+        .local_addr()
+        .map_err(|e| format!("STORE_LISTEN: {e}"))?;
+    if !base_url_given {
+        config.base_url = format!("http://{address}");
+    }
+    if config.is_demo() {
+        tracing::warn!(
+            "DEMO MODE: no STORE_FACILITATOR_URL, so payments are verified and settled by an in-process sandbox. \
+             No real funds move and every Passport is marked demo."
+        );
+    }
+    let state = app::build_state(config).await.map_err(|e| e.to_string())?;
+    println!("listening on http://{address}");
+    let standing = state.standing.clone();
+    axum::serve(listener, app::app(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(|e| format!("server error: {e}"))?;
+    // Persist the last funnel counts before exiting.
+    standing
+        .flush()
+        .await
+        .map_err(|e| format!("saving the funnel counts: {e}"))
+}
+
+/// Resolves on Ctrl-C or SIGTERM; if neither can be installed, never (run until killed).
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+    tracing::info!("shutting down");
+}

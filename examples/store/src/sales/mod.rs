@@ -1,0 +1,9 @@
+//! What a settled payment buys: the order and its Passport ([`purchase`], [`passport`]), the
+//! files ([`fulfillment`]), the citation of an earlier buyer ([`referral`]), and the funnel
+//! those sales feed ([`standing`]).
+
+pub mod fulfillment;
+pub mod passport;
+pub mod purchase;
+pub mod referral;
+pub mod standing;

@@ -1,0 +1,320 @@
+//! The paid handler: `GET /api/x402/{sku}` once the paywall has settled the payment.
+//!
+//! The layer runs settle-before, so by the time [`purchase`] runs the money has moved and the
+//! settlement record is saved. The handler records the order (Passport, fulfillment key hash,
+//! referral) in one transaction and answers 200 with:
+//!
+//! ```json
+//! {
+//!   "passport": { "passport", "sku", "resource", "verify", "amountUsdc", "demo", "issued" },
+//!   "status": "live" | "demo",
+//!   "fulfillment": [ { "name": "...", "url": "https://…/api/fulfillment/pp_…/FILE?key=…" } ],
+//!   "referral": { "header", "cited", "counted", "reason", "detail", "cite": { "header", "value" } },
+//!   "settlement": { "network", "transaction" },
+//!   "replayed": false,
+//!   "notice": "A Passport is proof of purchase only…"
+//! }
+//! ```
+//!
+//! - `passport` holds the seven citation fields of spec 2.4; `verify` is `/api/passport/{id}`,
+//!   `amountUsdc` a decimal string, `issued` RFC 3339 UTC.
+//! - `fulfillment` URLs carry a secret key: whoever holds a URL can download that file. Only the
+//!   key's hash is stored, so the key cannot be shown again; a retry of the same payment returns
+//!   the same Passport with a fresh key (earlier keys keep working).
+//! - `referral` says whether the request's `X-REFERRER-PASSPORT` counted and, if not, why
+//!   (see [`crate::sales::referral`]); `cite` is how a later buyer cites this Passport.
+//! - `replayed` is true when this payment had already been answered; nothing was charged again.
+//!
+//! Any failure after settlement (the database unavailable) is a 503 asking the client to retry
+//! the same `PAYMENT-SIGNATURE`: the retry is answered from the settlement record, not charged
+//! twice.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tower_x402::VerifiedPayment;
+use tower_x402::proto::{
+    AtomicAmount, PaymentRequirements, SettleResponse, UsdAmount, UsdcDeployment,
+};
+
+use crate::app::AppState;
+use crate::app::json_error;
+use crate::catalog::Sku;
+use crate::config::Config;
+use crate::sales::fulfillment::{self, FileLink, FulfillmentKey};
+use crate::sales::passport::{self, Citation, NOTICE, PassportId, SettlementSummary};
+use crate::sales::referral::{self, ReferralAnswer};
+use crate::storage::{NewOrder, Order, Recorded, unix_now};
+
+/// The 200 body of a purchase; see the [module docs](self).
+#[derive(Clone, Debug, Serialize)]
+pub struct PurchaseBody {
+    /// The Passport's citation record.
+    pub passport: Citation,
+    /// `live` or `demo`.
+    pub status: &'static str,
+    /// The files bought, at capability URLs.
+    pub fulfillment: Vec<FileLink>,
+    /// The verdict on `X-REFERRER-PASSPORT`.
+    pub referral: ReferralAnswer,
+    /// Where the payment settled.
+    pub settlement: SettlementSummary,
+    /// Whether this payment had already been answered.
+    pub replayed: bool,
+    /// What a Passport is and is not.
+    pub notice: &'static str,
+}
+
+impl PurchaseBody {
+    /// The body for `order` of `sku` with fresh fulfillment `key`.
+    pub async fn new(
+        config: &Config,
+        sku: &Sku,
+        order: &Order,
+        key: &FulfillmentKey,
+        replayed: bool,
+    ) -> Self {
+        Self {
+            passport: Citation::of(order),
+            status: passport::status(order.demo),
+            fulfillment: fulfillment::links(config, sku, &order.passport, key).await,
+            referral: ReferralAnswer::new(order.referral.as_ref(), &order.passport),
+            settlement: SettlementSummary::of(order),
+            replayed,
+            notice: NOTICE,
+        }
+    }
+}
+
+/// `GET /api/x402/{sku}` behind `X402Layer` in `SettlementMode::Before`.
+pub async fn purchase(
+    State(state): State<AppState>,
+    Path(slug): Path<String>,
+    payment: Option<VerifiedPayment>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(sku) = state.catalog.get(&slug) else {
+        return json_error(StatusCode::NOT_FOUND, "no SKU with this slug");
+    };
+    let Some(payment) = payment else {
+        tracing::error!(sku = %slug, "paid route reached without a verified payment");
+        return json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "this route is not behind the paywall",
+        );
+    };
+    let Some(settlement) = payment.settlement.as_ref() else {
+        tracing::error!(sku = %slug, "paid route reached before settlement; the layer must settle first");
+        return json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "payment not settled before fulfillment",
+        );
+    };
+    if payment.offer.resource().url != sku.resource_url {
+        tracing::error!(sku = %slug, paid = %payment.offer.resource().url, "payment is for another resource");
+        return json_error(
+            StatusCode::CONFLICT,
+            "this payment was made for a different resource",
+        );
+    }
+    match fulfil(&state, sku, &payment, settlement, &headers).await {
+        Ok(body) => paid_response(body),
+        Err(Failure::OtherSku) => json_error(
+            StatusCode::CONFLICT,
+            "this payment already bought a different SKU",
+        ),
+        Err(Failure::Storage(error)) => {
+            tracing::error!(%error, sku = %slug, key = %payment.key, "settled payment could not be recorded as an order");
+            let mut response = json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the payment settled but the order could not be recorded; retry with the same PAYMENT-SIGNATURE (it will not be charged again)",
+            );
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
+            response
+        }
+    }
+}
+
+enum Failure {
+    OtherSku,
+    Storage(crate::storage::StorageError),
+}
+
+impl From<crate::storage::StorageError> for Failure {
+    fn from(error: crate::storage::StorageError) -> Self {
+        Self::Storage(error)
+    }
+}
+
+/// Records the order (or finds the one this payment already bought) and builds the body.
+async fn fulfil(
+    state: &AppState,
+    sku: &Sku,
+    payment: &VerifiedPayment,
+    settlement: &SettleResponse,
+    headers: &HeaderMap,
+) -> Result<PurchaseBody, Failure> {
+    let key = FulfillmentKey::generate();
+    let payer = payer_of(payment, settlement);
+    let existing = state
+        .store
+        .order_by_payment_key(payment.key.as_str())
+        .await?;
+    let referral = match existing {
+        // The citation was judged when the order was first recorded.
+        Some(_) => None,
+        None => referral::evaluate(&state.store, headers, payer.as_deref(), state.demo).await?,
+    };
+    let new = NewOrder {
+        order: Order {
+            passport: PassportId::generate().as_str().to_owned(),
+            sku: sku.slug.clone(),
+            resource: sku.resource_url.clone(),
+            payer,
+            network: settlement.network.to_string(),
+            transaction: settlement.transaction.clone(),
+            amount: amount_paid(&payment.requirement, settlement, sku.price),
+            payment_key: payment.key.as_str().to_owned(),
+            demo: state.demo,
+            issued: unix_now(),
+            referral,
+        },
+        secret_hash: key.hash(),
+    };
+    let recorded = state.store.record_order(&new).await?;
+    let replayed = matches!(recorded, Recorded::Existing(_));
+    let order = recorded.into_order();
+    if order.sku != sku.slug {
+        return Err(Failure::OtherSku);
+    }
+    Ok(PurchaseBody::new(&state.config, sku, &order, &key, replayed).await)
+}
+
+/// The payer: as verified, else as settled, else the EIP-3009 `from`.
+fn payer_of(payment: &VerifiedPayment, settlement: &SettleResponse) -> Option<String> {
+    payment
+        .payer
+        .clone()
+        .or_else(|| settlement.payer.clone())
+        .or_else(|| {
+            payment
+                .payload
+                .exact_evm()
+                .ok()
+                .map(|evm| evm.authorization.from)
+        })
+}
+
+/// What was paid in USD: the settled (else required) atomic amount in the network's USDC
+/// decimals, falling back to the SKU price when the network is not in the USDC table.
+fn amount_paid(
+    requirement: &PaymentRequirements,
+    settlement: &SettleResponse,
+    price: UsdAmount,
+) -> UsdAmount {
+    let atomic: AtomicAmount = settlement.amount.unwrap_or(requirement.amount);
+    UsdcDeployment::for_network(&requirement.network)
+        .and_then(|usdc| UsdAmount::from_atomic(atomic, usdc.decimals).ok())
+        .unwrap_or(price)
+}
+
+fn paid_response(body: PurchaseBody) -> Response {
+    let mut response = (StatusCode::OK, Json(body)).into_response();
+    // The body carries fulfillment keys.
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// A complete example 200 body for `sku`, built by the same code as real responses (ids and
+/// keys are freshly random, the transaction is a placeholder).
+pub async fn response_example(config: &Config, sku: &Sku, demo: bool) -> Value {
+    let order = Order {
+        passport: PassportId::generate().as_str().to_owned(),
+        sku: sku.slug.clone(),
+        resource: sku.resource_url.clone(),
+        payer: None,
+        network: sku.offer.accepts().first().map_or_else(
+            || "eip155:8453".to_owned(),
+            |accept| accept.network.to_string(),
+        ),
+        transaction: format!("0x{}", "0".repeat(64)),
+        amount: sku.price,
+        payment_key: String::new(),
+        demo,
+        // 2026-09-08T12:00:00Z, the API description's version date.
+        issued: 1_788_868_800,
+        referral: None,
+    };
+    let body = PurchaseBody::new(config, sku, &order, &FulfillmentKey::generate(), false).await;
+    serde_json::to_value(body).unwrap_or(Value::Null)
+}
+
+/// JSON Schema of the 200 body, for OpenAPI and the catalog's output description.
+pub fn response_schema() -> Value {
+    let string = json!({ "type": "string" });
+    json!({
+        "type": "object",
+        "required": ["passport", "status", "fulfillment", "referral", "settlement", "replayed", "notice"],
+        "properties": {
+            "passport": {
+                "type": "object",
+                "description": "The Passport's citation record (proof of purchase only).",
+                "required": passport::CITATION_FIELDS,
+                "properties": {
+                    "passport": { "type": "string", "pattern": "^pp_[A-Za-z0-9_-]{22}$" },
+                    "sku": string,
+                    "resource": { "type": "string", "format": "uri" },
+                    "verify": { "type": "string", "description": "/api/passport/{id}" },
+                    "amountUsdc": { "type": "string", "pattern": "^[0-9]+\\.[0-9]{2,6}$" },
+                    "demo": { "type": "boolean" },
+                    "issued": { "type": "string", "format": "date-time" }
+                }
+            },
+            "status": { "type": "string", "enum": ["live", "demo"] },
+            "fulfillment": {
+                "type": "array",
+                "description": "Capability URLs: each carries a secret key that unlocks the file; the Passport id alone does not.",
+                "items": {
+                    "type": "object",
+                    "required": ["name", "url"],
+                    "properties": { "name": string, "url": { "type": "string", "format": "uri" } }
+                }
+            },
+            "referral": {
+                "type": "object",
+                "description": "Whether X-REFERRER-PASSPORT counted in the referred stage, and why not.",
+                "required": ["header", "cited", "counted", "reason", "detail", "cite"],
+                "properties": {
+                    "header": { "const": referral::HEADER_DISPLAY },
+                    "cited": { "type": ["string", "null"] },
+                    "counted": { "type": "boolean" },
+                    "reason": {
+                        "type": "string",
+                        "enum": std::iter::once("none")
+                            .chain(referral::Reason::ALL.map(referral::Reason::as_str))
+                            .collect::<Vec<_>>()
+                    },
+                    "detail": string,
+                    "cite": {
+                        "type": "object",
+                        "properties": { "header": string, "value": string }
+                    }
+                }
+            },
+            "settlement": {
+                "type": "object",
+                "required": ["network", "transaction"],
+                "properties": { "network": string, "transaction": string }
+            },
+            "replayed": { "type": "boolean", "description": "True when this payment had already been answered; nothing was charged again." },
+            "notice": string
+        }
+    })
+}

@@ -1,0 +1,299 @@
+//! Everything the store remembers: settlement records, orders, fulfillment grants, referrals,
+//! downloads and funnel counters.
+//!
+//! Handlers speak to [`Store`] in domain terms; every SQL statement lives in this module's
+//! backend files (today `sqlite`, SQLite through `sqlx`). A PostgreSQL backend is another file
+//! implementing the same methods, chosen by [`Store::open`] from the URL scheme.
+//!
+//! Every request that writes more than one row does so in one transaction: an order, its
+//! fulfillment grant and its referral are committed together or not at all.
+
+mod sqlite;
+
+use tower_x402::facilitator::BoxFuture;
+use tower_x402::layer::{PaymentKey, SettlementRecord, SettlementStore, StoreError};
+use tower_x402::proto::UsdAmount;
+
+use self::sqlite::SqliteBackend;
+
+/// The store's database. Cheap to clone (a connection pool inside).
+#[derive(Clone, Debug)]
+pub struct Store {
+    backend: SqliteBackend,
+}
+
+/// The database could not be opened, migrated, read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The database URL names a backend this build does not have.
+    #[error("unsupported database URL `{0}`: expected sqlite://PATH or sqlite::memory:")]
+    UnsupportedUrl(String),
+    /// The directory for the database file could not be created.
+    #[error("cannot create the database directory {path}: {source}")]
+    Directory {
+        /// The directory.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The embedded migrations failed.
+    #[error("database migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A query failed.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A stored value could not be read back.
+    #[error("stored data is unreadable: {0}")]
+    Corrupt(String),
+}
+
+impl StorageError {
+    /// Whether a write was refused because a unique key already exists.
+    pub fn is_unique_violation(&self) -> bool {
+        match self {
+            Self::Database(error) => error
+                .as_database_error()
+                .is_some_and(|database| database.is_unique_violation()),
+            _ => false,
+        }
+    }
+}
+
+/// A purchase as recorded: the facts a Passport cites plus the settlement behind it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Order {
+    /// The Passport identifier (`pp_…`).
+    pub passport: String,
+    /// The SKU slug bought.
+    pub sku: String,
+    /// The x402 resource URL paid for.
+    pub resource: String,
+    /// The payer address, as the facilitator reported it.
+    pub payer: Option<String>,
+    /// CAIP-2 network of the settlement.
+    pub network: String,
+    /// Settlement transaction.
+    pub transaction: String,
+    /// Amount paid in USD (USDC).
+    pub amount: UsdAmount,
+    /// The payment's [`PaymentKey`] text; one payment, one order.
+    pub payment_key: String,
+    /// Whether the order was paid through the in-process sandbox.
+    pub demo: bool,
+    /// Issue time, unix seconds.
+    pub issued: i64,
+    /// The Passport this order cited, if the request carried one.
+    pub referral: Option<Referral>,
+}
+
+/// A citation carried by a purchase and the verdict on it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Referral {
+    /// The cited Passport id, or the raw header value when it was malformed (truncated).
+    pub cited: String,
+    /// Whether the order counts in the funnel's `referred` stage.
+    pub counted: bool,
+    /// Machine-readable reason (`counted`, `self_citation`, …).
+    pub reason: String,
+}
+
+/// A new order and the hash of the secret that will unlock its files.
+#[derive(Clone, Debug)]
+pub struct NewOrder {
+    /// The order.
+    pub order: Order,
+    /// SHA-256 (hex) of the fulfillment secret.
+    pub secret_hash: String,
+}
+
+/// The outcome of [`Store::record_order`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Recorded {
+    /// The order was written.
+    Created(Order),
+    /// The payment already had an order; only the new fulfillment grant was added to it.
+    Existing(Order),
+}
+
+impl Recorded {
+    /// The order, new or existing.
+    pub fn into_order(self) -> Order {
+        match self {
+            Self::Created(order) | Self::Existing(order) => order,
+        }
+    }
+}
+
+/// Whether a counter belongs to live or demo traffic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Real settlements.
+    Live,
+    /// The in-process sandbox.
+    Demo,
+}
+
+impl Mode {
+    /// `live` or `demo`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Live => "live",
+            Self::Demo => "demo",
+        }
+    }
+
+    /// The mode of a store that is (or is not) in demo mode.
+    pub fn of(demo: bool) -> Self {
+        if demo { Self::Demo } else { Self::Live }
+    }
+}
+
+/// One stored funnel counter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Counter {
+    /// Stage name.
+    pub stage: String,
+    /// Live or demo.
+    pub mode: Mode,
+    /// Value.
+    pub value: u64,
+}
+
+/// The funnel stages derived from orders and downloads, for one mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OrderFunnel {
+    /// Orders.
+    pub purchased: u64,
+    /// Files downloaded under those orders.
+    pub used: u64,
+    /// Orders whose payer had an earlier order of the same mode.
+    pub returned: u64,
+    /// Orders whose citation counted.
+    pub referred: u64,
+}
+
+impl Store {
+    /// Opens (creating the file and its directory if needed) and migrates the database at
+    /// `database_url`: `sqlite://PATH` or `sqlite::memory:`.
+    ///
+    /// # Errors
+    ///
+    /// An unsupported URL, an uncreatable directory, or a connection or migration failure.
+    pub async fn open(database_url: &str) -> Result<Self, StorageError> {
+        if !database_url.starts_with("sqlite:") {
+            return Err(StorageError::UnsupportedUrl(database_url.to_owned()));
+        }
+        Ok(Self {
+            backend: SqliteBackend::open(database_url).await?,
+        })
+    }
+
+    /// The order a payment bought, if any.
+    pub async fn order_by_payment_key(&self, key: &str) -> Result<Option<Order>, StorageError> {
+        self.backend
+            .order_by(sqlite::OrderLookup::PaymentKey(key))
+            .await
+    }
+
+    /// The order behind a Passport, if any.
+    pub async fn order_by_passport(&self, passport: &str) -> Result<Option<Order>, StorageError> {
+        self.backend
+            .order_by(sqlite::OrderLookup::Passport(passport))
+            .await
+    }
+
+    /// Writes an order, its fulfillment grant and its referral in one transaction. When the
+    /// payment already bought an order, only adds the new fulfillment grant to that order and
+    /// returns it.
+    pub async fn record_order(&self, new: &NewOrder) -> Result<Recorded, StorageError> {
+        match self.backend.insert_order(new).await {
+            // Another request for the same payment committed first: the retry finds its order.
+            Err(error) if error.is_unique_violation() => self.backend.insert_order(new).await,
+            outcome => outcome,
+        }
+    }
+
+    /// Whether `secret_hash` is one of the fulfillment grants of `passport`.
+    pub async fn grant_matches(
+        &self,
+        passport: &str,
+        secret_hash: &str,
+    ) -> Result<bool, StorageError> {
+        self.backend.grant_matches(passport, secret_hash).await
+    }
+
+    /// Records that `file` of `passport` was served at `at` (unix seconds).
+    pub async fn record_download(
+        &self,
+        passport: &str,
+        file: &str,
+        at: i64,
+    ) -> Result<(), StorageError> {
+        self.backend.record_download(passport, file, at).await
+    }
+
+    /// Adds the deltas to their counters in one transaction.
+    pub async fn add_to_counters(&self, deltas: &[(&str, Mode, u64)]) -> Result<(), StorageError> {
+        self.backend.add_to_counters(deltas).await
+    }
+
+    /// Sets a counter to `value` (a gauge, such as `indexed`).
+    pub async fn set_counter(
+        &self,
+        stage: &str,
+        mode: Mode,
+        value: u64,
+    ) -> Result<(), StorageError> {
+        self.backend.set_counter(stage, mode, value).await
+    }
+
+    /// Every stored counter.
+    pub async fn counters(&self) -> Result<Vec<Counter>, StorageError> {
+        self.backend.counters().await
+    }
+
+    /// The order-derived funnel stages for `mode`.
+    pub async fn order_funnel(&self, mode: Mode) -> Result<OrderFunnel, StorageError> {
+        self.backend.order_funnel(mode == Mode::Demo).await
+    }
+
+    /// Rows in each table, for tests that check nothing was half-written.
+    pub async fn row_counts(
+        &self,
+    ) -> Result<std::collections::BTreeMap<&'static str, u64>, StorageError> {
+        self.backend.row_counts().await
+    }
+}
+
+impl SettlementStore for Store {
+    fn find<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+    ) -> BoxFuture<'a, Result<Option<SettlementRecord>, StoreError>> {
+        Box::pin(async move {
+            self.backend
+                .find_settlement(key.as_str())
+                .await
+                .map_err(|error| StoreError(Box::new(error)))
+        })
+    }
+
+    fn save<'a>(&'a self, record: &'a SettlementRecord) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.backend
+                .save_settlement(record, unix_now())
+                .await
+                .map_err(|error| StoreError(Box::new(error)))
+        })
+    }
+}
+
+/// Seconds since the Unix epoch (0 if the clock is before it).
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX)
+        })
+}

@@ -1,0 +1,367 @@
+//! The SQLite backend: every SQL statement of the store.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::Row as _;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+};
+use tower_x402::layer::{PaymentKey, SettlementRecord};
+use tower_x402::proto::UsdAmount;
+
+use super::{Counter, Mode, NewOrder, Order, OrderFunnel, Recorded, Referral, StorageError};
+
+/// How long a connection waits for another writer before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connections kept for a file database (SQLite serialises writers anyway).
+const MAX_CONNECTIONS: u32 = 8;
+
+/// A pool of SQLite connections with the store's schema.
+#[derive(Clone, Debug)]
+pub(super) struct SqliteBackend {
+    pool: SqlitePool,
+}
+
+/// Which column identifies the order looked up.
+pub(super) enum OrderLookup<'a> {
+    /// By the payment that bought it.
+    PaymentKey(&'a str),
+    /// By its Passport id.
+    Passport(&'a str),
+}
+
+const ORDER_COLUMNS: &str = "SELECT o.passport, o.sku, o.resource, o.payer, o.network, o.tx, o.amount_micros, \
+     o.payment_key, o.demo, o.issued, r.cited, r.counted, r.reason \
+     FROM orders o LEFT JOIN referrals r ON r.passport = o.passport";
+
+impl SqliteBackend {
+    pub(super) async fn open(database_url: &str) -> Result<Self, StorageError> {
+        let options = SqliteConnectOptions::from_str(database_url)?
+            .create_if_missing(true)
+            .foreign_keys(true)
+            .busy_timeout(BUSY_TIMEOUT);
+        let in_memory = database_url.contains(":memory:") || database_url.contains("mode=memory");
+        let pool_options = if in_memory {
+            // Every connection to `:memory:` is a separate database: keep exactly one, forever.
+            SqlitePoolOptions::new()
+                .max_connections(1)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
+        } else {
+            if let Some(dir) = options
+                .get_filename()
+                .parent()
+                .filter(|dir| !dir.as_os_str().is_empty())
+            {
+                std::fs::create_dir_all(dir).map_err(|source| StorageError::Directory {
+                    path: dir.display().to_string(),
+                    source,
+                })?;
+            }
+            SqlitePoolOptions::new().max_connections(MAX_CONNECTIONS)
+        };
+        let options = if in_memory {
+            options
+        } else {
+            options.journal_mode(SqliteJournalMode::Wal)
+        };
+        let pool = pool_options.connect_with(options).await?;
+        sqlx::migrate!("./migrations").run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    pub(super) async fn find_settlement(
+        &self,
+        key: &str,
+    ) -> Result<Option<SettlementRecord>, StorageError> {
+        let row = sqlx::query(
+            "SELECT payment_key, fingerprint, resource, requirement, settlement FROM settlements WHERE payment_key = ?",
+        )
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let requirement: String = row.try_get("requirement")?;
+        let settlement: String = row.try_get("settlement")?;
+        Ok(Some(SettlementRecord::from_parts(
+            PaymentKey::from_stored(row.try_get::<String, _>("payment_key")?),
+            row.try_get("fingerprint")?,
+            row.try_get("resource")?,
+            serde_json::from_str(&requirement).map_err(|e| corrupt("settlement requirement", e))?,
+            serde_json::from_str(&settlement).map_err(|e| corrupt("settlement", e))?,
+        )))
+    }
+
+    pub(super) async fn save_settlement(
+        &self,
+        record: &SettlementRecord,
+        now: i64,
+    ) -> Result<(), StorageError> {
+        let requirement =
+            serde_json::to_string(&record.requirement).map_err(|e| corrupt("requirement", e))?;
+        let settlement =
+            serde_json::to_string(&record.settlement).map_err(|e| corrupt("settlement", e))?;
+        sqlx::query(
+            "INSERT INTO settlements (payment_key, fingerprint, resource, requirement, settlement, created) \
+             VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (payment_key) DO NOTHING",
+        )
+        .bind(record.key.as_str())
+        .bind(&record.fingerprint)
+        .bind(&record.resource)
+        .bind(requirement)
+        .bind(settlement)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn order_by(
+        &self,
+        lookup: OrderLookup<'_>,
+    ) -> Result<Option<Order>, StorageError> {
+        let (sql, value) = match lookup {
+            OrderLookup::PaymentKey(key) => {
+                (format!("{ORDER_COLUMNS} WHERE o.payment_key = ?"), key)
+            }
+            OrderLookup::Passport(passport) => {
+                (format!("{ORDER_COLUMNS} WHERE o.passport = ?"), passport)
+            }
+        };
+        let row = sqlx::query(&sql)
+            .bind(value)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|row| order_from_row(&row)).transpose()
+    }
+
+    pub(super) async fn insert_order(&self, new: &NewOrder) -> Result<Recorded, StorageError> {
+        let order = &new.order;
+        // Take the write lock up front: a read-then-write transaction that started as a reader
+        // could otherwise fail to upgrade while another writer commits.
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let existing = sqlx::query(&format!("{ORDER_COLUMNS} WHERE o.payment_key = ?"))
+            .bind(&order.payment_key)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some(row) = existing {
+            // The payment already bought this order: only the new fulfillment key is added.
+            let order = order_from_row(&row)?;
+            insert_grant(&mut tx, &order.passport, &new.secret_hash).await?;
+            tx.commit().await?;
+            return Ok(Recorded::Existing(order));
+        }
+        let amount = i64::try_from(order.amount.micros()).map_err(|e| corrupt("amount", e))?;
+        sqlx::query(
+            "INSERT INTO orders (passport, sku, resource, payer, payer_norm, network, tx, amount_micros, \
+             payment_key, demo, issued) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&order.passport)
+        .bind(&order.sku)
+        .bind(&order.resource)
+        .bind(&order.payer)
+        .bind(order.payer.as_deref().map(str::to_ascii_lowercase))
+        .bind(&order.network)
+        .bind(&order.transaction)
+        .bind(amount)
+        .bind(&order.payment_key)
+        .bind(order.demo)
+        .bind(order.issued)
+        .execute(&mut *tx)
+        .await?;
+        insert_grant(&mut tx, &order.passport, &new.secret_hash).await?;
+        if let Some(referral) = &order.referral {
+            sqlx::query(
+                "INSERT INTO referrals (passport, cited, counted, reason) VALUES (?, ?, ?, ?)",
+            )
+            .bind(&order.passport)
+            .bind(&referral.cited)
+            .bind(referral.counted)
+            .bind(&referral.reason)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(Recorded::Created(order.clone()))
+    }
+
+    pub(super) async fn grant_matches(
+        &self,
+        passport: &str,
+        secret_hash: &str,
+    ) -> Result<bool, StorageError> {
+        let found =
+            sqlx::query("SELECT 1 FROM fulfillment_grants WHERE passport = ? AND secret_hash = ?")
+                .bind(passport)
+                .bind(secret_hash)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(found.is_some())
+    }
+
+    pub(super) async fn record_download(
+        &self,
+        passport: &str,
+        file: &str,
+        at: i64,
+    ) -> Result<(), StorageError> {
+        sqlx::query("INSERT INTO downloads (passport, file, at) VALUES (?, ?, ?)")
+            .bind(passport)
+            .bind(file)
+            .bind(at)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub(super) async fn add_to_counters(
+        &self,
+        deltas: &[(&str, Mode, u64)],
+    ) -> Result<(), StorageError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        for &(stage, mode, delta) in deltas {
+            let delta = i64::try_from(delta).map_err(|e| corrupt("counter delta", e))?;
+            sqlx::query(
+                "INSERT INTO counters (stage, mode, value) VALUES (?, ?, ?) \
+                 ON CONFLICT (stage, mode) DO UPDATE SET value = value + excluded.value",
+            )
+            .bind(stage)
+            .bind(mode.as_str())
+            .bind(delta)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn set_counter(
+        &self,
+        stage: &str,
+        mode: Mode,
+        value: u64,
+    ) -> Result<(), StorageError> {
+        let value = i64::try_from(value).map_err(|e| corrupt("counter value", e))?;
+        sqlx::query(
+            "INSERT INTO counters (stage, mode, value) VALUES (?, ?, ?) \
+             ON CONFLICT (stage, mode) DO UPDATE SET value = excluded.value",
+        )
+        .bind(stage)
+        .bind(mode.as_str())
+        .bind(value)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn counters(&self) -> Result<Vec<Counter>, StorageError> {
+        let rows = sqlx::query("SELECT stage, mode, value FROM counters ORDER BY stage, mode")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let mode = match row.try_get::<String, _>("mode")?.as_str() {
+                    "demo" => Mode::Demo,
+                    _ => Mode::Live,
+                };
+                Ok(Counter {
+                    stage: row.try_get("stage")?,
+                    mode,
+                    value: count(row.try_get("value")?)?,
+                })
+            })
+            .collect()
+    }
+
+    pub(super) async fn order_funnel(&self, demo: bool) -> Result<OrderFunnel, StorageError> {
+        let row = sqlx::query(
+            "SELECT \
+               (SELECT COUNT(*) FROM orders WHERE demo = ?1) AS purchased, \
+               (SELECT COUNT(*) FROM downloads d JOIN orders o ON o.passport = d.passport WHERE o.demo = ?1) AS used, \
+               (SELECT COUNT(*) FROM orders o WHERE o.demo = ?1 AND o.payer_norm IS NOT NULL AND EXISTS \
+                  (SELECT 1 FROM orders p WHERE p.payer_norm = o.payer_norm AND p.demo = o.demo AND p.seq < o.seq)) \
+                  AS returned, \
+               (SELECT COUNT(*) FROM referrals r JOIN orders o ON o.passport = r.passport \
+                  WHERE r.counted = 1 AND o.demo = ?1) AS referred",
+        )
+        .bind(demo)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(OrderFunnel {
+            purchased: count(row.try_get("purchased")?)?,
+            used: count(row.try_get("used")?)?,
+            returned: count(row.try_get("returned")?)?,
+            referred: count(row.try_get("referred")?)?,
+        })
+    }
+
+    pub(super) async fn row_counts(
+        &self,
+    ) -> Result<std::collections::BTreeMap<&'static str, u64>, StorageError> {
+        let mut counts = std::collections::BTreeMap::new();
+        for table in [
+            "settlements",
+            "orders",
+            "fulfillment_grants",
+            "referrals",
+            "downloads",
+            "counters",
+        ] {
+            let value: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
+                .fetch_one(&self.pool)
+                .await?;
+            counts.insert(table, count(value)?);
+        }
+        Ok(counts)
+    }
+}
+
+async fn insert_grant(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    passport: &str,
+    secret_hash: &str,
+) -> Result<(), StorageError> {
+    sqlx::query("INSERT INTO fulfillment_grants (secret_hash, passport) VALUES (?, ?)")
+        .bind(secret_hash)
+        .bind(passport)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+fn order_from_row(row: &SqliteRow) -> Result<Order, StorageError> {
+    let micros: i64 = row.try_get("amount_micros")?;
+    let cited: Option<String> = row.try_get("cited")?;
+    let referral = match cited {
+        Some(cited) => Some(Referral {
+            cited,
+            counted: row.try_get("counted")?,
+            reason: row.try_get("reason")?,
+        }),
+        None => None,
+    };
+    Ok(Order {
+        passport: row.try_get("passport")?,
+        sku: row.try_get("sku")?,
+        resource: row.try_get("resource")?,
+        payer: row.try_get("payer")?,
+        network: row.try_get("network")?,
+        transaction: row.try_get("tx")?,
+        amount: UsdAmount::from_micros(count(micros)?),
+        payment_key: row.try_get("payment_key")?,
+        demo: row.try_get("demo")?,
+        issued: row.try_get("issued")?,
+        referral,
+    })
+}
+
+fn count(value: i64) -> Result<u64, StorageError> {
+    u64::try_from(value).map_err(|e| corrupt("count", e))
+}
+
+fn corrupt(what: &str, error: impl std::fmt::Display) -> StorageError {
+    StorageError::Corrupt(format!("{what}: {error}"))
+}

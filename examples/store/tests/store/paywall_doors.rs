@@ -1,0 +1,199 @@
+//! The payment doors in every configuration: which accepts a 402 carries and what each door
+//! record says.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use tower_x402::proto::Network;
+use tower_x402::sandbox::SandboxFacilitator;
+
+use super::support::{ExtraKinds, TestStore, Unreachable, store_with};
+
+const SOLANA_TREASURY: &str = "CKPKJWNdJEqa81x7CkZ14BVPiY6y16Sxs7owznqtWYp5";
+const ALGORAND_TREASURY: &str = "VCMJKWOY5P5P7SKMZFFOCEROPJCZOTIJMNIYNUCKH7LRO45JMJP6UYBIJA";
+const SOLANA_MINT: &str = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v";
+
+async fn accepts_and_doors(store: &TestStore) -> (Vec<Value>, Vec<Value>) {
+    let challenge = store.get("/api/x402/store-api-pack").await.challenge();
+    let doors = store.get("/api/bazaar").await.json["doors"]
+        .as_array()
+        .unwrap()
+        .clone();
+    // Every SKU carries the same set of networks.
+    for sku in store.state.catalog.iter() {
+        assert_eq!(
+            sku.offer.accepts().len(),
+            challenge["accepts"].as_array().unwrap().len()
+        );
+    }
+    (challenge["accepts"].as_array().unwrap().clone(), doors)
+}
+
+fn fee_payer(address: &str) -> Option<Map<String, Value>> {
+    let mut extra = Map::new();
+    extra.insert("feePayer".to_owned(), json!(address));
+    Some(extra)
+}
+
+#[tokio::test]
+async fn without_a_second_pay_to_only_the_canonical_door_is_open() {
+    let store = store_with(|_| {}, Arc::new(SandboxFacilitator::new())).await;
+    let (accepts, doors) = accepts_and_doors(&store).await;
+    assert_eq!(accepts.len(), 1);
+    assert_eq!(accepts[0]["network"], "eip155:8453");
+    let statuses: Vec<&str> = doors
+        .iter()
+        .map(|d| d["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["live", "gated", "mapped"]);
+    assert_eq!(doors[0]["caip2"], "eip155:8453");
+    assert_eq!(
+        doors[0]["assetId"],
+        "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+    );
+    assert_eq!(doors[1]["caip2"], Network::SOLANA.as_str());
+    assert_eq!(doors[1]["assetId"], SOLANA_MINT);
+    assert_eq!(doors[1]["treasury"], "");
+    assert_eq!(doors[2]["caip2"], Network::ALGORAND.as_str());
+    assert_eq!(doors[2]["assetId"], "31566704");
+    assert!(doors.iter().all(|d| d["asset"] == "USDC"));
+}
+
+#[tokio::test]
+async fn a_second_pay_to_opens_the_solana_door_on_its_own_address() {
+    let store = store_with(
+        |c| c.second_pay_to = Some(SOLANA_TREASURY.into()),
+        Arc::new(SandboxFacilitator::new()),
+    )
+    .await;
+    let (accepts, doors) = accepts_and_doors(&store).await;
+    assert_eq!(accepts.len(), 2);
+    assert_eq!(accepts[0]["payTo"], x402_store::config::DEMO_PAY_TO);
+    assert_eq!(accepts[1]["network"], Network::SOLANA.as_str());
+    assert_eq!(accepts[1]["asset"], SOLANA_MINT);
+    assert_eq!(accepts[1]["payTo"], SOLANA_TREASURY);
+    assert_ne!(accepts[1]["payTo"], accepts[0]["payTo"]);
+    assert_eq!(accepts[1]["amount"], "99000000");
+    assert_eq!(accepts[1]["scheme"], "exact");
+    // The sandbox names no fee payer, so the accept carries no `extra`.
+    assert!(accepts[1].get("extra").is_none());
+    assert_eq!(doors[1]["status"], "live");
+    assert_eq!(doors[1]["treasury"], SOLANA_TREASURY);
+    assert_eq!(doors[2]["status"], "mapped");
+}
+
+#[tokio::test]
+async fn the_fee_payer_comes_only_from_the_facilitator() {
+    let facilitator = ExtraKinds::new(vec![(
+        Network::SOLANA,
+        fee_payer("FeePayer1111111111111111111111111111111111"),
+    )]);
+    let store = store_with(
+        |c| c.second_pay_to = Some(SOLANA_TREASURY.into()),
+        Arc::new(facilitator),
+    )
+    .await;
+    let (accepts, _) = accepts_and_doors(&store).await;
+    assert_eq!(
+        accepts[1]["extra"],
+        json!({"feePayer": "FeePayer1111111111111111111111111111111111"})
+    );
+}
+
+#[tokio::test]
+async fn a_third_pay_to_alone_does_not_open_algorand() {
+    let store = store_with(
+        |c| c.third_pay_to = Some(ALGORAND_TREASURY.into()),
+        Arc::new(SandboxFacilitator::new()),
+    )
+    .await;
+    let supported = store.state.facilitator.supported().await.unwrap();
+    assert!(
+        !supported.supports_network(&Network::ALGORAND),
+        "the sandbox must not list Algorand for this test"
+    );
+    let (accepts, doors) = accepts_and_doors(&store).await;
+    assert_eq!(accepts.len(), 1);
+    assert_eq!(doors[2]["status"], "mapped");
+    assert!(
+        doors[2]["notes"]
+            .as_str()
+            .unwrap()
+            .contains("does not list Algorand")
+    );
+}
+
+#[tokio::test]
+async fn algorand_listed_without_a_third_pay_to_stays_mapped() {
+    let facilitator = ExtraKinds::new(vec![(Network::ALGORAND, None)]);
+    let store = store_with(|_| {}, Arc::new(facilitator)).await;
+    let (accepts, doors) = accepts_and_doors(&store).await;
+    assert_eq!(accepts.len(), 1);
+    assert_eq!(doors[2]["status"], "mapped");
+    assert!(
+        doors[2]["notes"]
+            .as_str()
+            .unwrap()
+            .contains("STORE_THIRD_PAY_TO")
+    );
+}
+
+#[tokio::test]
+async fn both_doors_open_when_configured_and_listed() {
+    let facilitator = ExtraKinds::new(vec![(Network::ALGORAND, None)]);
+    let store = store_with(
+        |c| {
+            c.second_pay_to = Some(SOLANA_TREASURY.into());
+            c.third_pay_to = Some(ALGORAND_TREASURY.into());
+        },
+        Arc::new(facilitator),
+    )
+    .await;
+    let (accepts, doors) = accepts_and_doors(&store).await;
+    let networks: Vec<&str> = accepts
+        .iter()
+        .map(|a| a["network"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        networks,
+        [
+            "eip155:8453",
+            Network::SOLANA.as_str(),
+            Network::ALGORAND.as_str()
+        ]
+    );
+    assert_eq!(accepts[2]["asset"], "31566704");
+    assert_eq!(accepts[2]["payTo"], ALGORAND_TREASURY);
+    assert_eq!(accepts[2]["amount"], "99000000");
+    let statuses: Vec<&str> = doors
+        .iter()
+        .map(|d| d["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["live", "live", "live"]);
+    assert_eq!(doors[2]["treasury"], ALGORAND_TREASURY);
+}
+
+#[tokio::test]
+async fn a_failing_supported_keeps_the_third_door_mapped() {
+    let store = store_with(
+        |c| {
+            c.second_pay_to = Some(SOLANA_TREASURY.into());
+            c.third_pay_to = Some(ALGORAND_TREASURY.into());
+        },
+        Arc::new(Unreachable),
+    )
+    .await;
+    let (accepts, doors) = accepts_and_doors(&store).await;
+    let networks: Vec<&str> = accepts
+        .iter()
+        .map(|a| a["network"].as_str().unwrap())
+        .collect();
+    assert_eq!(networks, ["eip155:8453", Network::SOLANA.as_str()]);
+    assert_eq!(doors[2]["status"], "mapped");
+    assert!(
+        doors[2]["notes"]
+            .as_str()
+            .unwrap()
+            .contains("could not be read")
+    );
+}

@@ -1,0 +1,204 @@
+//! The storage layer: transactions, idempotent orders, settlement records.
+
+use tower_x402::layer::{PaymentKey, SettlementRecord, SettlementStore as _};
+use tower_x402::proto::{
+    AtomicAmount, Network, PaymentPayload, PaymentRequirements, SettleResponse, X402Version,
+};
+
+use x402_store::storage::{NewOrder, Order, Recorded, Referral, Store};
+
+async fn temp_store() -> (tempfile::TempDir, Store, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!(
+        "sqlite://{}",
+        dir.path()
+            .join("nested")
+            .join("deeper")
+            .join("store.db")
+            .display()
+    );
+    let store = Store::open(&url).await.unwrap();
+    (dir, store, url)
+}
+
+fn order(passport: &str, payment_key: &str) -> Order {
+    Order {
+        passport: passport.to_owned(),
+        sku: "store-rail-receipt".to_owned(),
+        resource: "http://127.0.0.1:4020/api/x402/store-rail-receipt".to_owned(),
+        payer: Some("0xAbC0000000000000000000000000000000000001".to_owned()),
+        network: "eip155:8453".to_owned(),
+        transaction: "0x01".to_owned(),
+        amount: "1.00".parse().unwrap(),
+        payment_key: payment_key.to_owned(),
+        demo: false,
+        issued: 1_788_868_800,
+        referral: Some(Referral {
+            cited: "pp_AAAAAAAAAAAAAAAAAAAAAA".to_owned(),
+            counted: false,
+            reason: "unknown_passport".to_owned(),
+        }),
+    }
+}
+
+#[tokio::test]
+async fn a_failure_midway_leaves_no_partial_rows() {
+    let (_dir, store, _) = temp_store().await;
+    let first = NewOrder {
+        order: order("pp_first", "key-1"),
+        secret_hash: "hash-1".to_owned(),
+    };
+    assert!(matches!(
+        store.record_order(&first).await.unwrap(),
+        Recorded::Created(_)
+    ));
+    let before = store.row_counts().await.unwrap();
+    assert_eq!(
+        (
+            before["orders"],
+            before["fulfillment_grants"],
+            before["referrals"]
+        ),
+        (1, 1, 1)
+    );
+
+    // The order row goes in, then the grant collides with the first order's: all rolled back.
+    let clash = NewOrder {
+        order: order("pp_second", "key-2"),
+        secret_hash: "hash-1".to_owned(),
+    };
+    let error = store.record_order(&clash).await.unwrap_err();
+    assert!(error.is_unique_violation(), "{error}");
+    assert_eq!(store.row_counts().await.unwrap(), before);
+    assert_eq!(store.order_by_passport("pp_second").await.unwrap(), None);
+    assert_eq!(store.order_by_payment_key("key-2").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn one_payment_makes_one_order() {
+    let (_dir, store, _) = temp_store().await;
+    let first = NewOrder {
+        order: order("pp_first", "key-1"),
+        secret_hash: "hash-1".to_owned(),
+    };
+    let created = store.record_order(&first).await.unwrap();
+    let again = NewOrder {
+        order: order("pp_other", "key-1"),
+        secret_hash: "hash-2".to_owned(),
+    };
+    let existing = store.record_order(&again).await.unwrap();
+    assert_eq!(existing, Recorded::Existing(created.into_order()));
+    let rows = store.row_counts().await.unwrap();
+    assert_eq!((rows["orders"], rows["fulfillment_grants"]), (1, 2));
+    assert!(store.grant_matches("pp_first", "hash-1").await.unwrap());
+    assert!(store.grant_matches("pp_first", "hash-2").await.unwrap());
+    assert!(!store.grant_matches("pp_other", "hash-2").await.unwrap());
+}
+
+#[tokio::test]
+async fn orders_read_back_exactly() {
+    let (_dir, store, url) = temp_store().await;
+    let new = NewOrder {
+        order: order("pp_first", "key-1"),
+        secret_hash: "hash-1".to_owned(),
+    };
+    store.record_order(&new).await.unwrap();
+    drop(store);
+    let reopened = Store::open(&url).await.unwrap();
+    assert_eq!(
+        reopened.order_by_passport("pp_first").await.unwrap(),
+        Some(new.order.clone())
+    );
+    let mut plain = new.order.clone();
+    plain.passport = "pp_plain".to_owned();
+    plain.payment_key = "key-plain".to_owned();
+    plain.referral = None;
+    plain.payer = None;
+    let recorded = reopened
+        .record_order(&NewOrder {
+            order: plain.clone(),
+            secret_hash: "hash-plain".to_owned(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(recorded, Recorded::Created(plain.clone()));
+    assert_eq!(
+        reopened.order_by_payment_key("key-plain").await.unwrap(),
+        Some(plain)
+    );
+}
+
+fn settlement_record(nonce: &str, resource: &str, transaction: &str) -> SettlementRecord {
+    let requirement = PaymentRequirements {
+        scheme: "exact".to_owned(),
+        network: Network::BASE,
+        amount: AtomicAmount(1_000_000),
+        asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913".to_owned(),
+        pay_to: "0x209693Bc6afc0C5328bA36FaF03C514EF312287C".to_owned(),
+        max_timeout_seconds: 300,
+        extra: None,
+    };
+    let payload = PaymentPayload {
+        x402_version: X402Version::V2,
+        resource: None,
+        accepted: requirement.clone(),
+        payload: serde_json::json!({
+            "signature": "0x00",
+            "authorization": {
+                "from": "0x857b06519E91e3A54538791bDbb0E22373e36b66",
+                "to": requirement.pay_to,
+                "value": "1000000",
+                "validAfter": "0",
+                "validBefore": "9999999999",
+                "nonce": nonce,
+            }
+        }),
+        extensions: None,
+    };
+    let settlement = SettleResponse {
+        success: true,
+        error_reason: None,
+        error_message: None,
+        payer: Some("0x857b06519E91e3A54538791bDbb0E22373e36b66".to_owned()),
+        transaction: transaction.to_owned(),
+        network: Network::BASE,
+        amount: Some(AtomicAmount(1_000_000)),
+        extensions: None,
+    };
+    SettlementRecord::new(&payload, resource, requirement, settlement)
+}
+
+#[tokio::test]
+async fn settlement_records_keep_the_first_and_survive_reopening() {
+    let (_dir, store, url) = temp_store().await;
+    let record = settlement_record("0xaa", "http://127.0.0.1:4020/api/x402/a", "0x01");
+    assert_eq!(store.find(&record.key).await.unwrap(), None);
+    store.save(&record).await.unwrap();
+    // Saving the same key again keeps the first record.
+    let later = settlement_record("0xaa", "http://127.0.0.1:4020/api/x402/b", "0x02");
+    assert_eq!(later.key, record.key);
+    store.save(&later).await.unwrap();
+    drop(store);
+
+    let reopened = Store::open(&url).await.unwrap();
+    assert_eq!(reopened.find(&record.key).await.unwrap(), Some(record));
+    assert_eq!(
+        reopened
+            .find(&PaymentKey::from_stored("id:nothing"))
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+#[tokio::test]
+async fn in_memory_databases_and_bad_urls() {
+    let store = Store::open("sqlite::memory:").await.unwrap();
+    let new = NewOrder {
+        order: order("pp_first", "key-1"),
+        secret_hash: "hash-1".to_owned(),
+    };
+    store.record_order(&new).await.unwrap();
+    assert_eq!(store.row_counts().await.unwrap()["orders"], 1);
+    assert!(Store::open("postgres://localhost/store").await.is_err());
+}

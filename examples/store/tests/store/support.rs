@@ -1,0 +1,369 @@
+//! The store's test harness: the whole app over a temporary SQLite file with the in-process
+//! sandbox facilitator (or a wrapper around it), one [`Answer`] type for every response, request
+//! helpers, and a [`Shop`] to buy from (sign, present, restart over the same database).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode};
+use serde_json::Value;
+use tempfile::TempDir;
+use tower::ServiceExt as _;
+use tower_x402::facilitator::BoxFuture;
+use tower_x402::proto::header;
+use tower_x402::proto::{
+    PAYMENT_REQUIRED, PaymentRequired, SettleRequest, SettleResponse, SupportedKind,
+    SupportedResponse, VerifyRequest, VerifyResponse, X402Version,
+};
+use tower_x402::sandbox::{SandboxFacilitator, SandboxWallet};
+use tower_x402::{Facilitator, FacilitatorError};
+
+use x402_store::app::{AppState, app, build_state_with};
+use x402_store::config::Config;
+
+/// A store under test. The database directory lives as long as this value.
+pub(crate) struct TestStore {
+    pub(crate) state: AppState,
+    pub(crate) app: Router,
+    _dir: TempDir,
+}
+
+/// An answer with its body read (and parsed when it is JSON).
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) text: String,
+    pub(crate) json: Value,
+}
+
+impl Answer {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|value| value.to_str().ok())
+    }
+
+    /// The `PAYMENT-REQUIRED` challenge, decoded to JSON as sent (field order kept).
+    pub(crate) fn challenge(&self) -> Value {
+        use base64::Engine as _;
+        let encoded = self
+            .header(PAYMENT_REQUIRED.as_str())
+            .expect("no PAYMENT-REQUIRED header");
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+}
+
+/// A demo store with default settings.
+pub(crate) async fn store() -> TestStore {
+    store_with(|_| {}, Arc::new(SandboxFacilitator::new())).await
+}
+
+/// A store whose settings `edit` adjusts, paying through `facilitator`.
+pub(crate) async fn store_with(
+    edit: impl FnOnce(&mut Config),
+    facilitator: Arc<dyn Facilitator>,
+) -> TestStore {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, app) = open_app(&dir.path().join("store.db"), edit, facilitator, true).await;
+    TestStore {
+        app,
+        state,
+        _dir: dir,
+    }
+}
+
+/// The app over the SQLite file `database`, with settings adjusted by `edit` (and checked).
+async fn open_app(
+    database: &std::path::Path,
+    edit: impl FnOnce(&mut Config),
+    facilitator: Arc<dyn Facilitator>,
+    demo: bool,
+) -> (AppState, Router) {
+    let mut config = Config::for_tests(format!("sqlite://{}", database.display()));
+    edit(&mut config);
+    config.validate().unwrap();
+    let state = build_state_with(config, facilitator, demo).await.unwrap();
+    (state.clone(), app(state))
+}
+
+/// Sends `request` to `app` and reads the whole answer.
+async fn send(app: &Router, request: Request<Body>) -> Answer {
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap()
+        .to_vec();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    Answer {
+        status,
+        headers,
+        bytes,
+        text,
+        json,
+    }
+}
+
+impl TestStore {
+    pub(crate) async fn get(&self, uri: &str) -> Answer {
+        self.send(Request::get(uri).body(Body::empty()).unwrap())
+            .await
+    }
+
+    pub(crate) async fn send(&self, request: Request<Body>) -> Answer {
+        send(&self.app, request).await
+    }
+
+    /// POSTs a JSON-RPC message to `/mcp` with the usual MCP headers.
+    pub(crate) async fn mcp(&self, body: &str) -> Answer {
+        self.send(
+            Request::post("/mcp")
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .body(Body::from(body.to_owned()))
+                .unwrap(),
+        )
+        .await
+    }
+
+    /// Calls an MCP tool and returns the `result`.
+    pub(crate) async fn tool(&self, name: &str, arguments: Value) -> Value {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": name, "arguments": arguments}});
+        let answer = self.mcp(&body.to_string()).await;
+        assert_eq!(answer.status, StatusCode::OK, "{}", answer.text);
+        answer.json["result"].clone()
+    }
+}
+
+/// Serves `router` on a fresh loopback port until the test ends.
+pub(crate) async fn serve(router: Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    address
+}
+
+/// The sandbox, with extra kinds added to its `/supported` answer.
+pub(crate) struct ExtraKinds {
+    inner: SandboxFacilitator,
+    kinds: Vec<SupportedKind>,
+}
+
+impl ExtraKinds {
+    pub(crate) fn new(
+        kinds: Vec<(
+            tower_x402::proto::Network,
+            Option<serde_json::Map<String, Value>>,
+        )>,
+    ) -> Self {
+        let kinds = kinds
+            .into_iter()
+            .map(|(network, extra)| SupportedKind {
+                x402_version: X402Version::V2,
+                scheme: "exact".to_owned(),
+                network,
+                extra,
+            })
+            .collect();
+        Self {
+            inner: SandboxFacilitator::new(),
+            kinds,
+        }
+    }
+}
+
+impl Facilitator for ExtraKinds {
+    fn verify<'a>(
+        &'a self,
+        request: &'a VerifyRequest,
+    ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
+        self.inner.verify(request)
+    }
+
+    fn settle<'a>(
+        &'a self,
+        request: &'a SettleRequest,
+    ) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
+        self.inner.settle(request)
+    }
+
+    fn supported(&self) -> BoxFuture<'_, Result<Arc<SupportedResponse>, FacilitatorError>> {
+        Box::pin(async move {
+            let mut supported = (*self.inner.supported().await?).clone();
+            // Replace any kind for the same network, so a test decides its `extra`.
+            supported
+                .kinds
+                .retain(|kind| !self.kinds.iter().any(|extra| extra.network == kind.network));
+            supported.kinds.extend(self.kinds.iter().cloned());
+            Ok(Arc::new(supported))
+        })
+    }
+}
+
+/// A facilitator whose `/supported` fails (verify and settle fail too).
+pub(crate) struct Unreachable;
+
+impl Unreachable {
+    fn error(endpoint: tower_x402::facilitator::Endpoint) -> FacilitatorError {
+        FacilitatorError::Unreachable {
+            endpoint,
+            source: "connection refused".into(),
+        }
+    }
+}
+
+impl Facilitator for Unreachable {
+    fn verify<'a>(
+        &'a self,
+        _: &'a VerifyRequest,
+    ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
+        Box::pin(async { Err(Self::error(tower_x402::facilitator::Endpoint::Verify)) })
+    }
+
+    fn settle<'a>(
+        &'a self,
+        _: &'a SettleRequest,
+    ) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
+        Box::pin(async { Err(Self::error(tower_x402::facilitator::Endpoint::Settle)) })
+    }
+
+    fn supported(&self) -> BoxFuture<'_, Result<Arc<SupportedResponse>, FacilitatorError>> {
+        Box::pin(async { Err(Self::error(tower_x402::facilitator::Endpoint::Supported)) })
+    }
+}
+
+/// The cheapest SKU.
+pub(crate) const RECEIPT: &str = "store-rail-receipt";
+/// Two SKUs at the same price (42.00), so one's payment matches the other's accept.
+pub(crate) const TAX: &str = "store-tax-protocol";
+pub(crate) const STAMPS: &str = "store-stamps-afr-protocol";
+
+/// A running store: its state, router, facilitator and database directory.
+pub(crate) struct Shop {
+    pub(crate) state: AppState,
+    pub(crate) app: Router,
+    pub(crate) facilitator: SandboxFacilitator,
+    pub(crate) dir: Arc<TempDir>,
+}
+
+impl Shop {
+    /// A fresh store in a new temporary directory.
+    pub(crate) async fn open(demo: bool) -> Self {
+        let dir = Arc::new(tempfile::tempdir().unwrap());
+        Self::open_in(dir, SandboxFacilitator::new(), demo, None).await
+    }
+
+    /// A store over the database in `dir`, with `facilitator`.
+    pub(crate) async fn open_in(
+        dir: Arc<TempDir>,
+        facilitator: SandboxFacilitator,
+        demo: bool,
+        content_dir: Option<PathBuf>,
+    ) -> Self {
+        let (state, app) = open_app(
+            &dir.path().join("data").join("store.db"),
+            |config| config.content_dir = content_dir,
+            Arc::new(facilitator.clone()),
+            demo,
+        )
+        .await;
+        Self {
+            app,
+            state,
+            facilitator,
+            dir,
+        }
+    }
+
+    /// The same database and facilitator, as a new process would see them; `self` is flushed
+    /// and dropped first.
+    pub(crate) async fn restart(self, demo: bool) -> Self {
+        self.state.standing.flush().await.unwrap();
+        let Self {
+            dir, facilitator, ..
+        } = self;
+        Self::open_in(dir, facilitator, demo, None).await
+    }
+
+    /// `GET uri` with `headers`.
+    pub(crate) async fn get(&self, uri: &str, headers: &[(&str, &str)]) -> Answer {
+        let mut request = Request::get(uri);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        send(&self.app, request.body(Body::empty()).unwrap()).await
+    }
+
+    /// The challenge of `slug`.
+    pub(crate) async fn challenge(&self, slug: &str) -> PaymentRequired {
+        let answer = self.get(&format!("/api/x402/{slug}"), &[]).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::PAYMENT_REQUIRED,
+            "{}",
+            answer.text
+        );
+        header::decode(answer.headers[PAYMENT_REQUIRED].as_bytes()).unwrap()
+    }
+
+    /// A `PAYMENT-SIGNATURE` value paying `slug` from `wallet`.
+    pub(crate) async fn sign(&self, wallet: &SandboxWallet, slug: &str) -> String {
+        let required = self.challenge(slug).await;
+        let payload = wallet.pay(&required).unwrap();
+        header::encode(&payload)
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// Presents `signature` for `slug`, optionally citing `referrer`.
+    pub(crate) async fn present(
+        &self,
+        slug: &str,
+        signature: &str,
+        referrer: Option<&str>,
+    ) -> Answer {
+        let mut headers = vec![("payment-signature", signature)];
+        if let Some(referrer) = referrer {
+            headers.push(("x-referrer-passport", referrer));
+        }
+        self.get(&format!("/api/x402/{slug}"), &headers).await
+    }
+
+    /// Pays for `slug` from `wallet` and expects a 200.
+    pub(crate) async fn buy(
+        &self,
+        wallet: &SandboxWallet,
+        slug: &str,
+        referrer: Option<&str>,
+    ) -> Answer {
+        let signature = self.sign(wallet, slug).await;
+        let answer = self.present(slug, &signature, referrer).await;
+        assert_eq!(answer.status, StatusCode::OK, "{}", answer.text);
+        answer
+    }
+}
+
+/// The Passport id of a purchase answer.
+pub(crate) fn passport_of(answer: &Answer) -> String {
+    answer.json["passport"]["passport"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// The path and query of the first fulfillment URL of a purchase answer.
+pub(crate) fn first_file_path(answer: &Answer) -> String {
+    let url = answer.json["fulfillment"][0]["url"].as_str().unwrap();
+    let path = url.strip_prefix("http://127.0.0.1:4020").unwrap();
+    path.to_owned()
+}
