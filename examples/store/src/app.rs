@@ -10,7 +10,7 @@ use axum::{Extension, Json, Router};
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
-use tower_x402::layer::OfferError;
+use tower_x402::layer::pricing::OfferError;
 use tower_x402::sandbox::SandboxFacilitator;
 use tower_x402::{Facilitator, HttpFacilitator};
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use percent_encoding::percent_decode_str;
 use serde_json::{Value, json};
-use tower_x402::layer::OfferError;
+use tower_x402::layer::pricing::OfferError;
 use tower_x402::proto::{Extension, ResourceInfo, UsdAmount, UsdcDeployment};
 use tower_x402::{Offer, SettlementMode};
 
@@ -166,10 +166,15 @@ impl Catalog {
                 tag,
                 price,
                 resource_url,
-                offer: Arc::new(draft.clone()),
+                offer: Arc::new(draft),
             };
             let example = purchase::response_example(config, &sku, demo).await;
-            sku.offer = Arc::new(with_extension(&draft, "bazaar", bazaar_extension(example))?);
+            sku.offer = Arc::new(
+                sku.offer
+                    .to_builder()
+                    .extension("bazaar", bazaar_extension(example))
+                    .build()?,
+            );
             skus.push(sku);
         }
         let by_slug = skus
@@ -220,15 +225,6 @@ impl Catalog {
         let slug = percent_decode_str(segment).decode_utf8().ok()?;
         self.get(&slug)
     }
-}
-
-/// `offer` rebuilt with one more extension.
-fn with_extension(offer: &Offer, key: &str, extension: Extension) -> Result<Offer, OfferError> {
-    let mut builder = Offer::builder(offer.resource().clone()).settlement(offer.settlement_mode());
-    for accept in offer.accepts() {
-        builder = builder.accept(accept.clone());
-    }
-    builder.extension(key, extension).build()
 }
 
 /// The `bazaar` extension of a GET product without inputs, in the shape indexers read: an

@@ -13,12 +13,15 @@
 
 use serde::Serialize;
 use serde_json::{Map, Value};
-use tower_x402::layer::DEFAULT_MAX_TIMEOUT_SECONDS;
 use tower_x402::proto::{
     MoneyError, PaymentRequirements, SupportedResponse, UsdAmount, UsdcDeployment,
 };
 
 use crate::config::Config;
+
+/// How long a payment signed for another door stays usable: the window `Offer::builder` gives
+/// the canonical accept (300 s, the reference servers' value).
+const MAX_TIMEOUT_SECONDS: u64 = 300;
 
 /// Whether a door takes payments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -203,7 +206,7 @@ impl Doors {
                     amount: price.to_atomic(door.deployment.decimals)?,
                     asset: door.deployment.asset.to_owned(),
                     pay_to: door.treasury.clone(),
-                    max_timeout_seconds: DEFAULT_MAX_TIMEOUT_SECONDS,
+                    max_timeout_seconds: MAX_TIMEOUT_SECONDS,
                     extra,
                 })
             })

@@ -36,6 +36,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tower_x402::VerifiedPayment;
+use tower_x402::layer::SettledPayment;
 use tower_x402::proto::{
     AtomicAmount, PaymentRequirements, SettleResponse, UsdAmount, UsdcDeployment,
 };
@@ -89,38 +90,19 @@ impl PurchaseBody {
     }
 }
 
-/// `GET /api/x402/{sku}` behind `X402Layer` in `SettlementMode::Before`.
+/// `GET /api/x402/{sku}` behind `X402Layer` in `SettlementMode::Before`: the layer only lets
+/// a request through once its payment has settled for this very SKU ([`SettledPayment`]).
 pub async fn purchase(
     State(state): State<AppState>,
     Path(slug): Path<String>,
-    payment: Option<VerifiedPayment>,
+    paid: SettledPayment,
     headers: HeaderMap,
 ) -> Response {
     let Some(sku) = state.catalog.get(&slug) else {
         return json_error(StatusCode::NOT_FOUND, "no SKU with this slug");
     };
-    let Some(payment) = payment else {
-        tracing::error!(sku = %slug, "paid route reached without a verified payment");
-        return json_error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "this route is not behind the paywall",
-        );
-    };
-    let Some(settlement) = payment.settlement.as_ref() else {
-        tracing::error!(sku = %slug, "paid route reached before settlement; the layer must settle first");
-        return json_error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "payment not settled before fulfillment",
-        );
-    };
-    if payment.offer.resource().url != sku.resource_url {
-        tracing::error!(sku = %slug, paid = %payment.offer.resource().url, "payment is for another resource");
-        return json_error(
-            StatusCode::CONFLICT,
-            "this payment was made for a different resource",
-        );
-    }
-    match fulfil(&state, sku, &payment, settlement, &headers).await {
+    let (payment, settlement) = (&paid.payment, &paid.settlement);
+    match fulfil(&state, sku, payment, settlement, &headers).await {
         Ok(body) => paid_response(body),
         Err(Failure::OtherSku) => json_error(
             StatusCode::CONFLICT,

@@ -10,8 +10,8 @@
 
 mod sqlite;
 
-use tower_x402::facilitator::BoxFuture;
-use tower_x402::layer::{PaymentKey, SettlementRecord, SettlementStore, StoreError};
+use tower_x402::BoxFuture;
+use tower_x402::layer::settlement::{PaymentKey, SettlementRecord, SettlementStore, StoreError};
 use tower_x402::proto::UsdAmount;
 
 use self::sqlite::SqliteBackend;

@@ -7,7 +7,7 @@ use sqlx::Row as _;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
 };
-use tower_x402::layer::{PaymentKey, SettlementRecord};
+use tower_x402::layer::settlement::{PaymentKey, SettlementRecord};
 use tower_x402::proto::UsdAmount;
 
 use super::{Counter, Mode, NewOrder, Order, OrderFunnel, Recorded, Referral, StorageError};

@@ -1,6 +1,6 @@
 //! The storage layer: transactions, idempotent orders, settlement records.
 
-use tower_x402::layer::{PaymentKey, SettlementRecord, SettlementStore as _};
+use tower_x402::layer::settlement::{PaymentKey, SettlementRecord, SettlementStore as _};
 use tower_x402::proto::{
     AtomicAmount, Network, PaymentPayload, PaymentRequirements, SettleResponse, X402Version,
 };

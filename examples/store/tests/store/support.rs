@@ -12,11 +12,11 @@ use axum::http::{HeaderMap, Request, StatusCode};
 use serde_json::Value;
 use tempfile::TempDir;
 use tower::ServiceExt as _;
-use tower_x402::facilitator::BoxFuture;
+use tower_x402::BoxFuture;
 use tower_x402::proto::header;
 use tower_x402::proto::{
-    PAYMENT_REQUIRED, PaymentRequired, SettleRequest, SettleResponse, SupportedKind,
-    SupportedResponse, VerifyRequest, VerifyResponse, X402Version,
+    FacilitatorRequest, PAYMENT_REQUIRED, PaymentRequired, SettleResponse, SupportedKind,
+    SupportedResponse, VerifyResponse, X402Version,
 };
 use tower_x402::sandbox::{SandboxFacilitator, SandboxWallet};
 use tower_x402::{Facilitator, FacilitatorError};
@@ -183,14 +183,14 @@ impl ExtraKinds {
 impl Facilitator for ExtraKinds {
     fn verify<'a>(
         &'a self,
-        request: &'a VerifyRequest,
+        request: &'a FacilitatorRequest,
     ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
         self.inner.verify(request)
     }
 
     fn settle<'a>(
         &'a self,
-        request: &'a SettleRequest,
+        request: &'a FacilitatorRequest,
     ) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
         self.inner.settle(request)
     }
@@ -223,14 +223,14 @@ impl Unreachable {
 impl Facilitator for Unreachable {
     fn verify<'a>(
         &'a self,
-        _: &'a VerifyRequest,
+        _: &'a FacilitatorRequest,
     ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
         Box::pin(async { Err(Self::error(tower_x402::facilitator::Endpoint::Verify)) })
     }
 
     fn settle<'a>(
         &'a self,
-        _: &'a SettleRequest,
+        _: &'a FacilitatorRequest,
     ) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
         Box::pin(async { Err(Self::error(tower_x402::facilitator::Endpoint::Settle)) })
     }
