@@ -137,7 +137,8 @@ both!(
     settle_before_refused_never_reaches_handler,
     settle_timeout_gets_503_never_402,
     settle_unreachable_gets_503_never_402,
-    malformed_settle_reply_gets_502,
+    malformed_settle_reply_is_in_doubt,
+    settle_nonce_already_used_is_in_doubt,
     repeated_payment_is_answered_from_record,
     settled_payment_cannot_buy_another_resource,
     payment_identifier_reused_for_another_payment_gets_409,
@@ -455,10 +456,7 @@ async fn settle_before_hands_settlement_to_handler(via: Via) {
 }
 
 async fn settle_before_refused_never_reaches_handler(via: Via) {
-    let script = Scripted::new(
-        Script::Accept,
-        Script::Refuse("invalid_exact_evm_nonce_already_used"),
-    );
+    let script = Scripted::new(Script::Accept, Script::Refuse("insufficient_funds"));
     let offer = offer(URL, SettlementMode::Before);
     let (response, inner_calls) = send(
         via,
@@ -486,10 +484,24 @@ async fn settle_unreachable_gets_503_never_402(via: Via) {
     assert_unavailable(via, script, SettlementMode::Before).await;
 }
 
-async fn malformed_settle_reply_gets_502(via: Via) {
+/// A settle answer that cannot be read may hide a transfer: the payment is in doubt, never 402.
+async fn malformed_settle_reply_is_in_doubt(via: Via) {
     for mode in [SettlementMode::After, SettlementMode::Before] {
         let script = Scripted::new(Script::Accept, Script::Garbage);
-        assert_bad_gateway(via, &script, mode).await;
+        assert_unavailable(via, script.clone(), mode).await;
+        assert_eq!(script.settle_calls(), 1);
+    }
+}
+
+/// `nonce already used` after this server's own verify passed may be this very payment: the
+/// payment is in doubt (503), never 402.
+async fn settle_nonce_already_used_is_in_doubt(via: Via) {
+    for mode in [SettlementMode::After, SettlementMode::Before] {
+        let script = Scripted::new(
+            Script::Accept,
+            Script::Refuse("invalid_exact_evm_nonce_already_used"),
+        );
+        assert_unavailable(via, script.clone(), mode).await;
         assert_eq!(script.settle_calls(), 1);
     }
 }
@@ -766,44 +778,71 @@ async fn payment_response_decodes_with_the_header_codec() {
     assert_eq!(settlement.amount.unwrap().to_string(), "1000000");
 }
 
-/// An application database that is having a bad day: reads find nothing or fail, writes fail.
+/// An application database that is having a bad day: reads fail, or recording a settlement
+/// fails (the steps before it work).
 #[derive(Debug)]
 struct BrokenStore {
     readable: bool,
+    inner: tower_x402::layer::settlement::MemorySettlementStore,
 }
 
+impl BrokenStore {
+    fn new(readable: bool) -> Self {
+        Self {
+            readable,
+            inner: Default::default(),
+        }
+    }
+}
+
+type StoreResult<'a, T> =
+    tower_x402::BoxFuture<'a, Result<T, tower_x402::layer::settlement::StoreError>>;
+
 impl tower_x402::layer::settlement::SettlementStore for BrokenStore {
-    fn find<'a>(
+    fn load<'a>(
         &'a self,
-        _key: &'a tower_x402::layer::settlement::PaymentKey,
-    ) -> tower_x402::BoxFuture<
-        'a,
-        Result<
-            Option<tower_x402::layer::settlement::SettlementRecord>,
-            tower_x402::layer::settlement::StoreError,
-        >,
-    > {
-        let readable = self.readable;
-        Box::pin(async move {
-            if readable {
-                Ok(None)
-            } else {
-                Err(tower_x402::layer::settlement::StoreError(
-                    "connection refused".into(),
-                ))
-            }
+        key: &'a tower_x402::layer::settlement::PaymentKey,
+    ) -> StoreResult<'a, Option<tower_x402::layer::settlement::LedgerEntry>> {
+        if self.readable {
+            return self.inner.load(key);
+        }
+        Box::pin(async {
+            Err(tower_x402::layer::settlement::StoreError(
+                "connection refused".into(),
+            ))
         })
     }
 
-    fn save<'a>(
+    fn insert<'a>(
         &'a self,
-        _record: &'a tower_x402::layer::settlement::SettlementRecord,
-    ) -> tower_x402::BoxFuture<'a, Result<(), tower_x402::layer::settlement::StoreError>> {
-        Box::pin(async {
-            Err(tower_x402::layer::settlement::StoreError(
-                "disk full".into(),
-            ))
-        })
+        key: &'a tower_x402::layer::settlement::PaymentKey,
+        state: &'a tower_x402::layer::settlement::PaymentState,
+    ) -> StoreResult<'a, bool> {
+        self.inner.insert(key, state)
+    }
+
+    fn replace<'a>(
+        &'a self,
+        key: &'a tower_x402::layer::settlement::PaymentKey,
+        version: u64,
+        state: &'a tower_x402::layer::settlement::PaymentState,
+    ) -> StoreResult<'a, bool> {
+        if let tower_x402::layer::settlement::PaymentState::Settled { .. } = state {
+            return Box::pin(async {
+                Err(tower_x402::layer::settlement::StoreError(
+                    "disk full".into(),
+                ))
+            });
+        }
+        self.inner.replace(key, version, state)
+    }
+
+    fn remove<'a>(
+        &'a self,
+        key: &'a tower_x402::layer::settlement::PaymentKey,
+        version: u64,
+    ) -> StoreResult<'a, bool> {
+        self.inner.remove(key, version)
     }
 }
 
@@ -811,8 +850,8 @@ impl tower_x402::layer::settlement::SettlementStore for BrokenStore {
 async fn settled_payment_is_recognised_when_the_store_cannot_save_it() {
     let script = Scripted::accepting();
     let offer = offer(URL, SettlementMode::Before);
-    let layer = X402Layer::new(script.clone(), offer.clone())
-        .settlement_store(BrokenStore { readable: true });
+    let layer =
+        X402Layer::new(script.clone(), offer.clone()).settlement_store(BrokenStore::new(true));
     let payload = payment(&offer, 4);
     let (first, _) = send_with(layer.clone(), StatusCode::OK, paid_get("/report", &payload)).await;
     assert_eq!(first.status(), StatusCode::OK);
@@ -826,8 +865,8 @@ async fn settled_payment_is_recognised_when_the_store_cannot_save_it() {
 async fn unreadable_store_refuses_payment_with_503() {
     let script = Scripted::accepting();
     let offer = offer(URL, SettlementMode::Before);
-    let layer = X402Layer::new(script.clone(), offer.clone())
-        .settlement_store(BrokenStore { readable: false });
+    let layer =
+        X402Layer::new(script.clone(), offer.clone()).settlement_store(BrokenStore::new(false));
     let (response, inner_calls) = send_with(
         layer,
         StatusCode::OK,

@@ -2,7 +2,7 @@
 
 use super::pricing::Offer;
 use super::refusal::Refusal;
-use super::settlement::SettlementRecord;
+use super::settlement::{PaymentKey, SettlementRecord};
 use crate::proto::{PaymentPayload, SettleResponse};
 
 /// Something that happened to a priced request.
@@ -41,6 +41,27 @@ pub enum PaymentEvent<'a> {
         offer: &'a Offer,
         /// The record used.
         record: &'a SettlementRecord,
+    },
+    /// A payment entered *in doubt*: `/settle` may have moved money but its outcome is unknown.
+    /// Alert on payments that stay here; a retry of the same payment, or an operator, resolves
+    /// them.
+    InDoubt {
+        /// The offer being paid.
+        offer: &'a Offer,
+        /// The payment.
+        key: &'a PaymentKey,
+        /// Why the outcome is unknown.
+        reason: &'a str,
+    },
+    /// A payment left *in doubt* (or a crashed process's *settling*): it settled, with
+    /// `settlement`, or never did and was released (`None`; the buyer may pay again).
+    DoubtResolved {
+        /// The offer being paid.
+        offer: &'a Offer,
+        /// The payment.
+        key: &'a PaymentKey,
+        /// The settlement found, or `None` when the payment was released.
+        settlement: Option<&'a SettleResponse>,
     },
     /// The request was refused, for any reason but a missing payment (that is
     /// [`ChallengeServed`](Self::ChallengeServed)).

@@ -11,7 +11,7 @@ use tower_service::Service;
 
 use super::body::ResponseBody;
 use super::gate::responses::{into_body, mark_paid};
-use super::gate::{Gate, Paid, settle_after};
+use super::gate::{Gate, Paid, release_after, settle_after};
 use crate::BoxFuture;
 use crate::proto::SettleResponse;
 
@@ -45,6 +45,7 @@ pin_project! {
         },
         Inner { #[pin] future: S::Future, paid: Option<Box<Paid>> },
         Settle { settle: SettleFuture, response: Option<Response<ResBody>> },
+        Release { release: BoxFuture<'static, ()>, response: Option<Response<ResBody>> },
     }
 }
 
@@ -126,13 +127,23 @@ where
                         return Poll::Ready(Ok(response.map(ResponseBody::inner)));
                     }
                     if response.status().as_u16() >= 400 {
-                        // The handler failed: the buyer is not charged.
-                        return Poll::Ready(Ok(response.map(ResponseBody::inner)));
+                        // The handler failed: the buyer is not charged, and the payment is
+                        // released so that it can be used again.
+                        this.state.set(State::Release {
+                            release: Box::pin(release_after(paid)),
+                            response: Some(response),
+                        });
+                        continue;
                     }
                     this.state.set(State::Settle {
                         settle: Box::pin(settle_after(paid)),
                         response: Some(response),
                     });
+                }
+                StateProj::Release { release, response } => {
+                    ready!(release.as_mut().poll(cx));
+                    let response = response.take().expect(POLLED_AFTER_COMPLETION);
+                    return Poll::Ready(Ok(response.map(ResponseBody::inner)));
                 }
                 StateProj::Settle { settle, response } => {
                     let (paid, outcome) = ready!(settle.as_mut().poll(cx));

@@ -81,7 +81,7 @@ use tower_layer::Layer;
 
 use self::gate::single_flight::Inflight;
 use self::pricing::Pricing;
-use self::settlement::{MemorySettlementStore, SettlementStore};
+use self::settlement::{MemorySettlementStore, Reconciler, SettlementStore};
 use crate::facilitator::Facilitator;
 use crate::proto::header::DEFAULT_MAX_LEN;
 
@@ -111,6 +111,9 @@ pub use service::X402;
 /// [`SettlementStore`](X402Layer::settlement_store).
 const RECENT_SETTLEMENTS: usize = 4096;
 
+/// How long a process holds a payment before another may take it over (default).
+const DEFAULT_LEASE: Duration = Duration::from_secs(120);
+
 /// A [`Layer`] that puts an x402 paywall in front of a service.
 ///
 /// See the [module docs](super) for the request flow and an example.
@@ -133,6 +136,14 @@ pub(crate) struct Config {
     pub(crate) max_header_len: usize,
     pub(crate) retry_after: Duration,
     pub(crate) inflight: Arc<Inflight>,
+    /// Who this layer is in the ledger's leases.
+    pub(crate) owner: Arc<str>,
+    /// How long a hold on a payment lasts before another process may take it over.
+    pub(crate) lease: Duration,
+    /// Asked about payments in doubt that re-sending `/settle` did not settle.
+    pub(crate) reconciler: Option<Arc<dyn Reconciler>>,
+    /// The pause before re-sending a `/settle` that answered `settlement_pending`.
+    pub(crate) pending_pause: Duration,
 }
 
 impl Config {
@@ -166,6 +177,10 @@ impl X402Layer {
                 max_header_len: DEFAULT_MAX_LEN,
                 retry_after: Duration::from_secs(5),
                 inflight: Arc::default(),
+                owner: gate::ledger::new_owner_id(),
+                lease: DEFAULT_LEASE,
+                reconciler: None,
+                pending_pause: Duration::from_secs(1),
             }),
         }
     }
@@ -183,6 +198,31 @@ impl X402Layer {
         let config = self.config_mut();
         config.store = Arc::new(store);
         config.recent = Some(MemorySettlementStore::new(RECENT_SETTLEMENTS));
+        self
+    }
+
+    /// Asks `reconciler` about payments in doubt that re-sending the identical `/settle` did not
+    /// settle: delivered when it finds the transfer, released (402) when it proves nothing moved
+    /// and the authorization expired, kept in doubt (503) otherwise. Without one, in-doubt
+    /// payments stay in doubt until the facilitator settles them on a retry.
+    pub fn reconciler(mut self, reconciler: impl Reconciler) -> Self {
+        self.config_mut().reconciler = Some(Arc::new(reconciler));
+        self
+    }
+
+    /// How long this layer holds a payment it is verifying or settling before another process
+    /// sharing the store may take it over (default 120 s). Choose it longer than the
+    /// facilitator's settle timeout plus the handler's run time in
+    /// [`SettlementMode::After`](pricing::SettlementMode::After); after a crash, the payment is
+    /// recovered by the first retry once the lease has run out.
+    pub fn settlement_lease(mut self, lease: Duration) -> Self {
+        self.config_mut().lease = lease;
+        self
+    }
+
+    /// The pause before re-sending a `/settle` that answered `settlement_pending` (default 1 s).
+    pub fn pending_settlement_pause(mut self, pause: Duration) -> Self {
+        self.config_mut().pending_pause = pause;
         self
     }
 
@@ -238,6 +278,9 @@ impl fmt::Debug for Config {
             .field("expose_headers", &self.expose_headers)
             .field("max_header_len", &self.max_header_len)
             .field("retry_after", &self.retry_after)
+            .field("owner", &self.owner)
+            .field("lease", &self.lease)
+            .field("reconciler", &self.reconciler.is_some())
             .finish_non_exhaustive()
     }
 }

@@ -26,6 +26,9 @@ use crate::proto::header::HeaderError;
 /// | [`Facilitator`](Self::Facilitator) answered wrongly | 502 | |
 /// | [`SettlementRefused`](Self::SettlementRefused) | 402 | the challenge, the failure in `PAYMENT-RESPONSE` |
 /// | [`RecordsUnavailable`](Self::RecordsUnavailable) | 503 | `Retry-After`; retry the same payment |
+/// | [`SettlementInDoubt`](Self::SettlementInDoubt) | 503 | `Retry-After`; retry the same payment, never charged twice |
+/// | [`PaymentInProgress`](Self::PaymentInProgress) | 503 | `Retry-After`; retry the same payment |
+/// | [`AuthorizationExpired`](Self::AuthorizationExpired) | 402 | the challenge; nothing moved, pay again |
 ///
 /// ```
 /// use http::StatusCode;
@@ -70,6 +73,19 @@ pub enum Refusal {
     /// The settlement records could not be read, so the layer cannot tell whether the payment
     /// already settled; it refuses rather than risk a second charge.
     RecordsUnavailable(StoreError),
+    /// `/settle` was sent and may have moved money, but its outcome is not known yet (the answer
+    /// was lost, timed out or said `settlement_pending`, and no reconciler could tell). The
+    /// payment is kept *in doubt*: retrying the same `PAYMENT-SIGNATURE` recovers it, and it is
+    /// never charged twice.
+    SettlementInDoubt {
+        /// Why the outcome is unknown, for the logs (never sent to the client).
+        reason: String,
+    },
+    /// Another process holds this payment right now (its lease has not expired).
+    PaymentInProgress,
+    /// The payment never settled (the chain says so) and its authorization has expired: nothing
+    /// moved, and the buyer may pay again.
+    AuthorizationExpired,
 }
 
 impl Refusal {
@@ -82,13 +98,16 @@ impl Refusal {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             Self::Facilitator(_) => StatusCode::BAD_GATEWAY,
-            Self::RecordsUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::RecordsUnavailable(_)
+            | Self::SettlementInDoubt { .. }
+            | Self::PaymentInProgress => StatusCode::SERVICE_UNAVAILABLE,
             Self::PaymentMissing
             | Self::OtherResource
             | Self::NoMatchingRequirement { .. }
             | Self::InvalidPayment { .. }
             | Self::SettledForAnotherResource
-            | Self::SettlementRefused(_) => StatusCode::PAYMENT_REQUIRED,
+            | Self::SettlementRefused(_)
+            | Self::AuthorizationExpired => StatusCode::PAYMENT_REQUIRED,
         }
     }
 }
@@ -138,6 +157,18 @@ impl fmt::Display for Refusal {
             Self::RecordsUnavailable(_) => {
                 f.write_str("settlement records are unavailable, retry the same payment later")
             }
+            Self::SettlementInDoubt { .. } => f.write_str(
+                "the settlement of this payment is not confirmed yet: retry the same payment (the \
+                 same PAYMENT-SIGNATURE); it will not be charged twice",
+            ),
+            Self::PaymentInProgress => f.write_str(
+                "this payment is being processed: retry the same payment (the same \
+                 PAYMENT-SIGNATURE); it will not be charged twice",
+            ),
+            Self::AuthorizationExpired => f.write_str(
+                "this payment never settled and its authorization has expired: nothing was \
+                 charged, sign a new payment",
+            ),
         }
     }
 }

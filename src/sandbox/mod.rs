@@ -43,6 +43,7 @@ mod eip712;
 mod facilitator;
 mod ledger;
 pub mod reason;
+mod reconcile;
 mod server;
 mod verify;
 mod wallet;

@@ -1,6 +1,6 @@
 //! The payment gate: everything between a decoded `PAYMENT-SIGNATURE` and the inner service —
-//! single-flight per payment, the replay check, verification, settlement — and the one path by
-//! which a [`Refusal`] becomes a response.
+//! single-flight per payment, the ledger claim, the replay check, recovery of payments in doubt,
+//! verification, settlement — and the one path by which a [`Refusal`] becomes a response.
 
 use std::sync::Arc;
 
@@ -8,26 +8,33 @@ use bytes::Bytes;
 use http::Response;
 use tracing::Instrument as _;
 
+use self::ledger::{Claim, Hold};
+use self::settle::Attempt;
 use self::single_flight::InflightGuard;
 use super::Config;
 use super::events::PaymentEvent;
 use super::payment::VerifiedPayment;
 use super::pricing::{Offer, SettlementMode};
 use super::refusal::Refusal;
-use super::settlement::{PaymentKey, SettlementRecord, fingerprint};
+use super::settlement::{
+    PaymentKey, PaymentState, SettlementIntent, SettlementRecord, fingerprint,
+};
 use crate::proto::{FacilitatorRequest, PaymentPayload, PaymentRequirements};
 
+pub(crate) mod ledger;
 pub(crate) mod responses;
 mod settle;
 pub(crate) mod single_flight;
 
-pub(crate) use settle::settle_after;
+pub(crate) use settle::{release_after, settle_after};
 
 /// A payment cleared to reach the inner service.
 pub(crate) struct Paid {
     pub(crate) config: Arc<Config>,
     pub(crate) payment: VerifiedPayment,
     pub(crate) request: FacilitatorRequest,
+    /// The ledger hold of a payment that settles after the handler; `None` once settled.
+    pub(crate) hold: Option<Hold>,
     /// Held until the payment's outcome is final, so duplicates wait for it.
     pub(crate) _guard: InflightGuard,
 }
@@ -47,8 +54,9 @@ pub(crate) fn refuse(config: &Config, offer: &Offer, refusal: &Refusal) -> Respo
     responses::refusal(config, offer, refusal)
 }
 
-/// Single-flights the payment, answers repeats from their record, verifies new payments and, in
-/// [`SettlementMode::Before`], settles them.
+/// Single-flights the payment, claims it in the ledger, answers repeats from their record,
+/// recovers payments in doubt, verifies new payments and, in [`SettlementMode::Before`], settles
+/// them.
 pub(crate) async fn authorize(
     config: Arc<Config>,
     offer: Arc<Offer>,
@@ -58,19 +66,15 @@ pub(crate) async fn authorize(
     let key = PaymentKey::of(&payload);
     let guard = Arc::clone(&config.inflight).acquire(key.clone()).await;
 
-    let remembered = config.recent.as_ref().and_then(|recent| recent.get(&key));
-    let found = match remembered {
-        Some(record) => Ok(Some(record)),
-        None => config.store.find(&key).await,
-    };
-    match found {
-        Ok(Some(record)) => return replay(config, offer, payload, record, guard),
-        Ok(None) => {}
-        Err(error) => {
-            tracing::warn!(%error, "settlement store unavailable; refusing payment rather than risk a second charge");
-            return Gate::Refuse(refuse(&config, &offer, &Refusal::RecordsUnavailable(error)));
-        }
+    if let Some(record) = config.recent.as_ref().and_then(|recent| recent.get(&key)) {
+        return replay(config, offer, payload, record, guard);
     }
+    let hold = match ledger::claim(&config, &key, &fingerprint(&payload)).await {
+        Claim::Fresh(hold) => hold,
+        Claim::Settled(record) => return replay(config, offer, payload, *record, guard),
+        Claim::Recover(hold, intent) => return recover(config, offer, hold, *intent, guard).await,
+        Claim::Refuse(refusal) => return Gate::Refuse(refuse(&config, &offer, &refusal)),
+    };
 
     let request = FacilitatorRequest::new(payload, requirement.clone());
     let span = tracing::info_span!("x402.verify", network = %requirement.network, scheme = %requirement.scheme);
@@ -78,10 +82,12 @@ pub(crate) async fn authorize(
         Ok(verified) => verified,
         Err(failure) => {
             tracing::warn!(error = %failure, "facilitator verify failed");
+            ledger::release(&config, &hold).await;
             return Gate::Refuse(refuse(&config, &offer, &Refusal::Facilitator(failure)));
         }
     };
     if !verified.is_valid {
+        ledger::release(&config, &hold).await;
         let reason = verified
             .invalid_reason
             .unwrap_or_else(|| "invalid_payment".to_owned());
@@ -102,8 +108,15 @@ pub(crate) async fn authorize(
         replayed: false,
         offer: Arc::clone(&offer),
     };
+    let mut hold = Some(hold);
     if offer.settlement_mode() == SettlementMode::Before {
-        match settle::settle(&config, &offer, &request).await {
+        let intent = SettlementIntent::new(offer.resource().url.clone(), request.clone());
+        let held = hold.take();
+        let outcome = match held {
+            Some(held) => settle::settle(&config, &offer, held, &intent, Attempt::First).await,
+            None => Err(refuse(&config, &offer, &Refusal::PaymentInProgress)),
+        };
+        match outcome {
             Ok(settlement) => {
                 payment.payer = payment.payer.or_else(|| settlement.payer.clone());
                 payment.settlement = Some(settlement);
@@ -115,6 +128,65 @@ pub(crate) async fn authorize(
         config,
         payment,
         request,
+        hold,
+        _guard: guard,
+    }))
+}
+
+/// Recovers a payment in doubt (or one whose settling process died): re-sends the identical
+/// `/settle`, then asks the reconciler. Delivered only once the settlement is proven.
+async fn recover(
+    config: Arc<Config>,
+    offer: Arc<Offer>,
+    hold: Hold,
+    intent: SettlementIntent,
+    guard: InflightGuard,
+) -> Gate {
+    let settling = PaymentState::Settling {
+        owner: config.owner.to_string(),
+        lease_until: ledger::lease_until(&config),
+        intent: intent.clone(),
+    };
+    let hold = match config
+        .store
+        .replace(&hold.key, hold.version, &settling)
+        .await
+    {
+        Ok(true) => Hold {
+            version: hold.version + 1,
+            ..hold
+        },
+        // Another process got there first; its outcome is the retry's answer.
+        Ok(false) => return Gate::Refuse(refuse(&config, &offer, &Refusal::PaymentInProgress)),
+        Err(error) => {
+            return Gate::Refuse(refuse(&config, &offer, &Refusal::RecordsUnavailable(error)));
+        }
+    };
+    tracing::info!(key = %hold.key, "recovering a payment in doubt: re-sending the identical /settle");
+    let key = hold.key.clone();
+    let settlement = match settle::settle(&config, &offer, hold, &intent, Attempt::Recovery).await {
+        Ok(settlement) => settlement,
+        Err(response) => return Gate::Refuse(response),
+    };
+    if intent.resource != offer.resource().url {
+        // Settled for the resource it was signed for; a retry there delivers it.
+        return Gate::Refuse(refuse(&config, &offer, &Refusal::SettledForAnotherResource));
+    }
+    let request = intent.request;
+    let payment = VerifiedPayment {
+        key,
+        payer: settlement.payer.clone(),
+        requirement: request.payment_requirements.clone(),
+        payload: Arc::new(request.payment_payload.clone()),
+        settlement: Some(settlement),
+        replayed: false,
+        offer,
+    };
+    Gate::Proceed(Box::new(Paid {
+        config,
+        payment,
+        request,
+        hold: None,
         _guard: guard,
     }))
 }
@@ -153,6 +225,7 @@ fn replay(
         config,
         payment,
         request,
+        hold: None,
         _guard: guard,
     }))
 }

@@ -42,7 +42,9 @@ pub(super) fn refusal(config: &Config, offer: &Offer, refusal: &Refusal) -> Resp
             let wait = failure.retry_after().unwrap_or(config.retry_after);
             unavailable(config, offer, wait, refusal)
         }
-        Refusal::RecordsUnavailable(_) => unavailable(config, offer, config.retry_after, refusal),
+        Refusal::RecordsUnavailable(_)
+        | Refusal::SettlementInDoubt { .. }
+        | Refusal::PaymentInProgress => unavailable(config, offer, config.retry_after, refusal),
         _ if status == StatusCode::PAYMENT_REQUIRED => {
             challenge_explained(config, offer, &refusal.to_string())
         }

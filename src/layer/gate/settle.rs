@@ -1,64 +1,337 @@
-//! Settlement through the facilitator, and the record that makes it happen once.
+//! Settlement through the facilitator, recorded in the ledger so that it happens once: the
+//! write-ahead intent, the re-send on `settlement_pending`, the reconciler, and *in doubt*.
 
 use bytes::Bytes;
 use http::Response;
 use tracing::Instrument as _;
 
+use super::ledger::{Hold, lease_until, now_ms, release};
 use super::{Paid, refuse};
+use crate::facilitator::FacilitatorError;
 use crate::layer::Config;
 use crate::layer::events::PaymentEvent;
 use crate::layer::pricing::Offer;
 use crate::layer::refusal::Refusal;
-use crate::layer::settlement::SettlementRecord;
+use crate::layer::settlement::{PaymentState, Reconciliation, SettlementIntent, SettlementRecord};
 use crate::proto::{FacilitatorRequest, SettleResponse};
 
-/// Settles through the facilitator and records a success. `Err` is the response to send.
+/// `success: false` reasons that do not prove nothing moved: the transaction may be on its way
+/// (`settlement_pending`), or the authorization was used — possibly by this very payment.
+const UNCERTAIN_REASONS: [&str; 5] = [
+    "settlement_pending",
+    "invalid_exact_evm_nonce_already_used",
+    "unexpected_settle_error",
+    "invalid_transaction_state",
+    "duplicate_settlement",
+];
+
+/// Whose `/settle` this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Attempt {
+    /// The payment's first: a definite refusal releases it (402).
+    First,
+    /// A recovery of a payment in doubt, already marked *settling* by this layer: only a
+    /// success or the reconciler's proof settles it.
+    Recovery,
+}
+
+/// What `/settle` answered, after the one re-send `settlement_pending` calls for.
+enum Sent {
+    Settled(SettleResponse),
+    Refused(SettleResponse),
+    Failed(FacilitatorError),
+}
+
+/// Settles the payment held by `hold` and records the outcome. In [`Attempt::First`] the
+/// *settling* intent is written first (nothing is sent if that fails). `Err` is the response.
 pub(super) async fn settle(
     config: &Config,
     offer: &Offer,
-    request: &FacilitatorRequest,
+    mut hold: Hold,
+    intent: &SettlementIntent,
+    attempt: Attempt,
 ) -> Result<SettleResponse, Response<Bytes>> {
+    if attempt == Attempt::First {
+        let settling = PaymentState::Settling {
+            owner: config.owner.to_string(),
+            lease_until: lease_until(config),
+            intent: intent.clone(),
+        };
+        match config
+            .store
+            .replace(&hold.key, hold.version, &settling)
+            .await
+        {
+            Ok(true) => hold.version += 1,
+            // Taken over while this layer verified (its lease ran out): nothing was sent.
+            Ok(false) => return Err(refuse(config, offer, &Refusal::PaymentInProgress)),
+            Err(error) => {
+                tracing::warn!(%error, key = %hold.key, "settling intent could not be written; nothing sent");
+                return Err(refuse(config, offer, &Refusal::RecordsUnavailable(error)));
+            }
+        }
+    }
+    let sent = send(config, &intent.request).await;
+    let reason = match sent {
+        Sent::Settled(settlement) => {
+            return Ok(settled(config, offer, &hold, intent, settlement, attempt).await);
+        }
+        Sent::Refused(settlement) if attempt == Attempt::First && !is_uncertain(&settlement) => {
+            release(config, &hold).await;
+            return Err(refuse(
+                config,
+                offer,
+                &Refusal::SettlementRefused(settlement),
+            ));
+        }
+        Sent::Refused(settlement) => {
+            let reason = settlement
+                .error_reason
+                .as_deref()
+                .unwrap_or("settlement_failed");
+            format!("facilitator /settle answered success: false, {reason}")
+        }
+        // The answer was lost: the money may be moving right now. The buyer's retry recovers it.
+        Sent::Failed(failure) if attempt == Attempt::First => {
+            tracing::warn!(error = %failure, key = %hold.key, "facilitator settle failed; the payment may or may not have moved");
+            return Err(in_doubt(config, offer, &hold, intent, failure.to_string()).await);
+        }
+        Sent::Failed(failure) => failure.to_string(),
+    };
+    reconcile(config, offer, hold, intent, reason, attempt).await
+}
+
+/// `/settle`, re-sent once (identically, after a pause) when it answers `settlement_pending`.
+async fn send(config: &Config, request: &FacilitatorRequest) -> Sent {
+    let first = settle_once(config, request).await;
+    match first {
+        Sent::Refused(ref settlement)
+            if settlement.error_reason.as_deref() == Some("settlement_pending") =>
+        {
+            tokio::time::sleep(config.pending_pause).await;
+            settle_once(config, request).await
+        }
+        other => other,
+    }
+}
+
+async fn settle_once(config: &Config, request: &FacilitatorRequest) -> Sent {
     let requirement = &request.payment_requirements;
     let span = tracing::info_span!("x402.settle", network = %requirement.network, scheme = %requirement.scheme);
-    let settlement = match config.facilitator.settle(request).instrument(span).await {
-        Ok(settlement) => settlement,
-        Err(failure) => {
-            tracing::warn!(error = %failure, "facilitator settle failed; the payment may or may not have moved");
-            return Err(refuse(config, offer, &Refusal::Facilitator(failure)));
-        }
-    };
-    if !settlement.success {
-        return Err(refuse(
-            config,
-            offer,
-            &Refusal::SettlementRefused(settlement),
-        ));
+    match config.facilitator.settle(request).instrument(span).await {
+        Ok(settlement) if settlement.success => Sent::Settled(settlement),
+        Ok(settlement) => Sent::Refused(settlement),
+        Err(failure) => Sent::Failed(failure),
     }
+}
+
+fn is_uncertain(settlement: &SettleResponse) -> bool {
+    settlement
+        .error_reason
+        .as_deref()
+        .is_some_and(|reason| UNCERTAIN_REASONS.contains(&reason))
+}
+
+/// Asks the reconciler; without one, or when it cannot tell, the payment stays in doubt.
+async fn reconcile(
+    config: &Config,
+    offer: &Offer,
+    hold: Hold,
+    intent: &SettlementIntent,
+    reason: String,
+    attempt: Attempt,
+) -> Result<SettleResponse, Response<Bytes>> {
+    let Some(reconciler) = &config.reconciler else {
+        let reason = format!("{reason}; no reconciler to ask the chain");
+        return Err(in_doubt(config, offer, &hold, intent, reason).await);
+    };
+    let span = tracing::info_span!("x402.reconcile", key = %hold.key);
+    match reconciler.reconcile(&intent.request).instrument(span).await {
+        Reconciliation::Settled { transaction } => {
+            let settlement = reconciled_settlement(&intent.request, transaction);
+            Ok(settled(config, offer, &hold, intent, settlement, attempt).await)
+        }
+        Reconciliation::NotSettled if authorization_expired(&intent.request) => {
+            release(config, &hold).await;
+            tracing::warn!(key = %hold.key, "payment never settled and its authorization expired; released");
+            config.emit(|| PaymentEvent::DoubtResolved {
+                offer,
+                key: &hold.key,
+                settlement: None,
+            });
+            Err(refuse(config, offer, &Refusal::AuthorizationExpired))
+        }
+        Reconciliation::NotSettled => {
+            let reason = format!("{reason}; not on chain yet and the authorization is still valid");
+            Err(in_doubt(config, offer, &hold, intent, reason).await)
+        }
+        Reconciliation::Unknown { reason: unknown } => {
+            let reason = format!("{reason}; reconciler: {unknown}");
+            Err(in_doubt(config, offer, &hold, intent, reason).await)
+        }
+    }
+}
+
+/// The settlement the reconciler proved, in the facilitator's terms.
+fn reconciled_settlement(request: &FacilitatorRequest, transaction: String) -> SettleResponse {
+    let requirement = &request.payment_requirements;
+    SettleResponse {
+        success: true,
+        error_reason: None,
+        error_message: None,
+        transaction,
+        network: requirement.network.clone(),
+        payer: request
+            .payment_payload
+            .exact_evm()
+            .ok()
+            .map(|evm| evm.authorization.from),
+        amount: Some(requirement.amount),
+        extensions: None,
+    }
+}
+
+/// Whether the payment's authorization can no longer be used (EIP-3009 `validBefore` passed).
+/// Payments of other schemes never count as expired, so they are never released on a
+/// reconciler's word alone.
+fn authorization_expired(request: &FacilitatorRequest) -> bool {
+    request
+        .payment_payload
+        .exact_evm()
+        .ok()
+        .and_then(|evm| evm.authorization.valid_before.parse::<u64>().ok())
+        .is_some_and(|valid_before| valid_before.saturating_mul(1000) <= now_ms())
+}
+
+/// Records a settlement and reports it. The money has moved: a failure to record is logged
+/// (the in-memory `recent` list still recognises a retry) and the buyer is served anyway.
+async fn settled(
+    config: &Config,
+    offer: &Offer,
+    hold: &Hold,
+    intent: &SettlementIntent,
+    settlement: SettleResponse,
+    attempt: Attempt,
+) -> SettleResponse {
     config.emit(|| PaymentEvent::Settled {
         offer,
         settlement: &settlement,
     });
+    if attempt == Attempt::Recovery {
+        tracing::info!(key = %hold.key, transaction = %settlement.transaction, "payment in doubt settled");
+        config.emit(|| PaymentEvent::DoubtResolved {
+            offer,
+            key: &hold.key,
+            settlement: Some(&settlement),
+        });
+    }
+    let request = &intent.request;
     let record = SettlementRecord::new(
         &request.payment_payload,
-        offer.resource().url.clone(),
-        requirement.clone(),
+        intent.resource.clone(),
+        request.payment_requirements.clone(),
         settlement.clone(),
     );
     if let Some(recent) = &config.recent {
-        recent.insert(&record);
+        recent.remember(&record);
     }
-    if let Err(error) = config.store.save(&record).await {
-        // The money has moved: serve the buyer (a retry is still recognised from `recent`),
-        // and leave the trail in the logs.
-        tracing::error!(%error, key = %record.key, transaction = %settlement.transaction, "settled payment could not be recorded");
+    let state = PaymentState::Settled { record };
+    match config.store.replace(&hold.key, hold.version, &state).await {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!(key = %hold.key, transaction = %settlement.transaction, "settled payment changed under its hold (lease expired?); another process records it")
+        }
+        Err(error) => {
+            tracing::error!(%error, key = %hold.key, transaction = %settlement.transaction, "settled payment could not be recorded")
+        }
     }
-    Ok(settlement)
+    settlement
+}
+
+/// Marks the payment *in doubt*, logs everything an operator needs to settle it by hand, and
+/// answers 503 (retry the same payment).
+async fn in_doubt(
+    config: &Config,
+    offer: &Offer,
+    hold: &Hold,
+    intent: &SettlementIntent,
+    reason: String,
+) -> Response<Bytes> {
+    let request = &intent.request;
+    let requirement = &request.payment_requirements;
+    let authorization = request
+        .payment_payload
+        .exact_evm()
+        .ok()
+        .map(|evm| evm.authorization);
+    tracing::error!(
+        key = %hold.key,
+        resource = %intent.resource,
+        network = %requirement.network,
+        asset = %requirement.asset,
+        pay_to = %requirement.pay_to,
+        amount = %requirement.amount,
+        payer = authorization.as_ref().map_or("", |a| a.from.as_str()),
+        nonce = authorization.as_ref().map_or("", |a| a.nonce.as_str()),
+        valid_before = authorization.as_ref().map_or("", |a| a.valid_before.as_str()),
+        %reason,
+        "payment in doubt: /settle may have moved money but its outcome is unknown; a retry of the same payment recovers it"
+    );
+    let state = PaymentState::InDoubt {
+        intent: intent.clone(),
+        since: now_ms(),
+        reason: reason.clone(),
+    };
+    match config.store.replace(&hold.key, hold.version, &state).await {
+        Ok(true) => {}
+        // The *settling* intent stays; once its lease runs out it is recovered the same way.
+        Ok(false) => {
+            tracing::warn!(key = %hold.key, "payment changed before it could be marked in doubt")
+        }
+        Err(error) => {
+            tracing::error!(%error, key = %hold.key, "payment could not be marked in doubt; its settling intent stands")
+        }
+    }
+    config.emit(|| PaymentEvent::InDoubt {
+        offer,
+        key: &hold.key,
+        reason: &reason,
+    });
+    refuse(config, offer, &Refusal::SettlementInDoubt { reason })
 }
 
 /// Settles after the inner service answered; owns everything it needs.
 pub(crate) async fn settle_after(
     paid: Box<Paid>,
 ) -> (Box<Paid>, Result<SettleResponse, Response<Bytes>>) {
-    let outcome = settle(&paid.config, &paid.payment.offer, &paid.request).await;
+    let outcome = match paid.hold.clone() {
+        Some(hold) => {
+            let intent = SettlementIntent::new(
+                paid.payment.offer.resource().url.clone(),
+                paid.request.clone(),
+            );
+            settle(
+                &paid.config,
+                &paid.payment.offer,
+                hold,
+                &intent,
+                Attempt::First,
+            )
+            .await
+        }
+        // Unreachable: only held payments settle after the handler.
+        None => Err(refuse(
+            &paid.config,
+            &paid.payment.offer,
+            &Refusal::PaymentInProgress,
+        )),
+    };
     (paid, outcome)
+}
+
+/// Lets go of a payment whose handler failed (nothing was sent to `/settle`).
+pub(crate) async fn release_after(paid: Box<Paid>) {
+    if let Some(hold) = &paid.hold {
+        release(&paid.config, hold).await;
+    }
 }

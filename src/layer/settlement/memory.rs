@@ -3,10 +3,11 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{PaymentKey, SettlementRecord, SettlementStore, StoreError};
+use super::{LedgerEntry, PaymentKey, PaymentState, SettlementRecord, SettlementStore, StoreError};
 use crate::BoxFuture;
 
-/// An in-memory [`SettlementStore`] holding the most recent `capacity` records.
+/// An in-memory [`SettlementStore`] holding at most `capacity` settled payments; payments that
+/// are not settled yet are never evicted.
 ///
 /// ```
 /// use tower_x402::layer::settlement::MemorySettlementStore;
@@ -22,15 +23,16 @@ pub struct MemorySettlementStore {
 
 #[derive(Debug, Default)]
 struct MemoryInner {
-    records: HashMap<PaymentKey, SettlementRecord>,
+    entries: HashMap<PaymentKey, LedgerEntry>,
+    /// Keys in insertion order, for eviction; may name keys removed since.
     order: VecDeque<PaymentKey>,
 }
 
-/// Records kept by [`MemorySettlementStore::default`].
+/// Settled payments kept by [`MemorySettlementStore::default`].
 const DEFAULT_CAPACITY: usize = 10_000;
 
 impl MemorySettlementStore {
-    /// A store keeping at most `capacity` records (at least one), oldest evicted first.
+    /// A store keeping at most `capacity` settled payments (at least one), oldest evicted first.
     pub fn new(capacity: usize) -> Self {
         Self {
             inner: Arc::default(),
@@ -38,63 +40,175 @@ impl MemorySettlementStore {
         }
     }
 
-    /// How many records are held.
+    /// How many payments are held, in any state.
     pub fn len(&self) -> usize {
-        self.lock().records.len()
+        self.lock().entries.len()
     }
 
-    /// Whether no record is held.
+    /// Whether no payment is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// The record under `key`, without going through a future.
-    pub fn get(&self, key: &PaymentKey) -> Option<SettlementRecord> {
-        self.lock().records.get(key).cloned()
+    /// The entry under `key`, without going through a future.
+    pub fn entry(&self, key: &PaymentKey) -> Option<LedgerEntry> {
+        self.lock().entries.get(key).cloned()
     }
 
-    /// Saves `record` unless its key is already held, evicting the oldest record when full.
-    pub fn insert(&self, record: &SettlementRecord) {
+    /// The settlement record under `key`, if the payment settled.
+    pub fn get(&self, key: &PaymentKey) -> Option<SettlementRecord> {
+        match self.entry(key)?.state {
+            PaymentState::Settled { record } => Some(record),
+            _ => None,
+        }
+    }
+
+    /// Every payment currently in doubt (or settling), for an operator's view.
+    pub fn unsettled(&self) -> Vec<(PaymentKey, PaymentState)> {
+        let inner = self.lock();
+        let mut found: Vec<_> = inner
+            .entries
+            .iter()
+            .filter(|(_, entry)| {
+                matches!(
+                    entry.state,
+                    PaymentState::InDoubt { .. } | PaymentState::Settling { .. }
+                )
+            })
+            .map(|(key, entry)| (key.clone(), entry.state.clone()))
+            .collect();
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        found
+    }
+
+    /// Records `record` as settled unless its key is already held.
+    pub fn remember(&self, record: &SettlementRecord) {
+        let state = PaymentState::Settled {
+            record: record.clone(),
+        };
+        self.insert_state(&record.key, &state);
+    }
+
+    fn insert_state(&self, key: &PaymentKey, state: &PaymentState) -> bool {
         let mut inner = self.lock();
-        if inner.records.contains_key(&record.key) {
-            return;
+        if inner.entries.contains_key(key) {
+            return false;
         }
-        while inner.records.len() >= self.capacity {
-            match inner.order.pop_front() {
-                Some(oldest) => {
-                    inner.records.remove(&oldest);
-                }
-                None => break,
-            }
-        }
-        inner.order.push_back(record.key.clone());
-        inner.records.insert(record.key.clone(), record.clone());
+        inner.evict_settled(self.capacity);
+        inner.order.push_back(key.clone());
+        inner
+            .entries
+            .insert(key.clone(), LedgerEntry::new(state.clone(), 1));
+        true
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, MemoryInner> {
-        // A panic while holding this lock cannot leave the maps inconsistent in a way that
-        // matters (at worst a key in `order` without a record), so keep going.
+        // Every operation leaves the map consistent before anything can panic.
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
+impl MemoryInner {
+    /// Makes room for one more entry by evicting the oldest settled ones.
+    fn evict_settled(&mut self, capacity: usize) {
+        let mut looked_at = 0;
+        while self.entries.len() >= capacity && looked_at < self.order.len() {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            match self.entries.get(&oldest).map(|entry| &entry.state) {
+                Some(PaymentState::Settled { .. }) => {
+                    self.entries.remove(&oldest);
+                }
+                // Still in play: keep it, look further.
+                Some(_) => {
+                    self.order.push_back(oldest);
+                    looked_at += 1;
+                }
+                // Removed since: its place in the queue is stale.
+                None => {}
+            }
+        }
+    }
+}
+
 impl Default for MemorySettlementStore {
-    /// A store keeping the 10,000 most recent records (about 20 MB at most).
+    /// A store keeping the 10,000 most recent settled payments (about 20 MB at most).
     fn default() -> Self {
         Self::new(DEFAULT_CAPACITY)
     }
 }
 
 impl SettlementStore for MemorySettlementStore {
-    fn find<'a>(
+    fn load<'a>(
         &'a self,
         key: &'a PaymentKey,
-    ) -> BoxFuture<'a, Result<Option<SettlementRecord>, StoreError>> {
-        Box::pin(std::future::ready(Ok(self.get(key))))
+    ) -> BoxFuture<'a, Result<Option<LedgerEntry>, StoreError>> {
+        Box::pin(std::future::ready(Ok(self.entry(key))))
     }
 
-    fn save<'a>(&'a self, record: &'a SettlementRecord) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.insert(record);
-        Box::pin(std::future::ready(Ok(())))
+    fn insert<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+        state: &'a PaymentState,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(std::future::ready(Ok(self.insert_state(key, state))))
+    }
+
+    fn replace<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+        version: u64,
+        state: &'a PaymentState,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let mut inner = self.lock();
+        let replaced = match inner.entries.get_mut(key) {
+            Some(entry) if entry.version == version => {
+                *entry = LedgerEntry::new(state.clone(), version + 1);
+                true
+            }
+            _ => false,
+        };
+        Box::pin(std::future::ready(Ok(replaced)))
+    }
+
+    fn remove<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+        version: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let mut inner = self.lock();
+        let removed = match inner.entries.get(key) {
+            Some(entry) if entry.version == version => {
+                inner.entries.remove(key);
+                true
+            }
+            _ => false,
+        };
+        Box::pin(std::future::ready(Ok(removed)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn meets_the_store_contract() {
+        super::super::conformance::check(Arc::new(MemorySettlementStore::default())).await;
+    }
+
+    #[test]
+    fn evicts_only_settled_payments() {
+        let store = MemorySettlementStore::new(2);
+        let doubt = PaymentState::InProgress {
+            owner: "a".into(),
+            lease_until: 0,
+            fingerprint: "f".into(),
+        };
+        for name in ["k1", "k2", "k3"] {
+            assert!(store.insert_state(&PaymentKey::from_stored(name), &doubt));
+        }
+        assert_eq!(store.len(), 3, "nothing settled, nothing evicted");
     }
 }

@@ -1,49 +1,123 @@
-//! Settlement records and where they are kept: one payment, one settlement.
+//! The payment ledger: where each payment stands, kept so that it settles once, even when a
+//! facilitator's answer is lost or the process dies mid-way.
 //!
-//! Every payment gets a [`PaymentKey`]. After a successful settlement the layer saves a
-//! [`SettlementRecord`] under that key in its [`SettlementStore`]; a later request carrying the
-//! same payment is answered from the record (the inner service runs again and sees the recorded
-//! settlement) without calling the facilitator. Concurrent requests with the same key are
-//! single-flighted inside one process: the first does the work, the others wait for its outcome.
+//! Every payment gets a [`PaymentKey`]. The layer records the payment's [`PaymentState`] under
+//! that key in its [`SettlementStore`]: *in progress* while it verifies, *settling* (the
+//! write-ahead intent) before it sends `/settle`, then *settled* with the
+//! [`SettlementRecord`], or *in doubt* when the outcome is unknown. A later request carrying a
+//! settled payment is answered from the record; one carrying an in-doubt payment re-sends the
+//! identical `/settle`, and when that does not tell, asks a [`Reconciler`] that looks at the
+//! chain. Concurrent requests with the same key are single-flighted inside one process; across
+//! processes sharing one store, the store's compare-and-set operations and leases decide.
+//!
+//! [`conformance::check`] tests any store against the contract below.
 
 use std::sync::Arc;
 
 use crate::{BoxError, BoxFuture};
 
+pub mod conformance;
 mod memory;
+mod reconciler;
 mod record;
+mod state;
 
 pub use memory::MemorySettlementStore;
+pub use reconciler::{Reconciler, Reconciliation};
 pub(crate) use record::fingerprint;
 pub use record::{PaymentKey, SettlementRecord};
+pub use state::{LedgerEntry, PaymentState, SettlementIntent};
 
-/// The record store could not be read or written.
+/// The store could not be read or written.
 #[derive(Debug, thiserror::Error)]
 #[error("settlement store: {0}")]
 pub struct StoreError(#[source] pub BoxError);
 
-/// Where settlement records live. The default, [`MemorySettlementStore`], forgets on restart; an
-/// application that must remember (a shop issuing receipts) implements this over its database.
+/// The payment ledger's storage: one versioned [`PaymentState`] per [`PaymentKey`], changed only
+/// by atomic per-key compare-and-set.
+///
+/// The default, [`MemorySettlementStore`], forgets on restart and is private to one process; an
+/// application that must remember, or runs several instances, implements this over a shared
+/// database (a table with a primary key, a version column and the state as JSON; a Redis hash
+/// with a Lua script or `WATCH`; a DynamoDB item with condition expressions).
+///
+/// The contract, which [`conformance::check`] tests:
+///
+/// - each operation is atomic for its key: of two concurrent operations naming the same
+///   version, at most one succeeds;
+/// - `insert` stores version 1; every successful `replace` stores the version it was given
+///   plus one; a removed key is absent, and may be inserted again at version 1;
+/// - the state handed back by [`load`](Self::load) is equal to the one stored (the layer
+///   compares fingerprints and reads every field);
+/// - an `Err` means the operation may or may not have happened; the layer then refuses with a
+///   503 rather than guess, and leases make any half-done step recoverable;
+/// - a successful write is durable to the extent the application needs: a store that loses
+///   writes on a crash loses the crash recovery with them;
+/// - the store never drops an entry that is not [`PaymentState::Settled`] on its own (a bounded
+///   store may evict settled entries, and then forgets that the payment settled).
 pub trait SettlementStore: Send + Sync + 'static {
-    /// The record saved under `key`, if any.
-    fn find<'a>(
+    /// The entry under `key`, if any.
+    fn load<'a>(
         &'a self,
         key: &'a PaymentKey,
-    ) -> BoxFuture<'a, Result<Option<SettlementRecord>, StoreError>>;
+    ) -> BoxFuture<'a, Result<Option<LedgerEntry>, StoreError>>;
 
-    /// Saves `record`. Saving a key that exists keeps the first record.
-    fn save<'a>(&'a self, record: &'a SettlementRecord) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Stores `state` at version 1 if `key` is absent. `Ok(false)`: the key exists, nothing
+    /// changed.
+    fn insert<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+        state: &'a PaymentState,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Replaces the state under `key` with `state` at version `version + 1` if its version is
+    /// `version`. `Ok(false)`: absent or another version, nothing changed.
+    fn replace<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+        version: u64,
+        state: &'a PaymentState,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Removes `key` if its version is `version`. `Ok(false)`: absent or another version,
+    /// nothing changed.
+    fn remove<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+        version: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
 }
 
 impl<T: SettlementStore + ?Sized> SettlementStore for Arc<T> {
-    fn find<'a>(
+    fn load<'a>(
         &'a self,
         key: &'a PaymentKey,
-    ) -> BoxFuture<'a, Result<Option<SettlementRecord>, StoreError>> {
-        (**self).find(key)
+    ) -> BoxFuture<'a, Result<Option<LedgerEntry>, StoreError>> {
+        (**self).load(key)
     }
 
-    fn save<'a>(&'a self, record: &'a SettlementRecord) -> BoxFuture<'a, Result<(), StoreError>> {
-        (**self).save(record)
+    fn insert<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+        state: &'a PaymentState,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        (**self).insert(key, state)
+    }
+
+    fn replace<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+        version: u64,
+        state: &'a PaymentState,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        (**self).replace(key, version, state)
+    }
+
+    fn remove<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+        version: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        (**self).remove(key, version)
     }
 }

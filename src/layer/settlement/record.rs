@@ -11,7 +11,8 @@ use crate::proto::{PaymentPayload, PaymentRequirements, SettleResponse};
 /// payments the authorization that the chain itself deduplicates on
 /// (`eip3009:<network>:<asset>:<from>:<nonce>`, lowercased); otherwise the scheme, network and
 /// the exact payload JSON.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
 pub struct PaymentKey(Arc<str>);
 
 impl PaymentKey {
@@ -66,7 +67,7 @@ pub(crate) fn fingerprint(payload: &PaymentPayload) -> String {
 }
 
 /// A settled payment, as the layer remembers it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct SettlementRecord {
     /// The payment's key.

@@ -11,7 +11,9 @@
 mod sqlite;
 
 use tower_x402::BoxFuture;
-use tower_x402::layer::settlement::{PaymentKey, SettlementRecord, SettlementStore, StoreError};
+use tower_x402::layer::settlement::{
+    LedgerEntry, PaymentKey, PaymentState, SettlementStore, StoreError,
+};
 use tower_x402::proto::UsdAmount;
 
 use self::sqlite::SqliteBackend;
@@ -258,6 +260,12 @@ impl Store {
         self.backend.order_funnel(mode == Mode::Demo).await
     }
 
+    /// Payments whose settlement outcome is unknown (in doubt, or settling), oldest first: what
+    /// an operator looks at when the layer reports payments stuck in doubt.
+    pub async fn payments_in_doubt(&self) -> Result<Vec<(String, PaymentState)>, StorageError> {
+        self.backend.payments_in_doubt().await
+    }
+
     /// Rows in each table, for tests that check nothing was half-written.
     pub async fn row_counts(
         &self,
@@ -266,27 +274,64 @@ impl Store {
     }
 }
 
+/// The layer's payment ledger in the `payment_ledger` table: compare-and-set on a version
+/// column, the state as JSON. Passes [`conformance::check`](tower_x402::layer::settlement::conformance::check).
 impl SettlementStore for Store {
-    fn find<'a>(
+    fn load<'a>(
         &'a self,
         key: &'a PaymentKey,
-    ) -> BoxFuture<'a, Result<Option<SettlementRecord>, StoreError>> {
+    ) -> BoxFuture<'a, Result<Option<LedgerEntry>, StoreError>> {
         Box::pin(async move {
             self.backend
-                .find_settlement(key.as_str())
+                .load_payment(key.as_str())
                 .await
-                .map_err(|error| StoreError(Box::new(error)))
+                .map_err(store_error)
         })
     }
 
-    fn save<'a>(&'a self, record: &'a SettlementRecord) -> BoxFuture<'a, Result<(), StoreError>> {
+    fn insert<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+        state: &'a PaymentState,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             self.backend
-                .save_settlement(record, unix_now())
+                .insert_payment(key.as_str(), state, unix_now())
                 .await
-                .map_err(|error| StoreError(Box::new(error)))
+                .map_err(store_error)
         })
     }
+
+    fn replace<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+        version: u64,
+        state: &'a PaymentState,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            self.backend
+                .replace_payment(key.as_str(), version, state, unix_now())
+                .await
+                .map_err(store_error)
+        })
+    }
+
+    fn remove<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+        version: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            self.backend
+                .remove_payment(key.as_str(), version)
+                .await
+                .map_err(store_error)
+        })
+    }
+}
+
+fn store_error(error: StorageError) -> StoreError {
+    StoreError(Box::new(error))
 }
 
 /// Seconds since the Unix epoch (0 if the clock is before it).

@@ -7,7 +7,7 @@ use sqlx::Row as _;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
 };
-use tower_x402::layer::settlement::{PaymentKey, SettlementRecord};
+use tower_x402::layer::settlement::{LedgerEntry, PaymentState};
 use tower_x402::proto::UsdAmount;
 
 use super::{Counter, Mode, NewOrder, Order, OrderFunnel, Recorded, Referral, StorageError};
@@ -73,50 +73,99 @@ impl SqliteBackend {
         Ok(Self { pool })
     }
 
-    pub(super) async fn find_settlement(
+    pub(super) async fn load_payment(
         &self,
         key: &str,
-    ) -> Result<Option<SettlementRecord>, StorageError> {
-        let row = sqlx::query(
-            "SELECT payment_key, fingerprint, resource, requirement, settlement FROM settlements WHERE payment_key = ?",
-        )
-        .bind(key)
-        .fetch_optional(&self.pool)
-        .await?;
+    ) -> Result<Option<LedgerEntry>, StorageError> {
+        let row = sqlx::query("SELECT version, state FROM payment_ledger WHERE payment_key = ?")
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await?;
         let Some(row) = row else { return Ok(None) };
-        let requirement: String = row.try_get("requirement")?;
-        let settlement: String = row.try_get("settlement")?;
-        Ok(Some(SettlementRecord::from_parts(
-            PaymentKey::from_stored(row.try_get::<String, _>("payment_key")?),
-            row.try_get("fingerprint")?,
-            row.try_get("resource")?,
-            serde_json::from_str(&requirement).map_err(|e| corrupt("settlement requirement", e))?,
-            serde_json::from_str(&settlement).map_err(|e| corrupt("settlement", e))?,
+        let version: i64 = row.try_get("version")?;
+        let state: String = row.try_get("state")?;
+        Ok(Some(LedgerEntry::new(
+            serde_json::from_str(&state).map_err(|e| corrupt("payment state", e))?,
+            u64::try_from(version).map_err(|e| corrupt("payment version", e))?,
         )))
     }
 
-    pub(super) async fn save_settlement(
+    pub(super) async fn insert_payment(
         &self,
-        record: &SettlementRecord,
+        key: &str,
+        state: &PaymentState,
         now: i64,
-    ) -> Result<(), StorageError> {
-        let requirement =
-            serde_json::to_string(&record.requirement).map_err(|e| corrupt("requirement", e))?;
-        let settlement =
-            serde_json::to_string(&record.settlement).map_err(|e| corrupt("settlement", e))?;
-        sqlx::query(
-            "INSERT INTO settlements (payment_key, fingerprint, resource, requirement, settlement, created) \
-             VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (payment_key) DO NOTHING",
+    ) -> Result<bool, StorageError> {
+        let json = serde_json::to_string(state).map_err(|e| corrupt("payment state", e))?;
+        let done = sqlx::query(
+            "INSERT INTO payment_ledger (payment_key, version, phase, state, updated) \
+             VALUES (?, 1, ?, ?, ?) ON CONFLICT (payment_key) DO NOTHING",
         )
-        .bind(record.key.as_str())
-        .bind(&record.fingerprint)
-        .bind(&record.resource)
-        .bind(requirement)
-        .bind(settlement)
+        .bind(key)
+        .bind(state.phase())
+        .bind(json)
         .bind(now)
         .execute(&self.pool)
         .await?;
-        Ok(())
+        Ok(done.rows_affected() == 1)
+    }
+
+    pub(super) async fn replace_payment(
+        &self,
+        key: &str,
+        version: u64,
+        state: &PaymentState,
+        now: i64,
+    ) -> Result<bool, StorageError> {
+        let json = serde_json::to_string(state).map_err(|e| corrupt("payment state", e))?;
+        let version = i64::try_from(version).map_err(|e| corrupt("payment version", e))?;
+        let done = sqlx::query(
+            "UPDATE payment_ledger SET version = version + 1, phase = ?, state = ?, updated = ? \
+             WHERE payment_key = ? AND version = ?",
+        )
+        .bind(state.phase())
+        .bind(json)
+        .bind(now)
+        .bind(key)
+        .bind(version)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    pub(super) async fn remove_payment(
+        &self,
+        key: &str,
+        version: u64,
+    ) -> Result<bool, StorageError> {
+        let version = i64::try_from(version).map_err(|e| corrupt("payment version", e))?;
+        let done = sqlx::query("DELETE FROM payment_ledger WHERE payment_key = ? AND version = ?")
+            .bind(key)
+            .bind(version)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Payments whose settlement outcome is unknown, oldest first.
+    pub(super) async fn payments_in_doubt(
+        &self,
+    ) -> Result<Vec<(String, PaymentState)>, StorageError> {
+        let rows = sqlx::query(
+            "SELECT payment_key, state FROM payment_ledger WHERE phase IN ('in_doubt', 'settling') \
+             ORDER BY updated, payment_key",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let state: String = row.try_get("state")?;
+                Ok((
+                    row.try_get("payment_key")?,
+                    serde_json::from_str(&state).map_err(|e| corrupt("payment state", e))?,
+                ))
+            })
+            .collect()
     }
 
     pub(super) async fn order_by(
@@ -303,7 +352,7 @@ impl SqliteBackend {
     ) -> Result<std::collections::BTreeMap<&'static str, u64>, StorageError> {
         let mut counts = std::collections::BTreeMap::new();
         for table in [
-            "settlements",
+            "payment_ledger",
             "orders",
             "fulfillment_grants",
             "referrals",

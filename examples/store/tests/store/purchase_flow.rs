@@ -110,7 +110,7 @@ async fn retrying_the_same_signature_returns_the_same_passport_without_a_second_
     assert_eq!(shop.facilitator.settlement_count(), 1);
     let rows = shop.state.store.row_counts().await.unwrap();
     assert_eq!(rows["orders"], 1);
-    assert_eq!(rows["settlements"], 1);
+    assert_eq!(rows["payment_ledger"], 1);
 
     // Each answer carries its own key, and both keep working.
     assert_ne!(first_file_path(&first), first_file_path(&second));

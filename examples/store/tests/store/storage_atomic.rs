@@ -1,6 +1,12 @@
 //! The storage layer: transactions, idempotent orders, settlement records.
 
-use tower_x402::layer::settlement::{PaymentKey, SettlementRecord, SettlementStore as _};
+use std::sync::Arc;
+
+use tower_x402::layer::settlement::{
+    LedgerEntry, PaymentKey, PaymentState, SettlementIntent, SettlementRecord,
+    SettlementStore as _, conformance,
+};
+use tower_x402::proto::FacilitatorRequest;
 use tower_x402::proto::{
     AtomicAmount, Network, PaymentPayload, PaymentRequirements, SettleResponse, X402Version,
 };
@@ -129,6 +135,22 @@ async fn orders_read_back_exactly() {
 }
 
 fn settlement_record(nonce: &str, resource: &str, transaction: &str) -> SettlementRecord {
+    let payload = payment(nonce);
+    let requirement = payload.accepted.clone();
+    let settlement = SettleResponse {
+        success: true,
+        error_reason: None,
+        error_message: None,
+        payer: Some("0x857b06519E91e3A54538791bDbb0E22373e36b66".to_owned()),
+        transaction: transaction.to_owned(),
+        network: Network::BASE,
+        amount: Some(AtomicAmount(1_000_000)),
+        extensions: None,
+    };
+    SettlementRecord::new(&payload, resource, requirement, settlement)
+}
+
+fn payment(nonce: &str) -> PaymentPayload {
     let requirement = PaymentRequirements {
         scheme: "exact".to_owned(),
         network: Network::BASE,
@@ -138,7 +160,7 @@ fn settlement_record(nonce: &str, resource: &str, transaction: &str) -> Settleme
         max_timeout_seconds: 300,
         extra: None,
     };
-    let payload = PaymentPayload {
+    PaymentPayload {
         x402_version: X402Version::V2,
         resource: None,
         accepted: requirement.clone(),
@@ -154,37 +176,49 @@ fn settlement_record(nonce: &str, resource: &str, transaction: &str) -> Settleme
             }
         }),
         extensions: None,
-    };
-    let settlement = SettleResponse {
-        success: true,
-        error_reason: None,
-        error_message: None,
-        payer: Some("0x857b06519E91e3A54538791bDbb0E22373e36b66".to_owned()),
-        transaction: transaction.to_owned(),
-        network: Network::BASE,
-        amount: Some(AtomicAmount(1_000_000)),
-        extensions: None,
-    };
-    SettlementRecord::new(&payload, resource, requirement, settlement)
+    }
 }
 
 #[tokio::test]
-async fn settlement_records_keep_the_first_and_survive_reopening() {
+async fn sqlite_ledger_meets_the_settlement_store_contract() {
+    let (_dir, store, url) = temp_store().await;
+    conformance::check(Arc::new(store)).await;
+    // Twice on the same file, and on an in-memory database.
+    conformance::check(Arc::new(Store::open(&url).await.unwrap())).await;
+    conformance::check(Arc::new(Store::open("sqlite::memory:").await.unwrap())).await;
+}
+
+#[tokio::test]
+async fn ledger_entries_survive_reopening_and_in_doubt_payments_are_listed() {
     let (_dir, store, url) = temp_store().await;
     let record = settlement_record("0xaa", "http://127.0.0.1:4020/api/x402/a", "0x01");
-    assert_eq!(store.find(&record.key).await.unwrap(), None);
-    store.save(&record).await.unwrap();
-    // Saving the same key again keeps the first record.
-    let later = settlement_record("0xaa", "http://127.0.0.1:4020/api/x402/b", "0x02");
-    assert_eq!(later.key, record.key);
-    store.save(&later).await.unwrap();
+    let settled = PaymentState::Settled {
+        record: record.clone(),
+    };
+    assert_eq!(store.load(&record.key).await.unwrap(), None);
+    assert!(store.insert(&record.key, &settled).await.unwrap());
+    let other = settlement_record("0xbb", "http://127.0.0.1:4020/api/x402/b", "0x02");
+    let request = FacilitatorRequest::new(payment("0xbb"), other.requirement.clone());
+    let doubt = PaymentState::InDoubt {
+        intent: SettlementIntent::new(other.resource.clone(), request),
+        since: 1,
+        reason: "facilitator /settle answered HTTP 504".to_owned(),
+    };
+    assert!(store.insert(&other.key, &doubt).await.unwrap());
     drop(store);
 
     let reopened = Store::open(&url).await.unwrap();
-    assert_eq!(reopened.find(&record.key).await.unwrap(), Some(record));
+    assert_eq!(
+        reopened.load(&record.key).await.unwrap(),
+        Some(LedgerEntry::new(settled, 1))
+    );
+    assert_eq!(
+        reopened.payments_in_doubt().await.unwrap(),
+        [(other.key.as_str().to_owned(), doubt)]
+    );
     assert_eq!(
         reopened
-            .find(&PaymentKey::from_stored("id:nothing"))
+            .load(&PaymentKey::from_stored("id:nothing"))
             .await
             .unwrap(),
         None

@@ -1,0 +1,148 @@
+//! The gate's side of the payment ledger: claiming a payment, leases, and the small
+//! compare-and-set steps every path shares.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::layer::Config;
+use crate::layer::refusal::Refusal;
+use crate::layer::settlement::{PaymentKey, PaymentState, SettlementIntent, SettlementRecord};
+
+/// How often a claim re-reads an entry that changed under it before giving up with a 503.
+const CLAIM_ATTEMPTS: usize = 4;
+
+/// A payment this layer holds in the ledger, at `version`.
+#[derive(Clone, Debug)]
+pub(crate) struct Hold {
+    pub(crate) key: PaymentKey,
+    pub(crate) version: u64,
+}
+
+/// What the ledger says to do with a payment.
+pub(super) enum Claim {
+    /// New (or abandoned before `/settle`): now held *in progress*; verify it.
+    Fresh(Hold),
+    /// Settled: answer from the record.
+    Settled(Box<SettlementRecord>),
+    /// In doubt, or settling under an expired lease (or this layer's own, abandoned): recover.
+    Recover(Hold, Box<SettlementIntent>),
+    /// Refuse without touching the facilitator.
+    Refuse(Box<Refusal>),
+}
+
+/// A lease owner id for one layer: the process id, the start time and a counter.
+pub(crate) fn new_owner_id() -> Arc<str> {
+    static LAYERS: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "pid{}-{:x}-{}",
+        std::process::id(),
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_nanos()),
+        LAYERS.fetch_add(1, Ordering::Relaxed)
+    )
+    .into()
+}
+
+/// Unix milliseconds.
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
+        })
+}
+
+/// When a lease taken now runs out.
+pub(super) fn lease_until(config: &Config) -> u64 {
+    now_ms().saturating_add(u64::try_from(config.lease.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Whether a lease held by `owner` until `until` may be taken over by this layer: it ran out,
+/// or it is this layer's own (the request that held it is gone, since this one holds the
+/// in-process single-flight lock for the key).
+fn takeable(config: &Config, owner: &str, until: u64) -> bool {
+    owner == &*config.owner || until <= now_ms()
+}
+
+/// Reads the payment's entry and claims it when it is new.
+pub(super) async fn claim(config: &Config, key: &PaymentKey, fingerprint: &str) -> Claim {
+    let in_progress = || PaymentState::InProgress {
+        owner: config.owner.to_string(),
+        lease_until: lease_until(config),
+        fingerprint: fingerprint.to_owned(),
+    };
+    for _ in 0..CLAIM_ATTEMPTS {
+        let entry = match config.store.load(key).await {
+            Ok(entry) => entry,
+            Err(error) => {
+                tracing::warn!(%error, %key, "settlement store unavailable; refusing payment rather than risk a second charge");
+                return Claim::Refuse(Box::new(Refusal::RecordsUnavailable(error)));
+            }
+        };
+        let Some(entry) = entry else {
+            match config.store.insert(key, &in_progress()).await {
+                Ok(true) => return Claim::Fresh(hold(key, 1)),
+                Ok(false) => continue,
+                Err(error) => return Claim::Refuse(Box::new(Refusal::RecordsUnavailable(error))),
+            }
+        };
+        if entry.state.fingerprint() != fingerprint {
+            return Claim::Refuse(Box::new(Refusal::IdentifierReused));
+        }
+        match entry.state {
+            PaymentState::Settled { record } => return Claim::Settled(Box::new(record)),
+            PaymentState::InDoubt { intent, .. } => {
+                return Claim::Recover(hold(key, entry.version), Box::new(intent));
+            }
+            PaymentState::Settling {
+                owner,
+                lease_until,
+                intent,
+            } if takeable(config, &owner, lease_until) => {
+                return Claim::Recover(hold(key, entry.version), Box::new(intent));
+            }
+            PaymentState::InProgress {
+                owner, lease_until, ..
+            } if takeable(config, &owner, lease_until) => {
+                match config
+                    .store
+                    .replace(key, entry.version, &in_progress())
+                    .await
+                {
+                    Ok(true) => return Claim::Fresh(hold(key, entry.version + 1)),
+                    Ok(false) => continue,
+                    Err(error) => {
+                        return Claim::Refuse(Box::new(Refusal::RecordsUnavailable(error)));
+                    }
+                }
+            }
+            PaymentState::Settling { .. } | PaymentState::InProgress { .. } => {
+                return Claim::Refuse(Box::new(Refusal::PaymentInProgress));
+            }
+        }
+    }
+    Claim::Refuse(Box::new(Refusal::PaymentInProgress))
+}
+
+fn hold(key: &PaymentKey, version: u64) -> Hold {
+    Hold {
+        key: key.clone(),
+        version,
+    }
+}
+
+/// Lets go of a payment that never reached `/settle` (or that the chain proved unsettled), so
+/// the buyer may pay again. A failure only leaves the hold to expire.
+pub(crate) async fn release(config: &Config, hold: &Hold) {
+    match config.store.remove(&hold.key, hold.version).await {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::debug!(key = %hold.key, "payment changed before its release; left as it is")
+        }
+        Err(error) => {
+            tracing::warn!(%error, key = %hold.key, "payment could not be released; its hold will expire")
+        }
+    }
+}

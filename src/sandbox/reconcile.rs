@@ -1,0 +1,62 @@
+//! The sandbox answers a [`Reconciler`]'s question from its ledger, as a chain would.
+
+use alloy_primitives::B256;
+
+use super::SandboxFacilitator;
+use super::eip712::parse_address;
+use crate::BoxFuture;
+use crate::layer::settlement::{Reconciler, Reconciliation};
+use crate::proto::FacilitatorRequest;
+
+impl SandboxFacilitator {
+    /// What the ledger says about the payment in `request`: settled (with its transaction) when
+    /// the ledger holds a transfer of its authorization to `payTo` for the amount required, not
+    /// settled when it holds none.
+    pub fn reconcile_payment(&self, request: &FacilitatorRequest) -> Reconciliation {
+        let Ok(evm) = request.payment_payload.exact_evm() else {
+            return Reconciliation::Unknown {
+                reason: "not an exact EIP-3009 payment".to_owned(),
+            };
+        };
+        let authorization = &evm.authorization;
+        let requirement = &request.payment_requirements;
+        let (Some(from), Some(asset), Ok(nonce)) = (
+            parse_address(&authorization.from),
+            parse_address(&requirement.asset),
+            authorization.nonce.parse::<B256>(),
+        ) else {
+            return Reconciliation::Unknown {
+                reason: "the authorization's payer, asset or nonce is malformed".to_owned(),
+            };
+        };
+        let found = self.settlements().into_iter().find(|settlement| {
+            settlement.network == requirement.network
+                && parse_address(&settlement.asset) == Some(asset)
+                && parse_address(&settlement.from) == Some(from)
+                && settlement.nonce.parse::<B256>().ok() == Some(nonce)
+        });
+        match found {
+            None => Reconciliation::NotSettled,
+            Some(settlement)
+                if parse_address(&settlement.to) == parse_address(&requirement.pay_to)
+                    && settlement.amount == requirement.amount =>
+            {
+                Reconciliation::Settled {
+                    transaction: settlement.transaction,
+                }
+            }
+            Some(settlement) => Reconciliation::Unknown {
+                reason: format!(
+                    "the authorization was used in {} for another recipient or amount",
+                    settlement.transaction
+                ),
+            },
+        }
+    }
+}
+
+impl Reconciler for SandboxFacilitator {
+    fn reconcile<'a>(&'a self, request: &'a FacilitatorRequest) -> BoxFuture<'a, Reconciliation> {
+        Box::pin(std::future::ready(self.reconcile_payment(request)))
+    }
+}
