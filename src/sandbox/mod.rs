@@ -41,6 +41,7 @@
 mod clock;
 mod eip712;
 mod facilitator;
+mod faults;
 mod ledger;
 pub mod reason;
 mod reconcile;
@@ -52,5 +53,6 @@ pub use eip712::{
     AuthorizationDigest, AuthorizationError, DigestError, DomainError, authorization_digest,
 };
 pub use facilitator::{InvalidAddress, SandboxFacilitator};
+pub use faults::{FaultyFacilitator, SettleFault};
 pub use ledger::SandboxSettlement;
 pub use wallet::{SandboxWallet, WalletError};

@@ -1,0 +1,360 @@
+//! Exactly-once settlement under faults: a fault-injecting facilitator over loopback HTTP in
+//! front of the sandbox, whose ledger is the chain the reconciler looks at.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::routing::get;
+use http::{Request, StatusCode};
+use http_body_util::BodyExt as _;
+use serde_json::{Value, json};
+use tower::ServiceExt as _;
+use tower_x402::layer::PaymentEvent;
+use tower_x402::layer::settlement::{MemorySettlementStore, PaymentKey};
+use tower_x402::proto::{PaymentPayload, ResourceInfo, SettleResponse, UsdcDeployment, header};
+use tower_x402::sandbox::{FaultyFacilitator, SandboxFacilitator, SandboxWallet, SettleFault};
+use tower_x402::{HttpFacilitator, Offer, SettlementMode, VerifiedPayment, X402Layer};
+
+const URL: &str = "https://shop.example/report";
+const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
+const MODES: [SettlementMode; 2] = [SettlementMode::Before, SettlementMode::After];
+
+/// One shop in front of a faulty facilitator, and everything the tests count.
+struct Shop {
+    app: Router,
+    faulty: FaultyFacilitator,
+    store: MemorySettlementStore,
+    offer: Arc<Offer>,
+    inner_calls: Arc<AtomicUsize>,
+    events: Arc<Mutex<Vec<&'static str>>>,
+}
+
+/// The facilitator's clock: 0 follows the system clock.
+type Clock = Arc<std::sync::atomic::AtomicU64>;
+
+async fn shop(mode: SettlementMode, reconcile: bool, clock: Option<Clock>) -> Shop {
+    let mut sandbox = SandboxFacilitator::new();
+    if let Some(clock) = clock {
+        sandbox = sandbox.with_clock(move || match clock.load(Ordering::SeqCst) {
+            0 => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs(),
+            fixed => fixed,
+        });
+    }
+    let faulty = FaultyFacilitator::new(sandbox.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(faulty.clone().serve(listener));
+    let client = HttpFacilitator::builder(url)
+        .settle_timeout(Duration::from_millis(800))
+        .build()
+        .unwrap();
+    let offer = Arc::new(
+        Offer::builder(ResourceInfo::new(URL))
+            .usdc(
+                &UsdcDeployment::BASE_SEPOLIA,
+                "0.25".parse().unwrap(),
+                PAY_TO,
+            )
+            .settlement(mode)
+            .build()
+            .unwrap(),
+    );
+    let store = MemorySettlementStore::default();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&events);
+    let mut layer = X402Layer::new(client, Arc::clone(&offer))
+        .settlement_store(store.clone())
+        .pending_settlement_pause(Duration::from_millis(50))
+        .events(move |event: &PaymentEvent<'_>| {
+            let name = match event {
+                PaymentEvent::InDoubt { .. } => "in doubt",
+                PaymentEvent::DoubtResolved {
+                    settlement: Some(_),
+                    ..
+                } => "resolved: settled",
+                PaymentEvent::DoubtResolved {
+                    settlement: None, ..
+                } => "resolved: released",
+                _ => return,
+            };
+            log.lock().unwrap().push(name);
+        });
+    if reconcile {
+        layer = layer.reconciler(sandbox);
+    }
+    let inner_calls = Arc::new(AtomicUsize::new(0));
+    let calls = Arc::clone(&inner_calls);
+    let handler = move |request: Request<Body>| {
+        let calls = Arc::clone(&calls);
+        async move {
+            calls.fetch_add(1, Ordering::SeqCst);
+            let payment = request.extensions().get::<VerifiedPayment>().cloned();
+            axum::Json(json!({ "delivered": true, "replayed": payment.map(|p| p.replayed) }))
+        }
+    };
+    let app = Router::new().route("/report", get(handler).layer(layer));
+    Shop {
+        app,
+        faulty,
+        store,
+        offer,
+        inner_calls,
+        events,
+    }
+}
+
+impl Shop {
+    fn pay(&self) -> PaymentPayload {
+        SandboxWallet::random()
+            .pay(self.offer.payment_required())
+            .unwrap()
+    }
+
+    async fn buy(&self, payment: &PaymentPayload) -> (StatusCode, http::HeaderMap, Value) {
+        let request = Request::get("/report")
+            .header("payment-signature", header::encode(payment).unwrap())
+            .body(Body::empty())
+            .unwrap();
+        let response = self.app.clone().oneshot(request).await.unwrap();
+        let (parts, body) = response.into_parts();
+        let bytes = body.collect().await.unwrap().to_bytes();
+        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        (parts.status, parts.headers, json)
+    }
+
+    fn transfers(&self) -> usize {
+        self.faulty.sandbox().settlement_count()
+    }
+
+    fn events(&self) -> Vec<&'static str> {
+        self.events.lock().unwrap().clone()
+    }
+}
+
+fn settlement_of(headers: &http::HeaderMap) -> SettleResponse {
+    header::decode(headers["payment-response"].as_bytes()).unwrap()
+}
+
+/// A 503 that asks for the same payment again and promises no second charge.
+fn assert_in_doubt(status: StatusCode, headers: &http::HeaderMap, body: &Value, case: &str) {
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{case}: {body}");
+    assert!(headers.contains_key("retry-after"), "{case}");
+    assert!(
+        !headers.contains_key("payment-response"),
+        "{case}: nothing delivered"
+    );
+    let error = body["error"].as_str().unwrap_or_default();
+    assert!(error.contains("same PAYMENT-SIGNATURE"), "{case}: {error}");
+    assert!(error.contains("not be charged twice"), "{case}: {error}");
+}
+
+#[tokio::test]
+async fn lost_answer_after_the_money_moved_is_delivered_on_retry_with_one_transfer() {
+    let faults = [
+        ("504 from a proxy", SettleFault::AnswerLost),
+        (
+            "connection reset after the request was read",
+            SettleFault::ConnectionReset,
+        ),
+        ("no answer within the settle timeout", SettleFault::NoAnswer),
+    ];
+    for (name, fault) in faults {
+        for mode in MODES {
+            let case = format!("{name}, {mode:?}");
+            let shop = shop(mode, true, None).await;
+            let payment = shop.pay();
+            shop.faulty.inject(fault);
+            let (status, headers, body) = shop.buy(&payment).await;
+            assert_in_doubt(status, &headers, &body, &case);
+            assert_eq!(shop.transfers(), 1, "{case}: the money moved");
+            let ran_first = shop.inner_calls.load(Ordering::SeqCst);
+            assert_eq!(
+                ran_first,
+                usize::from(mode == SettlementMode::After),
+                "{case}"
+            );
+
+            let (status, headers, body) = shop.buy(&payment).await;
+            assert_eq!(status, StatusCode::OK, "{case}: {body}");
+            assert_eq!(body["delivered"], true, "{case}");
+            let settlement = settlement_of(&headers);
+            assert!(settlement.success, "{case}");
+            assert_eq!(
+                settlement.transaction,
+                shop.faulty.sandbox().settlements()[0].transaction,
+                "{case}: the real transaction"
+            );
+            assert_eq!(shop.transfers(), 1, "{case}: one transfer");
+            assert_eq!(shop.faulty.settle_calls(), 2, "{case}: one re-send");
+            assert_eq!(shop.events(), ["in doubt", "resolved: settled"], "{case}");
+
+            // A third request is answered from the record.
+            let (status, _, body) = shop.buy(&payment).await;
+            assert_eq!(
+                (status, &body["replayed"]),
+                (StatusCode::OK, &json!(true)),
+                "{case}"
+            );
+            assert_eq!(
+                (shop.transfers(), shop.faulty.settle_calls()),
+                (1, 2),
+                "{case}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn lost_answer_without_a_reconciler_stays_in_doubt_never_402() {
+    for mode in MODES {
+        let shop = shop(mode, false, None).await;
+        let payment = shop.pay();
+        shop.faulty.inject(SettleFault::AnswerLost);
+        for attempt in 0..3 {
+            let (status, headers, body) = shop.buy(&payment).await;
+            assert_in_doubt(
+                status,
+                &headers,
+                &body,
+                &format!("{mode:?}, attempt {attempt}"),
+            );
+        }
+        assert_eq!(shop.transfers(), 1, "{mode:?}");
+        let key = PaymentKey::of(&payment);
+        assert_eq!(shop.store.entry(&key).unwrap().state.phase(), "in_doubt");
+        assert_eq!(shop.events(), ["in doubt"; 3], "{mode:?}");
+    }
+}
+
+#[tokio::test]
+async fn settlement_pending_then_success_on_the_resent_payload_delivers_in_one_request() {
+    for mode in MODES {
+        let shop = shop(mode, false, None).await;
+        let payment = shop.pay();
+        shop.faulty.inject(SettleFault::PendingThenSettled);
+        let (status, headers, body) = shop.buy(&payment).await;
+        assert_eq!(status, StatusCode::OK, "{mode:?}: {body}");
+        assert_eq!(
+            settlement_of(&headers).transaction,
+            shop.faulty.sandbox().settlements()[0].transaction
+        );
+        assert_eq!(
+            (shop.transfers(), shop.faulty.settle_calls()),
+            (1, 2),
+            "{mode:?}"
+        );
+        assert_eq!(shop.inner_calls.load(Ordering::SeqCst), 1, "{mode:?}");
+        assert!(shop.events().is_empty(), "{mode:?}: never in doubt");
+    }
+}
+
+#[tokio::test]
+async fn settlement_pending_that_stays_pending_without_a_reconciler_is_503_every_time() {
+    for mode in MODES {
+        let shop = shop(mode, false, None).await;
+        let payment = shop.pay();
+        for _ in 0..6 {
+            shop.faulty.inject(SettleFault::StaysPending);
+        }
+        for attempt in 0..3 {
+            let (status, headers, body) = shop.buy(&payment).await;
+            assert_in_doubt(
+                status,
+                &headers,
+                &body,
+                &format!("{mode:?}, attempt {attempt}"),
+            );
+        }
+        assert_eq!(shop.transfers(), 0, "{mode:?}");
+        assert_eq!(
+            shop.faulty.settle_calls(),
+            6,
+            "{mode:?}: each request sends and re-sends once"
+        );
+        let delivered_before = if mode == SettlementMode::Before { 0 } else { 1 };
+        assert_eq!(
+            shop.inner_calls.load(Ordering::SeqCst),
+            delivered_before,
+            "{mode:?}: the handler's answer is never sent"
+        );
+    }
+}
+
+#[tokio::test]
+async fn not_settled_and_authorization_expired_is_released_with_402() {
+    for mode in MODES {
+        let clock: Clock = Arc::default();
+        let shop = shop(mode, true, Some(Arc::clone(&clock))).await;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        // Signed long ago: valid then, expired now.
+        let signed_at = now - 3600;
+        clock.store(signed_at + 1, Ordering::SeqCst);
+        let payment = SandboxWallet::random()
+            .pay_at(shop.offer.payment_required(), signed_at)
+            .unwrap();
+        shop.faulty.inject(SettleFault::LostBeforeSettling);
+        let (status, headers, body) = shop.buy(&payment).await;
+        assert_in_doubt(status, &headers, &body, &format!("{mode:?}"));
+
+        clock.store(0, Ordering::SeqCst);
+        let (status, headers, body) = shop.buy(&payment).await;
+        assert_eq!(status, StatusCode::PAYMENT_REQUIRED, "{mode:?}: {body}");
+        assert!(headers.contains_key("payment-required"));
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("nothing was charged"),
+            "{body}"
+        );
+        assert_eq!(shop.transfers(), 0);
+        assert_eq!(
+            shop.store.entry(&PaymentKey::of(&payment)),
+            None,
+            "{mode:?}: the key is released"
+        );
+        assert_eq!(shop.events(), ["in doubt", "resolved: released"]);
+    }
+}
+
+#[tokio::test]
+async fn fifty_concurrent_duplicates_in_doubt_settle_once() {
+    for mode in MODES {
+        let shop = Arc::new(shop(mode, true, None).await);
+        let payment = shop.pay();
+        shop.faulty.inject(SettleFault::AnswerLost);
+        let (status, _, _) = shop.buy(&payment).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+
+        let tasks: Vec<_> = (0..50)
+            .map(|_| {
+                let (shop, payment) = (Arc::clone(&shop), payment.clone());
+                tokio::spawn(async move { shop.buy(&payment).await })
+            })
+            .collect();
+        let mut transactions = Vec::new();
+        for task in tasks {
+            let (status, headers, _) = task.await.unwrap();
+            assert_eq!(status, StatusCode::OK, "{mode:?}");
+            transactions.push(settlement_of(&headers).transaction);
+        }
+        transactions.dedup();
+        assert_eq!(
+            transactions.len(),
+            1,
+            "{mode:?}: every answer names one transaction"
+        );
+        assert_eq!(shop.transfers(), 1, "{mode:?}");
+        assert_eq!(shop.faulty.settle_calls(), 2, "{mode:?}: one re-settle");
+        assert_eq!(shop.events(), ["in doubt", "resolved: settled"]);
+    }
+}
