@@ -5,6 +5,9 @@
 use std::future::Future;
 use std::pin::Pin;
 
+#[cfg(feature = "evm-rpc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "evm-rpc")))]
+pub mod evm_rpc;
 pub mod facilitator;
 pub mod layer;
 pub mod proto;

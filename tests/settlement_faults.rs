@@ -12,9 +12,14 @@ use http::{Request, StatusCode};
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
+use tower_x402::evm_rpc::EvmRpcReconciler;
 use tower_x402::layer::PaymentEvent;
 use tower_x402::layer::settlement::{MemorySettlementStore, PaymentKey};
-use tower_x402::proto::{PaymentPayload, ResourceInfo, SettleResponse, UsdcDeployment, header};
+use tower_x402::layer::settlement::{Reconciler as _, Reconciliation};
+use tower_x402::proto::{
+    FacilitatorRequest, Network, PaymentPayload, ResourceInfo, SettleResponse, UsdcDeployment,
+    header,
+};
 use tower_x402::sandbox::{FaultyFacilitator, SandboxFacilitator, SandboxWallet, SettleFault};
 use tower_x402::{HttpFacilitator, Offer, SettlementMode, VerifiedPayment, X402Layer};
 
@@ -35,7 +40,18 @@ struct Shop {
 /// The facilitator's clock: 0 follows the system clock.
 type Clock = Arc<std::sync::atomic::AtomicU64>;
 
-async fn shop(mode: SettlementMode, reconcile: bool, clock: Option<Clock>) -> Shop {
+/// Who tells whether a payment in doubt settled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Chain {
+    /// Nobody.
+    Blind,
+    /// The sandbox's own ledger.
+    Sandbox,
+    /// `EvmRpcReconciler` against the ledger's chain view over JSON-RPC on loopback.
+    JsonRpc,
+}
+
+async fn shop(mode: SettlementMode, chain: Chain, clock: Option<Clock>) -> Shop {
     let mut sandbox = SandboxFacilitator::new();
     if let Some(clock) = clock {
         sandbox = sandbox.with_clock(move || match clock.load(Ordering::SeqCst) {
@@ -85,8 +101,13 @@ async fn shop(mode: SettlementMode, reconcile: bool, clock: Option<Clock>) -> Sh
             };
             log.lock().unwrap().push(name);
         });
-    if reconcile {
-        layer = layer.reconciler(sandbox);
+    match chain {
+        Chain::Blind => {}
+        Chain::Sandbox => layer = layer.reconciler(sandbox),
+        Chain::JsonRpc => {
+            let url = serve_chain(&sandbox).await;
+            layer = layer.reconciler(EvmRpcReconciler::new(&url).unwrap().chunk_blocks(2));
+        }
     }
     let inner_calls = Arc::new(AtomicUsize::new(0));
     let calls = Arc::clone(&inner_calls);
@@ -107,6 +128,15 @@ async fn shop(mode: SettlementMode, reconcile: bool, clock: Option<Clock>) -> Sh
         inner_calls,
         events,
     }
+}
+
+/// The sandbox ledger's chain view on a loopback port.
+async fn serve_chain(sandbox: &SandboxFacilitator) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let router = sandbox.rpc_router(Network::BASE_SEPOLIA);
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    url
 }
 
 impl Shop {
@@ -165,9 +195,9 @@ async fn lost_answer_after_the_money_moved_is_delivered_on_retry_with_one_transf
         ("no answer within the settle timeout", SettleFault::NoAnswer),
     ];
     for (name, fault) in faults {
-        for mode in MODES {
-            let case = format!("{name}, {mode:?}");
-            let shop = shop(mode, true, None).await;
+        for (mode, chain) in MODES.into_iter().zip([Chain::Sandbox, Chain::JsonRpc]) {
+            let case = format!("{name}, {mode:?}, {chain:?}");
+            let shop = shop(mode, chain, None).await;
             let payment = shop.pay();
             shop.faulty.inject(fault);
             let (status, headers, body) = shop.buy(&payment).await;
@@ -213,7 +243,7 @@ async fn lost_answer_after_the_money_moved_is_delivered_on_retry_with_one_transf
 #[tokio::test]
 async fn lost_answer_without_a_reconciler_stays_in_doubt_never_402() {
     for mode in MODES {
-        let shop = shop(mode, false, None).await;
+        let shop = shop(mode, Chain::Blind, None).await;
         let payment = shop.pay();
         shop.faulty.inject(SettleFault::AnswerLost);
         for attempt in 0..3 {
@@ -235,7 +265,7 @@ async fn lost_answer_without_a_reconciler_stays_in_doubt_never_402() {
 #[tokio::test]
 async fn settlement_pending_then_success_on_the_resent_payload_delivers_in_one_request() {
     for mode in MODES {
-        let shop = shop(mode, false, None).await;
+        let shop = shop(mode, Chain::Blind, None).await;
         let payment = shop.pay();
         shop.faulty.inject(SettleFault::PendingThenSettled);
         let (status, headers, body) = shop.buy(&payment).await;
@@ -257,7 +287,7 @@ async fn settlement_pending_then_success_on_the_resent_payload_delivers_in_one_r
 #[tokio::test]
 async fn settlement_pending_that_stays_pending_without_a_reconciler_is_503_every_time() {
     for mode in MODES {
-        let shop = shop(mode, false, None).await;
+        let shop = shop(mode, Chain::Blind, None).await;
         let payment = shop.pay();
         for _ in 0..6 {
             shop.faulty.inject(SettleFault::StaysPending);
@@ -288,9 +318,9 @@ async fn settlement_pending_that_stays_pending_without_a_reconciler_is_503_every
 
 #[tokio::test]
 async fn not_settled_and_authorization_expired_is_released_with_402() {
-    for mode in MODES {
+    for (mode, chain) in MODES.into_iter().zip([Chain::JsonRpc, Chain::Sandbox]) {
         let clock: Clock = Arc::default();
-        let shop = shop(mode, true, Some(Arc::clone(&clock))).await;
+        let shop = shop(mode, chain, Some(Arc::clone(&clock))).await;
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -329,7 +359,7 @@ async fn not_settled_and_authorization_expired_is_released_with_402() {
 #[tokio::test]
 async fn fifty_concurrent_duplicates_in_doubt_settle_once() {
     for mode in MODES {
-        let shop = Arc::new(shop(mode, true, None).await);
+        let shop = Arc::new(shop(mode, Chain::Sandbox, None).await);
         let payment = shop.pay();
         shop.faulty.inject(SettleFault::AnswerLost);
         let (status, _, _) = shop.buy(&payment).await;
@@ -357,4 +387,79 @@ async fn fifty_concurrent_duplicates_in_doubt_settle_once() {
         assert_eq!(shop.faulty.settle_calls(), 2, "{mode:?}: one re-settle");
         assert_eq!(shop.events(), ["in doubt", "resolved: settled"]);
     }
+}
+
+#[tokio::test]
+async fn evm_rpc_reconciler_reads_the_chain_view_of_the_ledger() {
+    let sandbox = SandboxFacilitator::new();
+    let offer = Offer::builder(ResourceInfo::new(URL))
+        .usdc(
+            &UsdcDeployment::BASE_SEPOLIA,
+            "0.25".parse().unwrap(),
+            PAY_TO,
+        )
+        .build()
+        .unwrap();
+    let request =
+        |payment: PaymentPayload| FacilitatorRequest::new(payment, offer.accepts()[0].clone());
+    let wallet = SandboxWallet::random();
+    let paid: Vec<_> = (0..5)
+        .map(|_| request(wallet.pay(offer.payment_required()).unwrap()))
+        .collect();
+    for payment in &paid {
+        assert!(sandbox.settle_payment(payment).success);
+    }
+    let unpaid = request(wallet.pay(offer.payment_required()).unwrap());
+    let url = serve_chain(&sandbox).await;
+
+    // The oldest payment sits in block 1: found by walking back in chunks of one block.
+    let reconciler = EvmRpcReconciler::new(&url)
+        .unwrap()
+        .chunk_blocks(1)
+        .search_blocks(10);
+    let transaction = sandbox.settlements()[0].transaction.clone();
+    assert_eq!(
+        reconciler.reconcile(&paid[0]).await,
+        Reconciliation::Settled { transaction }
+    );
+    assert_eq!(
+        reconciler.reconcile(&unpaid).await,
+        Reconciliation::NotSettled
+    );
+
+    // Used, but outside the searched range: unknown, never "not settled".
+    let narrow = EvmRpcReconciler::new(&url)
+        .unwrap()
+        .chunk_blocks(1)
+        .search_blocks(2);
+    assert!(matches!(
+        narrow.reconcile(&paid[0]).await,
+        Reconciliation::Unknown { .. }
+    ));
+
+    // The transfer must be this payment's: another amount is not proof.
+    let mut cheaper = paid[1].clone();
+    cheaper.payment_requirements.amount = 1u128.into();
+    assert!(matches!(
+        reconciler.reconcile(&cheaper).await,
+        Reconciliation::Unknown { .. }
+    ));
+
+    // A node on another chain is never trusted.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mainnet = format!("http://{}", listener.local_addr().unwrap());
+    let router = sandbox.rpc_router(Network::BASE);
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let wrong_chain = EvmRpcReconciler::new(&mainnet).unwrap();
+    match wrong_chain.reconcile(&paid[0]).await {
+        Reconciliation::Unknown { reason } => assert!(reason.contains("chain 8453"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+
+    // No node at all.
+    let closed = EvmRpcReconciler::new("http://127.0.0.1:1").unwrap();
+    assert!(matches!(
+        closed.reconcile(&paid[0]).await,
+        Reconciliation::Unknown { .. }
+    ));
 }

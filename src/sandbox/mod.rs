@@ -45,6 +45,7 @@ mod faults;
 mod ledger;
 pub mod reason;
 mod reconcile;
+mod rpc;
 mod server;
 mod verify;
 mod wallet;

@@ -1,0 +1,238 @@
+//! [`EvmRpcReconciler`]: tells whether an in-doubt EIP-3009 payment settled by asking any
+//! standard Ethereum JSON-RPC node.
+//!
+//! Only `eth_chainId`, `eth_blockNumber`, `eth_getLogs`, `eth_getTransactionReceipt` and
+//! `eth_call` are used, so public endpoints work. For an `exact` payment it reads
+//! `authorizationState(authorizer, nonce)` on the token; an unused authorization is
+//! [`NotSettled`](Reconciliation::NotSettled). A used one is looked for in the token's
+//! `AuthorizationUsed(authorizer, nonce)` logs over the last
+//! [`search_blocks`](EvmRpcReconciler::search_blocks) blocks, newest first, in chunks of
+//! [`chunk_blocks`](EvmRpcReconciler::chunk_blocks) (providers cap `eth_getLogs` ranges); the
+//! transaction's receipt must have succeeded and carry the payment's own
+//! `Transfer(from, payTo, amount)`. Anything else — a chain id other than the payment's, a
+//! used authorization without that transfer (cancelled, or paid elsewhere), a node error — is
+//! [`Unknown`](Reconciliation::Unknown): the payment stays in doubt.
+
+use alloy_primitives::{Address, B256, Bytes, U256};
+use alloy_provider::{Provider, RootProvider};
+use alloy_rpc_types_eth::{Filter, TransactionInput, TransactionRequest};
+use alloy_sol_types::{SolCall, SolEvent, sol};
+
+use crate::BoxFuture;
+use crate::layer::settlement::{Reconciler, Reconciliation};
+use crate::proto::FacilitatorRequest;
+
+sol! {
+    /// EIP-3009: whether `authorizer` has used (or cancelled) `nonce`.
+    function authorizationState(address authorizer, bytes32 nonce) external view returns (bool);
+    /// EIP-3009: emitted when an authorization is used.
+    event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce);
+    /// ERC-20 transfer.
+    event Transfer(address indexed from, address indexed to, uint256 value);
+}
+
+/// Blocks searched by default: about 5.5 hours of Base blocks.
+const DEFAULT_SEARCH_BLOCKS: u64 = 10_000;
+/// Blocks per `eth_getLogs` by default, under the common provider caps.
+const DEFAULT_CHUNK_BLOCKS: u64 = 1_000;
+
+/// The endpoint URL is not an http(s) URL.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid JSON-RPC URL `{0}`")]
+pub struct InvalidRpcUrl(pub String);
+
+/// A [`Reconciler`] that asks an Ethereum JSON-RPC node about EIP-3009 payments.
+///
+/// ```
+/// use tower_x402::evm_rpc::EvmRpcReconciler;
+///
+/// let reconciler = EvmRpcReconciler::new("https://mainnet.base.org")?
+///     .search_blocks(50_000)
+///     .chunk_blocks(2_000);
+/// # let _ = reconciler;
+/// # Ok::<_, tower_x402::evm_rpc::InvalidRpcUrl>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct EvmRpcReconciler {
+    provider: RootProvider,
+    search_blocks: u64,
+    chunk_blocks: u64,
+}
+
+impl EvmRpcReconciler {
+    /// A reconciler asking the node at `url` (http or https).
+    ///
+    /// # Errors
+    ///
+    /// When `url` is not an http(s) URL.
+    pub fn new(url: &str) -> Result<Self, InvalidRpcUrl> {
+        let parsed: reqwest::Url = url.parse().map_err(|_| InvalidRpcUrl(url.to_owned()))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(InvalidRpcUrl(url.to_owned()));
+        }
+        Ok(Self {
+            provider: RootProvider::new_http(parsed),
+            search_blocks: DEFAULT_SEARCH_BLOCKS,
+            chunk_blocks: DEFAULT_CHUNK_BLOCKS,
+        })
+    }
+
+    /// How many of the latest blocks to search for the payment's log (default 10,000; at least 1).
+    #[must_use]
+    pub fn search_blocks(mut self, blocks: u64) -> Self {
+        self.search_blocks = blocks.max(1);
+        self
+    }
+
+    /// How many blocks one `eth_getLogs` covers (default 1,000; at least 1).
+    #[must_use]
+    pub fn chunk_blocks(mut self, blocks: u64) -> Self {
+        self.chunk_blocks = blocks.max(1);
+        self
+    }
+
+    async fn find(&self, request: &FacilitatorRequest) -> Result<Reconciliation, String> {
+        let payment = Payment::of(request)?;
+        let chain = self
+            .provider
+            .get_chain_id()
+            .await
+            .map_err(|e| format!("eth_chainId: {e}"))?;
+        if chain != payment.chain_id {
+            return Err(format!(
+                "the node serves chain {chain}, the payment is on chain {}",
+                payment.chain_id
+            ));
+        }
+        let call = authorizationStateCall {
+            authorizer: payment.from,
+            nonce: payment.nonce,
+        };
+        let transaction = TransactionRequest::default()
+            .to(payment.asset)
+            .input(TransactionInput::new(Bytes::from(call.abi_encode())));
+        let answer = self
+            .provider
+            .call(transaction)
+            .await
+            .map_err(|e| format!("eth_call authorizationState: {e}"))?;
+        let used = authorizationStateCall::abi_decode_returns(&answer)
+            .map_err(|e| format!("authorizationState answer: {e}"))?;
+        if !used {
+            return Ok(Reconciliation::NotSettled);
+        }
+        let latest = self
+            .provider
+            .get_block_number()
+            .await
+            .map_err(|e| format!("eth_blockNumber: {e}"))?;
+        let lowest = latest.saturating_sub(self.search_blocks - 1);
+        let mut high = latest;
+        loop {
+            let low = high.saturating_sub(self.chunk_blocks - 1).max(lowest);
+            let filter = Filter::new()
+                .address(payment.asset)
+                .event_signature(AuthorizationUsed::SIGNATURE_HASH)
+                .topic1(payment.from.into_word())
+                .topic2(payment.nonce)
+                .from_block(low)
+                .to_block(high);
+            let logs = self
+                .provider
+                .get_logs(&filter)
+                .await
+                .map_err(|e| format!("eth_getLogs {low}..={high}: {e}"))?;
+            for log in logs {
+                let Some(hash) = log.transaction_hash else {
+                    continue;
+                };
+                return self.confirm(&payment, hash).await;
+            }
+            if low == lowest {
+                return Err(format!(
+                    "the authorization is used, but no AuthorizationUsed log in blocks {lowest}..={latest} (cancelled, or older)"
+                ));
+            }
+            high = low - 1;
+        }
+    }
+
+    /// Settled when `hash` succeeded and moved the payment's amount from the payer to `payTo`.
+    async fn confirm(&self, payment: &Payment, hash: B256) -> Result<Reconciliation, String> {
+        let receipt = self
+            .provider
+            .get_transaction_receipt(hash)
+            .await
+            .map_err(|e| format!("eth_getTransactionReceipt: {e}"))?
+            .ok_or_else(|| format!("no receipt for {hash}"))?;
+        if !receipt.status() {
+            return Err(format!("transaction {hash} reverted"));
+        }
+        let transferred = receipt.logs().iter().any(|log| {
+            log.address() == payment.asset
+                && Transfer::decode_log_data(log.data()).is_ok_and(|transfer| {
+                    transfer.from == payment.from
+                        && transfer.to == payment.pay_to
+                        && transfer.value == payment.amount
+                })
+        });
+        if transferred {
+            Ok(Reconciliation::Settled {
+                transaction: hash.to_string(),
+            })
+        } else {
+            Err(format!(
+                "transaction {hash} used the authorization without this payment's transfer"
+            ))
+        }
+    }
+}
+
+impl Reconciler for EvmRpcReconciler {
+    fn reconcile<'a>(&'a self, request: &'a FacilitatorRequest) -> BoxFuture<'a, Reconciliation> {
+        Box::pin(async move {
+            self.find(request)
+                .await
+                .unwrap_or_else(|reason| Reconciliation::Unknown { reason })
+        })
+    }
+}
+
+/// The facts of an `exact` EIP-3009 payment the chain is asked about.
+struct Payment {
+    chain_id: u64,
+    asset: Address,
+    from: Address,
+    pay_to: Address,
+    amount: U256,
+    nonce: B256,
+}
+
+impl Payment {
+    fn of(request: &FacilitatorRequest) -> Result<Self, String> {
+        let requirement = &request.payment_requirements;
+        let evm = request
+            .payment_payload
+            .exact_evm()
+            .map_err(|_| "not an exact EIP-3009 payment".to_owned())?;
+        let address = |what: &str, text: &str| {
+            text.parse::<Address>()
+                .map_err(|_| format!("{what} `{text}` is not an address"))
+        };
+        Ok(Self {
+            chain_id: requirement
+                .network
+                .evm_chain_id()
+                .ok_or_else(|| format!("{} is not an EVM network", requirement.network))?,
+            asset: address("asset", &requirement.asset)?,
+            from: address("payer", &evm.authorization.from)?,
+            pay_to: address("payTo", &requirement.pay_to)?,
+            amount: U256::from(requirement.amount.get()),
+            nonce: evm
+                .authorization
+                .nonce
+                .parse()
+                .map_err(|_| "the nonce is not 32 bytes of hex".to_owned())?,
+        })
+    }
+}
