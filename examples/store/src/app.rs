@@ -10,7 +10,9 @@ use axum::{Extension, Json, Router};
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
+use tower_x402::evm_rpc::EvmRpcReconciler;
 use tower_x402::layer::pricing::OfferError;
+use tower_x402::layer::settlement::Reconciler;
 use tower_x402::sandbox::SandboxFacilitator;
 use tower_x402::{Facilitator, HttpFacilitator};
 
@@ -44,6 +46,9 @@ pub struct AppState {
     pub facilitator: Arc<dyn Facilitator>,
     /// Whether payments go through the in-process sandbox.
     pub demo: bool,
+    /// Tells whether a payment in doubt settled: the sandbox in demo mode, the JSON-RPC node of
+    /// `STORE_RPC_URL` otherwise, or nobody.
+    pub reconciler: Option<Arc<dyn Reconciler>>,
     /// Outbound HTTP for discovery probes and announcements: short timeouts, no redirects.
     pub http: reqwest::Client,
 }
@@ -69,6 +74,9 @@ pub enum StartupError {
     /// A product's offer could not be built.
     #[error("catalog: {0}")]
     Offer(#[from] OfferError),
+    /// The JSON-RPC endpoint is not an http(s) URL.
+    #[error("STORE_RPC_URL: {0}")]
+    Rpc(#[from] tower_x402::evm_rpc::InvalidRpcUrl),
     /// The outbound HTTP client could not be built.
     #[error("outbound HTTP client: {0}")]
     Http(#[from] reqwest::Error),
@@ -90,7 +98,12 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
             let facilitator = builder.build()?;
             build_state_with(config, Arc::new(facilitator), false).await
         }
-        None => build_state_with(config, Arc::new(SandboxFacilitator::new()), true).await,
+        None => {
+            let sandbox = SandboxFacilitator::new();
+            let mut state = build_state_with(config, Arc::new(sandbox.clone()), true).await?;
+            state.reconciler = Some(Arc::new(sandbox));
+            Ok(state)
+        }
     }
 }
 
@@ -117,6 +130,17 @@ pub async fn build_state_with(
     if let Err(reason) = &supported {
         tracing::warn!(%reason, "facilitator /supported failed: the doors that need it stay closed");
     }
+    let reconciler: Option<Arc<dyn Reconciler>> = match &config.rpc_url {
+        Some(url) => Some(Arc::new(EvmRpcReconciler::new(url)?)),
+        None => {
+            if !demo {
+                tracing::warn!(
+                    "STORE_RPC_URL is unset: a payment whose settlement answer is lost stays in doubt (503) until the facilitator settles it on a retry or an operator does"
+                );
+            }
+            None
+        }
+    };
     let doors = Doors::resolve(&config, supported.as_deref().map_err(String::as_str));
     let catalog = Catalog::build(&config, doors, demo).await?;
     let http = reqwest::Client::builder()
@@ -132,6 +156,7 @@ pub async fn build_state_with(
         store,
         facilitator,
         demo,
+        reconciler,
         http,
     })
 }

@@ -64,6 +64,15 @@ pub struct Args {
     /// JSON file listing the discovery channels (default: the built-in list).
     #[arg(long, env = "STORE_DISCOVERY_CHANNELS")]
     pub discovery_channels: Option<PathBuf>,
+    /// Ethereum JSON-RPC endpoint of Base, used to reconcile payments whose settlement outcome
+    /// was lost (in doubt). Unset with an external facilitator: they stay in doubt (503) and are
+    /// logged for settling by hand. In demo mode the sandbox reconciles.
+    #[arg(long, env = "STORE_RPC_URL")]
+    pub rpc_url: Option<String>,
+    /// Seconds a store process holds a payment it is settling before another (or a restarted
+    /// one) may recover it; longer than the facilitator's settle timeout (60 s).
+    #[arg(long, env = "STORE_SETTLEMENT_LEASE", default_value_t = 120)]
+    pub settlement_lease: u64,
 }
 
 /// The checked settings the store runs with.
@@ -93,6 +102,10 @@ pub struct Config {
     pub content_dir: Option<PathBuf>,
     /// Discovery channels; `None` means the built-in list.
     pub discovery_channels: Option<Vec<ChannelSpec>>,
+    /// Ethereum JSON-RPC endpoint that reconciles payments in doubt.
+    pub rpc_url: Option<String>,
+    /// How long a payment being settled is held, in seconds.
+    pub settlement_lease: u64,
 }
 
 /// A setting that cannot be used, named the way the operator set it.
@@ -152,6 +165,8 @@ impl Config {
             checkout_url: args.checkout_url,
             content_dir: args.content_dir,
             discovery_channels,
+            rpc_url: args.rpc_url,
+            settlement_lease: args.settlement_lease,
         };
         config.validate()?;
         Ok(config)
@@ -173,6 +188,8 @@ impl Config {
             checkout_url: None,
             content_dir: None,
             discovery_channels: None,
+            rpc_url: None,
+            settlement_lease: 120,
         }
     }
 
@@ -224,6 +241,15 @@ impl Config {
             return Err(invalid(
                 "STORE_DATABASE_URL (--database-url)",
                 format!("`{}` is not a sqlite: URL", self.database_url),
+            ));
+        }
+        if let Some(url) = &self.rpc_url {
+            http_url("STORE_RPC_URL (--rpc-url)", url)?;
+        }
+        if self.settlement_lease == 0 {
+            return Err(invalid(
+                "STORE_SETTLEMENT_LEASE (--settlement-lease)",
+                "must be at least 1 second",
             ));
         }
         if let Some(address) = &self.second_pay_to

@@ -11,6 +11,9 @@
 //! Payments settle before the handler runs ([`SettlementMode::Before`](tower_x402::SettlementMode)),
 //! because the handler issues a Passport: that must never happen without the money.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use axum::handler::Handler;
 use axum::http::request::Parts;
 use axum::routing::{MethodRouter, get};
@@ -30,9 +33,13 @@ pub fn paid_get(state: &AppState) -> MethodRouter<AppState> {
         Some(sku) => Price::Charge(sku.offer.clone()),
         None => Price::not_found("unknown SKU: no product is sold at this path"),
     };
-    let paywall = X402Layer::new(state.facilitator.clone(), pricing)
+    let mut paywall = X402Layer::new(state.facilitator.clone(), pricing)
         .settlement_store(state.store.clone())
+        .settlement_lease(Duration::from_secs(state.config.settlement_lease))
         .events(state.standing.clone());
+    if let Some(reconciler) = &state.reconciler {
+        paywall = paywall.reconciler(Arc::clone(reconciler));
+    }
     // The paywall wraps the handler only (not the method router), so other methods get 405.
     get(purchase.layer(paywall))
 }

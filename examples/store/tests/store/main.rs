@@ -5,6 +5,7 @@
 mod browser_bazaar;
 mod catalog_documents;
 mod catalog_prices;
+mod crash_recovery;
 mod discovery_channels;
 mod mcp_protocol;
 mod passport_errors;
