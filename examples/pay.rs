@@ -8,7 +8,8 @@
 //! GETs the URL; on a 402 it decodes the `PAYMENT-REQUIRED` challenge, signs an EIP-3009
 //! payment for the first accept it can pay, and repeats the request with `PAYMENT-SIGNATURE`.
 //! It prints the final status, the decoded `PAYMENT-RESPONSE` (pretty JSON) and the body on
-//! stdout, progress on stderr, and exits non-zero when anything fails.
+//! stdout, progress on stderr, and exits non-zero when anything fails. A 503 to the paid request
+//! is retried with the same payment (`--retries`, default 3, after `Retry-After`).
 //!
 //! The payer key comes from `PAYER_PRIVATE_KEY` (64 hex digits); without it a random wallet is
 //! created and its address printed. The signatures are real, but the wallet's funds exist only in
@@ -35,6 +36,10 @@ struct Args {
     /// An extra request header, `NAME:VALUE`; repeat for more.
     #[arg(long = "header", short = 'H', value_name = "NAME:VALUE", value_parser = parse_header)]
     headers: Vec<(HeaderName, HeaderValue)>,
+    /// How often to retry the same payment when the paid request is answered 503 (after its
+    /// `Retry-After`): the server is asking for the same `PAYMENT-SIGNATURE` again.
+    #[arg(long, default_value_t = 3)]
+    retries: u32,
 }
 
 fn parse_header(text: &str) -> Result<(HeaderName, HeaderValue), String> {
@@ -111,11 +116,27 @@ async fn run(args: Args) -> Result<(), String> {
     );
     let signature = header::encode(&payment).map_err(|e| format!("encoding the payment: {e}"))?;
 
-    let paid = get()
-        .header(PAYMENT_SIGNATURE, signature)
-        .send()
-        .await
-        .map_err(|e| format!("paid GET {}: {}", args.url, causes(&e)))?;
+    let mut attempt = 0;
+    let paid = loop {
+        let paid = get()
+            .header(PAYMENT_SIGNATURE, signature.clone())
+            .send()
+            .await
+            .map_err(|e| format!("paid GET {}: {}", args.url, causes(&e)))?;
+        if paid.status() != http::StatusCode::SERVICE_UNAVAILABLE || attempt == args.retries {
+            break paid;
+        }
+        attempt += 1;
+        let wait = paid
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
+            .unwrap_or(1)
+            .min(60);
+        let body = paid.text().await.unwrap_or_default();
+        eprintln!("503 {body}\nretrying the same payment in {wait} s (retry {attempt} of {})", args.retries);
+        tokio::time::sleep(Duration::from_secs(wait)).await;
+    };
     let status = paid.status();
     println!("{status}");
     let settlement = match paid.headers().get(PAYMENT_RESPONSE) {

@@ -1,0 +1,91 @@
+//! The sandbox facilitator with a fault on its first `/settle`, and the same ledger served as a
+//! chain over Ethereum JSON-RPC: for trying how a server recovers a payment whose settlement
+//! answer was lost.
+//!
+//! ```text
+//! cargo run --features sandbox,evm-rpc --example faulty_facilitator -- \
+//!     --listen 127.0.0.1:4021 --rpc-listen 127.0.0.1:8545 --fault answer-lost
+//! ```
+//!
+//! Faults: `answer-lost` (settles, answers 504), `connection-reset` (settles, resets),
+//! `no-answer` (settles, never answers), `lost-before-settling`, `pending-then-settled`,
+//! `stays-pending`, `none`. Later `/settle` calls answer normally. The chain id of the JSON-RPC
+//! endpoint is Base's (`--network` to change). Prints `facilitator http://…` and `rpc http://…`,
+//! then one line per settlement.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use tower_x402::proto::Network;
+use tower_x402::sandbox::{FaultyFacilitator, SandboxFacilitator, SettleFault};
+
+/// A fault-injecting sandbox facilitator and its chain view.
+#[derive(Debug, Parser)]
+#[command(name = "faulty_facilitator")]
+struct Args {
+    /// Facilitator address (`host:port`; port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:4021")]
+    listen: String,
+    /// JSON-RPC address.
+    #[arg(long, default_value = "127.0.0.1:8545")]
+    rpc_listen: String,
+    /// What the first `/settle` does.
+    #[arg(long, default_value = "answer-lost")]
+    fault: String,
+    /// The chain the JSON-RPC endpoint serves.
+    #[arg(long, default_value = "eip155:8453")]
+    network: Network,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let Some(fault) = SettleFault::from_name(&args.fault) else {
+        eprintln!("faulty_facilitator: unknown fault `{}`", args.fault);
+        return ExitCode::FAILURE;
+    };
+    let sandbox = SandboxFacilitator::new();
+    let faulty = FaultyFacilitator::new(sandbox.clone());
+    faulty.inject(fault);
+    let (facilitator, rpc) = match (
+        tokio::net::TcpListener::bind(&args.listen).await,
+        tokio::net::TcpListener::bind(&args.rpc_listen).await,
+    ) {
+        (Ok(facilitator), Ok(rpc)) => (facilitator, rpc),
+        (Err(error), _) | (_, Err(error)) => {
+            eprintln!("faulty_facilitator: cannot listen: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    for (name, listener) in [("facilitator", &facilitator), ("rpc", &rpc)] {
+        match listener.local_addr() {
+            Ok(address) => println!("{name} http://{address}"),
+            Err(error) => {
+                eprintln!("faulty_facilitator: {error}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let chain = sandbox.rpc_router(args.network);
+    tokio::spawn(async move { axum::serve(rpc, chain).await });
+    tokio::spawn(faulty.clone().serve(facilitator));
+    let mut reported = 0;
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return ExitCode::SUCCESS,
+            () = tokio::time::sleep(Duration::from_millis(200)) => {}
+        }
+        for settlement in sandbox.settlements().into_iter().skip(reported) {
+            reported += 1;
+            println!(
+                "settled {} from {} to {} amount {} (/settle calls so far: {})",
+                settlement.transaction,
+                settlement.from,
+                settlement.to,
+                settlement.amount,
+                faulty.settle_calls()
+            );
+        }
+    }
+}
