@@ -134,7 +134,10 @@ async fn run(args: Args) -> Result<(), String> {
             .unwrap_or(1)
             .min(60);
         let body = paid.text().await.unwrap_or_default();
-        eprintln!("503 {body}\nretrying the same payment in {wait} s (retry {attempt} of {})", args.retries);
+        eprintln!(
+            "503 {body}\nretrying the same payment in {wait} s (retry {attempt} of {})",
+            args.retries
+        );
         tokio::time::sleep(Duration::from_secs(wait)).await;
     };
     let status = paid.status();

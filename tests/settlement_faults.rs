@@ -20,7 +20,9 @@ use tower_x402::proto::{
     FacilitatorRequest, Network, PaymentPayload, ResourceInfo, SettleResponse, UsdcDeployment,
     header,
 };
-use tower_x402::sandbox::{FaultyFacilitator, SandboxFacilitator, SandboxWallet, SettleFault};
+use tower_x402::sandbox::{
+    FaultyFacilitator, SandboxFacilitator, SandboxWallet, SettleFault, VerifyFault,
+};
 use tower_x402::{HttpFacilitator, Offer, SettlementMode, VerifiedPayment, X402Layer};
 
 const URL: &str = "https://shop.example/report";
@@ -462,4 +464,385 @@ async fn evm_rpc_reconciler_reads_the_chain_view_of_the_ledger() {
         closed.reconcile(&paid[0]).await,
         Reconciliation::Unknown { .. }
     ));
+}
+
+#[path = "reliability/mod.rs"]
+mod reliability;
+
+/// Every fault and bad input tried against the layer, as RELIABILITY.md tabulates it.
+#[derive(Clone, Copy, Debug)]
+enum Case {
+    NoPayment,
+    NotBase64,
+    TooLarge,
+    OtherResource,
+    WrongAmount,
+    InvalidPayment,
+    FacilitatorDown,
+    Verify500,
+    VerifyGarbage,
+    SettleRefused,
+    AnswerLost,
+    ConnectionReset,
+    NoAnswer,
+    AnswerLostNoReconciler,
+    ExpiredNeverSettled,
+    PendingThenSettled,
+    StaysPending,
+    Replay,
+    ConcurrentDuplicates,
+    ConcurrentDuplicatesInDoubt,
+    StoreUnavailable,
+    HandlerFails,
+    PathVariants,
+}
+
+impl Case {
+    const ALL: [Case; 23] = [
+        Case::NoPayment,
+        Case::NotBase64,
+        Case::TooLarge,
+        Case::OtherResource,
+        Case::WrongAmount,
+        Case::InvalidPayment,
+        Case::FacilitatorDown,
+        Case::Verify500,
+        Case::VerifyGarbage,
+        Case::SettleRefused,
+        Case::AnswerLost,
+        Case::ConnectionReset,
+        Case::NoAnswer,
+        Case::AnswerLostNoReconciler,
+        Case::ExpiredNeverSettled,
+        Case::PendingThenSettled,
+        Case::StaysPending,
+        Case::Replay,
+        Case::ConcurrentDuplicates,
+        Case::ConcurrentDuplicatesInDoubt,
+        Case::StoreUnavailable,
+        Case::HandlerFails,
+        Case::PathVariants,
+    ];
+
+    fn describe(self) -> &'static str {
+        match self {
+            Case::NoPayment => "no `PAYMENT-SIGNATURE`",
+            Case::NotBase64 => "`PAYMENT-SIGNATURE` not base64",
+            Case::TooLarge => "`PAYMENT-SIGNATURE` larger than 16 KiB",
+            Case::OtherResource => "payment signed for another resource",
+            Case::WrongAmount => "payment for a lower amount",
+            Case::InvalidPayment => "facilitator `isValid: false` (payer cannot cover it)",
+            Case::FacilitatorDown => "facilitator down (connection refused)",
+            Case::Verify500 => "facilitator `/verify` answers 500 (every attempt)",
+            Case::VerifyGarbage => "facilitator `/verify` answers garbage",
+            Case::SettleRefused => "facilitator `/settle` answers `success: false`",
+            Case::AnswerLost => "money moved, `/settle` answer lost: 504 from a proxy; retried",
+            Case::ConnectionReset => {
+                "money moved, connection reset after `/settle` was read; retried"
+            }
+            Case::NoAnswer => "money moved, no `/settle` answer within the timeout; retried",
+            Case::AnswerLostNoReconciler => "money moved, answer lost, no reconciler; retried",
+            Case::ExpiredNeverSettled => {
+                "`/settle` lost before settling, authorization expired; retried"
+            }
+            Case::PendingThenSettled => "`settlement_pending`, then settled on the re-send",
+            Case::StaysPending => "`settlement_pending` for good, no reconciler; retried",
+            Case::Replay => "the same payment again after it settled",
+            Case::ConcurrentDuplicates => "50 concurrent requests with one payment",
+            Case::ConcurrentDuplicatesInDoubt => {
+                "answer lost, then 50 concurrent retries of the payment in doubt"
+            }
+            Case::StoreUnavailable => "settlement store unreadable",
+            Case::HandlerFails => "the inner service answers 500",
+            Case::PathVariants => {
+                "unpaid path variants (`/report/`, `//report`, `/%72eport`, `/REPORT`, `/report?x`)"
+            }
+        }
+    }
+}
+
+/// Statuses in order, runs of one status written `200 ×50`.
+fn sequence(statuses: &[StatusCode]) -> String {
+    let mut parts: Vec<(u16, usize)> = Vec::new();
+    for status in statuses {
+        match parts.last_mut() {
+            Some((last, count)) if *last == status.as_u16() => *count += 1,
+            _ => parts.push((status.as_u16(), 1)),
+        }
+    }
+    parts
+        .iter()
+        .map(|(status, count)| match count {
+            1 => status.to_string(),
+            n => format!("{status} ×{n}"),
+        })
+        .collect::<Vec<_>>()
+        .join(" → ")
+}
+
+/// An application store that cannot be read.
+#[derive(Debug)]
+struct Unreadable;
+
+impl tower_x402::layer::settlement::SettlementStore for Unreadable {
+    fn load<'a>(
+        &'a self,
+        _: &'a PaymentKey,
+    ) -> tower_x402::BoxFuture<
+        'a,
+        Result<
+            Option<tower_x402::layer::settlement::LedgerEntry>,
+            tower_x402::layer::settlement::StoreError,
+        >,
+    > {
+        Box::pin(async {
+            Err(tower_x402::layer::settlement::StoreError(
+                "connection refused".into(),
+            ))
+        })
+    }
+
+    fn insert<'a>(
+        &'a self,
+        _: &'a PaymentKey,
+        _: &'a tower_x402::layer::settlement::PaymentState,
+    ) -> tower_x402::BoxFuture<'a, Result<bool, tower_x402::layer::settlement::StoreError>> {
+        Box::pin(async {
+            Err(tower_x402::layer::settlement::StoreError(
+                "connection refused".into(),
+            ))
+        })
+    }
+
+    fn replace<'a>(
+        &'a self,
+        _: &'a PaymentKey,
+        _: u64,
+        _: &'a tower_x402::layer::settlement::PaymentState,
+    ) -> tower_x402::BoxFuture<'a, Result<bool, tower_x402::layer::settlement::StoreError>> {
+        Box::pin(async {
+            Err(tower_x402::layer::settlement::StoreError(
+                "connection refused".into(),
+            ))
+        })
+    }
+
+    fn remove<'a>(
+        &'a self,
+        _: &'a PaymentKey,
+        _: u64,
+    ) -> tower_x402::BoxFuture<'a, Result<bool, tower_x402::layer::settlement::StoreError>> {
+        Box::pin(async {
+            Err(tower_x402::layer::settlement::StoreError(
+                "connection refused".into(),
+            ))
+        })
+    }
+}
+
+async fn raw_get(app: &Router, path: &str, signature: Option<&str>) -> StatusCode {
+    let mut request = Request::get(path);
+    if let Some(signature) = signature {
+        request = request.header("payment-signature", signature);
+    }
+    app.clone()
+        .oneshot(request.body(Body::empty()).unwrap())
+        .await
+        .unwrap()
+        .status()
+}
+
+async fn observe(case: Case, mode: SettlementMode) -> reliability::Row {
+    let chain = match case {
+        Case::AnswerLostNoReconciler | Case::StaysPending => Chain::Blind,
+        _ => Chain::JsonRpc,
+    };
+    let clock: Clock = Arc::default();
+    let mut shop = shop(mode, chain, Some(Arc::clone(&clock))).await;
+    let payment = shop.pay();
+    let mut statuses = Vec::new();
+    let buy = |shop: &Shop, payment: &PaymentPayload| {
+        let (shop_app, payment) = (shop.app.clone(), payment.clone());
+        async move {
+            let request = Request::get("/report")
+                .header("payment-signature", header::encode(&payment).unwrap())
+                .body(Body::empty())
+                .unwrap();
+            shop_app.oneshot(request).await.unwrap().status()
+        }
+    };
+    match case {
+        Case::NoPayment => statuses.push(raw_get(&shop.app, "/report", None).await),
+        Case::NotBase64 => statuses.push(raw_get(&shop.app, "/report", Some("%%%")).await),
+        Case::TooLarge => {
+            let huge = "A".repeat(17 * 1024);
+            statuses.push(raw_get(&shop.app, "/report", Some(&huge)).await);
+        }
+        Case::OtherResource => {
+            let mut other = payment.clone();
+            other.resource = Some(ResourceInfo::new("https://shop.example/other"));
+            statuses.push(buy(&shop, &other).await);
+        }
+        Case::WrongAmount => {
+            let mut cheap = payment.clone();
+            cheap.accepted.amount = 1u128.into();
+            statuses.push(buy(&shop, &cheap).await);
+        }
+        Case::InvalidPayment => {
+            let wallet = SandboxWallet::random();
+            shop.faulty
+                .sandbox()
+                .set_balance(&wallet.address(), 0u128.into())
+                .unwrap();
+            let broke = wallet.pay(shop.offer.payment_required()).unwrap();
+            statuses.push(buy(&shop, &broke).await);
+        }
+        Case::FacilitatorDown => {
+            let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let url = format!("http://{}", closed.local_addr().unwrap());
+            drop(closed);
+            let layer = X402Layer::new(HttpFacilitator::new(url).unwrap(), Arc::clone(&shop.offer));
+            shop.app = counted_app(layer, &shop.inner_calls);
+            statuses.push(buy(&shop, &payment).await);
+        }
+        Case::Verify500 | Case::VerifyGarbage => {
+            // Every attempt: the client retries `/verify` a bounded number of times.
+            for _ in 0..5 {
+                shop.faulty.inject_verify(match case {
+                    Case::Verify500 => VerifyFault::ServerError,
+                    _ => VerifyFault::Garbage,
+                });
+            }
+            statuses.push(buy(&shop, &payment).await);
+        }
+        Case::SettleRefused => {
+            shop.faulty.inject(SettleFault::Refused);
+            statuses.push(buy(&shop, &payment).await);
+        }
+        Case::AnswerLost
+        | Case::ConnectionReset
+        | Case::NoAnswer
+        | Case::AnswerLostNoReconciler => {
+            shop.faulty.inject(match case {
+                Case::ConnectionReset => SettleFault::ConnectionReset,
+                Case::NoAnswer => SettleFault::NoAnswer,
+                _ => SettleFault::AnswerLost,
+            });
+            statuses.push(buy(&shop, &payment).await);
+            statuses.push(buy(&shop, &payment).await);
+        }
+        Case::ExpiredNeverSettled => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs();
+            clock.store(now - 3599, Ordering::SeqCst);
+            let old = SandboxWallet::random()
+                .pay_at(shop.offer.payment_required(), now - 3600)
+                .unwrap();
+            shop.faulty.inject(SettleFault::LostBeforeSettling);
+            statuses.push(buy(&shop, &old).await);
+            clock.store(0, Ordering::SeqCst);
+            statuses.push(buy(&shop, &old).await);
+        }
+        Case::PendingThenSettled => {
+            shop.faulty.inject(SettleFault::PendingThenSettled);
+            statuses.push(buy(&shop, &payment).await);
+        }
+        Case::StaysPending => {
+            for _ in 0..4 {
+                shop.faulty.inject(SettleFault::StaysPending);
+            }
+            statuses.push(buy(&shop, &payment).await);
+            statuses.push(buy(&shop, &payment).await);
+        }
+        Case::Replay => {
+            statuses.push(buy(&shop, &payment).await);
+            statuses.push(buy(&shop, &payment).await);
+        }
+        Case::ConcurrentDuplicates | Case::ConcurrentDuplicatesInDoubt => {
+            if let Case::ConcurrentDuplicatesInDoubt = case {
+                shop.faulty.inject(SettleFault::AnswerLost);
+                statuses.push(buy(&shop, &payment).await);
+            }
+            let tasks: Vec<_> = (0..50)
+                .map(|_| tokio::spawn(buy(&shop, &payment)))
+                .collect();
+            for task in tasks {
+                statuses.push(task.await.unwrap());
+            }
+        }
+        Case::StoreUnavailable => {
+            let layer = X402Layer::new(shop.faulty.sandbox().clone(), Arc::clone(&shop.offer))
+                .settlement_store(Unreadable);
+            shop.app = counted_app(layer, &shop.inner_calls);
+            statuses.push(buy(&shop, &payment).await);
+        }
+        Case::HandlerFails => {
+            let layer = X402Layer::new(shop.faulty.sandbox().clone(), Arc::clone(&shop.offer));
+            let calls = Arc::clone(&shop.inner_calls);
+            let failing = move || {
+                let calls = Arc::clone(&calls);
+                async move {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    StatusCode::INTERNAL_SERVER_ERROR
+                }
+            };
+            shop.app = Router::new().route("/report", get(failing).layer(layer));
+            statuses.push(buy(&shop, &payment).await);
+        }
+        Case::PathVariants => {
+            for path in [
+                "/report/",
+                "//report",
+                "/%72eport",
+                "/REPORT",
+                "/report?x=1",
+            ] {
+                statuses.push(raw_get(&shop.app, path, None).await);
+            }
+        }
+    }
+    let transfers = shop.transfers();
+    let inner_ran = shop.inner_calls.load(Ordering::SeqCst);
+    let delivered_unpaid = transfers == 0 && statuses.iter().any(StatusCode::is_success);
+    reliability::Row {
+        fault: case.describe().to_owned(),
+        mode: match mode {
+            SettlementMode::Before => "before",
+            _ => "after",
+        },
+        client_sees: sequence(&statuses),
+        inner_ran,
+        transfers,
+        delivered_unpaid,
+    }
+}
+
+/// `layer` in front of a handler that counts its calls.
+fn counted_app(layer: X402Layer, calls: &Arc<AtomicUsize>) -> Router {
+    let calls = Arc::clone(calls);
+    let handler = move || {
+        let calls = Arc::clone(&calls);
+        async move {
+            calls.fetch_add(1, Ordering::SeqCst);
+            "delivered"
+        }
+    };
+    Router::new().route("/report", get(handler).layer(layer))
+}
+
+#[tokio::test]
+async fn reliability_table_matches_the_faults_tried() {
+    let mut rows = Vec::new();
+    for case in Case::ALL {
+        for mode in MODES {
+            rows.push(observe(case, mode).await);
+        }
+    }
+    reliability::check_section(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")),
+        "layer",
+        &rows,
+    );
 }

@@ -35,6 +35,18 @@ pub enum SettleFault {
     PendingThenSettled,
     /// Answers `settlement_pending` without ever settling.
     StaysPending,
+    /// Answers `success: false`, `insufficient_funds`, without settling.
+    Refused,
+}
+
+/// What the next `/verify` does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum VerifyFault {
+    /// Answers HTTP 500 with a body that is not the protocol's.
+    ServerError,
+    /// Answers 200 with a body that is not JSON.
+    Garbage,
 }
 
 impl SettleFault {
@@ -48,6 +60,7 @@ impl SettleFault {
             "lost-before-settling" => Self::LostBeforeSettling,
             "pending-then-settled" => Self::PendingThenSettled,
             "stays-pending" => Self::StaysPending,
+            "refused" => Self::Refused,
             _ => return None,
         })
     }
@@ -73,6 +86,7 @@ impl SettleFault {
 pub struct FaultyFacilitator {
     sandbox: SandboxFacilitator,
     faults: Arc<Mutex<VecDeque<SettleFault>>>,
+    verify_faults: Arc<Mutex<VecDeque<VerifyFault>>>,
     /// Settlements answered `settlement_pending`, by request body, answered on a re-send.
     pending: Arc<Mutex<HashMap<String, SettleResponse>>>,
     settle_calls: Arc<AtomicUsize>,
@@ -84,6 +98,7 @@ impl FaultyFacilitator {
         Self {
             sandbox,
             faults: Arc::default(),
+            verify_faults: Arc::default(),
             pending: Arc::default(),
             settle_calls: Arc::default(),
         }
@@ -92,6 +107,11 @@ impl FaultyFacilitator {
     /// Queues `fault` for the next `/settle` that has no fault queued before it.
     pub fn inject(&self, fault: SettleFault) {
         lock(&self.faults).push_back(fault);
+    }
+
+    /// Queues `fault` for the next `/verify` that has no fault queued before it.
+    pub fn inject_verify(&self, fault: VerifyFault) {
+        lock(&self.verify_faults).push_back(fault);
     }
 
     /// How many `/settle` requests arrived.
@@ -123,12 +143,16 @@ impl FaultyFacilitator {
         };
         let (status, answer) = match path.as_str() {
             "/supported" => (200, to_json(&*self.sandbox.supported_response())),
-            "/verify" => match serde_json::from_slice::<FacilitatorRequest>(&body) {
-                Ok(request) => (200, to_json(&self.sandbox.verify_payment(&request))),
-                Err(error) => (
-                    400,
-                    serde_json::json!({ "error": error.to_string() }).to_string(),
-                ),
+            "/verify" => match lock(&self.verify_faults).pop_front() {
+                Some(VerifyFault::ServerError) => (500, "internal error".to_owned()),
+                Some(VerifyFault::Garbage) => (200, "<html>not json</html>".to_owned()),
+                None => match serde_json::from_slice::<FacilitatorRequest>(&body) {
+                    Ok(request) => (200, to_json(&self.sandbox.verify_payment(&request))),
+                    Err(error) => (
+                        400,
+                        serde_json::json!({ "error": error.to_string() }).to_string(),
+                    ),
+                },
             },
             "/settle" => {
                 self.settle_calls.fetch_add(1, Ordering::SeqCst);
@@ -181,6 +205,10 @@ impl FaultyFacilitator {
         let lost = r#"{"error":"upstream facilitator timed out"}"#.to_owned();
         match fault {
             SettleFault::LostBeforeSettling => Some((504, lost)),
+            SettleFault::Refused => Some((
+                200,
+                to_json(&SettleResponse::failure(network, "insufficient_funds")),
+            )),
             SettleFault::StaysPending => {
                 let mut pending = SettleResponse::failure(network, "settlement_pending");
                 pending.transaction = format!("0x{}", "0".repeat(64));

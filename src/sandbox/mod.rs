@@ -54,6 +54,6 @@ pub use eip712::{
     AuthorizationDigest, AuthorizationError, DigestError, DomainError, authorization_digest,
 };
 pub use facilitator::{InvalidAddress, SandboxFacilitator};
-pub use faults::{FaultyFacilitator, SettleFault};
+pub use faults::{FaultyFacilitator, SettleFault, VerifyFault};
 pub use ledger::SandboxSettlement;
 pub use wallet::{SandboxWallet, WalletError};
