@@ -32,6 +32,7 @@ const MODES: [SettlementMode; 2] = [SettlementMode::Before, SettlementMode::Afte
 /// One shop in front of a faulty facilitator, and everything the tests count.
 struct Shop {
     app: Router,
+    facilitator_url: String,
     faulty: FaultyFacilitator,
     store: MemorySettlementStore,
     offer: Arc<Offer>,
@@ -68,7 +69,7 @@ async fn shop(mode: SettlementMode, chain: Chain, clock: Option<Clock>) -> Shop 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(faulty.clone().serve(listener));
-    let client = HttpFacilitator::builder(url)
+    let client = HttpFacilitator::builder(url.clone())
         .settle_timeout(Duration::from_millis(800))
         .build()
         .unwrap();
@@ -124,6 +125,7 @@ async fn shop(mode: SettlementMode, chain: Chain, clock: Option<Clock>) -> Shop 
     let app = Router::new().route("/report", get(handler).layer(layer));
     Shop {
         app,
+        facilitator_url: url,
         faulty,
         store,
         offer,
@@ -845,4 +847,50 @@ async fn reliability_table_matches_the_faults_tried() {
         "layer",
         &rows,
     );
+}
+
+/// Two layers (two processes, as far as the ledger knows) sharing one store: of concurrent
+/// requests with one payment, exactly one settles; the others wait (503, retry the same payment)
+/// or are answered from the record. Never 402, never a second `/settle`.
+#[tokio::test]
+async fn two_layers_sharing_one_store_never_both_settle() {
+    for mode in MODES {
+        let first = shop(mode, Chain::Sandbox, None).await;
+        let facilitator = HttpFacilitator::new(first.facilitator_url.clone()).unwrap();
+        let second_layer = X402Layer::new(facilitator, Arc::clone(&first.offer))
+            .settlement_store(first.store.clone());
+        let second = counted_app(second_layer, &first.inner_calls);
+        let payment = first.pay();
+        let signature = header::encode(&payment).unwrap();
+        let tasks: Vec<_> = (0..40)
+            .map(|i| {
+                let app = if i % 2 == 0 {
+                    first.app.clone()
+                } else {
+                    second.clone()
+                };
+                let signature = signature.clone();
+                tokio::spawn(async move {
+                    let request = Request::get("/report")
+                        .header("payment-signature", signature)
+                        .body(Body::empty())
+                        .unwrap();
+                    app.oneshot(request).await.unwrap().status()
+                })
+            })
+            .collect();
+        let mut statuses = Vec::new();
+        for task in tasks {
+            statuses.push(task.await.unwrap());
+        }
+        assert!(
+            statuses
+                .iter()
+                .all(|status| matches!(status.as_u16(), 200 | 503)),
+            "{mode:?}: {statuses:?}"
+        );
+        assert!(statuses.contains(&StatusCode::OK), "{mode:?}");
+        assert_eq!(first.transfers(), 1, "{mode:?}");
+        assert_eq!(first.faulty.settle_calls(), 1, "{mode:?}: one /settle");
+    }
 }
