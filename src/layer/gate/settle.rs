@@ -236,15 +236,34 @@ async fn settled(
         recent.remember(&record);
     }
     let state = PaymentState::Settled { record };
-    match config.store.replace(&hold.key, hold.version, &state).await {
-        Ok(true) => {}
-        Ok(false) => {
-            tracing::warn!(key = %hold.key, transaction = %settlement.transaction, "settled payment changed under its hold (lease expired?); another process records it")
-        }
-        Err(error) => {
-            tracing::error!(%error, key = %hold.key, transaction = %settlement.transaction, "settled payment could not be recorded")
+    let mut version = hold.version;
+    // Proof of settlement wins over whatever another process wrote meanwhile (its lease ran out
+    // and it recovered the payment, perhaps into doubt): record it over any unsettled state.
+    for _ in 0..3 {
+        match config.store.replace(&hold.key, version, &state).await {
+            Ok(true) => return settlement,
+            Ok(false) => match config.store.load(&hold.key).await {
+                Ok(Some(entry)) if !matches!(entry.state, PaymentState::Settled { .. }) => {
+                    version = entry.version;
+                }
+                Ok(Some(_)) => return settlement,
+                Ok(None) => {
+                    if matches!(config.store.insert(&hold.key, &state).await, Ok(true)) {
+                        return settlement;
+                    }
+                }
+                Err(error) => {
+                    tracing::error!(%error, key = %hold.key, transaction = %settlement.transaction, "settled payment could not be recorded");
+                    return settlement;
+                }
+            },
+            Err(error) => {
+                tracing::error!(%error, key = %hold.key, transaction = %settlement.transaction, "settled payment could not be recorded");
+                return settlement;
+            }
         }
     }
+    tracing::error!(key = %hold.key, transaction = %settlement.transaction, "settled payment could not be recorded: its entry kept changing");
     settlement
 }
 
