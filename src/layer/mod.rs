@@ -15,7 +15,7 @@
 //! | facilitator unreachable, timed out, overloaded | 503 with `Retry-After`; inner service not called, nothing settled |
 //! | facilitator answer to `/verify` malformed or an unexpected HTTP status | 502 |
 //! | `/settle` sent, outcome unknown (answer lost, timeout, 5xx, malformed, `settlement_pending` twice) | 503 with `Retry-After`: the payment is *in doubt*; a retry of the same payment recovers it |
-//! | in doubt, and the [`Reconciler`](settlement::Reconciler) proves nothing moved and the authorization expired | 402; the payment is released |
+//! | in doubt, and the [`Reconciler`] proves nothing moved and the authorization expired | 402; the payment is released |
 //! | settled | the inner response with `PAYMENT-RESPONSE` and `Cache-Control: private` |
 //! | settlement refused (`success: false`) | 402 with the failure in `PAYMENT-RESPONSE`; the inner response is dropped |
 //! | the same payment again, already settled | answered from its [`SettlementRecord`](settlement::SettlementRecord): inner service runs, no facilitator call |
@@ -44,7 +44,7 @@
 //! single-flight lock is per process; across processes sharing one store, the store's
 //! compare-and-set operations and leases decide (in memory by default, a database if you give
 //! it one). A payment whose settlement outcome is unknown stays *in doubt* until a retry settles
-//! it: the identical `/settle` is re-sent, then the [`Reconciler`](settlement::Reconciler) asks
+//! it: the identical `/settle` is re-sent, then the [`Reconciler`] asks
 //! the chain — see [`settlement`].
 //!
 //! Every refusal is a [`Refusal`], answered with its status; [`PaymentEvents`] observe them.
