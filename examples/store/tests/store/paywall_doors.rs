@@ -63,7 +63,7 @@ async fn without_a_second_pay_to_only_the_canonical_door_is_open() {
 async fn a_second_pay_to_opens_the_solana_door_on_its_own_address() {
     let store = store_with(
         |c| c.second_pay_to = Some(SOLANA_TREASURY.into()),
-        Arc::new(SandboxFacilitator::new()),
+        Arc::new(ExtraKinds::new(vec![(Network::SOLANA, None)])),
     )
     .await;
     let (accepts, doors) = accepts_and_doors(&store).await;
@@ -75,7 +75,7 @@ async fn a_second_pay_to_opens_the_solana_door_on_its_own_address() {
     assert_ne!(accepts[1]["payTo"], accepts[0]["payTo"]);
     assert_eq!(accepts[1]["amount"], "99000000");
     assert_eq!(accepts[1]["scheme"], "exact");
-    // The sandbox names no fee payer, so the accept carries no `extra`.
+    // The facilitator's kind has no `extra`, so the accept carries none.
     assert!(accepts[1].get("extra").is_none());
     assert_eq!(doors[1]["status"], "live");
     assert_eq!(doors[1]["treasury"], SOLANA_TREASURY);
@@ -140,7 +140,7 @@ async fn algorand_listed_without_a_third_pay_to_stays_mapped() {
 
 #[tokio::test]
 async fn both_doors_open_when_configured_and_listed() {
-    let facilitator = ExtraKinds::new(vec![(Network::ALGORAND, None)]);
+    let facilitator = ExtraKinds::new(vec![(Network::SOLANA, None), (Network::ALGORAND, None)]);
     let store = store_with(
         |c| {
             c.second_pay_to = Some(SOLANA_TREASURY.into());
@@ -188,7 +188,8 @@ async fn a_failing_supported_keeps_the_third_door_mapped() {
         .iter()
         .map(|a| a["network"].as_str().unwrap())
         .collect();
-    assert_eq!(networks, ["eip155:8453", Network::SOLANA.as_str()]);
+    assert_eq!(networks, ["eip155:8453"]);
+    assert_eq!(doors[1]["status"], "mapped");
     assert_eq!(doors[2]["status"], "mapped");
     assert!(
         doors[2]["notes"]
@@ -196,4 +197,64 @@ async fn a_failing_supported_keeps_the_third_door_mapped() {
             .unwrap()
             .contains("could not be read")
     );
+}
+
+/// The second door with its deposit address set, against each `/supported` answer: live (with
+/// exactly the kind's `extra` on its accept) only when the facilitator lists `exact` on Solana.
+#[tokio::test]
+async fn the_solana_door_is_live_only_when_the_facilitator_lists_exact_on_solana() {
+    let fee_payer = fee_payer("FeePayer1111111111111111111111111111111111");
+    let cases: Vec<(&str, Arc<dyn tower_x402::Facilitator>, &str, Option<Value>)> = vec![
+        (
+            "not listed",
+            Arc::new(SandboxFacilitator::new()),
+            "mapped",
+            None,
+        ),
+        ("unreachable", Arc::new(Unreachable), "mapped", None),
+        (
+            "listed for another scheme",
+            Arc::new(ExtraKinds::with_scheme(
+                "upto",
+                vec![(Network::SOLANA, fee_payer.clone())],
+            )),
+            "mapped",
+            None,
+        ),
+        (
+            "listed without extra",
+            Arc::new(ExtraKinds::new(vec![(Network::SOLANA, None)])),
+            "live",
+            None,
+        ),
+        (
+            "listed with a fee payer",
+            Arc::new(ExtraKinds::new(vec![(Network::SOLANA, fee_payer.clone())])),
+            "live",
+            Some(json!({"feePayer": "FeePayer1111111111111111111111111111111111"})),
+        ),
+    ];
+    for (case, facilitator, status, extra) in cases {
+        let store = store_with(
+            |c| c.second_pay_to = Some(SOLANA_TREASURY.into()),
+            facilitator,
+        )
+        .await;
+        let (accepts, doors) = accepts_and_doors(&store).await;
+        assert_eq!(doors[1]["status"], status, "{case}");
+        let solana: Vec<&Value> = accepts
+            .iter()
+            .filter(|a| a["network"] == Network::SOLANA.as_str())
+            .collect();
+        if status == "live" {
+            assert_eq!(solana.len(), 1, "{case}");
+            assert_eq!(solana[0].get("extra").cloned(), extra, "{case}");
+        } else {
+            assert!(solana.is_empty(), "{case}: {accepts:?}");
+            assert!(
+                doors[1]["notes"].as_str().unwrap().contains("Mapped"),
+                "{case}"
+            );
+        }
+    }
 }

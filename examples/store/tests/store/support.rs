@@ -164,11 +164,22 @@ impl ExtraKinds {
             Option<serde_json::Map<String, Value>>,
         )>,
     ) -> Self {
+        Self::with_scheme("exact", kinds)
+    }
+
+    /// Like [`ExtraKinds::new`], with every added kind on `scheme`.
+    pub(crate) fn with_scheme(
+        scheme: &str,
+        kinds: Vec<(
+            tower_x402::proto::Network,
+            Option<serde_json::Map<String, Value>>,
+        )>,
+    ) -> Self {
         let kinds = kinds
             .into_iter()
             .map(|(network, extra)| SupportedKind {
                 x402_version: X402Version::V2,
-                scheme: "exact".to_owned(),
+                scheme: scheme.to_owned(),
                 network,
                 extra,
             })
