@@ -8,12 +8,17 @@
 //! unpaid. The request body is never looked at, so a body on the GET cannot stand between a
 //! client and its 402.
 //!
+//! An unusable `PAYMENT-SIGNATURE` (not base64, not JSON, not version 2, too large) is answered
+//! 402 with the challenge whose `error` says what was wrong with the header, as the
+//! specification's error table and the reference servers do.
+//!
 //! Payments settle before the handler runs ([`SettlementMode::Before`](tower_x402::SettlementMode)),
 //! because the handler issues a Passport: that must never happen without the money.
 
 use axum::handler::Handler;
 use axum::http::request::Parts;
 use axum::routing::{MethodRouter, get};
+use tower_x402::layer::InvalidHeaderStatus;
 use tower_x402::{Price, X402Layer};
 
 use crate::app::AppState;
@@ -32,6 +37,8 @@ pub fn paid_get(state: &AppState) -> MethodRouter<AppState> {
     };
     let paywall = X402Layer::new(state.facilitator.clone(), pricing)
         .settlement_store(state.store.clone())
+        // The specification's answer to a paid resource requested without a valid payment.
+        .invalid_header_status(InvalidHeaderStatus::PaymentRequired)
         .events(state.standing.clone());
     // The paywall wraps the handler only (not the method router), so other methods get 405.
     get(purchase.layer(paywall))

@@ -219,6 +219,46 @@ impl Facilitator for ExtraKinds {
     }
 }
 
+/// The sandbox, counting the `/verify` and `/settle` calls that reach it.
+#[derive(Clone, Default)]
+pub(crate) struct Counting {
+    pub(crate) inner: SandboxFacilitator,
+    calls: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Counting {
+    /// How many `/verify` and `/settle` calls reached the facilitator.
+    pub(crate) fn calls(&self) -> usize {
+        self.calls.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn count(&self) {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Facilitator for Counting {
+    fn verify<'a>(
+        &'a self,
+        request: &'a FacilitatorRequest,
+    ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
+        self.count();
+        self.inner.verify(request)
+    }
+
+    fn settle<'a>(
+        &'a self,
+        request: &'a FacilitatorRequest,
+    ) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
+        self.count();
+        self.inner.settle(request)
+    }
+
+    fn supported(&self) -> BoxFuture<'_, Result<Arc<SupportedResponse>, FacilitatorError>> {
+        self.inner.supported()
+    }
+}
+
 /// A facilitator whose `/supported` fails (verify and settle fail too).
 pub(crate) struct Unreachable;
 
