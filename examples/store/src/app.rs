@@ -153,7 +153,12 @@ pub fn app(state: AppState) -> Router {
         .layer(open_cors);
     // Only these routes read a request body; cap it.
     let with_bodies = Router::new()
-        .route("/mcp", post(mcp::handle).fallback(mcp::method_not_allowed))
+        .route(
+            "/mcp",
+            post(mcp::handle)
+                .get(mcp::describe)
+                .fallback(mcp::method_not_allowed),
+        )
         .route("/discovery", get(discovery::probed_map))
         .route(
             "/api/discovery",

@@ -68,7 +68,7 @@ async fn accepts_agree_byte_for_byte_across_every_surface() {
         // OpenAPI: the decimal USD price equals the atomic amount of the canonical accept.
         let operation = &openapi.json["paths"][format!("/api/x402/{}", sku.slug)]["get"];
         let info = &operation["x-payment-info"];
-        assert_eq!(info["protocols"], json!([{"x402": {}}]));
+        assert_eq!(info["protocols"], json!([{"x402": {"version": 2}}]));
         assert_eq!(info["price"]["mode"], "fixed");
         assert_eq!(info["price"]["currency"], "USD");
         let amount: tower_x402::proto::UsdAmount =
@@ -317,4 +317,56 @@ async fn catalog_documents_have_open_cors_and_count_as_retrieved() {
 
     let report = store.state.standing.snapshot().await.unwrap();
     assert_eq!(report.demo("retrieved"), Some(documents.len() as u64));
+}
+
+/// The indexers' schema for `x-payment-info.protocols`: an array of objects, the x402 entry an
+/// object (any fields); the store's entry names version 2.
+#[tokio::test]
+async fn openapi_payment_info_names_x402_version_2_in_the_indexers_shape() {
+    let store = super::support::store().await;
+    let openapi = store.get("/openapi.json").await;
+    let paths = openapi.json["paths"].as_object().unwrap();
+    let mut paid = 0;
+    for (path, item) in paths {
+        let Some(info) = item["get"].get("x-payment-info") else {
+            continue;
+        };
+        paid += 1;
+        let protocols = info["protocols"].as_array().unwrap();
+        assert!(protocols.iter().all(Value::is_object), "{path}");
+        let x402 = protocols
+            .iter()
+            .find_map(|entry| entry.get("x402"))
+            .unwrap_or_else(|| panic!("{path}: no x402 entry"));
+        assert!(x402.is_object(), "{path}");
+        assert_eq!(x402["version"], 2, "{path}");
+        assert_eq!(info["price"]["mode"], "fixed", "{path}");
+        assert!(info["price"]["amount"].is_string(), "{path}");
+    }
+    assert_eq!(paid, 45);
+}
+
+/// Who settles follows the mode: the sandbox in demo mode, an external facilitator otherwise.
+#[tokio::test]
+async fn the_doctrine_names_the_settler_of_the_mode() {
+    for demo in [true, false] {
+        let shop = super::support::Shop::open(demo).await;
+        let llms = shop.get("/llms.txt", &[]).await.text;
+        let openapi = shop.get("/openapi.json", &[]).await;
+        let description = openapi.json["info"]["description"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let page = shop.get("/bazaar", &[]).await.text;
+        for (surface, text) in [
+            ("llms.txt", &llms),
+            ("openapi", &description),
+            ("bazaar", &page),
+        ] {
+            let says_sandbox = text.contains("in-process sandbox");
+            let says_external = text.contains("external facilitator");
+            assert_eq!(says_sandbox, demo, "{surface} (demo: {demo})");
+            assert_eq!(says_external, !demo, "{surface} (demo: {demo})");
+        }
+    }
 }

@@ -112,9 +112,17 @@ async fn json_rpc_errors_have_their_codes() {
 #[tokio::test]
 async fn transport_rules() {
     let store = store().await;
-    let get = store.get("/mcp").await;
-    assert_eq!(get.status, StatusCode::METHOD_NOT_ALLOWED);
-    assert_eq!(get.header("allow"), Some("POST"));
+    let stream = store
+        .send(
+            Request::get("/mcp")
+                .header("accept", "text/event-stream")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(stream.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(stream.header("allow"), Some("GET, POST"));
+    assert_eq!(stream.json["jsonrpc"], "2.0");
     let delete = store
         .send(Request::delete("/mcp").body(Body::empty()).unwrap())
         .await;
@@ -331,4 +339,51 @@ async fn bad_arguments_are_tool_errors() {
         assert_eq!(result["isError"], true, "{tool} {arguments}");
         assert!(result["content"][0]["text"].is_string());
     }
+}
+
+#[tokio::test]
+async fn a_plain_get_describes_the_server() {
+    let store = store().await;
+    let get = store.get("/mcp").await;
+    assert_eq!(get.status, StatusCode::OK, "{}", get.text);
+    assert!(
+        get.header("content-type")
+            .unwrap()
+            .starts_with("application/json")
+    );
+    assert_eq!(get.json["transport"], "streamable-http");
+    assert_eq!(get.json["endpoint"]["method"], "POST");
+    assert_eq!(get.json["endpoint"]["url"], "http://127.0.0.1:4020/mcp");
+    assert_eq!(get.json["tools"].as_array().unwrap().len(), 6);
+    assert_eq!(
+        get.json["manifest"],
+        "http://127.0.0.1:4020/.well-known/mcp.json"
+    );
+    assert!(get.json["name"].is_string());
+
+    let browser = store
+        .send(
+            Request::get("/mcp")
+                .header("accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(browser.status, StatusCode::OK);
+    assert!(
+        browser
+            .header("content-type")
+            .unwrap()
+            .starts_with("text/html")
+    );
+    assert!(browser.text.contains("/.well-known/mcp.json"));
+    assert!(browser.text.contains("search_catalog"));
+
+    let openapi = store.get("/openapi.json").await;
+    let methods: Vec<&String> = openapi.json["paths"]["/mcp"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(methods, ["get", "post"]);
 }
