@@ -3,8 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::{HeaderValue, Method, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::extract::State;
+use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use tower_http::cors::{Any, CorsLayer};
@@ -176,6 +177,7 @@ pub fn app(state: AppState) -> Router {
             "/api/fulfillment/{passport}/{file}",
             get(fulfillment::download),
         )
+        .route("/", get(landing))
         .route("/bazaar", get(bazaar_page::page))
         .route("/.well-known/did.json", get(well_known::did_json))
         .fallback(not_found)
@@ -184,7 +186,40 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
-async fn not_found() -> Response {
+/// The free routes a trailing slash is redirected to (`/bazaar/` → `/bazaar`). Product paths are
+/// not among them: a product is sold at exactly one path, and any other spelling is a 404.
+const FREE_ROUTES: [&str; 11] = [
+    "/bazaar",
+    "/api/bazaar",
+    "/openapi.json",
+    "/llms.txt",
+    "/mcp",
+    "/discovery",
+    "/api/discovery",
+    "/.well-known/x402.json",
+    "/.well-known/x402",
+    "/.well-known/mcp.json",
+    "/.well-known/did.json",
+];
+
+/// `/`: a person opening the store's origin lands on the storefront.
+async fn landing(State(state): State<AppState>) -> Response {
+    Redirect::temporary(&format!("{}/bazaar", state.config.base_url)).into_response()
+}
+
+/// Unknown paths: a free route spelled with trailing slashes is redirected (308, query kept) to
+/// its one spelling under the public base URL; anything else is a JSON 404.
+async fn not_found(State(state): State<AppState>, uri: Uri) -> Response {
+    let path = uri.path();
+    let trimmed = path.trim_end_matches('/');
+    if trimmed.len() < path.len() && FREE_ROUTES.contains(&trimmed) {
+        let base = &state.config.base_url;
+        let target = match uri.query() {
+            Some(query) => format!("{base}{trimmed}?{query}"),
+            None => format!("{base}{trimmed}"),
+        };
+        return Redirect::permanent(&target).into_response();
+    }
     json_error(StatusCode::NOT_FOUND, "no such route")
 }
 

@@ -370,3 +370,31 @@ async fn the_doctrine_names_the_settler_of_the_mode() {
         }
     }
 }
+
+#[tokio::test]
+async fn the_origin_lands_on_the_storefront_and_trailing_slashes_redirect() {
+    let store = store().await;
+    let root = store.get("/").await;
+    assert_eq!(root.status, StatusCode::TEMPORARY_REDIRECT);
+    assert_eq!(
+        root.header("location"),
+        Some("http://127.0.0.1:4020/bazaar")
+    );
+    for (path, location) in [
+        ("/bazaar/", "http://127.0.0.1:4020/bazaar"),
+        ("/openapi.json//", "http://127.0.0.1:4020/openapi.json"),
+        (
+            "/api/bazaar/?tag=x",
+            "http://127.0.0.1:4020/api/bazaar?tag=x",
+        ),
+        ("/llms.txt/", "http://127.0.0.1:4020/llms.txt"),
+    ] {
+        let answer = store.get(path).await;
+        assert_eq!(answer.status, StatusCode::PERMANENT_REDIRECT, "{path}");
+        assert_eq!(answer.header("location"), Some(location), "{path}");
+    }
+    // Not a known route with a slash: still a JSON 404.
+    let unknown = store.get("/no/such/route/").await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    assert!(unknown.json["error"].is_string());
+}
