@@ -7,9 +7,10 @@ use axum::extract::State;
 use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use axum::{Extension, Json, Router};
+use axum::{Extension, Json, Router, middleware};
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 use tower_x402::layer::pricing::OfferError;
 use tower_x402::sandbox::SandboxFacilitator;
@@ -21,7 +22,7 @@ use crate::documents::{bazaar, bazaar_page, llms_txt, openapi, well_known};
 use crate::paywall::doors::Doors;
 use crate::sales::{fulfillment, passport, standing};
 use crate::storage::Store;
-use crate::{discovery, mcp, paywall};
+use crate::{discovery, http_errors, mcp, paywall};
 
 /// Largest request body read by the routes that take one (`POST /mcp`, `POST /api/discovery`).
 /// The paid GET ignores its body, so the limit does not stand between it and its 402.
@@ -168,10 +169,11 @@ pub fn app(state: AppState) -> Router {
         .layer(Extension(Arc::new(discovery::Memory::default())))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES));
 
-    Router::new()
+    // Every route but the paid one has a request deadline; a payment being settled is never
+    // abandoned halfway (the facilitator client's timeouts bound it).
+    let free = Router::new()
         .merge(catalog_documents)
         .merge(with_bodies)
-        .route("/api/x402/{sku}", paywall::paid_get(&state))
         .route("/api/passport/{id}", get(passport::verify))
         .route(
             "/api/fulfillment/{passport}/{file}",
@@ -180,7 +182,17 @@ pub fn app(state: AppState) -> Router {
         .route("/", get(landing))
         .route("/bazaar", get(bazaar_page::page))
         .route("/.well-known/did.json", get(well_known::did_json))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            state.config.limits.request_timeout,
+        ));
+
+    Router::new()
+        .merge(free)
+        .route("/api/x402/{sku}", paywall::paid_get(&state))
         .fallback(not_found)
+        // JSON bodies for the errors the router and middleware write (405, 408, 413, 431).
+        .layer(middleware::from_fn(http_errors::json_errors))
         // One span per request, with method, path, status and latency.
         .layer(TraceLayer::new_for_http())
         .with_state(state)

@@ -6,11 +6,13 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Parser;
 use reqwest::Url;
 
 use crate::discovery::ChannelSpec;
+use crate::serve::ServeLimits;
 
 /// The canonical receiving address in demo mode (no external facilitator): a well-formed EVM
 /// address that only the in-process sandbox ever "pays". Live mode requires `STORE_PAY_TO`.
@@ -64,6 +66,15 @@ pub struct Args {
     /// JSON file listing the discovery channels (default: the built-in list).
     #[arg(long, env = "STORE_DISCOVERY_CHANNELS")]
     pub discovery_channels: Option<PathBuf>,
+    /// Seconds a client has to send a request's headers (also closes an idle keep-alive connection).
+    #[arg(long, env = "STORE_HEADER_READ_TIMEOUT_SECS", default_value_t = 10)]
+    pub header_read_timeout_secs: u64,
+    /// Seconds a request on a free route may take before it is answered 408.
+    #[arg(long, env = "STORE_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
+    pub request_timeout_secs: u64,
+    /// Connections served at once; more wait in the listen backlog.
+    #[arg(long, env = "STORE_MAX_CONNECTIONS", default_value_t = 1024)]
+    pub max_connections: usize,
 }
 
 /// The checked settings the store runs with.
@@ -93,6 +104,8 @@ pub struct Config {
     pub content_dir: Option<PathBuf>,
     /// Discovery channels; `None` means the built-in list.
     pub discovery_channels: Option<Vec<ChannelSpec>>,
+    /// Header, request and connection limits of the server.
+    pub limits: ServeLimits,
 }
 
 /// A setting that cannot be used, named the way the operator set it.
@@ -152,6 +165,11 @@ impl Config {
             checkout_url: args.checkout_url,
             content_dir: args.content_dir,
             discovery_channels,
+            limits: ServeLimits {
+                header_read_timeout: Duration::from_secs(args.header_read_timeout_secs),
+                request_timeout: Duration::from_secs(args.request_timeout_secs),
+                max_connections: args.max_connections,
+            },
         };
         config.validate()?;
         Ok(config)
@@ -173,6 +191,7 @@ impl Config {
             checkout_url: None,
             content_dir: None,
             discovery_channels: None,
+            limits: ServeLimits::default(),
         }
     }
 
@@ -188,6 +207,25 @@ impl Config {
                 "STORE_BASE_URL (--base-url)",
                 "must not carry a query or fragment",
             ));
+        }
+        let limits = &self.limits;
+        for (setting, value) in [
+            (
+                "STORE_HEADER_READ_TIMEOUT_SECS (--header-read-timeout-secs)",
+                limits.header_read_timeout.as_secs(),
+            ),
+            (
+                "STORE_REQUEST_TIMEOUT_SECS (--request-timeout-secs)",
+                limits.request_timeout.as_secs(),
+            ),
+            (
+                "STORE_MAX_CONNECTIONS (--max-connections)",
+                u64::try_from(limits.max_connections).unwrap_or(u64::MAX),
+            ),
+        ] {
+            if value == 0 {
+                return Err(invalid(setting, "must be at least 1"));
+            }
         }
         if !is_slug_prefix(&self.slug_prefix) {
             return Err(invalid(
@@ -322,6 +360,7 @@ impl fmt::Debug for Config {
                 "discovery_channels",
                 &self.discovery_channels.as_ref().map(Vec::len),
             )
+            .field("limits", &self.limits)
             .finish()
     }
 }

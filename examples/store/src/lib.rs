@@ -12,13 +12,17 @@
 //! | [`discovery`] | the channels the store can be found through, probed and announced to |
 //! | [`mcp`] | the read-only MCP discovery server |
 //! | [`storage`] | the database |
+//! | [`serve`] | serving on TCP with header, request and connection limits |
+//! | [`http_errors`] | JSON bodies for the errors the router and middleware write |
 
 pub mod app;
 pub mod catalog;
 pub mod config;
 pub mod discovery;
 pub mod documents;
+pub mod http_errors;
 pub mod mcp;
 pub mod paywall;
 pub mod sales;
+pub mod serve;
 pub mod storage;

@@ -13,6 +13,7 @@ mod paywall_paths;
 mod purchase_flow;
 mod referral_rules;
 mod restart_store;
+mod server_limits;
 mod standing_funnel;
 mod storage_atomic;
 mod support;
