@@ -11,7 +11,6 @@ use axum::{Extension, Json, Router, middleware};
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::TraceLayer;
 use tower_x402::layer::pricing::OfferError;
 use tower_x402::sandbox::SandboxFacilitator;
 use tower_x402::{Facilitator, HttpFacilitator};
@@ -22,7 +21,7 @@ use crate::documents::{bazaar, bazaar_page, llms_txt, openapi, well_known};
 use crate::paywall::doors::Doors;
 use crate::sales::{fulfillment, passport, standing};
 use crate::storage::Store;
-use crate::{discovery, http_errors, mcp, paywall};
+use crate::{discovery, http_errors, mcp, paywall, request_log};
 
 /// Largest request body read by the routes that take one (`POST /mcp`, `POST /api/discovery`).
 /// The paid GET ignores its body, so the limit does not stand between it and its 402.
@@ -193,8 +192,8 @@ pub fn app(state: AppState) -> Router {
         .fallback(not_found)
         // JSON bodies for the errors the router and middleware write (405, 408, 413, 431).
         .layer(middleware::from_fn(http_errors::json_errors))
-        // One span per request, with method, path, status and latency.
-        .layer(TraceLayer::new_for_http())
+        // One span per request, with method, redacted URI, status and latency.
+        .layer(request_log::layer())
         .with_state(state)
 }
 

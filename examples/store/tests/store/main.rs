@@ -12,6 +12,7 @@ mod paywall_doors;
 mod paywall_paths;
 mod purchase_flow;
 mod referral_rules;
+mod request_log;
 mod restart_store;
 mod server_limits;
 mod standing_funnel;
