@@ -8,6 +8,7 @@ use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router, middleware};
+use tower_http::compression::CompressionLayer;
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
@@ -17,7 +18,7 @@ use tower_x402::{Facilitator, HttpFacilitator};
 
 use crate::catalog::Catalog;
 use crate::config::Config;
-use crate::documents::{bazaar, bazaar_page, llms_txt, openapi, well_known};
+use crate::documents::{bazaar, bazaar_page, caching, llms_txt, openapi, well_known};
 use crate::paywall::doors::Doors;
 use crate::sales::{fulfillment, passport, standing};
 use crate::storage::Store;
@@ -151,6 +152,7 @@ pub fn app(state: AppState) -> Router {
         .route("/openapi.json", get(openapi::document))
         .route("/api/bazaar", get(bazaar::catalog_json))
         .route("/llms.txt", get(llms_txt::llms_txt))
+        .layer(middleware::from_fn(caching::etag))
         .layer(open_cors);
     // Only these routes read a request body; cap it.
     let with_bodies = Router::new()
@@ -192,6 +194,8 @@ pub fn app(state: AppState) -> Router {
         .fallback(not_found)
         // JSON bodies for the errors the router and middleware write (405, 408, 413, 431).
         .layer(middleware::from_fn(http_errors::json_errors))
+        // gzip for clients that ask for it (the catalog documents are 100–200 KB of JSON).
+        .layer(CompressionLayer::new())
         // One span per request, with method, redacted URI, status and latency.
         .layer(request_log::layer())
         .with_state(state)

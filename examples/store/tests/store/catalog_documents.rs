@@ -398,3 +398,64 @@ async fn the_origin_lands_on_the_storefront_and_trailing_slashes_redirect() {
     assert_eq!(unknown.status, StatusCode::NOT_FOUND);
     assert!(unknown.json["error"].is_string());
 }
+
+#[tokio::test]
+async fn catalog_documents_are_compressed_tagged_and_cacheable() {
+    let store = store().await;
+    for (path, control) in [
+        ("/.well-known/x402.json", "public, max-age=300"),
+        ("/openapi.json", "public, max-age=300"),
+        ("/api/bazaar", "public, max-age=60"),
+        ("/llms.txt", "public, max-age=3600"),
+        ("/.well-known/mcp.json", "public, max-age=3600"),
+        ("/.well-known/x402", "public, max-age=300"),
+    ] {
+        let plain = store.get(path).await;
+        assert_eq!(plain.status, StatusCode::OK, "{path}");
+        assert_eq!(plain.header("cache-control"), Some(control), "{path}");
+        let tag = plain
+            .header("etag")
+            .unwrap_or_else(|| panic!("{path}: no ETag"))
+            .to_owned();
+
+        let gzip = store
+            .send(
+                Request::get(path)
+                    .header("accept-encoding", "gzip")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await;
+        assert_eq!(gzip.header("content-encoding"), Some("gzip"), "{path}");
+        assert!(gzip.bytes.len() < plain.bytes.len(), "{path}");
+        assert_eq!(&gzip.bytes[..2], &[0x1f, 0x8b], "{path}: not gzip");
+
+        let revalidate = store
+            .send(
+                Request::get(path)
+                    .header("if-none-match", &tag)
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await;
+        if path == "/api/bazaar" {
+            // Carries the live funnel counts, which each retrieval moves: a new tag, a 200.
+            assert_eq!(revalidate.status, StatusCode::OK, "{path}");
+            assert_ne!(revalidate.header("etag"), Some(tag.as_str()), "{path}");
+            continue;
+        }
+        assert_eq!(revalidate.status, StatusCode::NOT_MODIFIED, "{path}");
+        assert!(revalidate.bytes.is_empty(), "{path}");
+        assert_eq!(revalidate.header("etag"), Some(tag.as_str()), "{path}");
+
+        let stale = store
+            .send(
+                Request::get(path)
+                    .header("if-none-match", "W/\"other\"")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await;
+        assert_eq!(stale.status, StatusCode::OK, "{path}");
+    }
+}
