@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use axum::http::StatusCode;
+
 use serde_json::{Map, Value, json};
 use tower_x402::proto::Network;
 use tower_x402::sandbox::SandboxFacilitator;
@@ -257,4 +259,63 @@ async fn the_solana_door_is_live_only_when_the_facilitator_lists_exact_on_solana
             );
         }
     }
+}
+
+/// Clients built on undici fail at 16 KB of response headers and several sellers keep to 8 KB:
+/// every product's challenge stays under 8 KB with every door open (and so does a payment
+/// copying the challenge's extensions).
+#[tokio::test]
+async fn every_challenge_header_stays_under_8_kb_with_every_door_open() {
+    const BUDGET: usize = 8 * 1024;
+    let facilitator = ExtraKinds::new(vec![
+        (
+            Network::SOLANA,
+            fee_payer("FeePayer1111111111111111111111111111111111"),
+        ),
+        (Network::ALGORAND, None),
+    ]);
+    let store = store_with(
+        |c| {
+            c.second_pay_to = Some(SOLANA_TREASURY.into());
+            c.third_pay_to = Some(ALGORAND_TREASURY.into());
+        },
+        Arc::new(facilitator),
+    )
+    .await;
+    let mut largest = (0, String::new());
+    for sku in store.state.catalog.iter() {
+        let answer = store.get(&format!("/api/x402/{}", sku.slug)).await;
+        assert_eq!(answer.status, StatusCode::PAYMENT_REQUIRED, "{}", sku.slug);
+        let challenge = answer.challenge();
+        assert_eq!(
+            challenge["accepts"].as_array().unwrap().len(),
+            3,
+            "{}",
+            sku.slug
+        );
+        let header: usize = answer
+            .headers
+            .iter()
+            .map(|(name, value)| name.as_str().len() + value.len() + 4)
+            .sum();
+        if header > largest.0 {
+            largest = (header, sku.slug.clone());
+        }
+        let wallet = tower_x402::sandbox::SandboxWallet::random();
+        let required: tower_x402::proto::PaymentRequired =
+            serde_json::from_value(challenge).unwrap();
+        let payment = tower_x402::proto::header::encode(&wallet.pay(&required).unwrap()).unwrap();
+        assert!(
+            payment.len() < BUDGET,
+            "{}: payment {} bytes",
+            sku.slug,
+            payment.len()
+        );
+    }
+    assert!(
+        largest.0 < BUDGET,
+        "{}: {} bytes of headers",
+        largest.1,
+        largest.0
+    );
 }
