@@ -107,7 +107,7 @@ pub fn render(state: &AppState) -> String {
     let _ = writeln!(text, "\n## Referrals\n");
     let _ = writeln!(
         text,
-        "- [Passport verification]({base}/api/passport/{{id}}): referral schema {}",
+        "- [Passport verification]({base}/openapi.json): GET {base}/api/passport/<passport id> (operation verifyPassport) verifies a Passport; referral schema {}",
         serde_json::to_string(&schema).unwrap_or_default()
     );
     text

@@ -44,16 +44,29 @@ pub fn build(config: &Config, catalog: &Catalog, demo: bool) -> Value {
                 "price": catalog::price_json(sku.price),
                 "protocols": [{"x402": {"version": 2}}],
             },
-            "parameters": [{
-                "name": "X-REFERRER-PASSPORT",
-                "in": "header",
-                "required": false,
-                "description": "Optional citation of a prior buyer's Passport (id or verify path).",
-                "schema": {"type": "string"},
-            }],
+            "parameters": [
+                {
+                    "name": "PAYMENT-SIGNATURE",
+                    "in": "header",
+                    "required": false,
+                    "description": "The payment: base64 of an x402 v2 PaymentPayload answering one accept of the 402's PAYMENT-REQUIRED challenge. Without it (or when it cannot be used) the answer is 402.",
+                    "schema": {"type": "string", "contentEncoding": "base64"},
+                },
+                {
+                    "name": "X-REFERRER-PASSPORT",
+                    "in": "header",
+                    "required": false,
+                    "description": "Optional citation of a prior buyer's Passport (id or verify path).",
+                    "schema": {"type": "string"},
+                },
+            ],
             "responses": {
                 "200": {
                     "description": "Paid: a Passport (proof of purchase) and the fulfillment URLs.",
+                    "headers": {"PAYMENT-RESPONSE": {
+                        "description": "Base64 of the x402 v2 SettleResponse.",
+                        "schema": {"type": "string"},
+                    }},
                     "content": {"application/json": {"schema": crate::sales::purchase::response_schema()}},
                 },
                 "402": {
@@ -83,6 +96,17 @@ pub fn build(config: &Config, catalog: &Catalog, demo: bool) -> Value {
             });
             if path.contains("{id}") {
                 operation["parameters"] = json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
+            }
+            if path.contains("{passport}") {
+                operation["parameters"] = json!([
+                    {"name": "passport", "in": "path", "required": true, "schema": {"type": "string"}},
+                    {"name": "file", "in": "path", "required": true, "schema": {"type": "string"}},
+                    {"name": "key", "in": "query", "required": true, "description": "The fulfillment key from the purchase's capability URL.", "schema": {"type": "string"}},
+                ]);
+                operation["responses"] = json!({
+                    "200": {"description": "The file."},
+                    "403": {"description": "The key does not unlock this Passport's files."},
+                });
             }
             item.insert((*method).to_owned(), operation);
         }
@@ -192,6 +216,14 @@ fn free_routes() -> &'static [(
         (
             "/api/passport/{id}",
             &[("get", "verifyPassport", "Verify a Passport")],
+        ),
+        (
+            "/api/fulfillment/{passport}/{file}",
+            &[(
+                "get",
+                "downloadFile",
+                "Download a purchased file with its fulfillment key (the capability URL of a purchase)",
+            )],
         ),
     ]
 }

@@ -214,11 +214,20 @@ fn paid_response(body: PurchaseBody) -> Response {
     response
 }
 
-/// A complete example 200 body for `sku`, built by the same code as real responses (ids and
-/// keys are freshly random, the transaction is a placeholder).
+/// The Passport id of the example body: well-formed, and visibly an example.
+pub const EXAMPLE_PASSPORT: &str = "pp_EXAMPLE00000000000000A";
+
+/// The fulfillment key of the example body: well-formed, and visibly not a secret.
+pub const EXAMPLE_KEY: &str = "EXAMPLE_KEY_NOT_A_SECRET000000000000000000A";
+
+/// A complete example 200 body for `sku`, built by the same code as real responses, with
+/// values that are visibly examples ([`EXAMPLE_PASSPORT`], [`EXAMPLE_KEY`], a zero transaction).
 pub async fn response_example(config: &Config, sku: &Sku, demo: bool) -> Value {
+    let Some(key) = FulfillmentKey::parse(EXAMPLE_KEY) else {
+        return Value::Null;
+    };
     let order = Order {
-        passport: PassportId::generate().as_str().to_owned(),
+        passport: EXAMPLE_PASSPORT.to_owned(),
         sku: sku.slug.clone(),
         resource: sku.resource_url.clone(),
         payer: None,
@@ -234,7 +243,7 @@ pub async fn response_example(config: &Config, sku: &Sku, demo: bool) -> Value {
         issued: 1_788_868_800,
         referral: None,
     };
-    let body = PurchaseBody::new(config, sku, &order, &FulfillmentKey::generate(), false).await;
+    let body = PurchaseBody::new(config, sku, &order, &key, false).await;
     serde_json::to_value(body).unwrap_or(Value::Null)
 }
 

@@ -459,3 +459,60 @@ async fn catalog_documents_are_compressed_tagged_and_cacheable() {
         assert_eq!(stale.status, StatusCode::OK, "{path}");
     }
 }
+
+#[tokio::test]
+async fn openapi_describes_the_payment_headers_and_the_fulfillment_route() {
+    let store = store().await;
+    let openapi = store.get("/openapi.json").await;
+    let paths = &openapi.json["paths"];
+    let operation = &paths["/api/x402/store-rail-receipt"]["get"];
+    let headers: Vec<&str> = operation["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["in"] == "header")
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(headers, ["PAYMENT-SIGNATURE", "X-REFERRER-PASSPORT"]);
+    assert!(operation["responses"]["200"]["headers"]["PAYMENT-RESPONSE"].is_object());
+    let download = &paths["/api/fulfillment/{passport}/{file}"]["get"];
+    let names: Vec<&str> = download["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["passport", "file", "key"]);
+    assert!(download.get("x-payment-info").is_none());
+
+    let llms = store.get("/llms.txt").await.text;
+    // The referral schema names the path template as text; no link points at it.
+    assert!(!llms.contains("/api/passport/{id})"), "{llms}");
+    assert!(
+        !llms.contains("](http://127.0.0.1:4020/api/passport/"),
+        "{llms}"
+    );
+}
+
+#[tokio::test]
+async fn the_output_example_uses_visible_example_values() {
+    let store = store().await;
+    let challenge = store.get("/api/x402/store-rail-receipt").await.challenge();
+    let example = challenge["extensions"]["bazaar"].to_string();
+    assert!(example.contains("pp_EXAMPLE"), "{example}");
+    assert!(
+        example.contains("key=EXAMPLE_KEY_NOT_A_SECRET"),
+        "{example}"
+    );
+    let catalog = store.get("/.well-known/x402.json").await.text;
+    let keys: Vec<&str> = catalog
+        .match_indices("?key=")
+        .map(|(at, _)| &catalog[at + 5..at + 5 + 43])
+        .collect();
+    assert!(!keys.is_empty());
+    assert!(
+        keys.iter()
+            .all(|key| key.starts_with("EXAMPLE_KEY_NOT_A_SECRET")),
+        "{keys:?}"
+    );
+}
