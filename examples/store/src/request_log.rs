@@ -25,7 +25,9 @@ pub struct RedactedSpan;
 
 impl<B> MakeSpan<B> for RedactedSpan {
     fn make_span(&mut self, request: &Request<B>) -> tracing::Span {
+        // tower-http's own target, so `RUST_LOG=tower_http=debug` shows it as before.
         tracing::debug_span!(
+            target: "tower_http::trace::make_span",
             "request",
             method = %request.method(),
             uri = %redacted(request.uri()),

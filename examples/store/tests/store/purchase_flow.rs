@@ -56,18 +56,36 @@ async fn a_purchase_issues_a_passport_that_verifies_and_unlocks_its_files() {
     assert_eq!(verified.status, StatusCode::OK);
     assert_eq!(verified.json["passport"], *passport);
     assert_eq!(verified.json["status"], "demo");
-    assert_eq!(
-        verified.json["settlement"]["transaction"],
-        settled.transaction.as_str()
-    );
+    // Public verification never links the citation to the payer's transaction.
+    assert!(verified.json["settlement"].get("transaction").is_none());
+    assert!(!verified.text.contains(settled.transaction.as_str()));
     assert_eq!(
         verified.json["settlement"]["network"],
         settled.network.as_str()
     );
 
-    // The key unlocks the file; it never appears in verification.
+    // The key unlocks the file, and shows its holder the transaction; it never appears in
+    // verification.
     let file = first_file_path(&bought);
     let key = file.rsplit_once("key=").unwrap().1.to_owned();
+    let holder = shop
+        .get(&format!("/api/passport/{id}?key={key}"), &[])
+        .await;
+    assert_eq!(holder.status, StatusCode::OK);
+    assert_eq!(
+        holder.json["settlement"]["transaction"],
+        settled.transaction.as_str()
+    );
+    assert_eq!(holder.headers["cache-control"], "private, no-store");
+    assert!(!holder.text.contains(&key));
+    let stranger = shop
+        .get(
+            &format!("/api/passport/{id}?key=EXAMPLE_KEY_NOT_A_SECRET000000000000000000A"),
+            &[],
+        )
+        .await;
+    assert_eq!(stranger.status, StatusCode::FORBIDDEN);
+    assert!(!stranger.text.contains(settled.transaction.as_str()));
     assert!(!verified.text.contains(&key));
     let download = shop.get(&file, &[]).await;
     assert_eq!(download.status, StatusCode::OK);
