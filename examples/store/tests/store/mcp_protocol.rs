@@ -387,3 +387,105 @@ async fn a_plain_get_describes_the_server() {
         .collect();
     assert_eq!(methods, ["get", "post"]);
 }
+
+/// Any JSON value up to a few levels deep, with the keys and values JSON-RPC and the tools read
+/// mixed in, so messages get past the first checks.
+fn json_value() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+    use proptest::prelude::*;
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::from),
+        any::<i64>().prop_map(serde_json::Value::from),
+        any::<f64>().prop_map(|f| serde_json::json!(f)),
+        prop_oneof![
+            Just("2.0".to_owned()),
+            Just("tools/call".to_owned()),
+            Just("initialize".to_owned()),
+            Just("get_sku".to_owned()),
+            Just("search_catalog".to_owned()),
+            Just("store-rail-receipt".to_owned()),
+            "\\PC{0,12}",
+        ]
+        .prop_map(serde_json::Value::from),
+    ];
+    leaf.prop_recursive(3, 24, 6, |inner| {
+        let key = prop_oneof![
+            Just("jsonrpc".to_owned()),
+            Just("id".to_owned()),
+            Just("method".to_owned()),
+            Just("params".to_owned()),
+            Just("name".to_owned()),
+            Just("arguments".to_owned()),
+            Just("slug".to_owned()),
+            Just("query".to_owned()),
+            Just("protocolVersion".to_owned()),
+            "[a-z]{0,6}",
+        ];
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+            proptest::collection::btree_map(key, inner, 0..5)
+                .prop_map(|map| serde_json::Value::Object(map.into_iter().collect())),
+        ]
+    })
+}
+
+fn answers_json_rpc(
+    runtime: &tokio::runtime::Runtime,
+    store: &super::support::TestStore,
+    body: Vec<u8>,
+) {
+    let answer = runtime.block_on(
+        store.send(
+            Request::post("/mcp")
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .body(Body::from(body))
+                .unwrap(),
+        ),
+    );
+    assert!(
+        [
+            StatusCode::OK,
+            StatusCode::ACCEPTED,
+            StatusCode::BAD_REQUEST
+        ]
+        .contains(&answer.status),
+        "{}: {}",
+        answer.status,
+        answer.text
+    );
+    if answer.status != StatusCode::ACCEPTED {
+        assert!(
+            answer.json.is_object() || answer.json.is_array(),
+            "{}",
+            answer.text
+        );
+    }
+}
+
+#[test]
+fn arbitrary_json_rpc_bodies_never_panic() {
+    use proptest::prelude::*;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = runtime.block_on(store());
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(256));
+    runner
+        .run(&json_value(), |value| {
+            answers_json_rpc(&runtime, &store, value.to_string().into_bytes());
+            // The same value as a single-element batch and as a tools/call's arguments.
+            answers_json_rpc(&runtime, &store, serde_json::json!([value]).to_string().into_bytes());
+            let call = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get_sku", "arguments": value}});
+            answers_json_rpc(&runtime, &store, call.to_string().into_bytes());
+            Ok(())
+        })
+        .unwrap();
+    runner
+        .run(&proptest::collection::vec(any::<u8>(), 0..256), |bytes| {
+            answers_json_rpc(&runtime, &store, bytes);
+            Ok(())
+        })
+        .unwrap();
+}

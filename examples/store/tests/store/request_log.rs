@@ -60,7 +60,10 @@ async fn fulfillment_keys_never_reach_the_request_log() {
         .read_to_string(&mut log)
         .await
         .unwrap();
-    assert!(log.contains("/api/fulfillment/"), "the download was not logged: {log}");
+    assert!(
+        log.contains("/api/fulfillment/"),
+        "the download was not logged: {log}"
+    );
     assert!(log.contains("key=REDACTED"), "{log}");
     assert!(!log.contains(&key), "the key was logged: {log}");
 }
