@@ -75,6 +75,13 @@ pub struct Args {
     /// Connections served at once; more wait in the listen backlog.
     #[arg(long, env = "STORE_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
+    /// Secret (at least 32 characters) from which each order's fulfillment key is derived, so a
+    /// re-delivery hands out the same key, also after a restart (default: random per process).
+    #[arg(long, env = "STORE_FULFILLMENT_SECRET", hide_env_values = true)]
+    pub fulfillment_secret: Option<String>,
+    /// Seconds after settlement during which the same PAYMENT-SIGNATURE re-delivers the purchase.
+    #[arg(long, env = "STORE_REDELIVERY_WINDOW_SECS", default_value_t = 7 * 24 * 3600)]
+    pub redelivery_window_secs: u64,
 }
 
 /// The checked settings the store runs with.
@@ -106,6 +113,15 @@ pub struct Config {
     pub discovery_channels: Option<Vec<ChannelSpec>>,
     /// Header, request and connection limits of the server.
     pub limits: ServeLimits,
+    /// The secret fulfillment keys are derived from.
+    pub fulfillment_secret: Vec<u8>,
+    /// How long after settlement a replayed payment re-delivers the purchase.
+    pub redelivery_window: Duration,
+}
+
+/// A random fulfillment secret, for a store started without `STORE_FULFILLMENT_SECRET`.
+fn random_secret() -> Vec<u8> {
+    rand::random::<[u8; 32]>().to_vec()
 }
 
 /// A setting that cannot be used, named the way the operator set it.
@@ -170,6 +186,17 @@ impl Config {
                 request_timeout: Duration::from_secs(args.request_timeout_secs),
                 max_connections: args.max_connections,
             },
+            fulfillment_secret: match args.fulfillment_secret {
+                Some(secret) if secret.len() < 32 => {
+                    return Err(invalid(
+                        "STORE_FULFILLMENT_SECRET (--fulfillment-secret)",
+                        "must be at least 32 characters",
+                    ));
+                }
+                Some(secret) => secret.into_bytes(),
+                None => random_secret(),
+            },
+            redelivery_window: Duration::from_secs(args.redelivery_window_secs),
         };
         config.validate()?;
         Ok(config)
@@ -192,6 +219,8 @@ impl Config {
             content_dir: None,
             discovery_channels: None,
             limits: ServeLimits::default(),
+            fulfillment_secret: random_secret(),
+            redelivery_window: Duration::from_secs(7 * 24 * 3600),
         }
     }
 
@@ -361,6 +390,8 @@ impl fmt::Debug for Config {
                 &self.discovery_channels.as_ref().map(Vec::len),
             )
             .field("limits", &self.limits)
+            .field("fulfillment_secret", &"<redacted>")
+            .field("redelivery_window", &self.redelivery_window)
             .finish()
     }
 }

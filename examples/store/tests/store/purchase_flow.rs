@@ -130,14 +130,16 @@ async fn retrying_the_same_signature_returns_the_same_passport_without_a_second_
     assert_eq!(rows["orders"], 1);
     assert_eq!(rows["settlements"], 1);
 
-    // Each answer carries its own key, and both keep working.
-    assert_ne!(first_file_path(&first), first_file_path(&second));
+    // A re-delivery hands out the same key (derived from the store's secret) and adds no key.
+    assert_eq!(first_file_path(&first), first_file_path(&second));
+    assert_eq!(rows["fulfillment_grants"], 1);
+    for _ in 0..5 {
+        shop.present(RECEIPT, &signature, None).await;
+    }
+    let rows = shop.state.store.row_counts().await.unwrap();
+    assert_eq!(rows["fulfillment_grants"], 1);
     assert_eq!(
         shop.get(&first_file_path(&first), &[]).await.status,
-        StatusCode::OK
-    );
-    assert_eq!(
-        shop.get(&first_file_path(&second), &[]).await.status,
         StatusCode::OK
     );
 }
@@ -219,4 +221,34 @@ async fn files_come_from_the_content_directory_when_it_has_the_sku() {
     let file = first_file_path(&bought);
     let hidden = file.replace("receipt.csv", ".hidden");
     assert_eq!(shop.get(&hidden, &[]).await.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_replay_after_the_redelivery_window_is_gone_and_old_urls_keep_working() {
+    let shop = Shop::open(true).await;
+    let wallet = SandboxWallet::random();
+    let signature = shop.sign(&wallet, RECEIPT).await;
+    let first = shop.present(RECEIPT, &signature, None).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.text);
+
+    // The same database, with a re-delivery window that has already closed.
+    let closed = shop
+        .sibling(|config| config.redelivery_window = std::time::Duration::ZERO)
+        .await;
+    let replay = closed.present(RECEIPT, &signature, None).await;
+    assert_eq!(replay.status, StatusCode::GONE, "{}", replay.text);
+    assert!(
+        replay.json["error"]
+            .as_str()
+            .unwrap()
+            .contains("re-delivery window")
+    );
+    assert!(replay.header("payment-required").is_none());
+    assert!(!replay.text.contains("key="));
+    assert_eq!(shop.facilitator.settlement_count(), 1);
+    // What was delivered keeps working.
+    assert_eq!(
+        closed.get(&first_file_path(&first), &[]).await.status,
+        StatusCode::OK
+    );
 }

@@ -344,6 +344,23 @@ impl Shop {
         Self::open_in(dir, facilitator, demo, None).await
     }
 
+    /// A second store over the same database and facilitator, with the settings `edit` adjusts.
+    pub(crate) async fn sibling(&self, edit: impl FnOnce(&mut Config)) -> Self {
+        let (state, app) = open_app(
+            &self.dir.path().join("data").join("store.db"),
+            edit,
+            Arc::new(self.facilitator.clone()),
+            self.state.demo,
+        )
+        .await;
+        Self {
+            app,
+            state,
+            facilitator: self.facilitator.clone(),
+            dir: self.dir.clone(),
+        }
+    }
+
     /// `GET uri` with `headers`.
     pub(crate) async fn get(&self, uri: &str, headers: &[(&str, &str)]) -> Answer {
         let mut request = Request::get(uri);
