@@ -157,7 +157,7 @@ impl Doors {
                     .to_owned(),
                 notes: "Live: the facilitator lists Algorand mainnet and the deposit address is configured.".to_owned(),
                 extra: algorand_kind.flatten(),
-                ..door("algorand", "Algorand", algorand.clone(), &facilitator, &["exact"])
+                ..door("algorand", "Algorand", algorand, &facilitator, &["exact"])
             },
             (address, listed) => {
                 let why = match listed {
@@ -174,7 +174,7 @@ impl Doors {
                     status: DoorStatus::Mapped,
                     how: "Not offered: pay through the canonical door.".to_owned(),
                     notes: format!("Mapped, not wired: {why}{also}."),
-                    ..door("algorand", "Algorand", algorand.clone(), &facilitator, &[])
+                    ..door("algorand", "Algorand", algorand, &facilitator, &[])
                 }
             }
         };

@@ -15,6 +15,7 @@ mod referral_rules;
 mod request_log;
 mod restart_store;
 mod server_limits;
+mod soak;
 mod standing_funnel;
 mod storage_atomic;
 mod support;
