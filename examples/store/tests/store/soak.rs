@@ -184,13 +184,17 @@ async fn soak() {
             break address.to_owned();
         }
     };
-    // Warm up once so the start figures include the catalog built and the pools opened.
-    reqwest::get(format!("{base}/.well-known/x402.json"))
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    // Warm up with a few seconds of the same traffic, so the start figures include the database
+    // pool grown to its size (its connections stay open) and the caches filled.
+    let tally = Arc::new(Tally::default());
+    let warm_until = Instant::now() + Duration::from_secs(5);
+    let warm: Vec<_> = (0..8)
+        .map(|seed| tokio::spawn(worker(base.clone(), tally.clone(), warm_until, seed)))
+        .collect();
+    for worker in warm {
+        worker.await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
     let start = resources(pid);
     let started = Instant::now();
     let until = started + Duration::from_secs(seconds);
