@@ -124,6 +124,7 @@ fn assert_challenge_headers<B>(response: &Response<B>) {
 both!(
     unpaid_request_gets_402_challenge,
     undecodable_payment_header_gets_400,
+    undecodable_payment_header_gets_402_when_configured,
     accepted_matching_no_offer_gets_402,
     invalid_payment_gets_402_with_reason,
     facilitator_unreachable_on_verify_gets_503,
@@ -209,6 +210,48 @@ async fn undecodable_payment_header_gets_400(via: Via) {
         assert_eq!(inner_calls, 0, "{case}");
     }
     assert_eq!(script.verify_calls(), 0);
+}
+
+async fn undecodable_payment_header_gets_402_when_configured(via: Via) {
+    use tower_x402::layer::InvalidHeaderStatus;
+    let script = Scripted::accepting();
+    let offer = offer(URL, SettlementMode::After);
+    let cases = [
+        (
+            "not base64",
+            "%%%not base64%%%".to_owned(),
+            "not standard base64",
+        ),
+        ("not JSON", base64_std(b"hello"), "not JSON"),
+        ("too large", "A".repeat(20 * 1024), "over the"),
+    ];
+    for (case, value, expected) in cases {
+        let layer = layer(via, &script, offer.clone())
+            .await
+            .invalid_header_status(InvalidHeaderStatus::PaymentRequired);
+        let request = Request::get("/report")
+            .header("payment-signature", value)
+            .body(Full::default())
+            .unwrap();
+        let (response, inner_calls) = send_with(layer, StatusCode::OK, request).await;
+        assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED, "{case}");
+        assert_challenge_headers(&response);
+        let challenge = decode_required(&response);
+        assert_eq!(
+            challenge.accepts,
+            offer.payment_required().accepts,
+            "{case}"
+        );
+        let error = challenge.error.unwrap();
+        assert!(
+            error.contains("invalid PAYMENT-SIGNATURE header"),
+            "{case}: {error}"
+        );
+        assert!(error.contains(expected), "{case}: {error}");
+        assert_eq!(body_json(response).await["error"], json!(error), "{case}");
+        assert_eq!(inner_calls, 0, "{case}");
+    }
+    assert_eq!((script.verify_calls(), script.settle_calls()), (0, 0));
 }
 
 fn base64_std(bytes: &[u8]) -> String {

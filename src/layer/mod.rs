@@ -9,7 +9,7 @@
 //! | not sold here | the status and JSON `error` pricing chose; inner service not called |
 //! | no `PAYMENT-SIGNATURE`, or a `HEAD` | 402, `PAYMENT-REQUIRED` challenge, the same object as JSON body, `Cache-Control: no-store`; a `HEAD` never verifies or settles |
 //! | a payment whose `resource.url` names another resource | 402 whose `error` says so; nothing verified |
-//! | header not base64 / not JSON / wrong shape / too large / not version 2 | 400 with a JSON `error` and the challenge |
+//! | header not base64 / not JSON / wrong shape / too large / not version 2 | 400 with a JSON `error` and the challenge, or 402 with the challenge ([`X402Layer::invalid_header_status`]) |
 //! | `accepted` matches none of the offer's accepts | 402 whose `error` names the differing field |
 //! | facilitator `isValid: false` | 402 whose `error` is the facilitator's reason |
 //! | facilitator unreachable, timed out, overloaded | 503 with `Retry-After`; inner service not called, nothing settled |
@@ -109,7 +109,7 @@ pub use events::{PaymentEvent, PaymentEvents};
 pub use extract::MissingPayment;
 pub use future::ResponseFuture;
 pub use payment::{SettledPayment, VerifiedPayment};
-pub use refusal::Refusal;
+pub use refusal::{InvalidHeaderStatus, Refusal};
 pub use service::X402;
 
 /// How many settlements the layer remembers in memory beside a custom
@@ -139,6 +139,7 @@ pub(crate) struct Config {
     pub(crate) events: Option<Arc<dyn PaymentEvents>>,
     pub(crate) expose_headers: Option<HeaderValue>,
     pub(crate) max_header_len: usize,
+    pub(crate) invalid_header: InvalidHeaderStatus,
     pub(crate) retry_after: Duration,
     pub(crate) inflight: Arc<Inflight>,
     /// Who this layer is in the ledger's leases.
@@ -167,7 +168,7 @@ impl X402Layer {
     ///
     /// Defaults: settlement records in a [`MemorySettlementStore`], no event hook,
     /// `Access-Control-Expose-Headers: PAYMENT-REQUIRED, PAYMENT-RESPONSE`, a 16 KiB limit on
-    /// `PAYMENT-SIGNATURE`, and `Retry-After: 5` on 503s.
+    /// `PAYMENT-SIGNATURE` (an unusable one answered 400), and `Retry-After: 5` on 503s.
     pub fn new(facilitator: impl Facilitator, pricing: impl Pricing) -> Self {
         Self {
             config: Arc::new(Config {
@@ -180,6 +181,7 @@ impl X402Layer {
                     "PAYMENT-REQUIRED, PAYMENT-RESPONSE",
                 )),
                 max_header_len: DEFAULT_MAX_LEN,
+                invalid_header: InvalidHeaderStatus::BadRequest,
                 retry_after: Duration::from_secs(5),
                 inflight: Arc::default(),
                 owner: gate::ledger::new_owner_id(),
@@ -249,6 +251,28 @@ impl X402Layer {
     /// → 400).
     pub fn max_payment_header_len(mut self, bytes: usize) -> Self {
         self.config_mut().max_header_len = bytes;
+        self
+    }
+
+    /// How an unusable `PAYMENT-SIGNATURE` (not base64, not JSON, not a version 2 payment, or
+    /// over [`max_payment_header_len`](Self::max_payment_header_len)) is answered: 400 with the
+    /// challenge (the default), or 402 with the challenge whose `error` says what was wrong, as
+    /// the protocol answers a paid resource requested without a valid payment.
+    ///
+    /// ```
+    /// use tower_x402::layer::InvalidHeaderStatus;
+    /// use tower_x402::{HttpFacilitator, Price, X402Layer};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let facilitator = HttpFacilitator::new("https://x402.org/facilitator")?;
+    /// let layer = X402Layer::new(facilitator, |_: &http::request::Parts| Price::Free)
+    ///     .invalid_header_status(InvalidHeaderStatus::PaymentRequired);
+    /// # let _ = layer;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn invalid_header_status(mut self, answer: InvalidHeaderStatus) -> Self {
+        self.config_mut().invalid_header = answer;
         self
     }
 

@@ -16,7 +16,7 @@ use crate::proto::header::HeaderError;
 /// | refusal | status | also |
 /// |---|---|---|
 /// | [`PaymentMissing`](Self::PaymentMissing) | 402 | the challenge |
-/// | [`InvalidHeader`](Self::InvalidHeader) | 400 | the challenge |
+/// | [`InvalidHeader`](Self::InvalidHeader) | 400, or 402 with [`InvalidHeaderStatus::PaymentRequired`] | the challenge |
 /// | [`OtherResource`](Self::OtherResource) | 402 | the challenge |
 /// | [`NoMatchingRequirement`](Self::NoMatchingRequirement) | 402 | the challenge |
 /// | [`InvalidPayment`](Self::InvalidPayment) | 402 | the challenge |
@@ -88,8 +88,46 @@ pub enum Refusal {
     AuthorizationExpired,
 }
 
+/// How the layer answers a `PAYMENT-SIGNATURE` it cannot use at all
+/// ([`Refusal::InvalidHeader`]: not base64, not JSON, not a version 2 payment, or too large);
+/// set with [`X402Layer::invalid_header_status`](super::X402Layer::invalid_header_status).
+///
+/// Either way the answer carries the challenge and an `error` saying what was wrong with the
+/// header, and nothing reaches the facilitator.
+///
+/// ```
+/// use http::StatusCode;
+/// use tower_x402::layer::InvalidHeaderStatus;
+///
+/// assert_eq!(InvalidHeaderStatus::default(), InvalidHeaderStatus::BadRequest);
+/// assert_eq!(InvalidHeaderStatus::PaymentRequired.status(), StatusCode::PAYMENT_REQUIRED);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InvalidHeaderStatus {
+    /// 400 with a JSON `error` and the challenge in `PAYMENT-REQUIRED` (the default): the client
+    /// sent something malformed.
+    #[default]
+    BadRequest,
+    /// 402 with the challenge (header and body) whose `error` says what was wrong: the
+    /// protocol's answer to a paid resource requested without a valid payment, and how the
+    /// reference servers treat an undecodable header (as no payment).
+    PaymentRequired,
+}
+
+impl InvalidHeaderStatus {
+    /// The status this choice answers with.
+    pub fn status(self) -> StatusCode {
+        match self {
+            Self::BadRequest => StatusCode::BAD_REQUEST,
+            Self::PaymentRequired => StatusCode::PAYMENT_REQUIRED,
+        }
+    }
+}
+
 impl Refusal {
-    /// The status the refusal is answered with.
+    /// The status the refusal is answered with by default; an [`InvalidHeader`](Self::InvalidHeader)
+    /// is answered as the layer's [`InvalidHeaderStatus`] says.
     pub fn status(&self) -> StatusCode {
         match self {
             Self::InvalidHeader(_) => StatusCode::BAD_REQUEST,

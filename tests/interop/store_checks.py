@@ -80,9 +80,17 @@ def expect_settled(purchase: Purchase, buyer: Buyer, pay_to: str | None) -> None
 
 
 def expect_passport(store: str, purchase: Purchase, status: str) -> None:
-    """`GET /api/passport/{id}` shows `status` and the settlement's transaction."""
+    """`GET /api/passport/{id}` shows `status`; with the buyer's fulfillment key, also the
+    settlement's transaction (never without it)."""
     ident = passport_id(purchase)
-    response = httpx.get(f"{store}/api/passport/{ident}", timeout=10)
+    public = httpx.get(f"{store}/api/passport/{ident}", timeout=10)
+    expect(public.status_code == 200, f"GET /api/passport/{ident}: HTTP {public.status_code} {public.text[:200]}")
+    expect("transaction" not in public.json().get("settlement", {}),
+           "public Passport verification shows the settlement transaction")
+    files = purchase.body.get("fulfillment", []) if isinstance(purchase.body, dict) else []
+    expect(bool(files) and "key=" in files[0].get("url", ""), f"no fulfillment URL: {purchase.describe()}")
+    key = files[0]["url"].rsplit("key=", 1)[1]
+    response = httpx.get(f"{store}/api/passport/{ident}", params={"key": key}, timeout=10)
     expect(response.status_code == 200, f"GET /api/passport/{ident}: HTTP {response.status_code} {response.text[:200]}")
     record = response.json()
     expect(record.get("status") == status, f"Passport status {record.get('status')!r}, expected {status!r}")

@@ -3,13 +3,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::{HeaderValue, Method, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::extract::State;
+use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use axum::{Extension, Json, Router};
+use axum::{Extension, Json, Router, middleware};
+use tower_http::compression::CompressionLayer;
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
-use tower_http::trace::TraceLayer;
+use tower_http::timeout::TimeoutLayer;
 use tower_x402::evm_rpc::EvmRpcReconciler;
 use tower_x402::layer::pricing::OfferError;
 use tower_x402::layer::settlement::Reconciler;
@@ -18,11 +20,11 @@ use tower_x402::{Facilitator, HttpFacilitator};
 
 use crate::catalog::Catalog;
 use crate::config::Config;
-use crate::documents::{bazaar, bazaar_page, llms_txt, openapi, well_known};
+use crate::documents::{bazaar, bazaar_page, caching, llms_txt, openapi, well_known};
 use crate::paywall::doors::Doors;
 use crate::sales::{fulfillment, passport, standing};
 use crate::storage::Store;
-use crate::{discovery, mcp, paywall};
+use crate::{discovery, http_errors, mcp, paywall, request_log};
 
 /// Largest request body read by the routes that take one (`POST /mcp`, `POST /api/discovery`).
 /// The paid GET ignores its body, so the limit does not stand between it and its 402.
@@ -175,10 +177,16 @@ pub fn app(state: AppState) -> Router {
         .route("/openapi.json", get(openapi::document))
         .route("/api/bazaar", get(bazaar::catalog_json))
         .route("/llms.txt", get(llms_txt::llms_txt))
+        .layer(middleware::from_fn(caching::etag))
         .layer(open_cors);
     // Only these routes read a request body; cap it.
     let with_bodies = Router::new()
-        .route("/mcp", post(mcp::handle).fallback(mcp::method_not_allowed))
+        .route(
+            "/mcp",
+            post(mcp::handle)
+                .get(mcp::describe)
+                .fallback(mcp::method_not_allowed),
+        )
         .route("/discovery", get(discovery::probed_map))
         .route(
             "/api/discovery",
@@ -187,24 +195,71 @@ pub fn app(state: AppState) -> Router {
         .layer(Extension(Arc::new(discovery::Memory::default())))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES));
 
-    Router::new()
+    // Every route but the paid one has a request deadline; a payment being settled is never
+    // abandoned halfway (the facilitator client's timeouts bound it).
+    let free = Router::new()
         .merge(catalog_documents)
         .merge(with_bodies)
-        .route("/api/x402/{sku}", paywall::paid_get(&state))
         .route("/api/passport/{id}", get(passport::verify))
         .route(
             "/api/fulfillment/{passport}/{file}",
             get(fulfillment::download),
         )
+        .route("/", get(landing))
         .route("/bazaar", get(bazaar_page::page))
         .route("/.well-known/did.json", get(well_known::did_json))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            state.config.limits.request_timeout,
+        ));
+
+    Router::new()
+        .merge(free)
+        .route("/api/x402/{sku}", paywall::paid_get(&state))
         .fallback(not_found)
-        // One span per request, with method, path, status and latency.
-        .layer(TraceLayer::new_for_http())
+        // JSON bodies for the errors the router and middleware write (405, 408, 413, 431).
+        .layer(middleware::from_fn(http_errors::json_errors))
+        // gzip for clients that ask for it (the catalog documents are 100–200 KB of JSON).
+        .layer(CompressionLayer::new())
+        // One span per request, with method, redacted URI, status and latency.
+        .layer(request_log::layer())
         .with_state(state)
 }
 
-async fn not_found() -> Response {
+/// The free routes a trailing slash is redirected to (`/bazaar/` → `/bazaar`). Product paths are
+/// not among them: a product is sold at exactly one path, and any other spelling is a 404.
+const FREE_ROUTES: [&str; 11] = [
+    "/bazaar",
+    "/api/bazaar",
+    "/openapi.json",
+    "/llms.txt",
+    "/mcp",
+    "/discovery",
+    "/api/discovery",
+    "/.well-known/x402.json",
+    "/.well-known/x402",
+    "/.well-known/mcp.json",
+    "/.well-known/did.json",
+];
+
+/// `/`: a person opening the store's origin lands on the storefront.
+async fn landing(State(state): State<AppState>) -> Response {
+    Redirect::temporary(&format!("{}/bazaar", state.config.base_url)).into_response()
+}
+
+/// Unknown paths: a free route spelled with trailing slashes is redirected (308, query kept) to
+/// its one spelling under the public base URL; anything else is a JSON 404.
+async fn not_found(State(state): State<AppState>, uri: Uri) -> Response {
+    let path = uri.path();
+    let trimmed = path.trim_end_matches('/');
+    if trimmed.len() < path.len() && FREE_ROUTES.contains(&trimmed) {
+        let base = &state.config.base_url;
+        let target = match uri.query() {
+            Some(query) => format!("{base}{trimmed}?{query}"),
+            None => format!("{base}{trimmed}"),
+        };
+        return Redirect::permanent(&target).into_response();
+    }
     json_error(StatusCode::NOT_FOUND, "no such route")
 }
 

@@ -6,11 +6,13 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Parser;
 use reqwest::Url;
 
 use crate::discovery::ChannelSpec;
+use crate::serve::ServeLimits;
 
 /// The canonical receiving address in demo mode (no external facilitator): a well-formed EVM
 /// address that only the in-process sandbox ever "pays". Live mode requires `STORE_PAY_TO`.
@@ -73,6 +75,22 @@ pub struct Args {
     /// one) may recover it; longer than the facilitator's settle timeout (60 s).
     #[arg(long, env = "STORE_SETTLEMENT_LEASE", default_value_t = 120)]
     pub settlement_lease: u64,
+    /// Seconds a client has to send a request's headers (also closes an idle keep-alive connection).
+    #[arg(long, env = "STORE_HEADER_READ_TIMEOUT_SECS", default_value_t = 10)]
+    pub header_read_timeout_secs: u64,
+    /// Seconds a request on a free route may take before it is answered 408.
+    #[arg(long, env = "STORE_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
+    pub request_timeout_secs: u64,
+    /// Connections served at once; more wait in the listen backlog.
+    #[arg(long, env = "STORE_MAX_CONNECTIONS", default_value_t = 1024)]
+    pub max_connections: usize,
+    /// Secret (at least 32 characters) from which each order's fulfillment key is derived, so a
+    /// re-delivery hands out the same key, also after a restart (default: random per process).
+    #[arg(long, env = "STORE_FULFILLMENT_SECRET", hide_env_values = true)]
+    pub fulfillment_secret: Option<String>,
+    /// Seconds after settlement during which the same PAYMENT-SIGNATURE re-delivers the purchase.
+    #[arg(long, env = "STORE_REDELIVERY_WINDOW_SECS", default_value_t = 7 * 24 * 3600)]
+    pub redelivery_window_secs: u64,
 }
 
 /// The checked settings the store runs with.
@@ -106,6 +124,17 @@ pub struct Config {
     pub rpc_url: Option<String>,
     /// How long a payment being settled is held, in seconds.
     pub settlement_lease: u64,
+    /// Header, request and connection limits of the server.
+    pub limits: ServeLimits,
+    /// The secret fulfillment keys are derived from.
+    pub fulfillment_secret: Vec<u8>,
+    /// How long after settlement a replayed payment re-delivers the purchase.
+    pub redelivery_window: Duration,
+}
+
+/// A random fulfillment secret, for a store started without `STORE_FULFILLMENT_SECRET`.
+fn random_secret() -> Vec<u8> {
+    rand::random::<[u8; 32]>().to_vec()
 }
 
 /// A setting that cannot be used, named the way the operator set it.
@@ -167,6 +196,22 @@ impl Config {
             discovery_channels,
             rpc_url: args.rpc_url,
             settlement_lease: args.settlement_lease,
+            limits: ServeLimits {
+                header_read_timeout: Duration::from_secs(args.header_read_timeout_secs),
+                request_timeout: Duration::from_secs(args.request_timeout_secs),
+                max_connections: args.max_connections,
+            },
+            fulfillment_secret: match args.fulfillment_secret {
+                Some(secret) if secret.len() < 32 => {
+                    return Err(invalid(
+                        "STORE_FULFILLMENT_SECRET (--fulfillment-secret)",
+                        "must be at least 32 characters",
+                    ));
+                }
+                Some(secret) => secret.into_bytes(),
+                None => random_secret(),
+            },
+            redelivery_window: Duration::from_secs(args.redelivery_window_secs),
         };
         config.validate()?;
         Ok(config)
@@ -190,6 +235,9 @@ impl Config {
             discovery_channels: None,
             rpc_url: None,
             settlement_lease: 120,
+            limits: ServeLimits::default(),
+            fulfillment_secret: random_secret(),
+            redelivery_window: Duration::from_secs(7 * 24 * 3600),
         }
     }
 
@@ -205,6 +253,25 @@ impl Config {
                 "STORE_BASE_URL (--base-url)",
                 "must not carry a query or fragment",
             ));
+        }
+        let limits = &self.limits;
+        for (setting, value) in [
+            (
+                "STORE_HEADER_READ_TIMEOUT_SECS (--header-read-timeout-secs)",
+                limits.header_read_timeout.as_secs(),
+            ),
+            (
+                "STORE_REQUEST_TIMEOUT_SECS (--request-timeout-secs)",
+                limits.request_timeout.as_secs(),
+            ),
+            (
+                "STORE_MAX_CONNECTIONS (--max-connections)",
+                u64::try_from(limits.max_connections).unwrap_or(u64::MAX),
+            ),
+        ] {
+            if value == 0 {
+                return Err(invalid(setting, "must be at least 1"));
+            }
         }
         if !is_slug_prefix(&self.slug_prefix) {
             return Err(invalid(
@@ -348,6 +415,12 @@ impl fmt::Debug for Config {
                 "discovery_channels",
                 &self.discovery_channels.as_ref().map(Vec::len),
             )
+            // An RPC URL often carries the provider's API key.
+            .field("rpc_url", &self.rpc_url.as_ref().map(|_| "<redacted>"))
+            .field("settlement_lease", &self.settlement_lease)
+            .field("limits", &self.limits)
+            .field("fulfillment_secret", &"<redacted>")
+            .field("redelivery_window", &self.redelivery_window)
             .finish()
     }
 }

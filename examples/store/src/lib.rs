@@ -12,13 +12,19 @@
 //! | [`discovery`] | the channels the store can be found through, probed and announced to |
 //! | [`mcp`] | the read-only MCP discovery server |
 //! | [`storage`] | the database |
+//! | [`serve`] | serving on TCP with header, request and connection limits |
+//! | [`http_errors`] | JSON bodies for the errors the router and middleware write |
+//! | [`request_log`] | the request log, with secrets redacted from every URI |
 
 pub mod app;
 pub mod catalog;
 pub mod config;
 pub mod discovery;
 pub mod documents;
+pub mod http_errors;
 pub mod mcp;
 pub mod paywall;
+pub mod request_log;
 pub mod sales;
+pub mod serve;
 pub mod storage;

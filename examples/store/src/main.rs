@@ -15,8 +15,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
-use x402_store::app;
 use x402_store::config::{Args, Config};
+use x402_store::{app, serve};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -58,8 +58,8 @@ async fn run(args: Args) -> Result<(), String> {
     let state = app::build_state(config).await.map_err(|e| e.to_string())?;
     println!("listening on http://{address}");
     let standing = state.standing.clone();
-    axum::serve(listener, app::app(state))
-        .with_graceful_shutdown(shutdown_signal())
+    let limits = state.config.limits;
+    serve::serve(listener, app::app(state), limits, shutdown_signal())
         .await
         .map_err(|e| format!("server error: {e}"))?;
     // Persist the last funnel counts before exiting.

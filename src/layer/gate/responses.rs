@@ -34,7 +34,10 @@ fn base(config: &Config, status: StatusCode, body: Bytes) -> Response<Bytes> {
 
 /// The response for `refusal`: the only place a refusal becomes a response.
 pub(super) fn refusal(config: &Config, offer: &Offer, refusal: &Refusal) -> Response<Bytes> {
-    let status = refusal.status();
+    let status = match refusal {
+        Refusal::InvalidHeader(_) => config.invalid_header.status(),
+        _ => refusal.status(),
+    };
     match refusal {
         Refusal::PaymentMissing => challenge(config, offer),
         Refusal::SettlementRefused(settlement) => settlement_refused(config, offer, settlement),

@@ -75,7 +75,7 @@ pub fn render(state: &AppState) -> Markup {
                 }
                 section id="doctrine" {
                     h2 { "What this store says, and does not" }
-                    ul { @for statement in doctrine::STATEMENTS { li { (statement) } } }
+                    ul { @for statement in doctrine::statements(state.demo) { li { (statement) } } }
                 }
                 footer {
                     p {

@@ -33,7 +33,7 @@ pub fn render(state: &AppState) -> String {
         "> A first-party digital store: {} fixed-price products, each a GET that answers HTTP 402 until paid in USDC (x402 v2). Catalog documents are free.\n",
         state.catalog.len()
     );
-    let _ = writeln!(text, "{}\n", doctrine::prose());
+    let _ = writeln!(text, "{}\n", doctrine::prose(state.demo));
     let _ = writeln!(
         text,
         "How to pay: GET a product URL with no request body. The answer is HTTP 402 with the challenge in the PAYMENT-REQUIRED header (base64 JSON, x402Version 2). Pay one of its accepts — exact USDC on Base (eip155:8453, asset 0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913), or another open door listed in /api/bazaar — and repeat the GET with the PAYMENT-SIGNATURE header. Prices are in USD; accepts carry atomic units (6 decimals: 1.00 USD = 1000000). The lowest-priced first probe is {base}/api/x402/{}-rail-receipt. Never probe the catalog documents for a 402.\n",
@@ -107,7 +107,7 @@ pub fn render(state: &AppState) -> String {
     let _ = writeln!(text, "\n## Referrals\n");
     let _ = writeln!(
         text,
-        "- [Passport verification]({base}/api/passport/{{id}}): referral schema {}",
+        "- [Passport verification]({base}/openapi.json): GET {base}/api/passport/<passport id> (operation verifyPassport) verifies a Passport; referral schema {}",
         serde_json::to_string(&schema).unwrap_or_default()
     );
     text

@@ -2,7 +2,7 @@
 //!
 //! One concrete path per product (no `{sku}` template: a template cannot carry 45 fixed prices,
 //! and an indexer would probe it literally), each with `x-payment-info` in the structured form
-//! `{"price":{"mode":"fixed","currency":"USD","amount":"NN.NN"},"protocols":[{"x402":{}}]}`,
+//! `{"price":{"mode":"fixed","currency":"USD","amount":"NN.NN"},"protocols":[{"x402":{"version":2}}]}`,
 //! a 200 schema and a 402 response. Free routes carry `security: []` and no `x-payment-info`.
 
 use axum::Json;
@@ -21,7 +21,7 @@ pub const API_VERSION: &str = "2026-09-08";
 /// `GET /openapi.json`.
 pub async fn document(State(state): State<AppState>) -> Response {
     state.standing.record_retrieved();
-    let mut response = Json(build(&state.config, &state.catalog)).into_response();
+    let mut response = Json(build(&state.config, &state.catalog, state.demo)).into_response();
     response.headers_mut().insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("public, max-age=300"),
@@ -29,8 +29,8 @@ pub async fn document(State(state): State<AppState>) -> Response {
     response
 }
 
-/// The OpenAPI document.
-pub fn build(config: &Config, catalog: &Catalog) -> Value {
+/// The OpenAPI document (`demo`: payments settle in the in-process sandbox).
+pub fn build(config: &Config, catalog: &Catalog, demo: bool) -> Value {
     let base = &config.base_url;
     let mut paths = Map::new();
     for sku in catalog.iter() {
@@ -42,18 +42,31 @@ pub fn build(config: &Config, catalog: &Catalog) -> Value {
             "security": [],
             "x-payment-info": {
                 "price": catalog::price_json(sku.price),
-                "protocols": [{"x402": {}}],
+                "protocols": [{"x402": {"version": 2}}],
             },
-            "parameters": [{
-                "name": "X-REFERRER-PASSPORT",
-                "in": "header",
-                "required": false,
-                "description": "Optional citation of a prior buyer's Passport (id or verify path).",
-                "schema": {"type": "string"},
-            }],
+            "parameters": [
+                {
+                    "name": "PAYMENT-SIGNATURE",
+                    "in": "header",
+                    "required": false,
+                    "description": "The payment: base64 of an x402 v2 PaymentPayload answering one accept of the 402's PAYMENT-REQUIRED challenge. Without it (or when it cannot be used) the answer is 402.",
+                    "schema": {"type": "string", "contentEncoding": "base64"},
+                },
+                {
+                    "name": "X-REFERRER-PASSPORT",
+                    "in": "header",
+                    "required": false,
+                    "description": "Optional citation of a prior buyer's Passport (id or verify path).",
+                    "schema": {"type": "string"},
+                },
+            ],
             "responses": {
                 "200": {
                     "description": "Paid: a Passport (proof of purchase) and the fulfillment URLs.",
+                    "headers": {"PAYMENT-RESPONSE": {
+                        "description": "Base64 of the x402 v2 SettleResponse.",
+                        "schema": {"type": "string"},
+                    }},
                     "content": {"application/json": {"schema": crate::sales::purchase::response_schema()}},
                 },
                 "402": {
@@ -84,6 +97,17 @@ pub fn build(config: &Config, catalog: &Catalog) -> Value {
             if path.contains("{id}") {
                 operation["parameters"] = json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
             }
+            if path.contains("{passport}") {
+                operation["parameters"] = json!([
+                    {"name": "passport", "in": "path", "required": true, "schema": {"type": "string"}},
+                    {"name": "file", "in": "path", "required": true, "schema": {"type": "string"}},
+                    {"name": "key", "in": "query", "required": true, "description": "The fulfillment key from the purchase's capability URL.", "schema": {"type": "string"}},
+                ]);
+                operation["responses"] = json!({
+                    "200": {"description": "The file."},
+                    "403": {"description": "The key does not unlock this Passport's files."},
+                });
+            }
             item.insert((*method).to_owned(), operation);
         }
         paths.insert((*path).to_owned(), Value::Object(item));
@@ -95,7 +119,11 @@ pub fn build(config: &Config, catalog: &Catalog) -> Value {
         "info": {
             "title": "x402 example store",
             "version": API_VERSION,
-            "description": "A first-party digital store: fixed-price products paid per GET over HTTP 402 (x402 v2), settled in USDC by an external facilitator.",
+            "description": if demo {
+                "A first-party digital store: fixed-price products paid per GET over HTTP 402 (x402 v2). Demo mode: payments are settled by an in-process sandbox facilitator and no funds move."
+            } else {
+                "A first-party digital store: fixed-price products paid per GET over HTTP 402 (x402 v2), settled in USDC by an external facilitator."
+            },
             "x-guidance": format!(
                 "Each /api/x402/<slug> is a GET with no body. Unpaid, it answers 402 with the challenge in the PAYMENT-REQUIRED header (base64 JSON, x402Version 2). Pay one accept (exact USDC on eip155:8453; amounts in atomic units, 6 decimals) and repeat the GET with PAYMENT-SIGNATURE. The lowest-priced first probe is /api/x402/{}-rail-receipt. Catalog routes are free and never 402.",
                 config.slug_prefix
@@ -149,11 +177,18 @@ fn free_routes() -> &'static [(
         ),
         (
             "/mcp",
-            &[(
-                "post",
-                "mcp",
-                "MCP discovery server (Streamable HTTP, JSON responses)",
-            )],
+            &[
+                (
+                    "get",
+                    "mcpDescription",
+                    "Description of the MCP discovery server (JSON, or HTML for browsers)",
+                ),
+                (
+                    "post",
+                    "mcp",
+                    "MCP discovery server (Streamable HTTP, JSON responses)",
+                ),
+            ],
         ),
         (
             "/.well-known/mcp.json",
@@ -181,6 +216,14 @@ fn free_routes() -> &'static [(
         (
             "/api/passport/{id}",
             &[("get", "verifyPassport", "Verify a Passport")],
+        ),
+        (
+            "/api/fulfillment/{passport}/{file}",
+            &[(
+                "get",
+                "downloadFile",
+                "Download a purchased file with its fulfillment key (the capability URL of a purchase)",
+            )],
         ),
     ]
 }

@@ -9,7 +9,9 @@
 //! | `Origin` present and not the store's | 403 |
 //! | `Content-Type` not JSON / `Accept` excluding JSON | 415 / 406 |
 //! | `MCP-Protocol-Version` not supported (including the stateless `2026-07-28`) | 400, `-32000` |
-//! | GET, DELETE, any other method | 405 with `Allow: POST` (no server-to-client stream) |
+//! | GET asking for `text/event-stream` | 405 with `Allow: GET, POST` (no server-to-client stream) |
+//! | any other GET (a crawler, a person) | 200: a description of the server (JSON, or HTML for browsers) |
+//! | DELETE, any other method | 405 with `Allow: GET, POST` |
 //!
 //! A client speaking the stateless `2026-07-28` revision gets that 400, which is not a
 //! recognized modern error, and falls back to `initialize`.
@@ -57,7 +59,77 @@ pub async fn manifest(State(state): State<AppState>) -> Json<Value> {
     }))
 }
 
-/// Any method but POST on `/mcp`: 405 with `Allow: POST`.
+/// `GET /mcp`: a GET that asks for an event stream is the transport's and gets its 405; any
+/// other GET gets a description of the server — name, transport, where to POST, the tools and
+/// the manifest — as HTML when the client prefers it (a browser), JSON otherwise.
+pub async fn describe(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("");
+    let wants = |media: &str| {
+        accept.split(',').any(|item| {
+            item.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case(media)
+        })
+    };
+    if wants("text/event-stream") {
+        return method_not_allowed().await;
+    }
+    let base = &state.config.base_url;
+    let description = json!({
+        "name": "x402-example-store",
+        "description": "A read-only MCP discovery server for the store's catalog. It speaks JSON-RPC over POST (Streamable HTTP, JSON responses, no event stream).",
+        "transport": "streamable-http",
+        "endpoint": {"method": "POST", "url": format!("{base}/mcp"), "contentType": "application/json"},
+        "protocolVersions": SUPPORTED_VERSIONS,
+        "tools": tools::NAMES,
+        "manifest": format!("{base}/.well-known/mcp.json"),
+    });
+    let mut response = if wants("text/html") {
+        axum::response::Html(describe_html(&description)).into_response()
+    } else {
+        Json(description).into_response()
+    };
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=300"),
+    );
+    response
+}
+
+/// The description as a small HTML page.
+fn describe_html(description: &Value) -> String {
+    let text = |pointer: &str| {
+        description
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let tools: Vec<String> = tools::NAMES.iter().map(|name| (*name).to_owned()).collect();
+    maud::html! {
+        (maud::DOCTYPE)
+        html lang="en" {
+            head { meta charset="utf-8"; title { "MCP discovery server" } }
+            body {
+                h1 { "MCP discovery server" }
+                p { (text("/description")) }
+                p { "POST JSON-RPC messages to " code { (text("/endpoint/url")) } " (transport: streamable-http)." }
+                h2 { "Tools" }
+                ul { @for tool in &tools { li { code { (tool) } } } }
+                p { "Manifest: " a href=(text("/manifest")) { (text("/manifest")) } }
+            }
+        }
+    }
+    .into_string()
+}
+
+/// Any method but GET and POST on `/mcp`, and a GET for an event stream: 405 with
+/// `Allow: GET, POST`.
 pub async fn method_not_allowed() -> Response {
     let mut response = rpc_error_response(
         StatusCode::METHOD_NOT_ALLOWED,
@@ -66,7 +138,7 @@ pub async fn method_not_allowed() -> Response {
     );
     response
         .headers_mut()
-        .insert(header::ALLOW, HeaderValue::from_static("POST"));
+        .insert(header::ALLOW, HeaderValue::from_static("GET, POST"));
     response
 }
 

@@ -122,7 +122,7 @@ pub(super) async fn call(
             Err(e) => Err(format!("standing could not be read: {e}")),
         }),
         "get_doctrine" => no_arguments(args).map(|()| {
-            json!({"statements": doctrine::STATEMENTS, "referralSchema": referral::schema(&state.config)})
+            json!({"statements": doctrine::statements(state.demo), "referralSchema": referral::schema(&state.config)})
         }),
         "get_discovery" => no_arguments(args).map(|()| discovery::configured_map(state)),
         _ => return Err((code::INVALID_PARAMS, format!("Unknown tool: {name}"))),

@@ -1,15 +1,16 @@
 //! The payment doors: the networks a product can be paid on, and whether each is open.
 //!
 //! - Canonical (Base, USDC): always `live`.
-//! - Second (Solana mainnet, USDC mint): `gated` until `STORE_SECOND_PAY_TO` is set, then `live`
-//!   as an extra accept paying that deposit address — never the canonical one.
+//! - Second (Solana mainnet, USDC mint): `gated` until `STORE_SECOND_PAY_TO` is set; then `live`
+//!   as an extra accept paying that deposit address (never the canonical one) when the
+//!   facilitator's `/supported` lists `exact` on Solana, and `mapped` when it does not.
 //! - Third (Algorand mainnet, ASA 31566704): `mapped` (no accept) unless the facilitator's
 //!   `/supported` lists the network *and* `STORE_THIRD_PAY_TO` is set. When `/supported` could
 //!   not be read the door stays mapped: it never opens on a guess.
 //!
-//! A non-EVM accept carries `extra.feePayer` only when the facilitator's `/supported` kind for
-//! that network names one; otherwise `extra` is left out (the crate's [`UsdcDeployment`] has no
-//! EIP-712 domain to put there), and a client must learn the fee payer elsewhere.
+//! A non-canonical accept carries the `extra` of the facilitator's `/supported` kind for that
+//! network and scheme (for Solana, `feePayer`: clients need it to build the transaction); when
+//! the kind has no `extra`, the accept has none either.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -62,7 +63,7 @@ pub struct Door {
     /// The schemes the facilitator handles on this network, per the store's specification.
     pub schemes: &'static [&'static str],
     #[serde(skip)]
-    fee_payer: Option<String>,
+    extra: Option<Map<String, Value>>,
     #[serde(skip)]
     deployment: UsdcDeployment,
 }
@@ -79,19 +80,14 @@ impl Doors {
             .facilitator_url
             .clone()
             .unwrap_or_else(|| "in-process sandbox facilitator (demo mode)".to_owned());
-        let fee_payer = |deployment: &UsdcDeployment| {
+        // `Some(extra)` when the facilitator lists `exact` on the network, with that kind's `extra`.
+        let listed_kind = |deployment: &UsdcDeployment| {
             let kinds = supported.ok()?;
-            kinds.kinds.iter().find_map(|kind| {
-                (kind.scheme == "exact" && kind.network == deployment.network)
-                    .then(|| {
-                        kind.extra
-                            .as_ref()?
-                            .get("feePayer")?
-                            .as_str()
-                            .map(str::to_owned)
-                    })
-                    .flatten()
-            })
+            kinds
+                .kinds
+                .iter()
+                .find(|kind| kind.scheme == "exact" && kind.network == deployment.network)
+                .map(|kind| kind.extra.clone())
         };
 
         let canonical = Door {
@@ -108,35 +104,40 @@ impl Doors {
                 .to_owned(),
             notes: "Facilitator schemes: exact, upto, batch-settlement; the store's accepts use exact.".to_owned(),
             schemes: &["exact", "upto", "batch-settlement"],
-            fee_payer: None,
+            extra: None,
             deployment: UsdcDeployment::BASE,
         };
 
         let solana = UsdcDeployment::SOLANA;
-        let second = match &config.second_pay_to {
-            Some(address) => {
-                let fee_payer = fee_payer(&solana);
-                let listed = supported.is_ok_and(|kinds| kinds.supports("exact", &solana.network));
-                if !listed {
-                    tracing::warn!(network = %solana.network, "second door is live but the facilitator does not list it");
-                }
-                Door {
-                    status: DoorStatus::Live,
-                    treasury: address.clone(),
-                    how: "Take the `exact` accept on the Solana network from the 402 (USDC mint, payTo = this \
-                          door's treasury) and repeat the GET with PAYMENT-SIGNATURE."
-                        .to_owned(),
-                    notes: match (&fee_payer, listed) {
-                        (Some(_), _) => "Live: deposit address configured; fee payer from the facilitator's /supported.",
-                        (None, true) => "Live: deposit address configured; the facilitator names no fee payer, so the accept has no extra.",
-                        (None, false) => "Live: deposit address configured, but the facilitator's /supported does not list this network.",
-                    }
+        let second = match (&config.second_pay_to, listed_kind(&solana)) {
+            (Some(address), Some(extra)) => Door {
+                status: DoorStatus::Live,
+                treasury: address.clone(),
+                how: "Take the `exact` accept on the Solana network from the 402 (USDC mint, payTo = this \
+                      door's treasury, extra as the facilitator advertises it) and repeat the GET with \
+                      PAYMENT-SIGNATURE."
                     .to_owned(),
-                    fee_payer,
+                notes: match &extra {
+                    Some(_) => "Live: deposit address configured; the facilitator lists exact on Solana and its extra is on the accept.",
+                    None => "Live: deposit address configured; the facilitator lists exact on Solana with no extra.",
+                }
+                .to_owned(),
+                extra,
+                ..door("solana", "Solana", solana, &facilitator, &["exact"])
+            },
+            (Some(_), None) => {
+                let why = match supported {
+                    Err(reason) => format!("the facilitator's /supported could not be read at start-up ({reason})"),
+                    Ok(_) => "the facilitator's /supported does not list exact on Solana mainnet".to_owned(),
+                };
+                Door {
+                    status: DoorStatus::Mapped,
+                    how: "Not offered: pay through the canonical door.".to_owned(),
+                    notes: format!("Mapped, not wired: the deposit address is configured, but {why}."),
                     ..door("solana", "Solana", solana, &facilitator, &["exact"])
                 }
             }
-            None => Door {
+            (None, _) => Door {
                 status: DoorStatus::Gated,
                 how: "Not offered yet: pay through the canonical door.".to_owned(),
                 notes: "Gated until the merchant's Solana deposit address (STORE_SECOND_PAY_TO) is configured.".to_owned(),
@@ -145,7 +146,8 @@ impl Doors {
         };
 
         let algorand = UsdcDeployment::ALGORAND;
-        let listed = supported.map(|kinds| kinds.supports_network(&algorand.network));
+        let algorand_kind = listed_kind(&algorand);
+        let listed = supported.map(|_| algorand_kind.is_some());
         let third = match (&config.third_pay_to, listed) {
             (Some(address), Ok(true)) => Door {
                 status: DoorStatus::Live,
@@ -154,13 +156,13 @@ impl Doors {
                       door's treasury) and repeat the GET with PAYMENT-SIGNATURE."
                     .to_owned(),
                 notes: "Live: the facilitator lists Algorand mainnet and the deposit address is configured.".to_owned(),
-                fee_payer: fee_payer(&algorand),
-                ..door("algorand", "Algorand", algorand.clone(), &facilitator, &["exact"])
+                extra: algorand_kind.flatten(),
+                ..door("algorand", "Algorand", algorand, &facilitator, &["exact"])
             },
             (address, listed) => {
                 let why = match listed {
                     Err(reason) => format!("the facilitator's /supported could not be read at start-up ({reason})"),
-                    Ok(false) => "the facilitator's /supported does not list Algorand mainnet".to_owned(),
+                    Ok(false) => "the facilitator's /supported does not list Algorand mainnet (scheme exact)".to_owned(),
                     Ok(true) => "no deposit address (STORE_THIRD_PAY_TO) is configured".to_owned(),
                 };
                 let also = if address.is_none() && !matches!(listed, Ok(true)) {
@@ -172,7 +174,7 @@ impl Doors {
                     status: DoorStatus::Mapped,
                     how: "Not offered: pay through the canonical door.".to_owned(),
                     notes: format!("Mapped, not wired: {why}{also}."),
-                    ..door("algorand", "Algorand", algorand.clone(), &facilitator, &[])
+                    ..door("algorand", "Algorand", algorand, &facilitator, &[])
                 }
             }
         };
@@ -195,11 +197,6 @@ impl Doors {
             .skip(1)
             .filter(|door| door.status == DoorStatus::Live)
             .map(|door| {
-                let extra = door.fee_payer.as_ref().map(|payer| {
-                    let mut extra = Map::new();
-                    extra.insert("feePayer".to_owned(), Value::String(payer.clone()));
-                    extra
-                });
                 Ok(PaymentRequirements {
                     scheme: "exact".to_owned(),
                     network: door.deployment.network.clone(),
@@ -207,7 +204,7 @@ impl Doors {
                     asset: door.deployment.asset.to_owned(),
                     pay_to: door.treasury.clone(),
                     max_timeout_seconds: MAX_TIMEOUT_SECONDS,
-                    extra,
+                    extra: door.extra.clone(),
                 })
             })
             .collect()
@@ -234,7 +231,7 @@ fn door(
         how: String::new(),
         notes: String::new(),
         schemes,
-        fee_payer: None,
+        extra: None,
         deployment,
     }
 }

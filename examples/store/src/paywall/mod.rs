@@ -8,6 +8,10 @@
 //! unpaid. The request body is never looked at, so a body on the GET cannot stand between a
 //! client and its 402.
 //!
+//! An unusable `PAYMENT-SIGNATURE` (not base64, not JSON, not version 2, too large) is answered
+//! 402 with the challenge whose `error` says what was wrong with the header, as the
+//! specification's error table and the reference servers do.
+//!
 //! Payments settle before the handler runs ([`SettlementMode::Before`](tower_x402::SettlementMode)),
 //! because the handler issues a Passport: that must never happen without the money.
 
@@ -17,6 +21,7 @@ use std::time::Duration;
 use axum::handler::Handler;
 use axum::http::request::Parts;
 use axum::routing::{MethodRouter, get};
+use tower_x402::layer::InvalidHeaderStatus;
 use tower_x402::{Price, X402Layer};
 
 use crate::app::AppState;
@@ -36,6 +41,8 @@ pub fn paid_get(state: &AppState) -> MethodRouter<AppState> {
     let mut paywall = X402Layer::new(state.facilitator.clone(), pricing)
         .settlement_store(state.store.clone())
         .settlement_lease(Duration::from_secs(state.config.settlement_lease))
+        // The specification's answer to a paid resource requested without a valid payment.
+        .invalid_header_status(InvalidHeaderStatus::PaymentRequired)
         .events(state.standing.clone());
     if let Some(reconciler) = &state.reconciler {
         paywall = paywall.reconciler(Arc::clone(reconciler));

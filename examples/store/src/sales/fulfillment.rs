@@ -56,6 +56,18 @@ impl FulfillmentKey {
         Self(URL_SAFE_NO_PAD.encode(bytes))
     }
 
+    /// The key of the order `passport` under the store's fulfillment `secret`:
+    /// base64url(HMAC-SHA256(secret, passport)). Every re-delivery of an order hands out the same
+    /// key, so replays add no keys, and it cannot be derived without the secret.
+    /// `None` only if HMAC refused the secret, which it never does (it takes any length).
+    pub fn derive(secret: &[u8], passport: &str) -> Option<Self> {
+        use hmac::{Hmac, Mac as _};
+        let mut mac = <Hmac<Sha256> as hmac::digest::KeyInit>::new_from_slice(secret).ok()?;
+        mac.update(b"x402-store fulfillment key\0");
+        mac.update(passport.as_bytes());
+        Some(Self(URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())))
+    }
+
     /// Parses a key as it appears in a URL.
     pub fn parse(text: &str) -> Option<Self> {
         let well_formed = text.len() == KEY_CHARS

@@ -3,16 +3,22 @@
 //! A Passport id is `pp_` followed by 22 base64url characters (16 random bytes): unguessable,
 //! URL-safe, and meant to be shared as a citation. Knowing one proves nothing beyond what the
 //! verification route shows to anyone; it never unlocks files (see [`crate::sales::fulfillment`]).
+//!
+//! Verification shows anyone the citation record, the Passport's state and the settlement's
+//! network. The settlement transaction would link a shared citation to the payer's wallet, so
+//! it is shown only with `?key=` set to one of the order's fulfillment keys (what the buyer
+//! holds); a key that does not unlock the Passport gets 403.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::app::{AppState, json_error};
+use crate::sales::fulfillment::FulfillmentKey;
 use crate::storage::Order;
 
 /// The prefix of every Passport id.
@@ -144,29 +150,86 @@ impl SettlementSummary {
 struct Verification {
     passport: Citation,
     status: &'static str,
-    settlement: SettlementSummary,
+    settlement: VerifiedSettlement,
     notice: &'static str,
 }
 
-/// `GET /api/passport/{id}`: 200 with the citation record, `status` and settlement; 404 for an
-/// unknown id; 400 for a malformed one. Never shows the payer or any fulfillment key.
-pub async fn verify(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+/// The settlement as verification shows it: the transaction only to the key holder.
+#[derive(Debug, Serialize)]
+struct VerifiedSettlement {
+    network: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    transaction: Option<String>,
+}
+
+/// The optional `?key=` of a verification.
+#[derive(Debug, Deserialize)]
+pub struct HolderKey {
+    key: Option<String>,
+}
+
+/// `GET /api/passport/{id}`: 200 with the citation record, `status` and the settlement's
+/// network (and its transaction with a `?key=` that unlocks the Passport); 404 for an unknown
+/// id; 400 for a malformed one; 403 for a key that does not unlock it. Never shows the payer or
+/// any fulfillment key.
+pub async fn verify(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(holder): Query<HolderKey>,
+) -> Response {
     let Ok(id) = PassportId::parse(&id) else {
         return json_error(StatusCode::BAD_REQUEST, MalformedPassport.to_string());
     };
     match state.store.order_by_passport(id.as_str()).await {
         Ok(Some(order)) => {
+            let holder = match &holder.key {
+                None => false,
+                Some(key) => {
+                    let unlocks = match FulfillmentKey::parse(key) {
+                        Some(key) => {
+                            state
+                                .store
+                                .grant_matches(&order.passport, &key.hash())
+                                .await
+                        }
+                        None => Ok(false),
+                    };
+                    match unlocks {
+                        Ok(true) => true,
+                        Ok(false) => {
+                            return json_error(
+                                StatusCode::FORBIDDEN,
+                                "this key does not unlock this Passport",
+                            );
+                        }
+                        Err(error) => {
+                            tracing::error!(%error, "fulfillment key lookup failed");
+                            return json_error(
+                                StatusCode::SERVICE_UNAVAILABLE,
+                                "Passport records are unavailable, retry later",
+                            );
+                        }
+                    }
+                }
+            };
             let body = Verification {
                 passport: Citation::of(&order),
                 status: status(order.demo),
-                settlement: SettlementSummary::of(&order),
+                settlement: VerifiedSettlement {
+                    network: order.network.clone(),
+                    transaction: holder.then(|| order.transaction.clone()),
+                },
                 notice: NOTICE,
             };
             let mut response = Json(body).into_response();
-            // A Passport never changes once issued.
+            // A Passport never changes once issued; the holder's view is the holder's only.
             response.headers_mut().insert(
                 header::CACHE_CONTROL,
-                HeaderValue::from_static("public, max-age=300"),
+                HeaderValue::from_static(if holder {
+                    "private, no-store"
+                } else {
+                    "public, max-age=300"
+                }),
             );
             response
         }

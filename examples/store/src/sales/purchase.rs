@@ -19,8 +19,15 @@
 //! - `passport` holds the seven citation fields of spec 2.4; `verify` is `/api/passport/{id}`,
 //!   `amountUsdc` a decimal string, `issued` RFC 3339 UTC.
 //! - `fulfillment` URLs carry a secret key: whoever holds a URL can download that file. Only the
-//!   key's hash is stored, so the key cannot be shown again; a retry of the same payment returns
-//!   the same Passport with a fresh key (earlier keys keep working).
+//!   key's hash is stored; the key itself is derived from the Passport id and the store's
+//!   fulfillment secret (`STORE_FULFILLMENT_SECRET`), so a retry of the same payment returns the
+//!   same Passport with the same key and adds no row. When the secret changed (a store started
+//!   without one, then restarted), the retry adds the new key: one key per order per secret.
+//!
+//! Re-delivery is for a lost response, not a lasting credential: a retry of the same
+//! `PAYMENT-SIGNATURE` later than `STORE_REDELIVERY_WINDOW_SECS` (7 days by default) after the
+//! Passport was issued gets 410 Gone with a JSON `error`; the keys already handed out keep
+//! working and the Passport stays verifiable.
 //! - `referral` says whether the request's `X-REFERRER-PASSPORT` counted and, if not, why
 //!   (see [`crate::sales::referral`]); `cite` is how a later buyer cites this Passport.
 //! - `replayed` is true when this payment had already been answered; nothing was charged again.
@@ -108,6 +115,17 @@ pub async fn purchase(
             StatusCode::CONFLICT,
             "this payment already bought a different SKU",
         ),
+        Err(Failure::Unkeyed) => json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the fulfillment key could not be derived; retry with the same PAYMENT-SIGNATURE (it will not be charged again)",
+        ),
+        Err(Failure::RedeliveryClosed) => json_error(
+            StatusCode::GONE,
+            format!(
+                "this payment was settled and delivered more than {} s ago: the re-delivery window is closed (the fulfillment URLs handed out keep working, and the Passport stays verifiable)",
+                state.config.redelivery_window.as_secs()
+            ),
+        ),
         Err(Failure::Storage(error)) => {
             tracing::error!(%error, sku = %slug, key = %payment.key, "settled payment could not be recorded as an order");
             let mut response = json_error(
@@ -124,6 +142,8 @@ pub async fn purchase(
 
 enum Failure {
     OtherSku,
+    RedeliveryClosed,
+    Unkeyed,
     Storage(crate::storage::StorageError),
 }
 
@@ -141,20 +161,44 @@ async fn fulfil(
     settlement: &SettleResponse,
     headers: &HeaderMap,
 ) -> Result<PurchaseBody, Failure> {
-    let key = FulfillmentKey::generate();
     let payer = payer_of(payment, settlement);
     let existing = state
         .store
         .order_by_payment_key(payment.key.as_str())
         .await?;
-    let referral = match existing {
+    let secret = &state.config.fulfillment_secret;
+    let referral = match &existing {
         // The citation was judged when the order was first recorded.
-        Some(_) => None,
+        Some(order) => {
+            if order.sku != sku.slug {
+                return Err(Failure::OtherSku);
+            }
+            let window =
+                i64::try_from(state.config.redelivery_window.as_secs()).unwrap_or(i64::MAX);
+            if unix_now().saturating_sub(order.issued) >= window {
+                return Err(Failure::RedeliveryClosed);
+            }
+            let key = derived_key(secret, &order.passport)?;
+            // The same key as before: nothing to write.
+            if state
+                .store
+                .grant_matches(&order.passport, &key.hash())
+                .await?
+            {
+                return Ok(PurchaseBody::new(&state.config, sku, order, &key, true).await);
+            }
+            None
+        }
         None => referral::evaluate(&state.store, headers, payer.as_deref(), state.demo).await?,
     };
+    let passport = match &existing {
+        Some(order) => order.passport.clone(),
+        None => PassportId::generate().as_str().to_owned(),
+    };
+    let key = derived_key(secret, &passport)?;
     let new = NewOrder {
         order: Order {
-            passport: PassportId::generate().as_str().to_owned(),
+            passport,
             sku: sku.slug.clone(),
             resource: sku.resource_url.clone(),
             payer,
@@ -175,6 +219,11 @@ async fn fulfil(
         return Err(Failure::OtherSku);
     }
     Ok(PurchaseBody::new(&state.config, sku, &order, &key, replayed).await)
+}
+
+/// The fulfillment key of `passport`.
+fn derived_key(secret: &[u8], passport: &str) -> Result<FulfillmentKey, Failure> {
+    FulfillmentKey::derive(secret, passport).ok_or(Failure::Unkeyed)
 }
 
 /// The payer: as verified, else as settled, else the EIP-3009 `from`.
@@ -214,11 +263,20 @@ fn paid_response(body: PurchaseBody) -> Response {
     response
 }
 
-/// A complete example 200 body for `sku`, built by the same code as real responses (ids and
-/// keys are freshly random, the transaction is a placeholder).
+/// The Passport id of the example body: well-formed, and visibly an example.
+pub const EXAMPLE_PASSPORT: &str = "pp_EXAMPLE00000000000000A";
+
+/// The fulfillment key of the example body: well-formed, and visibly not a secret.
+pub const EXAMPLE_KEY: &str = "EXAMPLE_KEY_NOT_A_SECRET000000000000000000A";
+
+/// A complete example 200 body for `sku`, built by the same code as real responses, with
+/// values that are visibly examples ([`EXAMPLE_PASSPORT`], [`EXAMPLE_KEY`], a zero transaction).
 pub async fn response_example(config: &Config, sku: &Sku, demo: bool) -> Value {
+    let Some(key) = FulfillmentKey::parse(EXAMPLE_KEY) else {
+        return Value::Null;
+    };
     let order = Order {
-        passport: PassportId::generate().as_str().to_owned(),
+        passport: EXAMPLE_PASSPORT.to_owned(),
         sku: sku.slug.clone(),
         resource: sku.resource_url.clone(),
         payer: None,
@@ -234,7 +292,7 @@ pub async fn response_example(config: &Config, sku: &Sku, demo: bool) -> Value {
         issued: 1_788_868_800,
         referral: None,
     };
-    let body = PurchaseBody::new(config, sku, &order, &FulfillmentKey::generate(), false).await;
+    let body = PurchaseBody::new(config, sku, &order, &key, false).await;
     serde_json::to_value(body).unwrap_or(Value::Null)
 }
 

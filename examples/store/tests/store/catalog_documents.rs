@@ -68,7 +68,7 @@ async fn accepts_agree_byte_for_byte_across_every_surface() {
         // OpenAPI: the decimal USD price equals the atomic amount of the canonical accept.
         let operation = &openapi.json["paths"][format!("/api/x402/{}", sku.slug)]["get"];
         let info = &operation["x-payment-info"];
-        assert_eq!(info["protocols"], json!([{"x402": {}}]));
+        assert_eq!(info["protocols"], json!([{"x402": {"version": 2}}]));
         assert_eq!(info["price"]["mode"], "fixed");
         assert_eq!(info["price"]["currency"], "USD");
         let amount: tower_x402::proto::UsdAmount =
@@ -317,4 +317,202 @@ async fn catalog_documents_have_open_cors_and_count_as_retrieved() {
 
     let report = store.state.standing.snapshot().await.unwrap();
     assert_eq!(report.demo("retrieved"), Some(documents.len() as u64));
+}
+
+/// The indexers' schema for `x-payment-info.protocols`: an array of objects, the x402 entry an
+/// object (any fields); the store's entry names version 2.
+#[tokio::test]
+async fn openapi_payment_info_names_x402_version_2_in_the_indexers_shape() {
+    let store = super::support::store().await;
+    let openapi = store.get("/openapi.json").await;
+    let paths = openapi.json["paths"].as_object().unwrap();
+    let mut paid = 0;
+    for (path, item) in paths {
+        let Some(info) = item["get"].get("x-payment-info") else {
+            continue;
+        };
+        paid += 1;
+        let protocols = info["protocols"].as_array().unwrap();
+        assert!(protocols.iter().all(Value::is_object), "{path}");
+        let x402 = protocols
+            .iter()
+            .find_map(|entry| entry.get("x402"))
+            .unwrap_or_else(|| panic!("{path}: no x402 entry"));
+        assert!(x402.is_object(), "{path}");
+        assert_eq!(x402["version"], 2, "{path}");
+        assert_eq!(info["price"]["mode"], "fixed", "{path}");
+        assert!(info["price"]["amount"].is_string(), "{path}");
+    }
+    assert_eq!(paid, 45);
+}
+
+/// Who settles follows the mode: the sandbox in demo mode, an external facilitator otherwise.
+#[tokio::test]
+async fn the_doctrine_names_the_settler_of_the_mode() {
+    for demo in [true, false] {
+        let shop = super::support::Shop::open(demo).await;
+        let llms = shop.get("/llms.txt", &[]).await.text;
+        let openapi = shop.get("/openapi.json", &[]).await;
+        let description = openapi.json["info"]["description"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let page = shop.get("/bazaar", &[]).await.text;
+        for (surface, text) in [
+            ("llms.txt", &llms),
+            ("openapi", &description),
+            ("bazaar", &page),
+        ] {
+            let says_sandbox = text.contains("in-process sandbox");
+            let says_external = text.contains("external facilitator");
+            assert_eq!(says_sandbox, demo, "{surface} (demo: {demo})");
+            assert_eq!(says_external, !demo, "{surface} (demo: {demo})");
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_origin_lands_on_the_storefront_and_trailing_slashes_redirect() {
+    let store = store().await;
+    let root = store.get("/").await;
+    assert_eq!(root.status, StatusCode::TEMPORARY_REDIRECT);
+    assert_eq!(
+        root.header("location"),
+        Some("http://127.0.0.1:4020/bazaar")
+    );
+    for (path, location) in [
+        ("/bazaar/", "http://127.0.0.1:4020/bazaar"),
+        ("/openapi.json//", "http://127.0.0.1:4020/openapi.json"),
+        (
+            "/api/bazaar/?tag=x",
+            "http://127.0.0.1:4020/api/bazaar?tag=x",
+        ),
+        ("/llms.txt/", "http://127.0.0.1:4020/llms.txt"),
+    ] {
+        let answer = store.get(path).await;
+        assert_eq!(answer.status, StatusCode::PERMANENT_REDIRECT, "{path}");
+        assert_eq!(answer.header("location"), Some(location), "{path}");
+    }
+    // Not a known route with a slash: still a JSON 404.
+    let unknown = store.get("/no/such/route/").await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    assert!(unknown.json["error"].is_string());
+}
+
+#[tokio::test]
+async fn catalog_documents_are_compressed_tagged_and_cacheable() {
+    let store = store().await;
+    for (path, control) in [
+        ("/.well-known/x402.json", "public, max-age=300"),
+        ("/openapi.json", "public, max-age=300"),
+        ("/api/bazaar", "public, max-age=60"),
+        ("/llms.txt", "public, max-age=3600"),
+        ("/.well-known/mcp.json", "public, max-age=3600"),
+        ("/.well-known/x402", "public, max-age=300"),
+    ] {
+        let plain = store.get(path).await;
+        assert_eq!(plain.status, StatusCode::OK, "{path}");
+        assert_eq!(plain.header("cache-control"), Some(control), "{path}");
+        let tag = plain
+            .header("etag")
+            .unwrap_or_else(|| panic!("{path}: no ETag"))
+            .to_owned();
+
+        let gzip = store
+            .send(
+                Request::get(path)
+                    .header("accept-encoding", "gzip")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await;
+        assert_eq!(gzip.header("content-encoding"), Some("gzip"), "{path}");
+        assert!(gzip.bytes.len() < plain.bytes.len(), "{path}");
+        assert_eq!(&gzip.bytes[..2], &[0x1f, 0x8b], "{path}: not gzip");
+
+        let revalidate = store
+            .send(
+                Request::get(path)
+                    .header("if-none-match", &tag)
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await;
+        if path == "/api/bazaar" {
+            // Carries the live funnel counts, which each retrieval moves: a new tag, a 200.
+            assert_eq!(revalidate.status, StatusCode::OK, "{path}");
+            assert_ne!(revalidate.header("etag"), Some(tag.as_str()), "{path}");
+            continue;
+        }
+        assert_eq!(revalidate.status, StatusCode::NOT_MODIFIED, "{path}");
+        assert!(revalidate.bytes.is_empty(), "{path}");
+        assert_eq!(revalidate.header("etag"), Some(tag.as_str()), "{path}");
+
+        let stale = store
+            .send(
+                Request::get(path)
+                    .header("if-none-match", "W/\"other\"")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await;
+        assert_eq!(stale.status, StatusCode::OK, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn openapi_describes_the_payment_headers_and_the_fulfillment_route() {
+    let store = store().await;
+    let openapi = store.get("/openapi.json").await;
+    let paths = &openapi.json["paths"];
+    let operation = &paths["/api/x402/store-rail-receipt"]["get"];
+    let headers: Vec<&str> = operation["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["in"] == "header")
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(headers, ["PAYMENT-SIGNATURE", "X-REFERRER-PASSPORT"]);
+    assert!(operation["responses"]["200"]["headers"]["PAYMENT-RESPONSE"].is_object());
+    let download = &paths["/api/fulfillment/{passport}/{file}"]["get"];
+    let names: Vec<&str> = download["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["passport", "file", "key"]);
+    assert!(download.get("x-payment-info").is_none());
+
+    let llms = store.get("/llms.txt").await.text;
+    // The referral schema names the path template as text; no link points at it.
+    assert!(!llms.contains("/api/passport/{id})"), "{llms}");
+    assert!(
+        !llms.contains("](http://127.0.0.1:4020/api/passport/"),
+        "{llms}"
+    );
+}
+
+#[tokio::test]
+async fn the_output_example_uses_visible_example_values() {
+    let store = store().await;
+    let challenge = store.get("/api/x402/store-rail-receipt").await.challenge();
+    let example = challenge["extensions"]["bazaar"].to_string();
+    assert!(example.contains("pp_EXAMPLE"), "{example}");
+    assert!(
+        example.contains("key=EXAMPLE_KEY_NOT_A_SECRET"),
+        "{example}"
+    );
+    let catalog = store.get("/.well-known/x402.json").await.text;
+    let keys: Vec<&str> = catalog
+        .match_indices("?key=")
+        .map(|(at, _)| &catalog[at + 5..at + 5 + 43])
+        .collect();
+    assert!(!keys.is_empty());
+    assert!(
+        keys.iter()
+            .all(|key| key.starts_with("EXAMPLE_KEY_NOT_A_SECRET")),
+        "{keys:?}"
+    );
 }

@@ -112,9 +112,17 @@ async fn json_rpc_errors_have_their_codes() {
 #[tokio::test]
 async fn transport_rules() {
     let store = store().await;
-    let get = store.get("/mcp").await;
-    assert_eq!(get.status, StatusCode::METHOD_NOT_ALLOWED);
-    assert_eq!(get.header("allow"), Some("POST"));
+    let stream = store
+        .send(
+            Request::get("/mcp")
+                .header("accept", "text/event-stream")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(stream.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(stream.header("allow"), Some("GET, POST"));
+    assert_eq!(stream.json["jsonrpc"], "2.0");
     let delete = store
         .send(Request::delete("/mcp").body(Body::empty()).unwrap())
         .await;
@@ -331,4 +339,153 @@ async fn bad_arguments_are_tool_errors() {
         assert_eq!(result["isError"], true, "{tool} {arguments}");
         assert!(result["content"][0]["text"].is_string());
     }
+}
+
+#[tokio::test]
+async fn a_plain_get_describes_the_server() {
+    let store = store().await;
+    let get = store.get("/mcp").await;
+    assert_eq!(get.status, StatusCode::OK, "{}", get.text);
+    assert!(
+        get.header("content-type")
+            .unwrap()
+            .starts_with("application/json")
+    );
+    assert_eq!(get.json["transport"], "streamable-http");
+    assert_eq!(get.json["endpoint"]["method"], "POST");
+    assert_eq!(get.json["endpoint"]["url"], "http://127.0.0.1:4020/mcp");
+    assert_eq!(get.json["tools"].as_array().unwrap().len(), 6);
+    assert_eq!(
+        get.json["manifest"],
+        "http://127.0.0.1:4020/.well-known/mcp.json"
+    );
+    assert!(get.json["name"].is_string());
+
+    let browser = store
+        .send(
+            Request::get("/mcp")
+                .header("accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(browser.status, StatusCode::OK);
+    assert!(
+        browser
+            .header("content-type")
+            .unwrap()
+            .starts_with("text/html")
+    );
+    assert!(browser.text.contains("/.well-known/mcp.json"));
+    assert!(browser.text.contains("search_catalog"));
+
+    let openapi = store.get("/openapi.json").await;
+    let methods: Vec<&String> = openapi.json["paths"]["/mcp"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(methods, ["get", "post"]);
+}
+
+/// Any JSON value up to a few levels deep, with the keys and values JSON-RPC and the tools read
+/// mixed in, so messages get past the first checks.
+fn json_value() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+    use proptest::prelude::*;
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::from),
+        any::<i64>().prop_map(serde_json::Value::from),
+        any::<f64>().prop_map(|f| serde_json::json!(f)),
+        prop_oneof![
+            Just("2.0".to_owned()),
+            Just("tools/call".to_owned()),
+            Just("initialize".to_owned()),
+            Just("get_sku".to_owned()),
+            Just("search_catalog".to_owned()),
+            Just("store-rail-receipt".to_owned()),
+            "\\PC{0,12}",
+        ]
+        .prop_map(serde_json::Value::from),
+    ];
+    leaf.prop_recursive(3, 24, 6, |inner| {
+        let key = prop_oneof![
+            Just("jsonrpc".to_owned()),
+            Just("id".to_owned()),
+            Just("method".to_owned()),
+            Just("params".to_owned()),
+            Just("name".to_owned()),
+            Just("arguments".to_owned()),
+            Just("slug".to_owned()),
+            Just("query".to_owned()),
+            Just("protocolVersion".to_owned()),
+            "[a-z]{0,6}",
+        ];
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+            proptest::collection::btree_map(key, inner, 0..5)
+                .prop_map(|map| serde_json::Value::Object(map.into_iter().collect())),
+        ]
+    })
+}
+
+fn answers_json_rpc(
+    runtime: &tokio::runtime::Runtime,
+    store: &super::support::TestStore,
+    body: Vec<u8>,
+) {
+    let answer = runtime.block_on(
+        store.send(
+            Request::post("/mcp")
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .body(Body::from(body))
+                .unwrap(),
+        ),
+    );
+    assert!(
+        [
+            StatusCode::OK,
+            StatusCode::ACCEPTED,
+            StatusCode::BAD_REQUEST
+        ]
+        .contains(&answer.status),
+        "{}: {}",
+        answer.status,
+        answer.text
+    );
+    if answer.status != StatusCode::ACCEPTED {
+        assert!(
+            answer.json.is_object() || answer.json.is_array(),
+            "{}",
+            answer.text
+        );
+    }
+}
+
+#[test]
+fn arbitrary_json_rpc_bodies_never_panic() {
+    use proptest::prelude::*;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = runtime.block_on(store());
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(256));
+    runner
+        .run(&json_value(), |value| {
+            answers_json_rpc(&runtime, &store, value.to_string().into_bytes());
+            // The same value as a single-element batch and as a tools/call's arguments.
+            answers_json_rpc(&runtime, &store, serde_json::json!([value]).to_string().into_bytes());
+            let call = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get_sku", "arguments": value}});
+            answers_json_rpc(&runtime, &store, call.to_string().into_bytes());
+            Ok(())
+        })
+        .unwrap();
+    runner
+        .run(&proptest::collection::vec(any::<u8>(), 0..256), |bytes| {
+            answers_json_rpc(&runtime, &store, bytes);
+            Ok(())
+        })
+        .unwrap();
 }

@@ -135,11 +135,12 @@ async fn a_malformed_referrer_header_never_loses_the_sale() {
 }
 
 #[tokio::test]
-async fn a_malformed_payment_signature_is_a_400_json_error() {
+async fn a_malformed_payment_signature_is_a_402_json_error_with_the_challenge() {
     let shop = Shop::open(true).await;
     for bad in ["%%%", "bm90IGpzb24=", "e30="] {
         let answer = shop.present(RECEIPT, bad, None).await;
-        assert_json_error(&answer, StatusCode::BAD_REQUEST);
+        assert_json_error(&answer, StatusCode::PAYMENT_REQUIRED);
+        assert!(answer.headers.contains_key("payment-required"), "{bad}");
     }
     assert_eq!(shop.facilitator.settlement_count(), 0);
     assert_eq!(shop.state.store.row_counts().await.unwrap()["orders"], 0);

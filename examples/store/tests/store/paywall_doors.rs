@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use axum::http::StatusCode;
+
 use serde_json::{Map, Value, json};
 use tower_x402::proto::Network;
 use tower_x402::sandbox::SandboxFacilitator;
@@ -63,7 +65,7 @@ async fn without_a_second_pay_to_only_the_canonical_door_is_open() {
 async fn a_second_pay_to_opens_the_solana_door_on_its_own_address() {
     let store = store_with(
         |c| c.second_pay_to = Some(SOLANA_TREASURY.into()),
-        Arc::new(SandboxFacilitator::new()),
+        Arc::new(ExtraKinds::new(vec![(Network::SOLANA, None)])),
     )
     .await;
     let (accepts, doors) = accepts_and_doors(&store).await;
@@ -75,7 +77,7 @@ async fn a_second_pay_to_opens_the_solana_door_on_its_own_address() {
     assert_ne!(accepts[1]["payTo"], accepts[0]["payTo"]);
     assert_eq!(accepts[1]["amount"], "99000000");
     assert_eq!(accepts[1]["scheme"], "exact");
-    // The sandbox names no fee payer, so the accept carries no `extra`.
+    // The facilitator's kind has no `extra`, so the accept carries none.
     assert!(accepts[1].get("extra").is_none());
     assert_eq!(doors[1]["status"], "live");
     assert_eq!(doors[1]["treasury"], SOLANA_TREASURY);
@@ -140,7 +142,7 @@ async fn algorand_listed_without_a_third_pay_to_stays_mapped() {
 
 #[tokio::test]
 async fn both_doors_open_when_configured_and_listed() {
-    let facilitator = ExtraKinds::new(vec![(Network::ALGORAND, None)]);
+    let facilitator = ExtraKinds::new(vec![(Network::SOLANA, None), (Network::ALGORAND, None)]);
     let store = store_with(
         |c| {
             c.second_pay_to = Some(SOLANA_TREASURY.into());
@@ -188,12 +190,132 @@ async fn a_failing_supported_keeps_the_third_door_mapped() {
         .iter()
         .map(|a| a["network"].as_str().unwrap())
         .collect();
-    assert_eq!(networks, ["eip155:8453", Network::SOLANA.as_str()]);
+    assert_eq!(networks, ["eip155:8453"]);
+    assert_eq!(doors[1]["status"], "mapped");
     assert_eq!(doors[2]["status"], "mapped");
     assert!(
         doors[2]["notes"]
             .as_str()
             .unwrap()
             .contains("could not be read")
+    );
+}
+
+/// The second door with its deposit address set, against each `/supported` answer: live (with
+/// exactly the kind's `extra` on its accept) only when the facilitator lists `exact` on Solana.
+#[tokio::test]
+async fn the_solana_door_is_live_only_when_the_facilitator_lists_exact_on_solana() {
+    let fee_payer = fee_payer("FeePayer1111111111111111111111111111111111");
+    let cases: Vec<(&str, Arc<dyn tower_x402::Facilitator>, &str, Option<Value>)> = vec![
+        (
+            "not listed",
+            Arc::new(SandboxFacilitator::new()),
+            "mapped",
+            None,
+        ),
+        ("unreachable", Arc::new(Unreachable), "mapped", None),
+        (
+            "listed for another scheme",
+            Arc::new(ExtraKinds::with_scheme(
+                "upto",
+                vec![(Network::SOLANA, fee_payer.clone())],
+            )),
+            "mapped",
+            None,
+        ),
+        (
+            "listed without extra",
+            Arc::new(ExtraKinds::new(vec![(Network::SOLANA, None)])),
+            "live",
+            None,
+        ),
+        (
+            "listed with a fee payer",
+            Arc::new(ExtraKinds::new(vec![(Network::SOLANA, fee_payer.clone())])),
+            "live",
+            Some(json!({"feePayer": "FeePayer1111111111111111111111111111111111"})),
+        ),
+    ];
+    for (case, facilitator, status, extra) in cases {
+        let store = store_with(
+            |c| c.second_pay_to = Some(SOLANA_TREASURY.into()),
+            facilitator,
+        )
+        .await;
+        let (accepts, doors) = accepts_and_doors(&store).await;
+        assert_eq!(doors[1]["status"], status, "{case}");
+        let solana: Vec<&Value> = accepts
+            .iter()
+            .filter(|a| a["network"] == Network::SOLANA.as_str())
+            .collect();
+        if status == "live" {
+            assert_eq!(solana.len(), 1, "{case}");
+            assert_eq!(solana[0].get("extra").cloned(), extra, "{case}");
+        } else {
+            assert!(solana.is_empty(), "{case}: {accepts:?}");
+            assert!(
+                doors[1]["notes"].as_str().unwrap().contains("Mapped"),
+                "{case}"
+            );
+        }
+    }
+}
+
+/// Clients built on undici fail at 16 KB of response headers and several sellers keep to 8 KB:
+/// every product's challenge stays under 8 KB with every door open (and so does a payment
+/// copying the challenge's extensions).
+#[tokio::test]
+async fn every_challenge_header_stays_under_8_kb_with_every_door_open() {
+    const BUDGET: usize = 8 * 1024;
+    let facilitator = ExtraKinds::new(vec![
+        (
+            Network::SOLANA,
+            fee_payer("FeePayer1111111111111111111111111111111111"),
+        ),
+        (Network::ALGORAND, None),
+    ]);
+    let store = store_with(
+        |c| {
+            c.second_pay_to = Some(SOLANA_TREASURY.into());
+            c.third_pay_to = Some(ALGORAND_TREASURY.into());
+        },
+        Arc::new(facilitator),
+    )
+    .await;
+    let mut largest = (0, String::new());
+    for sku in store.state.catalog.iter() {
+        let answer = store.get(&format!("/api/x402/{}", sku.slug)).await;
+        assert_eq!(answer.status, StatusCode::PAYMENT_REQUIRED, "{}", sku.slug);
+        let challenge = answer.challenge();
+        assert_eq!(
+            challenge["accepts"].as_array().unwrap().len(),
+            3,
+            "{}",
+            sku.slug
+        );
+        let header: usize = answer
+            .headers
+            .iter()
+            .map(|(name, value)| name.as_str().len() + value.len() + 4)
+            .sum();
+        if header > largest.0 {
+            largest = (header, sku.slug.clone());
+        }
+        let wallet = tower_x402::sandbox::SandboxWallet::random();
+        let required: tower_x402::proto::PaymentRequired =
+            serde_json::from_value(challenge).unwrap();
+        let payment = tower_x402::proto::header::encode(&wallet.pay(&required).unwrap()).unwrap();
+        assert!(
+            payment.len() < BUDGET,
+            "{}: payment {} bytes",
+            sku.slug,
+            payment.len()
+        );
+    }
+    assert!(
+        largest.0 < BUDGET,
+        "{}: {} bytes of headers",
+        largest.1,
+        largest.0
     );
 }

@@ -4,7 +4,12 @@
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 
-use super::support::store;
+use std::sync::Arc;
+
+use tower_x402::proto::header;
+use tower_x402::sandbox::SandboxWallet;
+
+use super::support::{Counting, RECEIPT, TestStore, store, store_with};
 
 #[tokio::test]
 async fn unknown_sku_is_404_json_without_a_challenge() {
@@ -128,4 +133,93 @@ async fn a_garbage_payment_is_refused_not_served() {
     let answer = store.send(request).await;
     assert!(answer.status.is_client_error(), "{}", answer.status);
     assert_ne!(answer.status, StatusCode::OK);
+}
+
+/// A fresh signature for `slug` from the store's 402.
+async fn signature_for(store: &TestStore, slug: &str) -> String {
+    let answer = store.get(&format!("/api/x402/{slug}")).await;
+    let required = header::decode(answer.headers["payment-required"].as_bytes()).unwrap();
+    let payload = SandboxWallet::random().pay(&required).unwrap();
+    header::encode(&payload)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_signed_head_is_challenged_and_creates_no_order() {
+    let counting = Counting::default();
+    let store = store_with(|_| {}, Arc::new(counting.clone())).await;
+    let signature = signature_for(&store, RECEIPT).await;
+    let head = Request::head(format!("/api/x402/{RECEIPT}"))
+        .header("payment-signature", &signature)
+        .body(Body::empty())
+        .unwrap();
+    let answer = store.send(head).await;
+    assert_eq!(answer.status, StatusCode::PAYMENT_REQUIRED);
+    assert!(answer.header("payment-required").is_some());
+    assert_eq!(answer.header("cache-control"), Some("no-store"));
+    assert!(answer.header("payment-response").is_none());
+    assert_eq!(counting.calls(), 0, "a HEAD never reaches the facilitator");
+    assert_eq!(counting.inner.settlement_count(), 0);
+    let rows = store.state.store.row_counts().await.unwrap();
+    for table in ["payment_ledger", "orders", "fulfillment_grants"] {
+        assert_eq!(rows[table], 0, "{table}: {rows:?}");
+    }
+    // The same signature still buys the product with a GET afterwards.
+    let get = Request::get(format!("/api/x402/{RECEIPT}"))
+        .header("payment-signature", &signature)
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(store.send(get).await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn signed_requests_with_other_methods_never_reach_the_facilitator() {
+    let counting = Counting::default();
+    let store = store_with(|_| {}, Arc::new(counting.clone())).await;
+    let signature = signature_for(&store, RECEIPT).await;
+    for method in [Method::POST, Method::PUT, Method::DELETE, Method::PATCH] {
+        let request = Request::builder()
+            .method(method.clone())
+            .uri(format!("/api/x402/{RECEIPT}"))
+            .header("payment-signature", &signature)
+            .body(Body::empty())
+            .unwrap();
+        let answer = store.send(request).await;
+        assert_eq!(answer.status, StatusCode::METHOD_NOT_ALLOWED, "{method}");
+    }
+    assert_eq!(counting.calls(), 0);
+    assert_eq!(counting.inner.settlement_count(), 0);
+}
+
+#[tokio::test]
+async fn an_unusable_payment_header_gets_402_with_the_challenge_and_what_was_wrong() {
+    use base64::Engine as _;
+    let store = store().await;
+    let b64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
+    let cases = [
+        ("not base64", "%%%".to_owned(), "not standard base64"),
+        ("not JSON", b64("not a payment"), "not JSON"),
+        ("wrong version", b64(r#"{"x402Version":1}"#), "x402Version"),
+        ("too large", "A".repeat(20 * 1024), "over the"),
+    ];
+    for (case, value, expected) in cases {
+        let request = Request::get(format!("/api/x402/{RECEIPT}"))
+            .header("payment-signature", value)
+            .body(Body::empty())
+            .unwrap();
+        let answer = store.send(request).await;
+        assert_eq!(answer.status, StatusCode::PAYMENT_REQUIRED, "{case}");
+        assert!(answer.header("payment-required").is_some(), "{case}");
+        let error = answer.challenge()["error"].as_str().unwrap().to_owned();
+        assert!(
+            error.contains("invalid PAYMENT-SIGNATURE header"),
+            "{case}: {error}"
+        );
+        assert!(error.contains(expected), "{case}: {error}");
+        assert_eq!(answer.json["error"], error.as_str(), "{case}");
+        assert!(answer.json["accepts"].is_array(), "{case}");
+    }
 }

@@ -56,18 +56,36 @@ async fn a_purchase_issues_a_passport_that_verifies_and_unlocks_its_files() {
     assert_eq!(verified.status, StatusCode::OK);
     assert_eq!(verified.json["passport"], *passport);
     assert_eq!(verified.json["status"], "demo");
-    assert_eq!(
-        verified.json["settlement"]["transaction"],
-        settled.transaction.as_str()
-    );
+    // Public verification never links the citation to the payer's transaction.
+    assert!(verified.json["settlement"].get("transaction").is_none());
+    assert!(!verified.text.contains(settled.transaction.as_str()));
     assert_eq!(
         verified.json["settlement"]["network"],
         settled.network.as_str()
     );
 
-    // The key unlocks the file; it never appears in verification.
+    // The key unlocks the file, and shows its holder the transaction; it never appears in
+    // verification.
     let file = first_file_path(&bought);
     let key = file.rsplit_once("key=").unwrap().1.to_owned();
+    let holder = shop
+        .get(&format!("/api/passport/{id}?key={key}"), &[])
+        .await;
+    assert_eq!(holder.status, StatusCode::OK);
+    assert_eq!(
+        holder.json["settlement"]["transaction"],
+        settled.transaction.as_str()
+    );
+    assert_eq!(holder.headers["cache-control"], "private, no-store");
+    assert!(!holder.text.contains(&key));
+    let stranger = shop
+        .get(
+            &format!("/api/passport/{id}?key=EXAMPLE_KEY_NOT_A_SECRET000000000000000000A"),
+            &[],
+        )
+        .await;
+    assert_eq!(stranger.status, StatusCode::FORBIDDEN);
+    assert!(!stranger.text.contains(settled.transaction.as_str()));
     assert!(!verified.text.contains(&key));
     let download = shop.get(&file, &[]).await;
     assert_eq!(download.status, StatusCode::OK);
@@ -112,14 +130,16 @@ async fn retrying_the_same_signature_returns_the_same_passport_without_a_second_
     assert_eq!(rows["orders"], 1);
     assert_eq!(rows["payment_ledger"], 1);
 
-    // Each answer carries its own key, and both keep working.
-    assert_ne!(first_file_path(&first), first_file_path(&second));
+    // A re-delivery hands out the same key (derived from the store's secret) and adds no key.
+    assert_eq!(first_file_path(&first), first_file_path(&second));
+    assert_eq!(rows["fulfillment_grants"], 1);
+    for _ in 0..5 {
+        shop.present(RECEIPT, &signature, None).await;
+    }
+    let rows = shop.state.store.row_counts().await.unwrap();
+    assert_eq!(rows["fulfillment_grants"], 1);
     assert_eq!(
         shop.get(&first_file_path(&first), &[]).await.status,
-        StatusCode::OK
-    );
-    assert_eq!(
-        shop.get(&first_file_path(&second), &[]).await.status,
         StatusCode::OK
     );
 }
@@ -201,4 +221,34 @@ async fn files_come_from_the_content_directory_when_it_has_the_sku() {
     let file = first_file_path(&bought);
     let hidden = file.replace("receipt.csv", ".hidden");
     assert_eq!(shop.get(&hidden, &[]).await.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_replay_after_the_redelivery_window_is_gone_and_old_urls_keep_working() {
+    let shop = Shop::open(true).await;
+    let wallet = SandboxWallet::random();
+    let signature = shop.sign(&wallet, RECEIPT).await;
+    let first = shop.present(RECEIPT, &signature, None).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.text);
+
+    // The same database, with a re-delivery window that has already closed.
+    let closed = shop
+        .sibling(|config| config.redelivery_window = std::time::Duration::ZERO)
+        .await;
+    let replay = closed.present(RECEIPT, &signature, None).await;
+    assert_eq!(replay.status, StatusCode::GONE, "{}", replay.text);
+    assert!(
+        replay.json["error"]
+            .as_str()
+            .unwrap()
+            .contains("re-delivery window")
+    );
+    assert!(replay.header("payment-required").is_none());
+    assert!(!replay.text.contains("key="));
+    assert_eq!(shop.facilitator.settlement_count(), 1);
+    // What was delivered keeps working.
+    assert_eq!(
+        closed.get(&first_file_path(&first), &[]).await.status,
+        StatusCode::OK
+    );
 }

@@ -164,11 +164,22 @@ impl ExtraKinds {
             Option<serde_json::Map<String, Value>>,
         )>,
     ) -> Self {
+        Self::with_scheme("exact", kinds)
+    }
+
+    /// Like [`ExtraKinds::new`], with every added kind on `scheme`.
+    pub(crate) fn with_scheme(
+        scheme: &str,
+        kinds: Vec<(
+            tower_x402::proto::Network,
+            Option<serde_json::Map<String, Value>>,
+        )>,
+    ) -> Self {
         let kinds = kinds
             .into_iter()
             .map(|(network, extra)| SupportedKind {
                 x402_version: X402Version::V2,
-                scheme: "exact".to_owned(),
+                scheme: scheme.to_owned(),
                 network,
                 extra,
             })
@@ -205,6 +216,46 @@ impl Facilitator for ExtraKinds {
             supported.kinds.extend(self.kinds.iter().cloned());
             Ok(Arc::new(supported))
         })
+    }
+}
+
+/// The sandbox, counting the `/verify` and `/settle` calls that reach it.
+#[derive(Clone, Default)]
+pub(crate) struct Counting {
+    pub(crate) inner: SandboxFacilitator,
+    calls: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Counting {
+    /// How many `/verify` and `/settle` calls reached the facilitator.
+    pub(crate) fn calls(&self) -> usize {
+        self.calls.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn count(&self) {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Facilitator for Counting {
+    fn verify<'a>(
+        &'a self,
+        request: &'a FacilitatorRequest,
+    ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
+        self.count();
+        self.inner.verify(request)
+    }
+
+    fn settle<'a>(
+        &'a self,
+        request: &'a FacilitatorRequest,
+    ) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
+        self.count();
+        self.inner.settle(request)
+    }
+
+    fn supported(&self) -> BoxFuture<'_, Result<Arc<SupportedResponse>, FacilitatorError>> {
+        self.inner.supported()
     }
 }
 
@@ -291,6 +342,23 @@ impl Shop {
             dir, facilitator, ..
         } = self;
         Self::open_in(dir, facilitator, demo, None).await
+    }
+
+    /// A second store over the same database and facilitator, with the settings `edit` adjusts.
+    pub(crate) async fn sibling(&self, edit: impl FnOnce(&mut Config)) -> Self {
+        let (state, app) = open_app(
+            &self.dir.path().join("data").join("store.db"),
+            edit,
+            Arc::new(self.facilitator.clone()),
+            self.state.demo,
+        )
+        .await;
+        Self {
+            app,
+            state,
+            facilitator: self.facilitator.clone(),
+            dir: self.dir.clone(),
+        }
     }
 
     /// `GET uri` with `headers`.

@@ -1,0 +1,234 @@
+//! The server against slow and greedy clients (real TCP on loopback), and JSON bodies on the
+//! errors the router and middleware write.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+use x402_store::serve::{ServeLimits, serve};
+
+use super::support::{TestStore, store, store_with};
+
+/// Longest a test waits for the server to close a connection: far beyond every limit set here,
+/// so only a server that never closes fails.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Serves `store`'s app on a fresh loopback port with `limits`.
+async fn listen(store: &TestStore, limits: ServeLimits) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let app = store.app.clone();
+    tokio::spawn(serve(listener, app, limits, std::future::pending()));
+    address
+}
+
+fn short_limits() -> ServeLimits {
+    ServeLimits {
+        header_read_timeout: Duration::from_secs(1),
+        request_timeout: Duration::from_secs(1),
+        max_connections: 64,
+    }
+}
+
+/// Reads until the server closes the connection; returns what it sent. Panics after `PATIENCE`.
+async fn read_until_closed(stream: &mut TcpStream) -> String {
+    let mut received = Vec::new();
+    let read = tokio::time::timeout(PATIENCE, async {
+        let mut buffer = [0u8; 4096];
+        loop {
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => received.extend_from_slice(&buffer[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "the server kept the connection open");
+    String::from_utf8_lossy(&received).into_owned()
+}
+
+#[tokio::test]
+async fn a_connection_dripping_header_lines_is_closed() {
+    let store = store().await;
+    let address = listen(&store, short_limits()).await;
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(b"GET /llms.txt HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    // One header line every 300 ms, for longer than PATIENCE unless the server closes first.
+    let drip = async {
+        for i in 0..100 {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            if stream
+                .write_all(format!("X-Slow-{i}: y\r\n").as_bytes())
+                .await
+                .is_err()
+            {
+                return true;
+            }
+        }
+        false
+    };
+    let closed = tokio::time::timeout(PATIENCE, drip).await.unwrap_or(false);
+    assert!(closed, "the server kept reading a header that never ended");
+}
+
+#[tokio::test]
+async fn a_partial_request_followed_by_silence_is_closed() {
+    let store = store().await;
+    let address = listen(&store, short_limits()).await;
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(b"GET /llms.txt HTTP/1.1\r\nHo")
+        .await
+        .unwrap();
+    read_until_closed(&mut stream).await;
+}
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed() {
+    let store = store().await;
+    let address = listen(&store, short_limits()).await;
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(b"GET /.well-known/x402 HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let received = read_until_closed(&mut stream).await;
+    assert!(received.starts_with("HTTP/1.1 200"), "{received}");
+}
+
+#[tokio::test]
+async fn a_body_that_never_arrives_gets_408_json() {
+    let store = store_with(
+        |config| config.limits = short_limits(),
+        std::sync::Arc::new(tower_x402::sandbox::SandboxFacilitator::new()),
+    )
+    .await;
+    let address = listen(&store, short_limits()).await;
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(
+            b"POST /api/discovery HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+        )
+        .await
+        .unwrap();
+    let received = read_until_closed(&mut stream).await;
+    assert!(received.starts_with("HTTP/1.1 408"), "{received}");
+    assert!(received.contains("application/json"), "{received}");
+    assert!(received.contains(r#""error""#), "{received}");
+}
+
+#[tokio::test]
+async fn connections_beyond_the_bound_wait_for_a_free_slot() {
+    let store = store().await;
+    let limits = ServeLimits {
+        max_connections: 1,
+        header_read_timeout: Duration::from_secs(30),
+        ..short_limits()
+    };
+    let address = listen(&store, limits).await;
+    let holder = TcpStream::connect(address).await.unwrap();
+    // Let the server take the first connection before the second arrives.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut waiting = TcpStream::connect(address).await.unwrap();
+    waiting
+        .write_all(b"GET /.well-known/x402 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let early = tokio::time::timeout(Duration::from_millis(500), waiting.read(&mut byte)).await;
+    assert!(
+        early.is_err(),
+        "a second connection was served beyond the bound"
+    );
+    drop(holder);
+    let received = read_until_closed(&mut waiting).await;
+    assert!(received.starts_with("HTTP/1.1 200"), "{received}");
+}
+
+#[tokio::test]
+async fn router_and_middleware_errors_have_json_bodies() {
+    let store = store().await;
+    let delete = store
+        .send(
+            Request::delete("/openapi.json")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(delete.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(delete.json["error"].is_string(), "{}", delete.text);
+    assert!(delete.header("allow").is_some());
+
+    let post_paid = store
+        .send(
+            Request::post("/api/x402/store-rail-receipt")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(post_paid.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(post_paid.json["error"].is_string(), "{}", post_paid.text);
+
+    let big = vec![b' '; x402_store::app::MAX_BODY_BYTES + 1];
+    let too_large = store
+        .send(
+            Request::post("/api/discovery")
+                .header("content-type", "application/json")
+                .body(Body::from(big.clone()))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(too_large.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(too_large.json["error"].is_string(), "{}", too_large.text);
+
+    let mcp_too_large = store
+        .send(
+            Request::post("/mcp")
+                .header("content-type", "application/json")
+                .header("accept", "application/json")
+                .body(Body::from(big))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(mcp_too_large.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(
+        mcp_too_large.json["jsonrpc"], "2.0",
+        "{}",
+        mcp_too_large.text
+    );
+    assert!(mcp_too_large.json["error"]["code"].is_i64());
+
+    let mut many = Request::get("/llms.txt");
+    for i in 0..=x402_store::http_errors::MAX_HEADERS {
+        many = many.header(format!("x-h{i}"), "v");
+    }
+    let headers = store.send(many.body(Body::empty()).unwrap()).await;
+    assert_eq!(headers.status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+    assert!(headers.json["error"].is_string(), "{}", headers.text);
+}
+
+#[tokio::test]
+async fn too_many_headers_over_tcp_get_431_json() {
+    let store = store_with(
+        |_| {},
+        std::sync::Arc::new(tower_x402::sandbox::SandboxFacilitator::new()),
+    )
+    .await;
+    let address = listen(&store, short_limits()).await;
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    let mut request = String::from("GET /llms.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+    for i in 0..150 {
+        request.push_str(&format!("X-H{i}: v\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let received = read_until_closed(&mut stream).await;
+    assert!(received.starts_with("HTTP/1.1 431"), "{received}");
+    assert!(received.contains(r#""error""#), "{received}");
+}
