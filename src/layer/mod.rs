@@ -86,24 +86,32 @@ use crate::facilitator::Facilitator;
 use crate::proto::header::DEFAULT_MAX_LEN;
 
 mod body;
+#[cfg(feature = "cors")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cors")))]
+pub mod cors;
 mod events;
 #[cfg(feature = "axum")]
 mod extract;
 mod future;
 mod gate;
 mod payment;
+mod paywall_page;
 pub mod pricing;
 mod refusal;
 mod service;
 pub mod settlement;
 
 pub use body::ResponseBody;
+#[cfg(feature = "cors")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cors")))]
+pub use cors::{PaymentCorsLayer, payment_cors};
 pub use events::{PaymentEvent, PaymentEvents};
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use extract::MissingPayment;
 pub use future::ResponseFuture;
 pub use payment::{SettledPayment, VerifiedPayment};
+pub use paywall_page::PaywallPage;
 pub use refusal::Refusal;
 pub use service::X402;
 
@@ -130,6 +138,7 @@ pub(crate) struct Config {
     pub(crate) recent: Option<MemorySettlementStore>,
     pub(crate) events: Option<Arc<dyn PaymentEvents>>,
     pub(crate) expose_headers: Option<HeaderValue>,
+    pub(crate) paywall_page: Option<PaywallPage>,
     pub(crate) max_header_len: usize,
     pub(crate) retry_after: Duration,
     pub(crate) inflight: Arc<Inflight>,
@@ -163,6 +172,7 @@ impl X402Layer {
                 expose_headers: Some(HeaderValue::from_static(
                     "PAYMENT-REQUIRED, PAYMENT-RESPONSE",
                 )),
+                paywall_page: None,
                 max_header_len: DEFAULT_MAX_LEN,
                 retry_after: Duration::from_secs(5),
                 inflight: Arc::default(),
@@ -197,6 +207,13 @@ impl X402Layer {
     /// already does).
     pub fn expose_headers(mut self, value: Option<HeaderValue>) -> Self {
         self.config_mut().expose_headers = value;
+        self
+    }
+
+    /// Answers browsers that open a priced URL without payment with an HTML [`PaywallPage`]
+    /// instead of the JSON 402 (the `PAYMENT-REQUIRED` header is the same). Off by default.
+    pub fn paywall_page(mut self, page: PaywallPage) -> Self {
+        self.config_mut().paywall_page = Some(page);
         self
     }
 
@@ -236,6 +253,7 @@ impl fmt::Debug for Config {
         f.debug_struct("X402Layer")
             .field("events", &self.events.is_some())
             .field("expose_headers", &self.expose_headers)
+            .field("paywall_page", &self.paywall_page)
             .field("max_header_len", &self.max_header_len)
             .field("retry_after", &self.retry_after)
             .finish_non_exhaustive()
