@@ -14,7 +14,9 @@
 use axum::handler::Handler;
 use axum::http::request::Parts;
 use axum::routing::{MethodRouter, get};
-use tower_x402::{Price, X402Layer};
+use axum::http::HeaderValue;
+use tower_x402::layer::PaywallPage;
+use tower_x402::{PaymentCorsLayer, Price, X402Layer, payment_cors};
 
 use crate::app::AppState;
 use crate::sales::purchase::purchase;
@@ -30,9 +32,35 @@ pub fn paid_get(state: &AppState) -> MethodRouter<AppState> {
         Some(sku) => Price::Charge(sku.offer.clone()),
         None => Price::not_found("unknown SKU: no product is sold at this path"),
     };
+    let checkout = state.catalog.clone();
+    let config = state.config.clone();
+    let site_name = if state.demo {
+        "x402 example store — demo mode: sandbox payments, no real money"
+    } else {
+        "x402 example store"
+    };
+    let page = PaywallPage::new().site_name(site_name).checkout(move |offer| {
+        let slug = offer.resource().url.rsplit('/').next()?;
+        let sku = checkout.get(slug)?;
+        config.checkout_link(&sku.slug)
+    });
     let paywall = X402Layer::new(state.facilitator.clone(), pricing)
         .settlement_store(state.store.clone())
-        .events(state.standing.clone());
-    // The paywall wraps the handler only (not the method router), so other methods get 405.
-    get(purchase.layer(paywall))
+        .events(state.standing.clone())
+        .paywall_page(page);
+    // The paywall wraps the handler only (not the method router), so other methods get 405;
+    // CORS wraps the method router, so the preflight (OPTIONS) is answered before it.
+    get(purchase.layer(paywall)).layer(cors(&state.config.cors_origins))
+}
+
+/// Any origin may pay unless `STORE_CORS_ORIGINS` names the allowed ones.
+fn cors(origins: &[String]) -> PaymentCorsLayer {
+    if origins.is_empty() {
+        return payment_cors();
+    }
+    let allowed: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|origin| HeaderValue::try_from(origin.as_str()).ok())
+        .collect();
+    payment_cors().allow_origin(allowed)
 }

@@ -8,6 +8,7 @@ mod catalog_prices;
 mod discovery_channels;
 mod mcp_protocol;
 mod passport_errors;
+mod paywall_browsers;
 mod paywall_doors;
 mod paywall_paths;
 mod purchase_flow;
