@@ -3,6 +3,7 @@
 //! One file per surface; `support` builds the whole app over a temporary SQLite database.
 
 mod browser_bazaar;
+mod browser_payments;
 mod catalog_documents;
 mod catalog_prices;
 mod discovery_channels;
