@@ -19,12 +19,13 @@
 //! #     .usdc(&UsdcDeployment::BASE, "0.10".parse()?, "0x209693Bc6afc0C5328bA36FaF03C514EF312287C")
 //! #     .build()?;
 //! # let facilitator = HttpFacilitator::new("https://x402.org/facilitator")?;
-//! let app = Router::new().route(
-//!     "/report",
-//!     get(|| async { "the report" })
-//!         .layer(X402Layer::new(facilitator, std::sync::Arc::new(offer)))
-//!         .layer(payment_cors()),
-//! );
+//! use axum::handler::Handler;
+//!
+//! async fn report() -> &'static str {
+//!     "the report"
+//! }
+//! let paywall = X402Layer::new(facilitator, std::sync::Arc::new(offer));
+//! let app = Router::new().route("/report", get(report.layer(paywall)).layer(payment_cors()));
 //!
 //! let preflight = http::Request::options("/report")
 //!     .header("origin", "https://shop.example")
