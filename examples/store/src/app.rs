@@ -172,6 +172,9 @@ pub fn app(state: AppState) -> Router {
             get(fulfillment::download),
         )
         .route("/bazaar", get(bazaar_page::page))
+        .route("/bazaar/style.css", get(bazaar_page::stylesheet))
+        .route("/bazaar/filter.js", get(bazaar_page::filter_script))
+        .route("/bazaar/{sku}", get(bazaar_page::product))
         .route("/.well-known/did.json", get(well_known::did_json))
         .fallback(not_found)
         // One span per request, with method, path, status and latency.

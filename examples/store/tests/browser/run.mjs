@@ -2,12 +2,14 @@
 //
 //   node run.mjs cross-origin   a page on another origin pays with the official x402 client
 //   node run.mjs paywall        the paywall page pays with an injected EIP-1193 wallet
+//   node run.mjs storefront     /bazaar at 1280 and 390 px: screenshots, filter, axe-core
 //
 // Settings come from the environment (STORE_URL, SIGNER_URL, WALLET_ADDRESS, OUT_DIR). Prints one
 // JSON line of findings for the Rust test to check; exits non-zero when a step fails.
 import { randomBytes } from "node:crypto";
 import { createServer } from "node:http";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { build } from "esbuild";
@@ -120,8 +122,54 @@ async function paywall() {
   });
 }
 
+async function storefront() {
+  const store = env("STORE_URL");
+  const out = env("OUT_DIR");
+  mkdirSync(out, { recursive: true });
+  const axe = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+  return withBrowser(async (context) => {
+    const found = { widths: {} };
+    for (const width of [1280, 390]) {
+      const tab = await context.newPage();
+      await tab.setViewportSize({ width, height: 900 });
+      await tab.goto(`${store}/bazaar`);
+      const shot = join(out, `bazaar-${width}.png`);
+      await tab.screenshot({ path: shot, fullPage: true });
+      const product = join(out, `product-${width}.png`);
+      const first = await tab.locator("li.card h3 a").first().getAttribute("href");
+      const view = {
+        title: await tab.title(),
+        cards: await tab.locator("li.card:visible").count(),
+        scrollWidth: await tab.evaluate(() => document.documentElement.scrollWidth),
+        screenshot: { path: shot, bytes: statSync(shot).size },
+      };
+      await tab.selectOption("#filter-tag", "software");
+      view.afterTag = await tab.locator("li.card:visible").count();
+      view.afterTagCount = await tab.locator("#count").textContent();
+      await tab.selectOption("#filter-tag", "");
+      await tab.fill("#filter-text", "receipt");
+      view.afterText = await tab.locator("li.card:visible").count();
+      await tab.fill("#filter-text", "");
+      // axe-core through a CDP script evaluation, which the page's CSP does not govern.
+      await tab.evaluate(axe);
+      const results = await tab.evaluate(() => window.axe.run(document, { resultTypes: ["violations"] }));
+      view.axe = results.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length }));
+      await tab.goto(first);
+      await tab.screenshot({ path: product, fullPage: true });
+      view.product = { title: await tab.title(), path: product, bytes: statSync(product).size,
+        heading: await tab.locator("article h2").textContent() };
+      await tab.evaluate(axe);
+      const productResults = await tab.evaluate(() => window.axe.run(document, { resultTypes: ["violations"] }));
+      view.productAxe = productResults.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length }));
+      found.widths[width] = view;
+      await tab.close();
+    }
+    return found;
+  });
+}
+
 const mode = process.argv[2];
-const modes = { "cross-origin": crossOrigin, paywall };
+const modes = { "cross-origin": crossOrigin, paywall, storefront };
 if (!modes[mode]) {
   console.error(`usage: node run.mjs ${Object.keys(modes).join("|")}`);
   process.exit(2);

@@ -28,7 +28,7 @@ fn browser_dir() -> PathBuf {
 }
 
 /// Whether Chromium and the npm packages are there; in CI their absence is a failure.
-fn tools_present(test: &str) -> bool {
+pub(crate) fn tools_present(test: &str) -> bool {
     let missing: Vec<String> = [
         PathBuf::from(CHROMIUM),
         browser_dir().join("node_modules/playwright-core"),
@@ -51,7 +51,7 @@ fn tools_present(test: &str) -> bool {
 }
 
 /// The store served on a loopback port that is also its base URL, so its links work.
-async fn served_store(edit: impl FnOnce(&mut x402_store::config::Config)) -> (TestStore, String) {
+pub(crate) async fn served_store(edit: impl FnOnce(&mut x402_store::config::Config)) -> (TestStore, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let base = format!("http://{address}");
@@ -68,7 +68,7 @@ async fn served_store(edit: impl FnOnce(&mut x402_store::config::Config)) -> (Te
     (store, base)
 }
 
-async fn run_node(mode: &str, env: &[(&str, String)]) -> Value {
+pub(crate) async fn run_node(mode: &str, env: &[(&str, String)]) -> Value {
     let mut command = tokio::process::Command::new("node");
     command
         .arg("run.mjs")

@@ -4,6 +4,7 @@
 
 mod browser_bazaar;
 mod browser_payments;
+mod browser_storefront;
 mod catalog_documents;
 mod catalog_prices;
 mod discovery_channels;
