@@ -81,15 +81,17 @@ fn frame(state: &AppState, title: &str, main: Markup) -> Markup {
                 link rel="alternate" type="application/json" href={ (base) "/api/bazaar" };
             }
             body {
-                header class="site" {
-                    div class="wrap" {
-                        h1 { a href={ (base) "/bazaar" } { "x402 example store" } }
-                        p { (state.catalog.len()) " fixed-price data products, paid per request in USDC over HTTP 402. This is the store describing itself, not a third-party index." }
+                header {
+                    div class="site" {
+                        div class="wrap" {
+                            h1 { a href={ (base) "/bazaar" } { "x402 example store" } }
+                            p { (state.catalog.len()) " fixed-price data products, paid per request in USDC over HTTP 402. This is the store describing itself, not a third-party index." }
+                        }
                     }
-                }
-                @if state.demo {
-                    div class="demo" id="demo-notice" role="note" {
-                        div class="wrap" { strong { "Demo mode:" } " payments go through an in-process sandbox; no real funds move and Passports are marked demo." }
+                    @if state.demo {
+                        div class="demo" id="demo-notice" role="note" {
+                            div class="wrap" { strong { "Demo mode:" } " payments go through an in-process sandbox; no real funds move and Passports are marked demo." }
+                        }
                     }
                 }
                 main class="wrap" { (main) }
@@ -165,11 +167,13 @@ fn card(state: &AppState, sku: &Sku) -> Markup {
 /// A product's own page.
 pub fn render_product(state: &AppState, sku: &Sku) -> Markup {
     let main = html! {
+        p { a href={ (state.config.base_url) "/bazaar" } { "← All products" } }
         article class="panel" id=(sku.slug) {
             p { span class="tagname" { (sku.tag) } }
             h2 { (sku.summary) }
             p { (sku.description) }
             p class="price" { "$" (sku.price) " " small { "(" (sku.price) " USDC)" } }
+            p { a class="buy" href=(sku.resource_url) { "Buy for $" (sku.price) } }
         }
         section class="panel" aria-labelledby="ways" {
             h2 id="ways" { "Three ways to pay" }
