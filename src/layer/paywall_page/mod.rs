@@ -161,7 +161,10 @@ impl PaywallPage {
         );
         html.push_str("<script type=\"application/json\" id=\"x402-challenge\">");
         push_json_for_script(&mut html, offer.challenge_body());
-        let _ = write!(html, "</script><script>{SCRIPT}</script></main></body></html>\n");
+        let _ = writeln!(
+            html,
+            "</script><script>{SCRIPT}</script></main></body></html>"
+        );
         html
     }
 

@@ -144,8 +144,11 @@ pub fn render(state: &AppState) -> Markup {
 
 fn card(state: &AppState, sku: &Sku) -> Markup {
     let base = &state.config.base_url;
-    let search = format!("{} {} {} {}", sku.slug, sku.summary, sku.description, sku.tag)
-        .to_lowercase();
+    let search = format!(
+        "{} {} {} {}",
+        sku.slug, sku.summary, sku.description, sku.tag
+    )
+    .to_lowercase();
     html! {
         li class="card sku" id=(sku.slug) data-tag=(sku.tag) data-search=(search) {
             h3 { a href={ (base) "/bazaar/" (sku.slug) } { (sku.summary) } }
@@ -193,7 +196,11 @@ pub fn render_product(state: &AppState, sku: &Sku) -> Markup {
         }
         (doctrine_panel())
     };
-    frame(state, &format!("{} — x402 example store", sku.summary), main)
+    frame(
+        state,
+        &format!("{} — x402 example store", sku.summary),
+        main,
+    )
 }
 
 fn how_to_pay(state: &AppState) -> Markup {

@@ -12,9 +12,9 @@
 //! because the handler issues a Passport: that must never happen without the money.
 
 use axum::handler::Handler;
+use axum::http::HeaderValue;
 use axum::http::request::Parts;
 use axum::routing::{MethodRouter, get};
-use axum::http::HeaderValue;
 use tower_x402::layer::PaywallPage;
 use tower_x402::{PaymentCorsLayer, Price, X402Layer, payment_cors};
 
@@ -39,11 +39,13 @@ pub fn paid_get(state: &AppState) -> MethodRouter<AppState> {
     } else {
         "x402 example store"
     };
-    let page = PaywallPage::new().site_name(site_name).checkout(move |offer| {
-        let slug = offer.resource().url.rsplit('/').next()?;
-        let sku = checkout.get(slug)?;
-        config.checkout_link(&sku.slug)
-    });
+    let page = PaywallPage::new()
+        .site_name(site_name)
+        .checkout(move |offer| {
+            let slug = offer.resource().url.rsplit('/').next()?;
+            let sku = checkout.get(slug)?;
+            config.checkout_link(&sku.slug)
+        });
     let paywall = X402Layer::new(state.facilitator.clone(), pricing)
         .settlement_store(state.store.clone())
         .events(state.standing.clone())

@@ -51,7 +51,9 @@ pub(crate) fn tools_present(test: &str) -> bool {
 }
 
 /// The store served on a loopback port that is also its base URL, so its links work.
-pub(crate) async fn served_store(edit: impl FnOnce(&mut x402_store::config::Config)) -> (TestStore, String) {
+pub(crate) async fn served_store(
+    edit: impl FnOnce(&mut x402_store::config::Config),
+) -> (TestStore, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let base = format!("http://{address}");
@@ -164,7 +166,13 @@ async fn paywall_page_pays_with_a_browser_wallet_and_runs_no_injected_script() {
     assert_eq!(found["contentType"], "text/html; charset=utf-8");
     // The page's own two script elements (the challenge data and the code), nothing injected.
     assert_eq!(found["scripts"], 2, "{found}");
-    assert!(found["passport"].as_str().unwrap().starts_with("Passport: pp_"), "{found}");
+    assert!(
+        found["passport"]
+            .as_str()
+            .unwrap()
+            .starts_with("Passport: pp_"),
+        "{found}"
+    );
     assert_eq!(found["statusText"], "Payment settled.");
     assert_eq!(found["download"]["status"], 200, "{found}");
     assert!(found["download"]["bytes"].as_u64().unwrap() > 0);

@@ -21,14 +21,19 @@ async fn storefront_renders_filters_and_passes_axe_at_desktop_and_phone_width() 
         return;
     }
     let (store, base) = served_store(|_| {}).await;
-    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/browser-screenshots");
+    let out =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/browser-screenshots");
     let found = run_node(
         "storefront",
         &[("STORE_URL", base), ("OUT_DIR", out.display().to_string())],
     )
     .await;
-    let software = store.state.catalog.iter().filter(|s| s.tag == "software").count();
+    let software = store
+        .state
+        .catalog
+        .iter()
+        .filter(|s| s.tag == "software")
+        .count();
     let receipts = store
         .state
         .catalog
@@ -44,15 +49,30 @@ async fn storefront_renders_filters_and_passes_axe_at_desktop_and_phone_width() 
         let view = &found["widths"][width];
         assert_eq!(view["title"], "x402 example store — catalog", "{view}");
         assert_eq!(view["cards"], 45, "{view}");
-        assert!(view["scrollWidth"].as_u64().unwrap() <= width.parse().unwrap(), "{view}");
+        assert!(
+            view["scrollWidth"].as_u64().unwrap() <= width.parse().unwrap(),
+            "{view}"
+        );
         assert_eq!(view["afterTag"], software, "{view}");
         assert_eq!(view["afterTagCount"], format!("{software} of 45 products"));
         assert_eq!(view["afterText"], receipts, "{view}");
-        assert!(view["screenshot"]["bytes"].as_u64().unwrap() > 10_000, "{view}");
+        assert!(
+            view["screenshot"]["bytes"].as_u64().unwrap() > 10_000,
+            "{view}"
+        );
         assert!(view["product"]["bytes"].as_u64().unwrap() > 5_000, "{view}");
-        assert!(view["product"]["title"].as_str().unwrap().ends_with("— x402 example store"));
+        assert!(
+            view["product"]["title"]
+                .as_str()
+                .unwrap()
+                .ends_with("— x402 example store")
+        );
         assert!(serious(&view["axe"]).is_empty(), "{}", view["axe"]);
-        assert!(serious(&view["productAxe"]).is_empty(), "{}", view["productAxe"]);
+        assert!(
+            serious(&view["productAxe"]).is_empty(),
+            "{}",
+            view["productAxe"]
+        );
         println!("{width} px: {view}");
     }
 }

@@ -136,7 +136,11 @@ async fn navigation_gets_the_page_other_clients_the_same_json() {
     assert!(page.text.contains("demo mode"));
     assert!(page.bytes.len() < 30 * 1024, "{} bytes", page.bytes.len());
 
-    for accept in ["*/*", "application/json", "application/json, text/html;q=0.5"] {
+    for accept in [
+        "*/*",
+        "application/json",
+        "application/json, text/html;q=0.5",
+    ] {
         let json = store
             .send(
                 Request::get(PAID)
@@ -148,6 +152,9 @@ async fn navigation_gets_the_page_other_clients_the_same_json() {
         assert_eq!(json.status, StatusCode::PAYMENT_REQUIRED);
         assert_eq!(json.header("content-type"), Some("application/json"));
         assert_eq!(json.bytes, plain.bytes, "{accept}");
-        assert_eq!(json.headers.get("payment-required"), plain.headers.get("payment-required"));
+        assert_eq!(
+            json.headers.get("payment-required"),
+            plain.headers.get("payment-required")
+        );
     }
 }
