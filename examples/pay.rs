@@ -19,22 +19,50 @@ use std::env;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
 use http::{HeaderName, HeaderValue};
 use tower_x402::proto::{
     PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, PaymentRequired, SettleResponse, header,
 };
 use tower_x402::sandbox::SandboxWallet;
 
-/// Pays for an x402-protected URL with a sandbox wallet and prints what came back.
-#[derive(Debug, Parser)]
-#[command(name = "pay")]
+const USAGE: &str = "\
+Pays for an x402-protected URL with a sandbox wallet and prints what came back.
+
+usage: pay URL [--header NAME:VALUE]...
+
+  -H, --header NAME:VALUE   an extra request header; repeat for more
+  -h, --help                this text
+
+PAYER_PRIVATE_KEY (64 hex digits) chooses the wallet; without it a random one is made.";
+
+#[derive(Debug)]
 struct Args {
     /// The URL to GET.
     url: String,
-    /// An extra request header, `NAME:VALUE`; repeat for more.
-    #[arg(long = "header", short = 'H', value_name = "NAME:VALUE", value_parser = parse_header)]
+    /// Extra request headers.
     headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl Args {
+    /// The command line, or the message to print and exit with.
+    fn from_env() -> Result<Self, String> {
+        let mut args = pico_args::Arguments::from_env();
+        if args.contains(["-h", "--help"]) {
+            println!("{USAGE}");
+            std::process::exit(0);
+        }
+        let headers = args
+            .values_from_fn(["-H", "--header"], parse_header)
+            .map_err(|e| e.to_string())?;
+        let url = args
+            .free_from_str()
+            .map_err(|e| format!("{e}\n\n{USAGE}"))?;
+        let rest = args.finish();
+        if !rest.is_empty() {
+            return Err(format!("unexpected arguments {rest:?}\n\n{USAGE}"));
+        }
+        Ok(Self { url, headers })
+    }
 }
 
 fn parse_header(text: &str) -> Result<(HeaderName, HeaderValue), String> {
@@ -50,7 +78,14 @@ fn parse_header(text: &str) -> Result<(HeaderName, HeaderValue), String> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    match run(Args::parse()).await {
+    let args = match Args::from_env() {
+        Ok(args) => args,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("pay: {message}");
