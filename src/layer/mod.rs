@@ -95,7 +95,7 @@ mod extract;
 mod future;
 mod gate;
 mod payment;
-mod paywall_page;
+pub mod paywall_page;
 pub mod pricing;
 mod refusal;
 mod service;
