@@ -19,6 +19,9 @@ pub mod sandbox;
 pub use facilitator::HttpFacilitator;
 pub use facilitator::{Facilitator, FacilitatorError};
 pub use layer::pricing::{Offer, Price, Pricing, SettlementMode};
+#[cfg(feature = "cors")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cors")))]
+pub use layer::{PaymentCorsLayer, payment_cors};
 pub use layer::{Refusal, VerifiedPayment, X402, X402Layer};
 
 /// A boxed, sendable future: what [`Facilitator`] and

@@ -91,24 +91,32 @@ use crate::facilitator::Facilitator;
 use crate::proto::header::DEFAULT_MAX_LEN;
 
 mod body;
+#[cfg(feature = "cors")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cors")))]
+pub mod cors;
 mod events;
 #[cfg(feature = "axum")]
 mod extract;
 mod future;
 mod gate;
 mod payment;
+pub mod paywall_page;
 pub mod pricing;
 mod refusal;
 mod service;
 pub mod settlement;
 
 pub use body::ResponseBody;
+#[cfg(feature = "cors")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cors")))]
+pub use cors::{PaymentCorsLayer, payment_cors};
 pub use events::{PaymentEvent, PaymentEvents};
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use extract::MissingPayment;
 pub use future::ResponseFuture;
 pub use payment::{SettledPayment, VerifiedPayment};
+pub use paywall_page::PaywallPage;
 pub use refusal::{InvalidHeaderStatus, Refusal};
 pub use service::X402;
 
@@ -138,6 +146,7 @@ pub(crate) struct Config {
     pub(crate) recent: Option<MemorySettlementStore>,
     pub(crate) events: Option<Arc<dyn PaymentEvents>>,
     pub(crate) expose_headers: Option<HeaderValue>,
+    pub(crate) paywall_page: Option<PaywallPage>,
     pub(crate) max_header_len: usize,
     pub(crate) invalid_header: InvalidHeaderStatus,
     pub(crate) retry_after: Duration,
@@ -180,6 +189,7 @@ impl X402Layer {
                 expose_headers: Some(HeaderValue::from_static(
                     "PAYMENT-REQUIRED, PAYMENT-RESPONSE",
                 )),
+                paywall_page: None,
                 max_header_len: DEFAULT_MAX_LEN,
                 invalid_header: InvalidHeaderStatus::BadRequest,
                 retry_after: Duration::from_secs(5),
@@ -247,6 +257,13 @@ impl X402Layer {
         self
     }
 
+    /// Answers browsers that open a priced URL without payment with an HTML [`PaywallPage`]
+    /// instead of the JSON 402 (the `PAYMENT-REQUIRED` header is the same). Off by default.
+    pub fn paywall_page(mut self, page: PaywallPage) -> Self {
+        self.config_mut().paywall_page = Some(page);
+        self
+    }
+
     /// The largest `PAYMENT-SIGNATURE` value accepted, in encoded bytes (default 16 KiB; larger
     /// → 400).
     pub fn max_payment_header_len(mut self, bytes: usize) -> Self {
@@ -305,6 +322,7 @@ impl fmt::Debug for Config {
         f.debug_struct("X402Layer")
             .field("events", &self.events.is_some())
             .field("expose_headers", &self.expose_headers)
+            .field("paywall_page", &self.paywall_page)
             .field("max_header_len", &self.max_header_len)
             .field("retry_after", &self.retry_after)
             .field("owner", &self.owner)

@@ -12,6 +12,7 @@ use super::body::ResponseBody;
 use super::events::PaymentEvent;
 use super::future::ResponseFuture;
 use super::gate::{self, responses};
+use super::paywall_page;
 use super::pricing::{Offer, Price};
 use super::refusal::Refusal;
 use crate::proto::{PAYMENT_SIGNATURE, PaymentPayload, header};
@@ -92,6 +93,19 @@ where
             _ => parts.headers.get(PAYMENT_SIGNATURE),
         };
         let Some(value) = signature else {
+            if let Some(page) = &config.paywall_page
+                && parts.method == Method::GET
+                && paywall_page::prefers_html(&parts.headers)
+            {
+                config.emit(|| PaymentEvent::ChallengeServed { offer: &offer });
+                let mut response = page.challenge(&offer);
+                if let Some(expose) = &config.expose_headers {
+                    response
+                        .headers_mut()
+                        .insert(http::header::ACCESS_CONTROL_EXPOSE_HEADERS, expose.clone());
+                }
+                return ResponseFuture::respond(response);
+            }
             return refuse(config, &offer, Refusal::PaymentMissing);
         };
         let payload = match header::decode_with_limit::<PaymentPayload>(

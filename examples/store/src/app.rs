@@ -207,6 +207,9 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/", get(landing))
         .route("/bazaar", get(bazaar_page::page))
+        .route("/bazaar/style.css", get(bazaar_page::stylesheet))
+        .route("/bazaar/filter.js", get(bazaar_page::filter_script))
+        .route("/bazaar/{sku}", get(bazaar_page::product))
         .route("/.well-known/did.json", get(well_known::did_json))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,

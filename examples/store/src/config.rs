@@ -60,6 +60,10 @@ pub struct Args {
     /// Hosted human checkout page; `{sku}` is replaced by the slug.
     #[arg(long, env = "STORE_CHECKOUT_URL")]
     pub checkout_url: Option<String>,
+    /// Web origins allowed to pay from a page (comma-separated, e.g. `https://shop.example`);
+    /// any origin when unset.
+    #[arg(long, env = "STORE_CORS_ORIGINS", value_delimiter = ',')]
+    pub cors_origins: Vec<String>,
     /// Directory holding the deliverable files.
     #[arg(long, env = "STORE_CONTENT_DIR")]
     pub content_dir: Option<PathBuf>,
@@ -116,6 +120,8 @@ pub struct Config {
     pub third_pay_to: Option<String>,
     /// Hosted checkout URL with a `{sku}` placeholder.
     pub checkout_url: Option<String>,
+    /// Origins allowed to pay from a web page; empty means any origin.
+    pub cors_origins: Vec<String>,
     /// Directory of deliverable files.
     pub content_dir: Option<PathBuf>,
     /// Discovery channels; `None` means the built-in list.
@@ -192,6 +198,12 @@ impl Config {
             second_pay_to: args.second_pay_to,
             third_pay_to: args.third_pay_to,
             checkout_url: args.checkout_url,
+            cors_origins: args
+                .cors_origins
+                .into_iter()
+                .map(|origin| origin.trim().trim_end_matches('/').to_owned())
+                .filter(|origin| !origin.is_empty())
+                .collect(),
             content_dir: args.content_dir,
             discovery_channels,
             rpc_url: args.rpc_url,
@@ -231,6 +243,7 @@ impl Config {
             second_pay_to: None,
             third_pay_to: None,
             checkout_url: None,
+            cors_origins: Vec::new(),
             content_dir: None,
             discovery_channels: None,
             rpc_url: None,
@@ -346,6 +359,9 @@ impl Config {
                 "STORE_CHECKOUT_URL (--checkout-url)",
                 &template.replace("{sku}", "sku"),
             )?;
+        }
+        for origin in &self.cors_origins {
+            http_url("STORE_CORS_ORIGINS (--cors-origins)", origin)?;
         }
         if let Some(dir) = &self.content_dir
             && !dir.is_dir()

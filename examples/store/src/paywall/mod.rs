@@ -19,10 +19,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::handler::Handler;
+use axum::http::HeaderValue;
 use axum::http::request::Parts;
 use axum::routing::{MethodRouter, get};
-use tower_x402::layer::InvalidHeaderStatus;
-use tower_x402::{Price, X402Layer};
+use tower_x402::layer::{InvalidHeaderStatus, PaywallPage};
+use tower_x402::{PaymentCorsLayer, Price, X402Layer, payment_cors};
 
 use crate::app::AppState;
 use crate::sales::purchase::purchase;
@@ -38,15 +39,43 @@ pub fn paid_get(state: &AppState) -> MethodRouter<AppState> {
         Some(sku) => Price::Charge(sku.offer.clone()),
         None => Price::not_found("unknown SKU: no product is sold at this path"),
     };
+    let checkout = state.catalog.clone();
+    let config = state.config.clone();
+    let site_name = if state.demo {
+        "x402 example store — demo mode: sandbox payments, no real money"
+    } else {
+        "x402 example store"
+    };
+    let page = PaywallPage::new()
+        .site_name(site_name)
+        .checkout(move |offer| {
+            let slug = offer.resource().url.rsplit('/').next()?;
+            let sku = checkout.get(slug)?;
+            config.checkout_link(&sku.slug)
+        });
     let mut paywall = X402Layer::new(state.facilitator.clone(), pricing)
         .settlement_store(state.store.clone())
         .settlement_lease(Duration::from_secs(state.config.settlement_lease))
         // The specification's answer to a paid resource requested without a valid payment.
         .invalid_header_status(InvalidHeaderStatus::PaymentRequired)
-        .events(state.standing.clone());
+        .events(state.standing.clone())
+        .paywall_page(page);
     if let Some(reconciler) = &state.reconciler {
         paywall = paywall.reconciler(Arc::clone(reconciler));
     }
-    // The paywall wraps the handler only (not the method router), so other methods get 405.
-    get(purchase.layer(paywall))
+    // The paywall wraps the handler only (not the method router), so other methods get 405;
+    // CORS wraps the method router, so the preflight (OPTIONS) is answered before it.
+    get(purchase.layer(paywall)).layer(cors(&state.config.cors_origins))
+}
+
+/// Any origin may pay unless `STORE_CORS_ORIGINS` names the allowed ones.
+fn cors(origins: &[String]) -> PaymentCorsLayer {
+    if origins.is_empty() {
+        return payment_cors();
+    }
+    let allowed: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|origin| HeaderValue::try_from(origin.as_str()).ok())
+        .collect();
+    payment_cors().allow_origin(allowed)
 }

@@ -72,7 +72,7 @@ async fn bazaar_page_renders_every_sku_escaped() {
             sku.slug
         );
         assert!(
-            dom.contains(&format!("<td class=\"price\">{}</td>", sku.price)),
+            dom.contains(&format!("<span class=\"price\">${}</span>", sku.price)),
             "{} price",
             sku.slug
         );

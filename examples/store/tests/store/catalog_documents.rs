@@ -305,9 +305,12 @@ async fn catalog_documents_have_open_cors_and_count_as_retrieved() {
         )
         .await;
     assert_eq!(preflight.header("access-control-allow-origin"), Some("*"));
-    // The paid route gets no open CORS from the catalog layer.
+    // The paid route has its own policy (the payment headers), not the catalog documents' one.
     let paid = store.get("/api/x402/store-rail-receipt").await;
-    assert!(paid.header("access-control-allow-origin").is_none());
+    assert!(
+        paid.header("access-control-expose-headers")
+            .is_some_and(|exposed| exposed.to_ascii_uppercase().contains("PAYMENT-REQUIRED"))
+    );
 
     let manifest = store.get("/.well-known/mcp.json").await;
     assert_json_200(&manifest, "mcp.json");

@@ -3,12 +3,15 @@
 //! One file per surface; `support` builds the whole app over a temporary SQLite database.
 
 mod browser_bazaar;
+mod browser_payments;
+mod browser_storefront;
 mod catalog_documents;
 mod catalog_prices;
 mod crash_recovery;
 mod discovery_channels;
 mod mcp_protocol;
 mod passport_errors;
+mod paywall_browsers;
 mod paywall_doors;
 mod paywall_paths;
 mod purchase_flow;

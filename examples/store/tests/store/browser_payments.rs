@@ -1,0 +1,184 @@
+//! Paying the store from real Chromium (driven by `playwright-core`, see `tests/browser/`): a
+//! page on another origin pays with the official x402 TypeScript client, and the paywall page
+//! pays through an injected EIP-1193 wallet whose signing is done here by a [`SandboxWallet`].
+//!
+//! Without Chromium or the npm packages (`npm ci` in `tests/browser`) the tests fail when `CI`
+//! is set and are skipped with a notice otherwise.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::Json;
+use axum::routing::post;
+use serde_json::Value;
+use tower_x402::proto::{Eip3009Authorization, PaymentRequirements};
+use tower_x402::sandbox::{SandboxFacilitator, SandboxWallet};
+
+use super::support::{TestStore, serve, store_with};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// A checkout template whose query would run a script if it were not escaped.
+const HOSTILE_CHECKOUT: &str =
+    "https://pay.example/checkout?sku={sku}&note=<script>document.title='pwned'</script>";
+
+fn browser_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser")
+}
+
+/// Whether Chromium and the npm packages are there; in CI their absence is a failure.
+pub(crate) fn tools_present(test: &str) -> bool {
+    let missing: Vec<String> = [
+        PathBuf::from(CHROMIUM),
+        browser_dir().join("node_modules/playwright-core"),
+        browser_dir().join("node_modules/@x402/fetch"),
+    ]
+    .into_iter()
+    .filter(|path| !path.exists())
+    .map(|path| path.display().to_string())
+    .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "required in CI: {missing:?} (run `npm ci` in {})",
+        browser_dir().display()
+    );
+    println!("skipping {test}: missing {missing:?}");
+    false
+}
+
+/// The store served on a loopback port that is also its base URL, so its links work.
+pub(crate) async fn served_store(
+    edit: impl FnOnce(&mut x402_store::config::Config),
+) -> (TestStore, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let base = format!("http://{address}");
+    let store = store_with(
+        |config| {
+            config.base_url = base.clone();
+            edit(config);
+        },
+        Arc::new(SandboxFacilitator::new()),
+    )
+    .await;
+    let app = store.app.clone();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (store, base)
+}
+
+pub(crate) async fn run_node(mode: &str, env: &[(&str, String)]) -> Value {
+    let mut command = tokio::process::Command::new("node");
+    command
+        .arg("run.mjs")
+        .arg(mode)
+        .current_dir(browser_dir())
+        .kill_on_drop(true);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let output = tokio::time::timeout(std::time::Duration::from_secs(120), command.output())
+        .await
+        .expect("the browser run timed out")
+        .expect("node could not be started");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{mode} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap()
+}
+
+#[tokio::test]
+async fn another_origin_pays_with_the_official_client() {
+    if !tools_present("another_origin_pays_with_the_official_client") {
+        return;
+    }
+    let (store, base) = served_store(|_| {}).await;
+    let found = run_node("cross-origin", &[("STORE_URL", base.clone())]).await;
+    assert_eq!(found["status"], 200, "{found}");
+    assert_ne!(found["origin"].as_str(), Some(base.as_str()));
+    let passport = found["body"]["passport"]["passport"].as_str().unwrap();
+    assert!(passport.starts_with("pp_"), "{found}");
+    assert_eq!(found["settlement"]["success"], true, "{found}");
+    let orders = store.get(&format!("/api/passport/{passport}")).await;
+    assert_eq!(orders.status, 200, "{}", orders.text);
+}
+
+/// `eth_signTypedData_v4` for the test wallet: the typed data of an EIP-3009
+/// `TransferWithAuthorization` in, the signature out.
+async fn signer(wallet: SandboxWallet) -> SocketAddr {
+    let wallet = Arc::new(wallet);
+    let sign = move |Json(typed): Json<Value>| {
+        let wallet = Arc::clone(&wallet);
+        async move {
+            let domain = &typed["domain"];
+            let message = &typed["message"];
+            let text = |value: &Value| match value {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            let requirements: PaymentRequirements = serde_json::from_value(serde_json::json!({
+                "scheme": "exact",
+                "network": format!("eip155:{}", text(&domain["chainId"])),
+                "amount": text(&message["value"]),
+                "asset": domain["verifyingContract"],
+                "payTo": message["to"],
+                "maxTimeoutSeconds": 60,
+                "extra": {"name": domain["name"], "version": domain["version"]},
+            }))
+            .unwrap();
+            let authorization: Eip3009Authorization =
+                serde_json::from_value(message.clone()).unwrap();
+            wallet
+                .sign_authorization(&requirements, &authorization)
+                .unwrap()
+                .signature
+        }
+    };
+    serve(axum::Router::new().route("/sign", post(sign))).await
+}
+
+#[tokio::test]
+async fn paywall_page_pays_with_a_browser_wallet_and_runs_no_injected_script() {
+    if !tools_present("paywall_page_pays_with_a_browser_wallet_and_runs_no_injected_script") {
+        return;
+    }
+    let (_store, base) =
+        served_store(|config| config.checkout_url = Some(HOSTILE_CHECKOUT.to_owned())).await;
+    let wallet = SandboxWallet::random();
+    let address = wallet.address();
+    let signer = signer(wallet).await;
+    let found = run_node(
+        "paywall",
+        &[
+            ("STORE_URL", base),
+            ("SIGNER_URL", format!("http://{signer}/sign")),
+            ("WALLET_ADDRESS", address),
+        ],
+    )
+    .await;
+    assert_eq!(found["status"], 402, "{found}");
+    assert_eq!(found["contentType"], "text/html; charset=utf-8");
+    // The page's own two script elements (the challenge data and the code), nothing injected.
+    assert_eq!(found["scripts"], 2, "{found}");
+    assert!(
+        found["passport"]
+            .as_str()
+            .unwrap()
+            .starts_with("Passport: pp_"),
+        "{found}"
+    );
+    assert_eq!(found["statusText"], "Payment settled.");
+    assert_eq!(found["download"]["status"], 200, "{found}");
+    assert!(found["download"]["bytes"].as_u64().unwrap() > 0);
+    for title in [&found["title"], &found["titleAfter"]] {
+        assert!(!title.as_str().unwrap().contains("pwned"), "{found}");
+    }
+    assert_eq!(found["violations"], serde_json::json!([]), "{found}");
+    assert_eq!(found["dialogs"], serde_json::json!([]), "{found}");
+}
