@@ -257,7 +257,8 @@ fn run(options: &Options) -> Result<(), String> {
                 wrk: result,
                 app_cpu_us: app_cpu * 1e6 / requests,
                 stub_cpu_us: stub_cpu * 1e6 / requests,
-                new_connections: connections_after - connections_before,
+                // Less the one connection that reading the stats after the run opened.
+                new_connections: (connections_after - connections_before).saturating_sub(1),
                 ratio: result.per_second / bare_rate,
             };
             print_sample(&sample);
