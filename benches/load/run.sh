@@ -17,5 +17,4 @@ if [ "${#missing[@]}" -gt 0 ]; then
     "${sudo_if_needed[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-cargo build --release --quiet -p tower-x402-benches --bin x402-load
-exec target/release/x402-load run "$@"
+exec cargo run --release --quiet -p tower-x402-benches --bin x402-load -- run "$@"
