@@ -1,6 +1,6 @@
 //! What the layer costs per request, measured against the bare inner service in the same run.
 //!
-//! `cargo bench --features sandbox --bench layer` runs every case, then prints each one's mean time as a ratio of
+//! `cargo bench -p tower-x402-benches --bench layer` runs every case, then prints each one's mean time as a ratio of
 //! the bare service's (`ratio 1.00` = free). Cases:
 //!
 //! - `bare`: the inner service alone;
@@ -13,26 +13,23 @@
 //!   secp256k1 signature twice (the signature is made outside the timed part);
 //! - `catalog_lookup`: pricing 45 SKUs by path with a `PriceTable`.
 
-use std::convert::Infallible;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use criterion::{BatchSize, Criterion};
-use http::{HeaderValue, Request, Response};
+use http::Request;
 use http_body_util::Full;
 use tower::{Service, ServiceBuilder, ServiceExt};
-use tower_x402::BoxFuture;
+use tower_x402::Offer;
+use tower_x402::X402Layer;
 use tower_x402::layer::pricing::{PriceTable, Pricing};
-use tower_x402::proto::{
-    FacilitatorRequest, PaymentPayload, ResourceInfo, SettleResponse, SupportedResponse,
-    UsdcDeployment, VerifyResponse, X402Version, header,
-};
+use tower_x402::proto::{ResourceInfo, UsdcDeployment, header};
 use tower_x402::sandbox::{SandboxFacilitator, SandboxWallet};
-use tower_x402::{Facilitator, FacilitatorError, Offer, SettlementMode, X402Layer};
+use tower_x402_benches::{
+    InstantFacilitator as Instant, PAY_TO, inner, offer, request, unsigned_payment,
+};
 
-const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 const CASES: [&str; 6] = [
     "bare",
     "free",
@@ -41,92 +38,6 @@ const CASES: [&str; 6] = [
     "replayed",
     "paid_sandbox",
 ];
-
-async fn inner(_request: Request<Full<Bytes>>) -> Result<Response<Full<Bytes>>, Infallible> {
-    Ok(Response::new(Full::new(Bytes::from_static(b"the report"))))
-}
-
-fn offer(network: &UsdcDeployment) -> Arc<Offer> {
-    Arc::new(
-        Offer::builder(ResourceInfo::new("https://shop.example/report"))
-            .usdc(network, "1.00".parse().expect("price"), PAY_TO)
-            .settlement(SettlementMode::After)
-            .build()
-            .expect("offer"),
-    )
-}
-
-/// A facilitator that accepts everything at once: isolates the layer's own cost.
-#[derive(Clone, Debug)]
-struct Instant;
-
-impl Facilitator for Instant {
-    fn verify<'a>(
-        &'a self,
-        _: &'a FacilitatorRequest,
-    ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
-        Box::pin(async {
-            Ok(VerifyResponse {
-                is_valid: true,
-                ..VerifyResponse::default()
-            })
-        })
-    }
-
-    fn settle<'a>(
-        &'a self,
-        request: &'a FacilitatorRequest,
-    ) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
-        Box::pin(async move {
-            Ok(SettleResponse {
-                success: true,
-                error_reason: None,
-                error_message: None,
-                payer: None,
-                transaction: "0x01".into(),
-                network: request.payment_requirements.network.clone(),
-                amount: Some(request.payment_requirements.amount),
-                extensions: None,
-            })
-        })
-    }
-
-    fn supported(&self) -> BoxFuture<'_, Result<Arc<SupportedResponse>, FacilitatorError>> {
-        Box::pin(async { Ok(Arc::default()) })
-    }
-}
-
-/// A syntactically valid payment with a fresh nonce per call (the instant facilitator does not
-/// check signatures).
-fn unsigned_payment(offer: &Offer, nonce: u64) -> HeaderValue {
-    let accepted = offer.accepts()[0].clone();
-    let payload = PaymentPayload {
-        x402_version: X402Version::V2,
-        resource: Some(offer.resource().clone()),
-        payload: serde_json::json!({
-            "signature": format!("0x{}", "ab".repeat(65)),
-            "authorization": {
-                "from": "0x857b06519E91e3A54538791bDbb0E22373e36b66",
-                "to": accepted.pay_to,
-                "value": accepted.amount,
-                "validAfter": "0",
-                "validBefore": "99999999999",
-                "nonce": format!("0x{nonce:064x}"),
-            }
-        }),
-        accepted,
-        extensions: None,
-    };
-    header::encode(&payload).expect("encode")
-}
-
-fn request(path: &str, payment: Option<&HeaderValue>) -> Request<Full<Bytes>> {
-    let mut builder = Request::get(path);
-    if let Some(payment) = payment {
-        builder = builder.header("payment-signature", payment.clone());
-    }
-    builder.body(Full::new(Bytes::new())).expect("request")
-}
 
 /// One request through a clone of `service` (every case clones, so the comparison is fair).
 async fn call<S>(service: S, request: Request<Full<Bytes>>)
@@ -232,7 +143,7 @@ fn catalog_lookup(c: &mut Criterion) {
 fn print_ratios() {
     let root = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"))
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"))
         .join("criterion/per_request");
     let mean_ns = |case: &str| -> Option<f64> {
         let text = std::fs::read_to_string(root.join(case).join("new/estimates.json")).ok()?;

@@ -221,17 +221,34 @@ enum BodyError {
 }
 
 /// Reads the whole body, refusing more than [`MAX_BODY_BYTES`].
+///
+/// A body that arrives in one chunk (the usual small answer) is returned as is, without a copy.
 async fn read_body(mut response: reqwest::Response) -> Result<Bytes, BodyError> {
     let announced = response.content_length().unwrap_or(0);
     if usize::try_from(announced).map_or(true, |len| len > MAX_BODY_BYTES) {
         return Err(BodyError::TooLarge);
     }
-    let mut body = BytesMut::new();
-    while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
+    let Some(first) = response.chunk().await.map_err(BodyError::Transport)? else {
+        return Ok(Bytes::new());
+    };
+    if first.len() > MAX_BODY_BYTES {
+        return Err(BodyError::TooLarge);
+    }
+    let Some(second) = response.chunk().await.map_err(BodyError::Transport)? else {
+        return Ok(first);
+    };
+    let mut body = BytesMut::with_capacity(first.len() + second.len());
+    let mut next = Some(first);
+    let mut pending = Some(second);
+    while let Some(chunk) = next {
         if body.len() + chunk.len() > MAX_BODY_BYTES {
             return Err(BodyError::TooLarge);
         }
         body.extend_from_slice(&chunk);
+        next = match pending.take() {
+            Some(chunk) => Some(chunk),
+            None => response.chunk().await.map_err(BodyError::Transport)?,
+        };
     }
     Ok(body.freeze())
 }
