@@ -19,6 +19,7 @@ mod referral_rules;
 mod request_log;
 mod restart_store;
 mod server_limits;
+mod settlement_in_doubt;
 mod soak;
 mod standing_funnel;
 mod storage_atomic;
