@@ -2,8 +2,8 @@
 //! page on another origin pays with the official x402 TypeScript client, and the paywall page
 //! pays through an injected EIP-1193 wallet whose signing is done here by a [`SandboxWallet`].
 //!
-//! Without Chromium or the npm packages (`npm ci` in `tests/browser`) the tests fail when `CI`
-//! is set and are skipped with a notice otherwise.
+//! The npm packages are installed on first use (`tests/browser/install.sh`); without Chromium or
+//! npm the tests fail.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -27,27 +27,40 @@ fn browser_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser")
 }
 
-/// Whether Chromium and the npm packages are there; in CI their absence is a failure.
-pub(crate) fn tools_present(test: &str) -> bool {
-    let missing: Vec<String> = [
-        PathBuf::from(CHROMIUM),
-        browser_dir().join("node_modules/playwright-core"),
-        browser_dir().join("node_modules/@x402/fetch"),
-    ]
-    .into_iter()
-    .filter(|path| !path.exists())
-    .map(|path| path.display().to_string())
-    .collect();
-    if missing.is_empty() {
-        return true;
+/// Makes sure Chromium and the npm packages are there: installs the packages (pinned by
+/// `package-lock.json`) on first use, and fails the test, never skips it, when Chromium or npm
+/// is missing.
+pub(crate) fn require_browser_tools() {
+    static INSTALLED: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+    let mut installed = INSTALLED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    assert!(
+        Path::new(CHROMIUM).exists(),
+        "the browser tests need Chromium at {CHROMIUM} (Debian: apt-get install chromium)"
+    );
+    let packages = ["playwright-core", "@x402/fetch"];
+    let present = || {
+        packages
+            .iter()
+            .all(|name| browser_dir().join("node_modules").join(name).exists())
+    };
+    if !*installed && !present() {
+        let status = std::process::Command::new("bash")
+            .arg(browser_dir().join("install.sh"))
+            .status()
+            .expect("the browser tests need npm (Debian: apt-get install npm) to install their packages");
+        assert!(
+            status.success(),
+            "installing the browser tests' npm packages failed: {status}"
+        );
     }
     assert!(
-        std::env::var_os("CI").is_none(),
-        "required in CI: {missing:?} (run `npm ci` in {})",
+        present(),
+        "npm packages missing under {}",
         browser_dir().display()
     );
-    println!("skipping {test}: missing {missing:?}");
-    false
+    *installed = true;
 }
 
 /// The store served on a loopback port that is also its base URL, so its links work.
@@ -95,9 +108,7 @@ pub(crate) async fn run_node(mode: &str, env: &[(&str, String)]) -> Value {
 
 #[tokio::test]
 async fn another_origin_pays_with_the_official_client() {
-    if !tools_present("another_origin_pays_with_the_official_client") {
-        return;
-    }
+    require_browser_tools();
     let (store, base) = served_store(|_| {}).await;
     let found = run_node("cross-origin", &[("STORE_URL", base.clone())]).await;
     assert_eq!(found["status"], 200, "{found}");
@@ -145,9 +156,7 @@ async fn signer(wallet: SandboxWallet) -> SocketAddr {
 
 #[tokio::test]
 async fn paywall_page_pays_with_a_browser_wallet_and_runs_no_injected_script() {
-    if !tools_present("paywall_page_pays_with_a_browser_wallet_and_runs_no_injected_script") {
-        return;
-    }
+    require_browser_tools();
     let (_store, base) =
         served_store(|config| config.checkout_url = Some(HOSTILE_CHECKOUT.to_owned())).await;
     let wallet = SandboxWallet::random();

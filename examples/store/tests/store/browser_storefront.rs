@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::browser_payments::{run_node, served_store, tools_present};
+use super::browser_payments::{require_browser_tools, run_node, served_store};
 
 fn serious(violations: &Value) -> Vec<&Value> {
     violations
@@ -17,9 +17,7 @@ fn serious(violations: &Value) -> Vec<&Value> {
 
 #[tokio::test]
 async fn storefront_renders_filters_and_passes_axe_at_desktop_and_phone_width() {
-    if !tools_present("storefront_renders_filters_and_passes_axe_at_desktop_and_phone_width") {
-        return;
-    }
+    require_browser_tools();
     let (store, base) = served_store(|_| {}).await;
     let out =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/browser-screenshots");
