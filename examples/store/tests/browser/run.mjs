@@ -3,6 +3,7 @@
 //   node run.mjs cross-origin   a page on another origin pays with the official x402 client
 //   node run.mjs paywall        the paywall page pays with an injected EIP-1193 wallet
 //   node run.mjs storefront     /bazaar at 1280 and 390 px: screenshots, filter, axe-core
+//   node run.mjs hostile        opens PAGE_URL and reports whether anything it carries ran
 //
 // Settings come from the environment (STORE_URL, SIGNER_URL, WALLET_ADDRESS, OUT_DIR). Prints one
 // JSON line of findings for the Rust test to check; exits non-zero when a step fails.
@@ -168,8 +169,30 @@ async function storefront() {
   });
 }
 
+async function hostile() {
+  const url = env("PAGE_URL");
+  return withBrowser(async (context) => {
+    const tab = await context.newPage();
+    const dialogs = [];
+    tab.on("dialog", async (dialog) => { dialogs.push(dialog.message()); await dialog.dismiss(); });
+    const response = await tab.goto(url, { waitUntil: "load" });
+    // Give an injected handler (an image's onerror, say) time to fire.
+    await tab.waitForTimeout(500);
+    return {
+      status: response.status(),
+      contentType: response.headers()["content-type"],
+      title: await tab.title(),
+      scripts: await tab.locator("script").count(),
+      images: await tab.locator("img").count(),
+      pwned: await tab.evaluate(() => window.__pwned === true),
+      heading: await tab.locator("h1").first().textContent(),
+      dialogs,
+    };
+  });
+}
+
 const mode = process.argv[2];
-const modes = { "cross-origin": crossOrigin, paywall, storefront };
+const modes = { "cross-origin": crossOrigin, paywall, storefront, hostile };
 if (!modes[mode]) {
   console.error(`usage: node run.mjs ${Object.keys(modes).join("|")}`);
   process.exit(2);

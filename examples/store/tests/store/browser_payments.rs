@@ -10,10 +10,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::Json;
+use axum::routing::get;
 use axum::routing::post;
 use serde_json::Value;
-use tower_x402::proto::{Eip3009Authorization, PaymentRequirements};
+use tower_x402::layer::PaywallPage;
+use tower_x402::proto::{Eip3009Authorization, PaymentRequirements, ResourceInfo, UsdcDeployment};
 use tower_x402::sandbox::{SandboxFacilitator, SandboxWallet};
+use tower_x402::{Offer, X402Layer};
 
 use super::support::{TestStore, serve, store_with};
 
@@ -189,5 +192,47 @@ async fn paywall_page_pays_with_a_browser_wallet_and_runs_no_injected_script() {
         assert!(!title.as_str().unwrap().contains("pwned"), "{found}");
     }
     assert_eq!(found["violations"], serde_json::json!([]), "{found}");
+    assert_eq!(found["dialogs"], serde_json::json!([]), "{found}");
+}
+
+/// A product description that would run script if the paywall page did not escape it.
+const HOSTILE_DESCRIPTION: &str = "Report</title><script>window.__pwned=true;document.title='pwned'</script><img src=x onerror=\"window.__pwned=true;alert('pwned')\">";
+
+#[tokio::test]
+async fn a_hostile_description_is_shown_as_text_and_runs_nothing() {
+    require_browser_tools();
+    let mut resource = ResourceInfo::new("http://127.0.0.1/report");
+    resource.description = Some(HOSTILE_DESCRIPTION.to_owned());
+    let offer = Offer::builder(resource)
+        .usdc(
+            &UsdcDeployment::BASE_SEPOLIA,
+            "0.25".parse().unwrap(),
+            "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
+        )
+        .build()
+        .unwrap();
+    let paywall =
+        X402Layer::new(SandboxFacilitator::new(), Arc::new(offer)).paywall_page(PaywallPage::new());
+    let app = axum::Router::new().route("/report", get(|| async { "paid" }).layer(paywall));
+    let address = serve(app).await;
+
+    let found = run_node(
+        "hostile",
+        &[("PAGE_URL", format!("http://{address}/report"))],
+    )
+    .await;
+    assert_eq!(found["status"], 402, "{found}");
+    assert_eq!(found["contentType"], "text/html; charset=utf-8", "{found}");
+    assert_eq!(found["pwned"], false, "{found}");
+    // Shown verbatim, as text, in the title and the heading.
+    assert_eq!(
+        found["title"],
+        format!("Payment required — {HOSTILE_DESCRIPTION}"),
+        "{found}"
+    );
+    assert_eq!(found["heading"], HOSTILE_DESCRIPTION, "{found}");
+    // The page's own two script elements; no injected script or image became an element.
+    assert_eq!(found["scripts"], 2, "{found}");
+    assert_eq!(found["images"], 0, "{found}");
     assert_eq!(found["dialogs"], serde_json::json!([]), "{found}");
 }
