@@ -14,7 +14,9 @@ use serde_json::{Value, json};
 use tower::ServiceExt as _;
 use tower_x402::evm_rpc::EvmRpcReconciler;
 use tower_x402::layer::PaymentEvent;
-use tower_x402::layer::settlement::{MemorySettlementStore, PaymentKey};
+use tower_x402::layer::settlement::{
+    LedgerEntry, MemorySettlementStore, PaymentKey, PaymentState, SettlementStore, StoreError,
+};
 use tower_x402::layer::settlement::{Reconciler as _, Reconciliation};
 use tower_x402::proto::{
     FacilitatorRequest, Network, PaymentPayload, ResourceInfo, SettleResponse, UsdcDeployment,
@@ -23,7 +25,7 @@ use tower_x402::proto::{
 use tower_x402::sandbox::{
     FaultyFacilitator, SandboxFacilitator, SandboxWallet, SettleFault, VerifyFault,
 };
-use tower_x402::{HttpFacilitator, Offer, SettlementMode, VerifiedPayment, X402Layer};
+use tower_x402::{BoxFuture, HttpFacilitator, Offer, SettlementMode, VerifiedPayment, X402Layer};
 
 const URL: &str = "https://shop.example/report";
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
@@ -586,59 +588,38 @@ fn sequence(statuses: &[StatusCode]) -> String {
 #[derive(Debug)]
 struct Unreadable;
 
-impl tower_x402::layer::settlement::SettlementStore for Unreadable {
+/// What every operation of [`Unreadable`] answers.
+fn connection_refused<'a, T: 'a>() -> BoxFuture<'a, Result<T, StoreError>> {
+    Box::pin(async { Err(StoreError("connection refused".into())) })
+}
+
+impl SettlementStore for Unreadable {
     fn load<'a>(
         &'a self,
         _: &'a PaymentKey,
-    ) -> tower_x402::BoxFuture<
-        'a,
-        Result<
-            Option<tower_x402::layer::settlement::LedgerEntry>,
-            tower_x402::layer::settlement::StoreError,
-        >,
-    > {
-        Box::pin(async {
-            Err(tower_x402::layer::settlement::StoreError(
-                "connection refused".into(),
-            ))
-        })
+    ) -> BoxFuture<'a, Result<Option<LedgerEntry>, StoreError>> {
+        connection_refused()
     }
 
     fn insert<'a>(
         &'a self,
         _: &'a PaymentKey,
-        _: &'a tower_x402::layer::settlement::PaymentState,
-    ) -> tower_x402::BoxFuture<'a, Result<bool, tower_x402::layer::settlement::StoreError>> {
-        Box::pin(async {
-            Err(tower_x402::layer::settlement::StoreError(
-                "connection refused".into(),
-            ))
-        })
+        _: &'a PaymentState,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        connection_refused()
     }
 
     fn replace<'a>(
         &'a self,
         _: &'a PaymentKey,
         _: u64,
-        _: &'a tower_x402::layer::settlement::PaymentState,
-    ) -> tower_x402::BoxFuture<'a, Result<bool, tower_x402::layer::settlement::StoreError>> {
-        Box::pin(async {
-            Err(tower_x402::layer::settlement::StoreError(
-                "connection refused".into(),
-            ))
-        })
+        _: &'a PaymentState,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        connection_refused()
     }
 
-    fn remove<'a>(
-        &'a self,
-        _: &'a PaymentKey,
-        _: u64,
-    ) -> tower_x402::BoxFuture<'a, Result<bool, tower_x402::layer::settlement::StoreError>> {
-        Box::pin(async {
-            Err(tower_x402::layer::settlement::StoreError(
-                "connection refused".into(),
-            ))
-        })
+    fn remove<'a>(&'a self, _: &'a PaymentKey, _: u64) -> BoxFuture<'a, Result<bool, StoreError>> {
+        connection_refused()
     }
 }
 
