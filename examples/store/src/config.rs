@@ -42,7 +42,8 @@ pub struct Args {
     /// Bearer token sent to the external facilitator.
     #[arg(long, env = "STORE_FACILITATOR_BEARER", hide_env_values = true)]
     pub facilitator_bearer: Option<String>,
-    /// SQLite database (`sqlite:` URL); its directory is created if missing.
+    /// The database: `sqlite://PATH` (its directory is created if missing) or `postgres://…`
+    /// (an existing database that several instances may share).
     #[arg(
         long,
         env = "STORE_DATABASE_URL",
@@ -81,7 +82,7 @@ pub struct Config {
     pub facilitator_url: Option<String>,
     /// Bearer token for the external facilitator.
     pub facilitator_bearer: Option<String>,
-    /// `sqlite:` database URL.
+    /// `sqlite:` or `postgres:` database URL.
     pub database_url: String,
     /// Solana deposit address (second door).
     pub second_pay_to: Option<String>,
@@ -220,10 +221,13 @@ impl Config {
                 "is empty",
             ));
         }
-        if !self.database_url.starts_with("sqlite:") {
+        if crate::storage::Engine::of(&self.database_url).is_none() {
             return Err(invalid(
                 "STORE_DATABASE_URL (--database-url)",
-                format!("`{}` is not a sqlite: URL", self.database_url),
+                format!(
+                    "`{}` is neither a sqlite: nor a postgres:// URL",
+                    self.database_url
+                ),
             ));
         }
         if let Some(address) = &self.second_pay_to
@@ -420,7 +424,7 @@ mod tests {
                 &["--pay-to", "0xZZ9693Bc6afc0C5328bA36FaF03C514EF312287C"],
                 "STORE_PAY_TO",
             ),
-            (&["--database-url", "postgres://x"], "STORE_DATABASE_URL"),
+            (&["--database-url", "mysql://x"], "STORE_DATABASE_URL"),
             (
                 &[
                     "--second-pay-to",

@@ -2,31 +2,64 @@
 //! downloads and funnel counters.
 //!
 //! Handlers speak to [`Store`] in domain terms; every SQL statement lives in this module's
-//! backend files (today `sqlite`, SQLite through `sqlx`). A PostgreSQL backend is another file
-//! implementing the same methods, chosen by [`Store::open`] from the URL scheme.
+//! backend files, chosen by [`Store::open`] from the URL scheme: `sqlite` (the zero-setup
+//! default, one process) and `postgres` (a server that several instances of the store share).
+//! Both implement the same methods; each has its own embedded migrations (`migrations/` and
+//! `migrations-postgres/`), run at startup.
 //!
 //! Every request that writes more than one row does so in one transaction: an order, its
 //! fulfillment grant and its referral are committed together or not at all.
 
+mod postgres;
 mod sqlite;
 
 use tower_x402::BoxFuture;
 use tower_x402::layer::settlement::{PaymentKey, SettlementRecord, SettlementStore, StoreError};
 use tower_x402::proto::UsdAmount;
 
-use self::sqlite::SqliteBackend;
+use self::postgres::PostgresBackend;
+use self::sqlite::{OrderLookup, SqliteBackend};
 
 /// The store's database. Cheap to clone (a connection pool inside).
 #[derive(Clone, Debug)]
 pub struct Store {
-    backend: SqliteBackend,
+    backend: Backend,
 }
+
+/// The database engine behind a [`Store`].
+#[derive(Clone, Debug)]
+enum Backend {
+    Sqlite(SqliteBackend),
+    Postgres(PostgresBackend),
+}
+
+/// Calls the same method on whichever backend the store has.
+macro_rules! dispatch {
+    ($store:expr, $method:ident($($argument:expr),*)) => {
+        match &$store.backend {
+            Backend::Sqlite(backend) => backend.$method($($argument),*).await,
+            Backend::Postgres(backend) => backend.$method($($argument),*).await,
+        }
+    };
+}
+
+/// The store's tables, for [`Store::row_counts`].
+const TABLES: [&str; 6] = [
+    "settlements",
+    "orders",
+    "fulfillment_grants",
+    "referrals",
+    "downloads",
+    "counters",
+];
 
 /// The database could not be opened, migrated, read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
     /// The database URL names a backend this build does not have.
-    #[error("unsupported database URL `{0}`: expected sqlite://PATH or sqlite::memory:")]
+    #[error(
+        "unsupported database URL `{0}`: expected sqlite://PATH, sqlite::memory: or postgres://…"
+    )]
     UnsupportedUrl(String),
     /// The directory for the database file could not be created.
     #[error("cannot create the database directory {path}: {source}")]
@@ -174,42 +207,39 @@ pub struct OrderFunnel {
 }
 
 impl Store {
-    /// Opens (creating the file and its directory if needed) and migrates the database at
-    /// `database_url`: `sqlite://PATH` or `sqlite::memory:`.
+    /// Opens and migrates the database at `database_url`: `sqlite://PATH` (the file and its
+    /// directory are created if needed), `sqlite::memory:`, or `postgres://…` /
+    /// `postgresql://…` (an existing database on a running server).
     ///
     /// # Errors
     ///
     /// An unsupported URL, an uncreatable directory, or a connection or migration failure.
     pub async fn open(database_url: &str) -> Result<Self, StorageError> {
-        if !database_url.starts_with("sqlite:") {
-            return Err(StorageError::UnsupportedUrl(database_url.to_owned()));
-        }
-        Ok(Self {
-            backend: SqliteBackend::open(database_url).await?,
-        })
+        let backend = match Engine::of(database_url) {
+            Some(Engine::Sqlite) => Backend::Sqlite(SqliteBackend::open(database_url).await?),
+            Some(Engine::Postgres) => Backend::Postgres(PostgresBackend::open(database_url).await?),
+            None => return Err(StorageError::UnsupportedUrl(database_url.to_owned())),
+        };
+        Ok(Self { backend })
     }
 
     /// The order a payment bought, if any.
     pub async fn order_by_payment_key(&self, key: &str) -> Result<Option<Order>, StorageError> {
-        self.backend
-            .order_by(sqlite::OrderLookup::PaymentKey(key))
-            .await
+        dispatch!(self, order_by(OrderLookup::PaymentKey(key)))
     }
 
     /// The order behind a Passport, if any.
     pub async fn order_by_passport(&self, passport: &str) -> Result<Option<Order>, StorageError> {
-        self.backend
-            .order_by(sqlite::OrderLookup::Passport(passport))
-            .await
+        dispatch!(self, order_by(OrderLookup::Passport(passport)))
     }
 
     /// Writes an order, its fulfillment grant and its referral in one transaction. When the
     /// payment already bought an order, only adds the new fulfillment grant to that order and
     /// returns it.
     pub async fn record_order(&self, new: &NewOrder) -> Result<Recorded, StorageError> {
-        match self.backend.insert_order(new).await {
+        match dispatch!(self, insert_order(new)) {
             // Another request for the same payment committed first: the retry finds its order.
-            Err(error) if error.is_unique_violation() => self.backend.insert_order(new).await,
+            Err(error) if error.is_unique_violation() => dispatch!(self, insert_order(new)),
             outcome => outcome,
         }
     }
@@ -220,7 +250,7 @@ impl Store {
         passport: &str,
         secret_hash: &str,
     ) -> Result<bool, StorageError> {
-        self.backend.grant_matches(passport, secret_hash).await
+        dispatch!(self, grant_matches(passport, secret_hash))
     }
 
     /// Records that `file` of `passport` was served at `at` (unix seconds).
@@ -230,12 +260,12 @@ impl Store {
         file: &str,
         at: i64,
     ) -> Result<(), StorageError> {
-        self.backend.record_download(passport, file, at).await
+        dispatch!(self, record_download(passport, file, at))
     }
 
     /// Adds the deltas to their counters in one transaction.
     pub async fn add_to_counters(&self, deltas: &[(&str, Mode, u64)]) -> Result<(), StorageError> {
-        self.backend.add_to_counters(deltas).await
+        dispatch!(self, add_to_counters(deltas))
     }
 
     /// Sets a counter to `value` (a gauge, such as `indexed`).
@@ -245,24 +275,24 @@ impl Store {
         mode: Mode,
         value: u64,
     ) -> Result<(), StorageError> {
-        self.backend.set_counter(stage, mode, value).await
+        dispatch!(self, set_counter(stage, mode, value))
     }
 
     /// Every stored counter.
     pub async fn counters(&self) -> Result<Vec<Counter>, StorageError> {
-        self.backend.counters().await
+        dispatch!(self, counters())
     }
 
     /// The order-derived funnel stages for `mode`.
     pub async fn order_funnel(&self, mode: Mode) -> Result<OrderFunnel, StorageError> {
-        self.backend.order_funnel(mode == Mode::Demo).await
+        dispatch!(self, order_funnel(mode == Mode::Demo))
     }
 
     /// Rows in each table, for tests that check nothing was half-written.
     pub async fn row_counts(
         &self,
     ) -> Result<std::collections::BTreeMap<&'static str, u64>, StorageError> {
-        self.backend.row_counts().await
+        dispatch!(self, row_counts())
     }
 }
 
@@ -272,20 +302,48 @@ impl SettlementStore for Store {
         key: &'a PaymentKey,
     ) -> BoxFuture<'a, Result<Option<SettlementRecord>, StoreError>> {
         Box::pin(async move {
-            self.backend
-                .find_settlement(key.as_str())
-                .await
+            dispatch!(self, find_settlement(key.as_str()))
                 .map_err(|error| StoreError(Box::new(error)))
         })
     }
 
     fn save<'a>(&'a self, record: &'a SettlementRecord) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            self.backend
-                .save_settlement(record, unix_now())
-                .await
+            dispatch!(self, save_settlement(record, unix_now()))
                 .map_err(|error| StoreError(Box::new(error)))
         })
+    }
+}
+
+/// The database engines a URL can name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// `sqlite:` — an embedded file (or memory), one process.
+    Sqlite,
+    /// `postgres:` or `postgresql:` — a server that several instances can share.
+    Postgres,
+}
+
+impl Engine {
+    /// The engine `database_url` names by its scheme, if it is one this build has.
+    ///
+    /// ```
+    /// use x402_store::storage::Engine;
+    ///
+    /// assert_eq!(Engine::of("sqlite://data/store.db"), Some(Engine::Sqlite));
+    /// assert_eq!(Engine::of("postgres://store@127.0.0.1/store"), Some(Engine::Postgres));
+    /// assert_eq!(Engine::of("mysql://127.0.0.1/store"), None);
+    /// ```
+    pub fn of(database_url: &str) -> Option<Self> {
+        if database_url.starts_with("sqlite:") {
+            Some(Self::Sqlite)
+        } else if database_url.starts_with("postgres://")
+            || database_url.starts_with("postgresql://")
+        {
+            Some(Self::Postgres)
+        } else {
+            None
+        }
     }
 }
 

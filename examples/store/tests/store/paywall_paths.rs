@@ -6,7 +6,6 @@ use axum::http::{Method, Request, StatusCode};
 
 use super::support::store;
 
-#[tokio::test]
 async fn unknown_sku_is_404_json_without_a_challenge() {
     let store = store().await;
     for path in [
@@ -33,7 +32,6 @@ async fn unknown_sku_is_404_json_without_a_challenge() {
     }
 }
 
-#[tokio::test]
 async fn percent_encoded_spellings_of_a_known_slug_are_priced() {
     let store = store().await;
     for path in [
@@ -52,7 +50,6 @@ async fn percent_encoded_spellings_of_a_known_slug_are_priced() {
     }
 }
 
-#[tokio::test]
 async fn path_variants_are_never_served_unpaid() {
     let store = store().await;
     for path in [
@@ -80,7 +77,6 @@ async fn path_variants_are_never_served_unpaid() {
     }
 }
 
-#[tokio::test]
 async fn a_body_on_the_get_never_blocks_the_402() {
     let store = store().await;
     for body in [
@@ -99,7 +95,6 @@ async fn a_body_on_the_get_never_blocks_the_402() {
     }
 }
 
-#[tokio::test]
 async fn other_methods_are_405_and_head_is_challenged() {
     let store = store().await;
     for method in [Method::POST, Method::PUT, Method::DELETE, Method::PATCH] {
@@ -118,7 +113,6 @@ async fn other_methods_are_405_and_head_is_challenged() {
     assert_eq!(store.send(head).await.status, StatusCode::PAYMENT_REQUIRED);
 }
 
-#[tokio::test]
 async fn a_garbage_payment_is_refused_not_served() {
     let store = store().await;
     let request = Request::get("/api/x402/store-rail-receipt")
@@ -129,3 +123,12 @@ async fn a_garbage_payment_is_refused_not_served() {
     assert!(answer.status.is_client_error(), "{}", answer.status);
     assert_ne!(answer.status, StatusCode::OK);
 }
+
+super::support::on_both_backends!(
+    unknown_sku_is_404_json_without_a_challenge,
+    percent_encoded_spellings_of_a_known_slug_are_priced,
+    path_variants_are_never_served_unpaid,
+    a_body_on_the_get_never_blocks_the_402,
+    other_methods_are_405_and_head_is_challenged,
+    a_garbage_payment_is_refused_not_served,
+);

@@ -7,18 +7,14 @@ use tower_x402::proto::{
 
 use x402_store::storage::{NewOrder, Order, Recorded, Referral, Store};
 
-async fn temp_store() -> (tempfile::TempDir, Store, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!(
-        "sqlite://{}",
-        dir.path()
-            .join("nested")
-            .join("deeper")
-            .join("store.db")
-            .display()
-    );
-    let store = Store::open(&url).await.unwrap();
-    (dir, store, url)
+use super::support::{TestDatabase, database_at};
+
+/// A fresh store on the test's backend (a SQLite file two missing directories deep).
+async fn temp_store() -> (TestDatabase, Store, String) {
+    let database = database_at(&["nested", "deeper", "store.db"]).await;
+    let store = Store::open(&database.url).await.unwrap();
+    let url = database.url.clone();
+    (database, store, url)
 }
 
 fn order(passport: &str, payment_key: &str) -> Order {
@@ -41,7 +37,6 @@ fn order(passport: &str, payment_key: &str) -> Order {
     }
 }
 
-#[tokio::test]
 async fn a_failure_midway_leaves_no_partial_rows() {
     let (_dir, store, _) = temp_store().await;
     let first = NewOrder {
@@ -74,7 +69,6 @@ async fn a_failure_midway_leaves_no_partial_rows() {
     assert_eq!(store.order_by_payment_key("key-2").await.unwrap(), None);
 }
 
-#[tokio::test]
 async fn one_payment_makes_one_order() {
     let (_dir, store, _) = temp_store().await;
     let first = NewOrder {
@@ -95,7 +89,6 @@ async fn one_payment_makes_one_order() {
     assert!(!store.grant_matches("pp_other", "hash-2").await.unwrap());
 }
 
-#[tokio::test]
 async fn orders_read_back_exactly() {
     let (_dir, store, url) = temp_store().await;
     let new = NewOrder {
@@ -168,7 +161,6 @@ fn settlement_record(nonce: &str, resource: &str, transaction: &str) -> Settleme
     SettlementRecord::new(&payload, resource, requirement, settlement)
 }
 
-#[tokio::test]
 async fn settlement_records_keep_the_first_and_survive_reopening() {
     let (_dir, store, url) = temp_store().await;
     let record = settlement_record("0xaa", "http://127.0.0.1:4020/api/x402/a", "0x01");
@@ -200,5 +192,18 @@ async fn in_memory_databases_and_bad_urls() {
     };
     store.record_order(&new).await.unwrap();
     assert_eq!(store.row_counts().await.unwrap()["orders"], 1);
-    assert!(Store::open("postgres://localhost/store").await.is_err());
+    assert!(Store::open("mysql://127.0.0.1/store").await.is_err());
+    // A PostgreSQL URL with no server behind it fails to open rather than falling back.
+    assert!(
+        Store::open("postgres://postgres@127.0.0.1:1/store")
+            .await
+            .is_err()
+    );
 }
+
+super::support::on_both_backends!(
+    a_failure_midway_leaves_no_partial_rows,
+    one_payment_makes_one_order,
+    orders_read_back_exactly,
+    settlement_records_keep_the_first_and_survive_reopening,
+);
