@@ -226,7 +226,7 @@ impl Config {
                 "STORE_DATABASE_URL (--database-url)",
                 format!(
                     "`{}` is neither a sqlite: nor a postgres:// URL",
-                    self.database_url
+                    crate::storage::without_password(&self.database_url)
                 ),
             ));
         }
@@ -317,7 +317,10 @@ impl fmt::Debug for Config {
                 "facilitator_bearer",
                 &self.facilitator_bearer.as_ref().map(|_| "<redacted>"),
             )
-            .field("database_url", &self.database_url)
+            .field(
+                "database_url",
+                &crate::storage::without_password(&self.database_url),
+            )
             .field("second_pay_to", &self.second_pay_to)
             .field("third_pay_to", &self.third_pay_to)
             .field("checkout_url", &self.checkout_url)
@@ -496,5 +499,29 @@ mod tests {
         let mut config = Config::for_tests("sqlite::memory:");
         config.facilitator_bearer = Some("s3cret".into());
         assert!(!format!("{config:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn postgres_urls_are_accepted_and_their_password_never_shown() {
+        let config = Config::from_args(args(&[
+            "--database-url",
+            "postgres://store:pw-s3cret@127.0.0.1/store",
+        ]))
+        .unwrap();
+        assert_eq!(
+            crate::storage::Engine::of(&config.database_url),
+            Some(crate::storage::Engine::Postgres)
+        );
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("pw-s3cret"), "{shown}");
+        assert!(
+            shown.contains("postgres://store:***@127.0.0.1/store"),
+            "{shown}"
+        );
+        let refused =
+            Config::from_args(args(&["--database-url", "mysql://u:pw-s3cret@127.0.0.1/x"]))
+                .unwrap_err()
+                .to_string();
+        assert!(!refused.contains("pw-s3cret"), "{refused}");
     }
 }

@@ -218,7 +218,7 @@ impl Store {
         let backend = match Engine::of(database_url) {
             Some(Engine::Sqlite) => Backend::Sqlite(SqliteBackend::open(database_url).await?),
             Some(Engine::Postgres) => Backend::Postgres(PostgresBackend::open(database_url).await?),
-            None => return Err(StorageError::UnsupportedUrl(database_url.to_owned())),
+            None => return Err(StorageError::UnsupportedUrl(without_password(database_url))),
         };
         Ok(Self { backend })
     }
@@ -344,6 +344,32 @@ impl Engine {
         } else {
             None
         }
+    }
+}
+
+/// `database_url` with any password replaced by `***`, for logs and error messages.
+///
+/// ```
+/// use x402_store::storage::without_password;
+///
+/// assert_eq!(
+///     without_password("postgres://store:s3cret@127.0.0.1:5432/store"),
+///     "postgres://store:***@127.0.0.1:5432/store"
+/// );
+/// assert_eq!(without_password("sqlite://data/store.db"), "sqlite://data/store.db");
+/// ```
+pub fn without_password(database_url: &str) -> String {
+    let Some((scheme, rest)) = database_url.split_once("://") else {
+        return database_url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{path}"),
+            None => database_url.to_owned(),
+        },
+        None => database_url.to_owned(),
     }
 }
 
