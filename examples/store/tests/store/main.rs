@@ -15,6 +15,7 @@ mod postgres_server;
 mod purchase_flow;
 mod referral_rules;
 mod restart_store;
+mod shared_database;
 mod standing_funnel;
 mod storage_atomic;
 mod support;
