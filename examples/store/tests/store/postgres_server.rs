@@ -289,3 +289,23 @@ fn append_settings(data: &Path, port: u16) -> Result<(), String> {
     )
     .map_err(|e| format!("postgresql.conf: {e}"))
 }
+
+#[tokio::test]
+async fn a_dropped_server_is_stopped() {
+    if !available() {
+        return;
+    }
+    let server = PgServer::start().unwrap();
+    let url = server.url("postgres");
+    let mut connection = sqlx::PgConnection::connect(&url).await.unwrap();
+    let one: i32 = sqlx::query_scalar("SELECT 1")
+        .fetch_one(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(one, 1);
+    connection.close().await.unwrap();
+    let data = server.data.clone();
+    drop(server);
+    assert!(sqlx::PgConnection::connect(&url).await.is_err());
+    assert!(!data.exists(), "{} was left behind", data.display());
+}
