@@ -65,13 +65,9 @@ impl<S: Send + Sync> FromRequestParts<S> for VerifiedPayment {
 impl<S: Send + Sync> FromRequestParts<S> for SettledPayment {
     type Rejection = MissingPayment;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        parts
-            .extensions
-            .get::<VerifiedPayment>()
-            .cloned()
-            .and_then(|payment| SettledPayment::try_from(payment).ok())
-            .ok_or(MissingPayment { settled: true })
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let payment = VerifiedPayment::from_request_parts(parts, state).await?;
+        SettledPayment::try_from(payment).map_err(|_| MissingPayment { settled: true })
     }
 }
 
