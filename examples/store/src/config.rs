@@ -44,7 +44,8 @@ pub struct Args {
     /// Bearer token sent to the external facilitator.
     #[arg(long, env = "STORE_FACILITATOR_BEARER", hide_env_values = true)]
     pub facilitator_bearer: Option<String>,
-    /// SQLite database (`sqlite:` URL); its directory is created if missing.
+    /// The database: `sqlite://PATH` (its directory is created if missing) or `postgres://…`
+    /// (an existing database that several instances may share).
     #[arg(
         long,
         env = "STORE_DATABASE_URL",
@@ -112,7 +113,7 @@ pub struct Config {
     pub facilitator_url: Option<String>,
     /// Bearer token for the external facilitator.
     pub facilitator_bearer: Option<String>,
-    /// `sqlite:` database URL.
+    /// `sqlite:` or `postgres:` database URL.
     pub database_url: String,
     /// Solana deposit address (second door).
     pub second_pay_to: Option<String>,
@@ -317,10 +318,13 @@ impl Config {
                 "is empty",
             ));
         }
-        if !self.database_url.starts_with("sqlite:") {
+        if crate::storage::Engine::of(&self.database_url).is_none() {
             return Err(invalid(
                 "STORE_DATABASE_URL (--database-url)",
-                format!("`{}` is not a sqlite: URL", self.database_url),
+                format!(
+                    "`{}` is neither a sqlite: nor a postgres:// URL",
+                    crate::storage::without_password(&self.database_url)
+                ),
             ));
         }
         if let Some(url) = &self.rpc_url {
@@ -422,7 +426,10 @@ impl fmt::Debug for Config {
                 "facilitator_bearer",
                 &self.facilitator_bearer.as_ref().map(|_| "<redacted>"),
             )
-            .field("database_url", &self.database_url)
+            .field(
+                "database_url",
+                &crate::storage::without_password(&self.database_url),
+            )
             .field("second_pay_to", &self.second_pay_to)
             .field("third_pay_to", &self.third_pay_to)
             .field("checkout_url", &self.checkout_url)
@@ -535,7 +542,7 @@ mod tests {
                 &["--pay-to", "0xZZ9693Bc6afc0C5328bA36FaF03C514EF312287C"],
                 "STORE_PAY_TO",
             ),
-            (&["--database-url", "postgres://x"], "STORE_DATABASE_URL"),
+            (&["--database-url", "mysql://x"], "STORE_DATABASE_URL"),
             (
                 &[
                     "--second-pay-to",
@@ -607,5 +614,29 @@ mod tests {
         let mut config = Config::for_tests("sqlite::memory:");
         config.facilitator_bearer = Some("s3cret".into());
         assert!(!format!("{config:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn postgres_urls_are_accepted_and_their_password_never_shown() {
+        let config = Config::from_args(args(&[
+            "--database-url",
+            "postgres://store:pw-s3cret@127.0.0.1/store",
+        ]))
+        .unwrap();
+        assert_eq!(
+            crate::storage::Engine::of(&config.database_url),
+            Some(crate::storage::Engine::Postgres)
+        );
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("pw-s3cret"), "{shown}");
+        assert!(
+            shown.contains("postgres://store:***@127.0.0.1/store"),
+            "{shown}"
+        );
+        let refused =
+            Config::from_args(args(&["--database-url", "mysql://u:pw-s3cret@127.0.0.1/x"]))
+                .unwrap_err()
+                .to_string();
+        assert!(!refused.contains("pw-s3cret"), "{refused}");
     }
 }

@@ -18,11 +18,15 @@ use crate::{BoxError, BoxFuture};
 
 pub mod conformance;
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod reconciler;
 mod record;
 mod state;
 
 pub use memory::MemorySettlementStore;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresSettlementStore;
 pub use reconciler::{Reconciler, Reconciliation};
 pub(crate) use record::fingerprint;
 pub use record::{PaymentKey, SettlementRecord};

@@ -1,13 +1,16 @@
-//! Everything the store remembers: settlement records, orders, fulfillment grants, referrals,
+//! Everything the store remembers: the payment ledger, orders, fulfillment grants, referrals,
 //! downloads and funnel counters.
 //!
 //! Handlers speak to [`Store`] in domain terms; every SQL statement lives in this module's
-//! backend files (today `sqlite`, SQLite through `sqlx`). A PostgreSQL backend is another file
-//! implementing the same methods, chosen by [`Store::open`] from the URL scheme.
+//! backend files, chosen by [`Store::open`] from the URL scheme: `sqlite` (the zero-setup
+//! default, one process) and `postgres` (a server that several instances of the store share).
+//! Both implement the same methods; each has its own embedded migrations (`migrations/` and
+//! `migrations-postgres/`), run at startup.
 //!
 //! Every request that writes more than one row does so in one transaction: an order, its
 //! fulfillment grant and its referral are committed together or not at all.
 
+mod postgres;
 mod sqlite;
 
 use tower_x402::BoxFuture;
@@ -16,19 +19,50 @@ use tower_x402::layer::settlement::{
 };
 use tower_x402::proto::UsdAmount;
 
-use self::sqlite::SqliteBackend;
+use self::postgres::PostgresBackend;
+use self::sqlite::{OrderLookup, SqliteBackend};
 
 /// The store's database. Cheap to clone (a connection pool inside).
 #[derive(Clone, Debug)]
 pub struct Store {
-    backend: SqliteBackend,
+    backend: Backend,
 }
+
+/// The database engine behind a [`Store`].
+#[derive(Clone, Debug)]
+enum Backend {
+    Sqlite(SqliteBackend),
+    Postgres(PostgresBackend),
+}
+
+/// Calls the same method on whichever backend the store has.
+macro_rules! dispatch {
+    ($store:expr, $method:ident($($argument:expr),*)) => {
+        match &$store.backend {
+            Backend::Sqlite(backend) => backend.$method($($argument),*).await,
+            Backend::Postgres(backend) => backend.$method($($argument),*).await,
+        }
+    };
+}
+
+/// The store's tables, for [`Store::row_counts`]; `payment_ledger` names the layer's payment
+/// ledger, whatever its table is called on the backend.
+const TABLES: [&str; 6] = [
+    "payment_ledger",
+    "orders",
+    "fulfillment_grants",
+    "referrals",
+    "downloads",
+    "counters",
+];
 
 /// The database could not be opened, migrated, read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
     /// The database URL names a backend this build does not have.
-    #[error("unsupported database URL `{0}`: expected sqlite://PATH or sqlite::memory:")]
+    #[error(
+        "unsupported database URL `{0}`: expected sqlite://PATH, sqlite::memory: or postgres://…"
+    )]
     UnsupportedUrl(String),
     /// The directory for the database file could not be created.
     #[error("cannot create the database directory {path}: {source}")]
@@ -48,6 +82,9 @@ pub enum StorageError {
     /// A stored value could not be read back.
     #[error("stored data is unreadable: {0}")]
     Corrupt(String),
+    /// The payment ledger could not be read or written.
+    #[error("{0}")]
+    Ledger(#[from] StoreError),
 }
 
 impl StorageError {
@@ -176,42 +213,39 @@ pub struct OrderFunnel {
 }
 
 impl Store {
-    /// Opens (creating the file and its directory if needed) and migrates the database at
-    /// `database_url`: `sqlite://PATH` or `sqlite::memory:`.
+    /// Opens and migrates the database at `database_url`: `sqlite://PATH` (the file and its
+    /// directory are created if needed), `sqlite::memory:`, or `postgres://…` /
+    /// `postgresql://…` (an existing database on a running server).
     ///
     /// # Errors
     ///
     /// An unsupported URL, an uncreatable directory, or a connection or migration failure.
     pub async fn open(database_url: &str) -> Result<Self, StorageError> {
-        if !database_url.starts_with("sqlite:") {
-            return Err(StorageError::UnsupportedUrl(database_url.to_owned()));
-        }
-        Ok(Self {
-            backend: SqliteBackend::open(database_url).await?,
-        })
+        let backend = match Engine::of(database_url) {
+            Some(Engine::Sqlite) => Backend::Sqlite(SqliteBackend::open(database_url).await?),
+            Some(Engine::Postgres) => Backend::Postgres(PostgresBackend::open(database_url).await?),
+            None => return Err(StorageError::UnsupportedUrl(without_password(database_url))),
+        };
+        Ok(Self { backend })
     }
 
     /// The order a payment bought, if any.
     pub async fn order_by_payment_key(&self, key: &str) -> Result<Option<Order>, StorageError> {
-        self.backend
-            .order_by(sqlite::OrderLookup::PaymentKey(key))
-            .await
+        dispatch!(self, order_by(OrderLookup::PaymentKey(key)))
     }
 
     /// The order behind a Passport, if any.
     pub async fn order_by_passport(&self, passport: &str) -> Result<Option<Order>, StorageError> {
-        self.backend
-            .order_by(sqlite::OrderLookup::Passport(passport))
-            .await
+        dispatch!(self, order_by(OrderLookup::Passport(passport)))
     }
 
     /// Writes an order, its fulfillment grant and its referral in one transaction. When the
     /// payment already bought an order, only adds the new fulfillment grant to that order and
     /// returns it.
     pub async fn record_order(&self, new: &NewOrder) -> Result<Recorded, StorageError> {
-        match self.backend.insert_order(new).await {
+        match dispatch!(self, insert_order(new)) {
             // Another request for the same payment committed first: the retry finds its order.
-            Err(error) if error.is_unique_violation() => self.backend.insert_order(new).await,
+            Err(error) if error.is_unique_violation() => dispatch!(self, insert_order(new)),
             outcome => outcome,
         }
     }
@@ -222,7 +256,7 @@ impl Store {
         passport: &str,
         secret_hash: &str,
     ) -> Result<bool, StorageError> {
-        self.backend.grant_matches(passport, secret_hash).await
+        dispatch!(self, grant_matches(passport, secret_hash))
     }
 
     /// Records that `file` of `passport` was served at `at` (unix seconds).
@@ -232,12 +266,12 @@ impl Store {
         file: &str,
         at: i64,
     ) -> Result<(), StorageError> {
-        self.backend.record_download(passport, file, at).await
+        dispatch!(self, record_download(passport, file, at))
     }
 
     /// Adds the deltas to their counters in one transaction.
     pub async fn add_to_counters(&self, deltas: &[(&str, Mode, u64)]) -> Result<(), StorageError> {
-        self.backend.add_to_counters(deltas).await
+        dispatch!(self, add_to_counters(deltas))
     }
 
     /// Sets a counter to `value` (a gauge, such as `indexed`).
@@ -247,46 +281,51 @@ impl Store {
         mode: Mode,
         value: u64,
     ) -> Result<(), StorageError> {
-        self.backend.set_counter(stage, mode, value).await
+        dispatch!(self, set_counter(stage, mode, value))
     }
 
     /// Every stored counter.
     pub async fn counters(&self) -> Result<Vec<Counter>, StorageError> {
-        self.backend.counters().await
+        dispatch!(self, counters())
     }
 
     /// The order-derived funnel stages for `mode`.
     pub async fn order_funnel(&self, mode: Mode) -> Result<OrderFunnel, StorageError> {
-        self.backend.order_funnel(mode == Mode::Demo).await
+        dispatch!(self, order_funnel(mode == Mode::Demo))
     }
 
     /// Payments whose settlement outcome is unknown (in doubt, or settling), oldest first: what
     /// an operator looks at when the layer reports payments stuck in doubt.
     pub async fn payments_in_doubt(&self) -> Result<Vec<(String, PaymentState)>, StorageError> {
-        self.backend.payments_in_doubt().await
+        dispatch!(self, payments_in_doubt())
     }
 
     /// Rows in each table, for tests that check nothing was half-written.
     pub async fn row_counts(
         &self,
     ) -> Result<std::collections::BTreeMap<&'static str, u64>, StorageError> {
-        self.backend.row_counts().await
+        dispatch!(self, row_counts())
     }
 }
 
-/// The layer's payment ledger in the `payment_ledger` table: compare-and-set on a version
-/// column, the state as JSON. Passes [`conformance::check`](tower_x402::layer::settlement::conformance::check).
+/// The layer's payment ledger: on SQLite the `payment_ledger` table, compare-and-set on a
+/// version column with the state as JSON; on PostgreSQL the crate's own
+/// [`PostgresSettlementStore`](tower_x402::layer::settlement::PostgresSettlementStore), shared by
+/// every instance. Both pass [`conformance::check`](tower_x402::layer::settlement::conformance::check).
 impl SettlementStore for Store {
     fn load<'a>(
         &'a self,
         key: &'a PaymentKey,
     ) -> BoxFuture<'a, Result<Option<LedgerEntry>, StoreError>> {
-        Box::pin(async move {
-            self.backend
-                .load_payment(key.as_str())
-                .await
-                .map_err(store_error)
-        })
+        match &self.backend {
+            Backend::Sqlite(backend) => Box::pin(async move {
+                backend
+                    .load_payment(key.as_str())
+                    .await
+                    .map_err(store_error)
+            }),
+            Backend::Postgres(backend) => backend.ledger().load(key),
+        }
     }
 
     fn insert<'a>(
@@ -294,12 +333,15 @@ impl SettlementStore for Store {
         key: &'a PaymentKey,
         state: &'a PaymentState,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(async move {
-            self.backend
-                .insert_payment(key.as_str(), state, unix_now())
-                .await
-                .map_err(store_error)
-        })
+        match &self.backend {
+            Backend::Sqlite(backend) => Box::pin(async move {
+                backend
+                    .insert_payment(key.as_str(), state, unix_now())
+                    .await
+                    .map_err(store_error)
+            }),
+            Backend::Postgres(backend) => backend.ledger().insert(key, state),
+        }
     }
 
     fn replace<'a>(
@@ -308,12 +350,15 @@ impl SettlementStore for Store {
         version: u64,
         state: &'a PaymentState,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(async move {
-            self.backend
-                .replace_payment(key.as_str(), version, state, unix_now())
-                .await
-                .map_err(store_error)
-        })
+        match &self.backend {
+            Backend::Sqlite(backend) => Box::pin(async move {
+                backend
+                    .replace_payment(key.as_str(), version, state, unix_now())
+                    .await
+                    .map_err(store_error)
+            }),
+            Backend::Postgres(backend) => backend.ledger().replace(key, version, state),
+        }
     }
 
     fn remove<'a>(
@@ -321,17 +366,78 @@ impl SettlementStore for Store {
         key: &'a PaymentKey,
         version: u64,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(async move {
-            self.backend
-                .remove_payment(key.as_str(), version)
-                .await
-                .map_err(store_error)
-        })
+        match &self.backend {
+            Backend::Sqlite(backend) => Box::pin(async move {
+                backend
+                    .remove_payment(key.as_str(), version)
+                    .await
+                    .map_err(store_error)
+            }),
+            Backend::Postgres(backend) => backend.ledger().remove(key, version),
+        }
     }
 }
 
 fn store_error(error: StorageError) -> StoreError {
     StoreError(Box::new(error))
+}
+
+/// The database engines a URL can name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// `sqlite:` — an embedded file (or memory), one process.
+    Sqlite,
+    /// `postgres:` or `postgresql:` — a server that several instances can share.
+    Postgres,
+}
+
+impl Engine {
+    /// The engine `database_url` names by its scheme, if it is one this build has.
+    ///
+    /// ```
+    /// use x402_store::storage::Engine;
+    ///
+    /// assert_eq!(Engine::of("sqlite://data/store.db"), Some(Engine::Sqlite));
+    /// assert_eq!(Engine::of("postgres://store@127.0.0.1/store"), Some(Engine::Postgres));
+    /// assert_eq!(Engine::of("mysql://127.0.0.1/store"), None);
+    /// ```
+    pub fn of(database_url: &str) -> Option<Self> {
+        if database_url.starts_with("sqlite:") {
+            Some(Self::Sqlite)
+        } else if database_url.starts_with("postgres://")
+            || database_url.starts_with("postgresql://")
+        {
+            Some(Self::Postgres)
+        } else {
+            None
+        }
+    }
+}
+
+/// `database_url` with any password replaced by `***`, for logs and error messages.
+///
+/// ```
+/// use x402_store::storage::without_password;
+///
+/// assert_eq!(
+///     without_password("postgres://store:s3cret@127.0.0.1:5432/store"),
+///     "postgres://store:***@127.0.0.1:5432/store"
+/// );
+/// assert_eq!(without_password("sqlite://data/store.db"), "sqlite://data/store.db");
+/// ```
+pub fn without_password(database_url: &str) -> String {
+    let Some((scheme, rest)) = database_url.split_once("://") else {
+        return database_url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{path}"),
+            None => database_url.to_owned(),
+        },
+        None => database_url.to_owned(),
+    }
 }
 
 /// Seconds since the Unix epoch (0 if the clock is before it).

@@ -351,14 +351,7 @@ impl SqliteBackend {
         &self,
     ) -> Result<std::collections::BTreeMap<&'static str, u64>, StorageError> {
         let mut counts = std::collections::BTreeMap::new();
-        for table in [
-            "payment_ledger",
-            "orders",
-            "fulfillment_grants",
-            "referrals",
-            "downloads",
-            "counters",
-        ] {
+        for table in super::TABLES {
             let value: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
                 .fetch_one(&self.pool)
                 .await?;

@@ -16,7 +16,6 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 const HOSTILE_CHECKOUT: &str =
     "https://pay.example/checkout?sku={sku}&note=<script>document.title='pwned'</script>";
 
-#[tokio::test]
 async fn bazaar_page_renders_every_sku_escaped() {
     if !Path::new(CHROMIUM).exists() {
         assert!(
@@ -90,3 +89,5 @@ async fn bazaar_page_renders_every_sku_escaped() {
     }
     assert_eq!(dom.matches("class=\"checkout\"").count(), 45);
 }
+
+super::support::on_both_backends!(bazaar_page_renders_every_sku_escaped,);

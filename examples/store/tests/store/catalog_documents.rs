@@ -21,7 +21,6 @@ fn assert_json_200(answer: &Answer, what: &str) {
     );
 }
 
-#[tokio::test]
 async fn accepts_agree_byte_for_byte_across_every_surface() {
     let store = store().await;
     let v2 = store.get("/.well-known/x402.json").await;
@@ -81,7 +80,6 @@ async fn accepts_agree_byte_for_byte_across_every_surface() {
     }
 }
 
-#[tokio::test]
 async fn well_known_x402_is_the_v1_url_list_with_a_pointer() {
     let store = store().await;
     let answer = store.get("/.well-known/x402").await;
@@ -111,7 +109,6 @@ async fn well_known_x402_is_the_v1_url_list_with_a_pointer() {
     assert_eq!(answer.header("access-control-allow-origin"), Some("*"));
 }
 
-#[tokio::test]
 async fn openapi_lists_each_product_and_the_free_routes() {
     let store = store().await;
     let doc = store.get("/openapi.json").await.json;
@@ -160,7 +157,6 @@ async fn openapi_lists_each_product_and_the_free_routes() {
     }
 }
 
-#[tokio::test]
 async fn bazaar_json_groups_by_tag_with_doors_and_standing() {
     let store = store().await;
     let answer = store.get("/api/bazaar").await;
@@ -216,7 +212,6 @@ async fn bazaar_json_groups_by_tag_with_doors_and_standing() {
     assert_eq!(answer.header("access-control-allow-origin"), Some("*"));
 }
 
-#[tokio::test]
 async fn llms_txt_follows_the_llmstxt_layout() {
     let store = store().await;
     let answer = store.get("/llms.txt").await;
@@ -262,7 +257,6 @@ async fn llms_txt_follows_the_llmstxt_layout() {
     assert!(text.contains("X-REFERRER-PASSPORT"));
 }
 
-#[tokio::test]
 async fn did_json_and_unknown_routes_answer_404_json() {
     let store = store().await;
     for path in ["/.well-known/did.json", "/no/such/route"] {
@@ -273,7 +267,6 @@ async fn did_json_and_unknown_routes_answer_404_json() {
     }
 }
 
-#[tokio::test]
 async fn catalog_documents_have_open_cors_and_count_as_retrieved() {
     let store = store().await;
     let documents = [
@@ -519,3 +512,13 @@ async fn the_output_example_uses_visible_example_values() {
         "{keys:?}"
     );
 }
+
+super::support::on_both_backends!(
+    accepts_agree_byte_for_byte_across_every_surface,
+    well_known_x402_is_the_v1_url_list_with_a_pointer,
+    openapi_lists_each_product_and_the_free_routes,
+    bazaar_json_groups_by_tag_with_doors_and_standing,
+    llms_txt_follows_the_llmstxt_layout,
+    did_json_and_unknown_routes_answer_404_json,
+    catalog_documents_have_open_cors_and_count_as_retrieved,
+);

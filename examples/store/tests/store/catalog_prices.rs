@@ -61,7 +61,6 @@ fn atomic(price: &str) -> String {
     format!("{dollars}{cents}0000")
 }
 
-#[tokio::test]
 async fn every_sku_answers_402_with_its_listed_price() {
     let store = store().await;
     assert_eq!(store.state.catalog.len(), 45);
@@ -112,7 +111,6 @@ async fn every_sku_answers_402_with_its_listed_price() {
     }
 }
 
-#[tokio::test]
 async fn slugs_follow_the_configured_prefix_and_use_neutral_words() {
     let store = super::support::store_with(
         |config| config.slug_prefix = "shop".to_owned(),
@@ -145,7 +143,6 @@ async fn slugs_follow_the_configured_prefix_and_use_neutral_words() {
     );
 }
 
-#[tokio::test]
 async fn the_challenge_carries_a_bazaar_extension_indexers_can_read() {
     let store = store().await;
     let challenge = store.get("/api/x402/store-rail-receipt").await.challenge();
@@ -194,3 +191,9 @@ async fn the_challenge_carries_a_bazaar_extension_indexers_can_read() {
     }
     assert!(challenge.get("routeTemplate").is_none());
 }
+
+super::support::on_both_backends!(
+    every_sku_answers_402_with_its_listed_price,
+    slugs_follow_the_configured_prefix_and_use_neutral_words,
+    the_challenge_carries_a_bazaar_extension_indexers_can_read,
+);

@@ -87,7 +87,6 @@ async fn store_with_channels(channels: Vec<ChannelSpec>) -> TestStore {
     .await
 }
 
-#[tokio::test]
 async fn get_probes_each_channel_and_reports_indexed() {
     let (fake, seen) = fake_channel().await;
     // A port nothing listens on, for a channel that is down.
@@ -168,7 +167,6 @@ async fn get_probes_each_channel_and_reports_indexed() {
     assert_eq!(report.live("indexed"), Some(1));
 }
 
-#[tokio::test]
 async fn announce_posts_the_own_origin_only_and_is_rate_limited() {
     let (fake, seen) = fake_channel().await;
     let store = store_with_channels(vec![
@@ -232,7 +230,6 @@ async fn announce_posts_the_own_origin_only_and_is_rate_limited() {
     assert_eq!(seen.lock().unwrap().announcements.len(), 1);
 }
 
-#[tokio::test]
 async fn the_built_in_map_uses_the_specified_kinds_and_statuses() {
     let store = store().await;
     let map = x402_store::discovery::configured_map(&store.state);
@@ -273,3 +270,9 @@ async fn the_built_in_map_uses_the_specified_kinds_and_statuses() {
         ])
     );
 }
+
+super::support::on_both_backends!(
+    get_probes_each_channel_and_reports_indexed,
+    announce_posts_the_own_origin_only_and_is_rate_limited,
+    the_built_in_map_uses_the_specified_kinds_and_statuses,
+);

@@ -1,6 +1,8 @@
 //! The store's tests, one binary: `cargo test -p x402-store` (or `cargo test --workspace --all-features`).
 //!
-//! One file per surface; `support` builds the whole app over a temporary SQLite database.
+//! One file per surface; `support` builds the whole app over a fresh database. The tests listed in
+//! each file's `on_both_backends!` run twice: on SQLite and on a throwaway PostgreSQL server
+//! (`postgres_server`).
 
 mod browser_bazaar;
 mod browser_payments;
@@ -14,12 +16,14 @@ mod passport_errors;
 mod paywall_browsers;
 mod paywall_doors;
 mod paywall_paths;
+mod postgres_server;
 mod purchase_flow;
 mod referral_rules;
 mod request_log;
 mod restart_store;
 mod server_limits;
 mod settlement_in_doubt;
+mod shared_database;
 mod soak;
 mod standing_funnel;
 mod storage_atomic;

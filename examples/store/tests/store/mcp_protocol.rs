@@ -6,7 +6,6 @@ use serde_json::json;
 
 use super::support::store;
 
-#[tokio::test]
 async fn initialize_negotiates_the_protocol_version() {
     let store = store().await;
     for (asked, answered) in [
@@ -40,7 +39,6 @@ async fn initialize_negotiates_the_protocol_version() {
     );
 }
 
-#[tokio::test]
 async fn json_rpc_errors_have_their_codes() {
     let store = store().await;
     let cases: &[(&str, StatusCode, i64)] = &[
@@ -109,7 +107,6 @@ async fn json_rpc_errors_have_their_codes() {
     assert_eq!(unknown.json["id"], 9);
 }
 
-#[tokio::test]
 async fn transport_rules() {
     let store = store().await;
     let stream = store
@@ -215,7 +212,6 @@ async fn transport_rules() {
     assert_eq!(store.send(newer).await.json["error"]["code"], -32600);
 }
 
-#[tokio::test]
 async fn tools_are_listed_read_only_with_input_schemas() {
     let store = store().await;
     let answer = store
@@ -242,7 +238,6 @@ async fn tools_are_listed_read_only_with_input_schemas() {
     }
 }
 
-#[tokio::test]
 async fn tools_answer_with_text_and_structured_content() {
     let store = store().await;
     let search = store
@@ -322,7 +317,6 @@ async fn tools_answer_with_text_and_structured_content() {
     );
 }
 
-#[tokio::test]
 async fn bad_arguments_are_tool_errors() {
     let store = store().await;
     for (tool, arguments) in [
@@ -489,3 +483,12 @@ fn arbitrary_json_rpc_bodies_never_panic() {
         })
         .unwrap();
 }
+
+super::support::on_both_backends!(
+    initialize_negotiates_the_protocol_version,
+    json_rpc_errors_have_their_codes,
+    transport_rules,
+    tools_are_listed_read_only_with_input_schemas,
+    tools_answer_with_text_and_structured_content,
+    bad_arguments_are_tool_errors,
+);

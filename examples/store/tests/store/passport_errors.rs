@@ -22,7 +22,6 @@ fn assert_json_error(answer: &super::support::Answer, status: StatusCode) {
     );
 }
 
-#[tokio::test]
 async fn malformed_passport_ids_are_400_and_unknown_ones_404() {
     let shop = Shop::open(true).await;
     for bad in [
@@ -45,7 +44,6 @@ async fn malformed_passport_ids_are_400_and_unknown_ones_404() {
     assert_json_error(&answer, StatusCode::NOT_FOUND);
 }
 
-#[tokio::test]
 async fn fulfillment_refuses_bad_input_without_telling_unknown_from_wrong() {
     let shop = Shop::open(true).await;
     let bought = shop.buy(&SandboxWallet::random(), RECEIPT, None).await;
@@ -108,7 +106,6 @@ async fn fulfillment_refuses_bad_input_without_telling_unknown_from_wrong() {
     assert_eq!(shop.state.store.row_counts().await.unwrap()["downloads"], 0);
 }
 
-#[tokio::test]
 async fn a_malformed_referrer_header_never_loses_the_sale() {
     let shop = Shop::open(false).await;
     for bad in [
@@ -134,7 +131,6 @@ async fn a_malformed_referrer_header_never_loses_the_sale() {
     assert_eq!(report.live("referred"), Some(0));
 }
 
-#[tokio::test]
 async fn a_malformed_payment_signature_is_a_402_json_error_with_the_challenge() {
     let shop = Shop::open(true).await;
     for bad in ["%%%", "bm90IGpzb24=", "e30="] {
@@ -145,3 +141,10 @@ async fn a_malformed_payment_signature_is_a_402_json_error_with_the_challenge() 
     assert_eq!(shop.facilitator.settlement_count(), 0);
     assert_eq!(shop.state.store.row_counts().await.unwrap()["orders"], 0);
 }
+
+super::support::on_both_backends!(
+    malformed_passport_ids_are_400_and_unknown_ones_404,
+    fulfillment_refuses_bad_input_without_telling_unknown_from_wrong,
+    a_malformed_referrer_header_never_loses_the_sale,
+    a_malformed_payment_signature_is_a_402_json_error_with_the_challenge,
+);

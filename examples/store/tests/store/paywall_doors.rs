@@ -37,7 +37,6 @@ fn fee_payer(address: &str) -> Option<Map<String, Value>> {
     Some(extra)
 }
 
-#[tokio::test]
 async fn without_a_second_pay_to_only_the_canonical_door_is_open() {
     let store = store_with(|_| {}, Arc::new(SandboxFacilitator::new())).await;
     let (accepts, doors) = accepts_and_doors(&store).await;
@@ -61,7 +60,6 @@ async fn without_a_second_pay_to_only_the_canonical_door_is_open() {
     assert!(doors.iter().all(|d| d["asset"] == "USDC"));
 }
 
-#[tokio::test]
 async fn a_second_pay_to_opens_the_solana_door_on_its_own_address() {
     let store = store_with(
         |c| c.second_pay_to = Some(SOLANA_TREASURY.into()),
@@ -84,7 +82,6 @@ async fn a_second_pay_to_opens_the_solana_door_on_its_own_address() {
     assert_eq!(doors[2]["status"], "mapped");
 }
 
-#[tokio::test]
 async fn the_fee_payer_comes_only_from_the_facilitator() {
     let facilitator = ExtraKinds::new(vec![(
         Network::SOLANA,
@@ -102,7 +99,6 @@ async fn the_fee_payer_comes_only_from_the_facilitator() {
     );
 }
 
-#[tokio::test]
 async fn a_third_pay_to_alone_does_not_open_algorand() {
     let store = store_with(
         |c| c.third_pay_to = Some(ALGORAND_TREASURY.into()),
@@ -125,7 +121,6 @@ async fn a_third_pay_to_alone_does_not_open_algorand() {
     );
 }
 
-#[tokio::test]
 async fn algorand_listed_without_a_third_pay_to_stays_mapped() {
     let facilitator = ExtraKinds::new(vec![(Network::ALGORAND, None)]);
     let store = store_with(|_| {}, Arc::new(facilitator)).await;
@@ -140,7 +135,6 @@ async fn algorand_listed_without_a_third_pay_to_stays_mapped() {
     );
 }
 
-#[tokio::test]
 async fn both_doors_open_when_configured_and_listed() {
     let facilitator = ExtraKinds::new(vec![(Network::SOLANA, None), (Network::ALGORAND, None)]);
     let store = store_with(
@@ -175,7 +169,6 @@ async fn both_doors_open_when_configured_and_listed() {
     assert_eq!(doors[2]["treasury"], ALGORAND_TREASURY);
 }
 
-#[tokio::test]
 async fn a_failing_supported_keeps_the_third_door_mapped() {
     let store = store_with(
         |c| {
@@ -319,3 +312,13 @@ async fn every_challenge_header_stays_under_8_kb_with_every_door_open() {
         largest.0
     );
 }
+
+super::support::on_both_backends!(
+    without_a_second_pay_to_only_the_canonical_door_is_open,
+    a_second_pay_to_opens_the_solana_door_on_its_own_address,
+    the_fee_payer_comes_only_from_the_facilitator,
+    a_third_pay_to_alone_does_not_open_algorand,
+    algorand_listed_without_a_third_pay_to_stays_mapped,
+    both_doors_open_when_configured_and_listed,
+    a_failing_supported_keeps_the_third_door_mapped,
+);

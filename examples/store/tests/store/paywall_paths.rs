@@ -11,7 +11,6 @@ use tower_x402::sandbox::SandboxWallet;
 
 use super::support::{Counting, RECEIPT, TestStore, store, store_with};
 
-#[tokio::test]
 async fn unknown_sku_is_404_json_without_a_challenge() {
     let store = store().await;
     for path in [
@@ -38,7 +37,6 @@ async fn unknown_sku_is_404_json_without_a_challenge() {
     }
 }
 
-#[tokio::test]
 async fn percent_encoded_spellings_of_a_known_slug_are_priced() {
     let store = store().await;
     for path in [
@@ -57,7 +55,6 @@ async fn percent_encoded_spellings_of_a_known_slug_are_priced() {
     }
 }
 
-#[tokio::test]
 async fn path_variants_are_never_served_unpaid() {
     let store = store().await;
     for path in [
@@ -85,7 +82,6 @@ async fn path_variants_are_never_served_unpaid() {
     }
 }
 
-#[tokio::test]
 async fn a_body_on_the_get_never_blocks_the_402() {
     let store = store().await;
     for body in [
@@ -104,7 +100,6 @@ async fn a_body_on_the_get_never_blocks_the_402() {
     }
 }
 
-#[tokio::test]
 async fn other_methods_are_405_and_head_is_challenged() {
     let store = store().await;
     for method in [Method::POST, Method::PUT, Method::DELETE, Method::PATCH] {
@@ -123,7 +118,6 @@ async fn other_methods_are_405_and_head_is_challenged() {
     assert_eq!(store.send(head).await.status, StatusCode::PAYMENT_REQUIRED);
 }
 
-#[tokio::test]
 async fn a_garbage_payment_is_refused_not_served() {
     let store = store().await;
     let request = Request::get("/api/x402/store-rail-receipt")
@@ -147,7 +141,6 @@ async fn signature_for(store: &TestStore, slug: &str) -> String {
         .to_owned()
 }
 
-#[tokio::test]
 async fn a_signed_head_is_challenged_and_creates_no_order() {
     let counting = Counting::default();
     let store = store_with(|_| {}, Arc::new(counting.clone())).await;
@@ -175,7 +168,6 @@ async fn a_signed_head_is_challenged_and_creates_no_order() {
     assert_eq!(store.send(get).await.status, StatusCode::OK);
 }
 
-#[tokio::test]
 async fn signed_requests_with_other_methods_never_reach_the_facilitator() {
     let counting = Counting::default();
     let store = store_with(|_| {}, Arc::new(counting.clone())).await;
@@ -223,3 +215,14 @@ async fn an_unusable_payment_header_gets_402_with_the_challenge_and_what_was_wro
         assert!(answer.json["accepts"].is_array(), "{case}");
     }
 }
+
+super::support::on_both_backends!(
+    unknown_sku_is_404_json_without_a_challenge,
+    percent_encoded_spellings_of_a_known_slug_are_priced,
+    path_variants_are_never_served_unpaid,
+    a_body_on_the_get_never_blocks_the_402,
+    other_methods_are_405_and_head_is_challenged,
+    a_garbage_payment_is_refused_not_served,
+    a_signed_head_is_challenged_and_creates_no_order,
+    signed_requests_with_other_methods_never_reach_the_facilitator,
+);

@@ -8,7 +8,6 @@ use super::support::{RECEIPT, STAMPS, Shop, TAX, first_file_path, passport_of};
 use x402_store::sales::fulfillment::FulfillmentKey;
 use x402_store::sales::passport::CITATION_FIELDS;
 
-#[tokio::test]
 async fn a_purchase_issues_a_passport_that_verifies_and_unlocks_its_files() {
     let shop = Shop::open(true).await;
     let wallet = SandboxWallet::random();
@@ -110,7 +109,6 @@ async fn a_purchase_issues_a_passport_that_verifies_and_unlocks_its_files() {
     );
 }
 
-#[tokio::test]
 async fn retrying_the_same_signature_returns_the_same_passport_without_a_second_settlement() {
     let shop = Shop::open(true).await;
     let wallet = SandboxWallet::random();
@@ -144,7 +142,6 @@ async fn retrying_the_same_signature_returns_the_same_passport_without_a_second_
     );
 }
 
-#[tokio::test]
 async fn concurrent_retries_of_one_payment_make_one_order() {
     let shop = Shop::open(true).await;
     let wallet = SandboxWallet::random();
@@ -162,7 +159,6 @@ async fn concurrent_retries_of_one_payment_make_one_order() {
     assert_eq!(shop.state.store.row_counts().await.unwrap()["orders"], 1);
 }
 
-#[tokio::test]
 async fn a_payment_settled_for_one_sku_is_refused_for_another() {
     let shop = Shop::open(true).await;
     let wallet = SandboxWallet::random();
@@ -193,16 +189,15 @@ async fn a_payment_settled_for_one_sku_is_refused_for_another() {
     assert_eq!(again.json["passport"], bought.json["passport"]);
 }
 
-#[tokio::test]
 async fn files_come_from_the_content_directory_when_it_has_the_sku() {
     let content = tempfile::tempdir().unwrap();
     let sku_dir = content.path().join(RECEIPT);
     std::fs::create_dir_all(&sku_dir).unwrap();
     std::fs::write(sku_dir.join("receipt.csv"), "rail,amount\nbase,1.00\n").unwrap();
     std::fs::write(sku_dir.join(".hidden"), "never served").unwrap();
-    let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
+    let database = std::sync::Arc::new(super::support::database().await);
     let shop = Shop::open_in(
-        dir,
+        database,
         tower_x402::sandbox::SandboxFacilitator::new(),
         true,
         Some(content.path().to_owned()),
@@ -223,7 +218,6 @@ async fn files_come_from_the_content_directory_when_it_has_the_sku() {
     assert_eq!(shop.get(&hidden, &[]).await.status, StatusCode::NOT_FOUND);
 }
 
-#[tokio::test]
 async fn a_replay_after_the_redelivery_window_is_gone_and_old_urls_keep_working() {
     let shop = Shop::open(true).await;
     let wallet = SandboxWallet::random();
@@ -252,3 +246,12 @@ async fn a_replay_after_the_redelivery_window_is_gone_and_old_urls_keep_working(
         StatusCode::OK
     );
 }
+
+super::support::on_both_backends!(
+    a_purchase_issues_a_passport_that_verifies_and_unlocks_its_files,
+    retrying_the_same_signature_returns_the_same_passport_without_a_second_settlement,
+    concurrent_retries_of_one_payment_make_one_order,
+    a_payment_settled_for_one_sku_is_refused_for_another,
+    files_come_from_the_content_directory_when_it_has_the_sku,
+    a_replay_after_the_redelivery_window_is_gone_and_old_urls_keep_working,
+);

@@ -13,7 +13,6 @@ fn referral(answer: &super::support::Answer) -> (bool, String) {
     )
 }
 
-#[tokio::test]
 async fn another_buyers_live_passport_counts_in_every_accepted_form() {
     let shop = Shop::open(false).await;
     let first = shop.buy(&SandboxWallet::random(), RECEIPT, None).await;
@@ -36,7 +35,6 @@ async fn another_buyers_live_passport_counts_in_every_accepted_form() {
     assert_eq!(report.demo("referred"), Some(0));
 }
 
-#[tokio::test]
 async fn a_self_citation_does_not_count() {
     let shop = Shop::open(false).await;
     let wallet = SandboxWallet::random();
@@ -54,7 +52,6 @@ async fn a_self_citation_does_not_count() {
     );
 }
 
-#[tokio::test]
 async fn an_unknown_passport_does_not_count() {
     let shop = Shop::open(false).await;
     let unknown = PassportId::generate();
@@ -74,7 +71,6 @@ async fn an_unknown_passport_does_not_count() {
     );
 }
 
-#[tokio::test]
 async fn demo_orders_never_count() {
     let shop = Shop::open(true).await;
     let first = shop.buy(&SandboxWallet::random(), RECEIPT, None).await;
@@ -89,7 +85,6 @@ async fn demo_orders_never_count() {
     assert_eq!(report.live("purchased"), Some(0));
 }
 
-#[tokio::test]
 async fn a_demo_passport_cited_in_a_live_store_does_not_count() {
     let demo_shop = Shop::open(true).await;
     let demo_passport = passport_of(&demo_shop.buy(&SandboxWallet::random(), RECEIPT, None).await);
@@ -106,7 +101,6 @@ async fn a_demo_passport_cited_in_a_live_store_does_not_count() {
     assert_eq!(report.live("referred"), Some(0));
 }
 
-#[tokio::test]
 async fn a_retry_keeps_the_original_verdict() {
     let shop = Shop::open(false).await;
     let cited = passport_of(&shop.buy(&SandboxWallet::random(), RECEIPT, None).await);
@@ -128,7 +122,6 @@ async fn a_retry_keeps_the_original_verdict() {
     );
 }
 
-#[tokio::test]
 async fn two_citation_headers_are_malformed_and_the_sale_completes() {
     let shop = Shop::open(false).await;
     let cited = passport_of(&shop.buy(&SandboxWallet::random(), RECEIPT, None).await);
@@ -146,3 +139,13 @@ async fn two_citation_headers_are_malformed_and_the_sale_completes() {
     assert_eq!(bought.status, 200, "{}", bought.text);
     assert_eq!(referral(&bought), (false, "malformed".to_owned()));
 }
+
+super::support::on_both_backends!(
+    another_buyers_live_passport_counts_in_every_accepted_form,
+    a_self_citation_does_not_count,
+    an_unknown_passport_does_not_count,
+    demo_orders_never_count,
+    a_demo_passport_cited_in_a_live_store_does_not_count,
+    a_retry_keeps_the_original_verdict,
+    two_citation_headers_are_malformed_and_the_sale_completes,
+);

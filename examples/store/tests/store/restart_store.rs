@@ -5,7 +5,6 @@ use tower_x402::sandbox::SandboxWallet;
 
 use super::support::{RECEIPT, STAMPS, Shop, TAX, first_file_path, passport_of};
 
-#[tokio::test]
 async fn passports_standing_and_settlements_survive_a_restart() {
     let shop = Shop::open(false).await;
     let wallet = SandboxWallet::random();
@@ -54,3 +53,5 @@ async fn passports_standing_and_settlements_survive_a_restart() {
     assert_eq!(after.live("retrieved"), Some(1));
     assert!(after.live("considered").unwrap() > before.live("considered").unwrap());
 }
+
+super::support::on_both_backends!(passports_standing_and_settlements_survive_a_restart,);

@@ -11,7 +11,6 @@ use tower_x402::sandbox::{FaultyFacilitator, SandboxFacilitator, SandboxWallet, 
 
 use super::support::{RECEIPT, passport_of, store_with};
 
-#[tokio::test]
 async fn a_lost_settle_answer_is_503_then_one_passport_counted_once() {
     let sandbox = SandboxFacilitator::new();
     let faulty = FaultyFacilitator::new(sandbox.clone());
@@ -84,3 +83,5 @@ async fn a_lost_settle_answer_is_503_then_one_passport_counted_once() {
         .map(|stage| stage.count);
     assert_eq!(purchased, Some(1), "counted once");
 }
+
+super::support::on_both_backends!(a_lost_settle_answer_is_503_then_one_passport_counted_once,);

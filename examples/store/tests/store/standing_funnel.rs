@@ -5,7 +5,6 @@ use tower_x402::sandbox::SandboxWallet;
 use super::support::{RECEIPT, Shop, TAX, first_file_path};
 use x402_store::sales::standing::STAGES;
 
-#[tokio::test]
 async fn a_fresh_store_reports_eight_zero_stages_in_order() {
     let shop = Shop::open(false).await;
     let report = shop.state.standing.snapshot().await.unwrap();
@@ -26,7 +25,6 @@ async fn a_fresh_store_reports_eight_zero_stages_in_order() {
     assert!(json["stages"][7]["meaning"].is_string());
 }
 
-#[tokio::test]
 async fn live_traffic_and_orders_feed_their_stages() {
     let shop = Shop::open(false).await;
     shop.state.standing.set_indexed(3);
@@ -54,7 +52,6 @@ async fn live_traffic_and_orders_feed_their_stages() {
     );
 }
 
-#[tokio::test]
 async fn demo_activity_is_reported_apart_and_never_inflates_live_numbers() {
     let shop = Shop::open(true).await;
     shop.state.standing.set_indexed(2);
@@ -71,7 +68,6 @@ async fn demo_activity_is_reported_apart_and_never_inflates_live_numbers() {
     assert_eq!(demo, [0, 0, 2, 2, 2, 1, 1, 0]);
 }
 
-#[tokio::test]
 async fn event_counts_reach_the_database_without_a_snapshot() {
     let shop = Shop::open(false).await;
     shop.challenge(RECEIPT).await;
@@ -83,3 +79,10 @@ async fn event_counts_reach_the_database_without_a_snapshot() {
         .map(|c| c.value);
     assert_eq!(considered, Some(1));
 }
+
+super::support::on_both_backends!(
+    a_fresh_store_reports_eight_zero_stages_in_order,
+    live_traffic_and_orders_feed_their_stages,
+    demo_activity_is_reported_apart_and_never_inflates_live_numbers,
+    event_counts_reach_the_database_without_a_snapshot,
+);

@@ -13,18 +13,14 @@ use tower_x402::proto::{
 
 use x402_store::storage::{NewOrder, Order, Recorded, Referral, Store};
 
-async fn temp_store() -> (tempfile::TempDir, Store, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!(
-        "sqlite://{}",
-        dir.path()
-            .join("nested")
-            .join("deeper")
-            .join("store.db")
-            .display()
-    );
-    let store = Store::open(&url).await.unwrap();
-    (dir, store, url)
+use super::support::{TestDatabase, database_at};
+
+/// A fresh store on the test's backend (a SQLite file two missing directories deep).
+async fn temp_store() -> (TestDatabase, Store, String) {
+    let database = database_at(&["nested", "deeper", "store.db"]).await;
+    let store = Store::open(&database.url).await.unwrap();
+    let url = database.url.clone();
+    (database, store, url)
 }
 
 fn order(passport: &str, payment_key: &str) -> Order {
@@ -47,7 +43,6 @@ fn order(passport: &str, payment_key: &str) -> Order {
     }
 }
 
-#[tokio::test]
 async fn a_failure_midway_leaves_no_partial_rows() {
     let (_dir, store, _) = temp_store().await;
     let first = NewOrder {
@@ -80,7 +75,6 @@ async fn a_failure_midway_leaves_no_partial_rows() {
     assert_eq!(store.order_by_payment_key("key-2").await.unwrap(), None);
 }
 
-#[tokio::test]
 async fn one_payment_makes_one_order() {
     let (_dir, store, _) = temp_store().await;
     let first = NewOrder {
@@ -101,7 +95,6 @@ async fn one_payment_makes_one_order() {
     assert!(!store.grant_matches("pp_other", "hash-2").await.unwrap());
 }
 
-#[tokio::test]
 async fn orders_read_back_exactly() {
     let (_dir, store, url) = temp_store().await;
     let new = NewOrder {
@@ -179,16 +172,13 @@ fn payment(nonce: &str) -> PaymentPayload {
     }
 }
 
-#[tokio::test]
-async fn sqlite_ledger_meets_the_settlement_store_contract() {
+async fn the_ledger_meets_the_settlement_store_contract() {
     let (_dir, store, url) = temp_store().await;
     conformance::check(Arc::new(store)).await;
-    // Twice on the same file, and on an in-memory database.
+    // Twice on the same database, as a second instance would.
     conformance::check(Arc::new(Store::open(&url).await.unwrap())).await;
-    conformance::check(Arc::new(Store::open("sqlite::memory:").await.unwrap())).await;
 }
 
-#[tokio::test]
 async fn ledger_entries_survive_reopening_and_in_doubt_payments_are_listed() {
     let (_dir, store, url) = temp_store().await;
     let record = settlement_record("0xaa", "http://127.0.0.1:4020/api/x402/a", "0x01");
@@ -234,5 +224,57 @@ async fn in_memory_databases_and_bad_urls() {
     };
     store.record_order(&new).await.unwrap();
     assert_eq!(store.row_counts().await.unwrap()["orders"], 1);
-    assert!(Store::open("postgres://localhost/store").await.is_err());
+    conformance::check(Arc::new(store)).await;
+    assert!(Store::open("mysql://127.0.0.1/store").await.is_err());
+    // A PostgreSQL URL with no server behind it fails to open rather than falling back.
+    assert!(
+        Store::open("postgres://postgres@127.0.0.1:1/store")
+            .await
+            .is_err()
+    );
+}
+
+super::support::on_both_backends!(
+    a_failure_midway_leaves_no_partial_rows,
+    one_payment_makes_one_order,
+    orders_read_back_exactly,
+    the_ledger_meets_the_settlement_store_contract,
+    ledger_entries_survive_reopening_and_in_doubt_payments_are_listed,
+);
+
+/// The crate's PostgreSQL ledger on its own, as an application using only the layer would set it
+/// up: three instances migrating at once, then the contract.
+#[tokio::test]
+async fn the_postgres_settlement_store_meets_the_contract() {
+    use tower_x402::layer::settlement::PostgresSettlementStore;
+
+    super::postgres_server::require();
+    let url = super::postgres_server::fresh_database().await;
+    let starting: Vec<_> = (0..3)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move {
+                let pool = sqlx::PgPool::connect(&url).await.unwrap();
+                let store = PostgresSettlementStore::new(pool);
+                store.migrate().await.unwrap();
+                store
+            })
+        })
+        .collect();
+    let mut stores = Vec::new();
+    for instance in starting {
+        stores.push(instance.await.unwrap());
+    }
+    for store in &stores {
+        conformance::check(Arc::new(store.clone())).await;
+    }
+    // The contract's sample entries include payments in doubt and settling: listed, nothing else.
+    let unsettled = stores[0].unsettled().await.unwrap();
+    assert!(!unsettled.is_empty());
+    assert!(
+        unsettled
+            .iter()
+            .all(|(_, state)| matches!(state.phase(), "in_doubt" | "settling")),
+        "{unsettled:?}"
+    );
 }

@@ -1,6 +1,11 @@
-//! The store's test harness: the whole app over a temporary SQLite file with the in-process
-//! sandbox facilitator (or a wrapper around it), one [`Answer`] type for every response, request
+//! The store's test harness: the whole app over a fresh database with the in-process sandbox
+//! facilitator (or a wrapper around it), one [`Answer`] type for every response, request
 //! helpers, and a [`Shop`] to buy from (sign, present, restart over the same database).
+//!
+//! Every test runs on both backends: [`on_both_backends!`] turns each named `async fn` into a
+//! module with a `sqlite` and a `postgres` test, and [`database`] opens the backend of the test
+//! that calls it (a temporary SQLite file, or a fresh database on the throwaway PostgreSQL
+//! server of [`postgres_server`](super::postgres_server)).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -24,11 +29,79 @@ use tower_x402::{Facilitator, FacilitatorError};
 use x402_store::app::{AppState, app, build_state_with};
 use x402_store::config::Config;
 
-/// A store under test. The database directory lives as long as this value.
+/// Runs each named `async fn()` as two tests, `NAME::sqlite` and `NAME::postgres`.
+macro_rules! on_both_backends {
+    ($($name:ident),+ $(,)?) => {$(
+        mod $name {
+            #[tokio::test]
+            async fn sqlite() {
+                $crate::support::run_on($crate::support::Backend::Sqlite, super::$name()).await;
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                $crate::support::run_on($crate::support::Backend::Postgres, super::$name()).await;
+            }
+        }
+    )+};
+}
+pub(crate) use on_both_backends;
+
+/// The database engine a test runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Backend {
+    /// A SQLite file in a temporary directory.
+    Sqlite,
+    /// A fresh database on the test PostgreSQL server.
+    Postgres,
+}
+
+tokio::task_local! {
+    static BACKEND: Backend;
+}
+
+/// Runs `test` with [`database`] opening `backend`. A PostgreSQL run whose server cannot start
+/// fails.
+pub(crate) async fn run_on(backend: Backend, test: impl std::future::Future<Output = ()>) {
+    if backend == Backend::Postgres {
+        super::postgres_server::require();
+    }
+    BACKEND.scope(backend, test).await;
+}
+
+/// A database for one test; a SQLite file lives as long as this value.
+pub(crate) struct TestDatabase {
+    pub(crate) url: String,
+    _dir: TempDir,
+}
+
+/// A fresh database on the current test's backend (SQLite at `data/store.db`).
+pub(crate) async fn database() -> TestDatabase {
+    database_at(&["data", "store.db"]).await
+}
+
+/// A fresh database on the current test's backend; a SQLite file at `path` in a new temporary
+/// directory (its directories created by the store).
+pub(crate) async fn database_at(path: &[&str]) -> TestDatabase {
+    let dir = tempfile::tempdir().unwrap();
+    let url = match BACKEND.try_with(|backend| *backend) {
+        Ok(Backend::Postgres) => super::postgres_server::fresh_database().await,
+        // A test not declared with `on_both_backends!` runs on SQLite.
+        Ok(Backend::Sqlite) | Err(_) => {
+            let file = path
+                .iter()
+                .fold(dir.path().to_owned(), |at, part| at.join(part));
+            format!("sqlite://{}", file.display())
+        }
+    };
+    TestDatabase { url, _dir: dir }
+}
+
+/// A store under test. The database lives as long as this value.
 pub(crate) struct TestStore {
     pub(crate) state: AppState,
     pub(crate) app: Router,
-    _dir: TempDir,
+    _database: TestDatabase,
 }
 
 /// An answer with its body read (and parsed when it is JSON).
@@ -69,23 +142,23 @@ pub(crate) async fn store_with(
     edit: impl FnOnce(&mut Config),
     facilitator: Arc<dyn Facilitator>,
 ) -> TestStore {
-    let dir = tempfile::tempdir().unwrap();
-    let (state, app) = open_app(&dir.path().join("store.db"), edit, facilitator, true).await;
+    let database = database().await;
+    let (state, app) = open_app(&database.url, edit, facilitator, true).await;
     TestStore {
         app,
         state,
-        _dir: dir,
+        _database: database,
     }
 }
 
-/// The app over the SQLite file `database`, with settings adjusted by `edit` (and checked).
+/// The app over `database_url`, with settings adjusted by `edit` (and checked).
 async fn open_app(
-    database: &std::path::Path,
+    database_url: &str,
     edit: impl FnOnce(&mut Config),
     facilitator: Arc<dyn Facilitator>,
     demo: bool,
 ) -> (AppState, Router) {
-    let mut config = Config::for_tests(format!("sqlite://{}", database.display()));
+    let mut config = Config::for_tests(database_url);
     edit(&mut config);
     config.validate().unwrap();
     let state = build_state_with(config, facilitator, demo).await.unwrap();
@@ -297,30 +370,30 @@ pub(crate) const RECEIPT: &str = "store-rail-receipt";
 pub(crate) const TAX: &str = "store-tax-protocol";
 pub(crate) const STAMPS: &str = "store-stamps-afr-protocol";
 
-/// A running store: its state, router, facilitator and database directory.
+/// A running store: its state, router, facilitator and database.
 pub(crate) struct Shop {
     pub(crate) state: AppState,
     pub(crate) app: Router,
     pub(crate) facilitator: SandboxFacilitator,
-    pub(crate) dir: Arc<TempDir>,
+    pub(crate) database: Arc<TestDatabase>,
 }
 
 impl Shop {
-    /// A fresh store in a new temporary directory.
+    /// A fresh store over a fresh database.
     pub(crate) async fn open(demo: bool) -> Self {
-        let dir = Arc::new(tempfile::tempdir().unwrap());
-        Self::open_in(dir, SandboxFacilitator::new(), demo, None).await
+        let database = Arc::new(database().await);
+        Self::open_in(database, SandboxFacilitator::new(), demo, None).await
     }
 
-    /// A store over the database in `dir`, with `facilitator`.
+    /// A store over `database`, with `facilitator`.
     pub(crate) async fn open_in(
-        dir: Arc<TempDir>,
+        database: Arc<TestDatabase>,
         facilitator: SandboxFacilitator,
         demo: bool,
         content_dir: Option<PathBuf>,
     ) -> Self {
         let (state, app) = open_app(
-            &dir.path().join("data").join("store.db"),
+            &database.url,
             |config| config.content_dir = content_dir,
             Arc::new(facilitator.clone()),
             demo,
@@ -330,7 +403,7 @@ impl Shop {
             app,
             state,
             facilitator,
-            dir,
+            database,
         }
     }
 
@@ -339,15 +412,17 @@ impl Shop {
     pub(crate) async fn restart(self, demo: bool) -> Self {
         self.state.standing.flush().await.unwrap();
         let Self {
-            dir, facilitator, ..
+            database,
+            facilitator,
+            ..
         } = self;
-        Self::open_in(dir, facilitator, demo, None).await
+        Self::open_in(database, facilitator, demo, None).await
     }
 
     /// A second store over the same database and facilitator, with the settings `edit` adjusts.
     pub(crate) async fn sibling(&self, edit: impl FnOnce(&mut Config)) -> Self {
         let (state, app) = open_app(
-            &self.dir.path().join("data").join("store.db"),
+            &self.database.url,
             edit,
             Arc::new(self.facilitator.clone()),
             self.state.demo,
@@ -357,7 +432,7 @@ impl Shop {
             app,
             state,
             facilitator: self.facilitator.clone(),
-            dir: self.dir.clone(),
+            database: Arc::clone(&self.database),
         }
     }
 
