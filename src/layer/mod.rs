@@ -159,6 +159,8 @@ pub(crate) struct Config {
     pub(crate) reconciler: Option<Arc<dyn Reconciler>>,
     /// The pause before re-sending a `/settle` that answered `settlement_pending`.
     pub(crate) pending_pause: Duration,
+    /// How long a request waits for the outcome of a payment another process holds.
+    pub(crate) held_wait: Duration,
 }
 
 impl Config {
@@ -198,6 +200,7 @@ impl X402Layer {
                 lease: DEFAULT_LEASE,
                 reconciler: None,
                 pending_pause: Duration::from_secs(1),
+                held_wait: Duration::from_secs(5),
             }),
         }
     }
@@ -240,6 +243,15 @@ impl X402Layer {
     /// The pause before re-sending a `/settle` that answered `settlement_pending` (default 1 s).
     pub fn pending_settlement_pause(mut self, pause: Duration) -> Self {
         self.config_mut().pending_pause = pause;
+        self
+    }
+
+    /// How long a request carrying a payment that another process sharing the store is verifying
+    /// or settling waits for that outcome, re-reading the store, before it is answered 503 with
+    /// `Retry-After` (default 5 s; zero answers at once). Within the wait, a payment that settles
+    /// is answered from its record, as on the process that settled it.
+    pub fn held_payment_wait(mut self, wait: Duration) -> Self {
+        self.config_mut().held_wait = wait;
         self
     }
 
@@ -327,6 +339,7 @@ impl fmt::Debug for Config {
             .field("retry_after", &self.retry_after)
             .field("owner", &self.owner)
             .field("lease", &self.lease)
+            .field("held_wait", &self.held_wait)
             .field("reconciler", &self.reconciler.is_some())
             .finish_non_exhaustive()
     }

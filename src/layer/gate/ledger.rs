@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::layer::Config;
 use crate::layer::refusal::Refusal;
@@ -11,6 +11,10 @@ use crate::layer::settlement::{PaymentKey, PaymentState, SettlementIntent, Settl
 
 /// How often a claim re-reads an entry that changed under it before giving up with a 503.
 const CLAIM_ATTEMPTS: usize = 4;
+/// The first pause before re-reading a payment another process holds; doubled up to
+/// [`HELD_POLL_MAX`].
+const HELD_POLL_FIRST: Duration = Duration::from_millis(25);
+const HELD_POLL_MAX: Duration = Duration::from_millis(250);
 
 /// A payment this layer holds in the ledger, at `version`.
 #[derive(Clone, Debug)]
@@ -66,14 +70,19 @@ fn takeable(config: &Config, owner: &str, until: u64) -> bool {
     owner == &*config.owner || until <= now_ms()
 }
 
-/// Reads the payment's entry and claims it when it is new.
+/// Reads the payment's entry and claims it when it is new. A payment another process holds is
+/// re-read, with growing pauses, until it settles, falls into doubt, is let go, or
+/// [`Config::held_wait`] runs out (then 503).
 pub(super) async fn claim(config: &Config, key: &PaymentKey, fingerprint: &str) -> Claim {
+    let mut deadline = None;
+    let mut pause = HELD_POLL_FIRST;
+    let mut lost_races = 0;
     let in_progress = || PaymentState::InProgress {
         owner: config.owner.to_string(),
         lease_until: lease_until(config),
         fingerprint: fingerprint.to_owned(),
     };
-    for _ in 0..CLAIM_ATTEMPTS {
+    while lost_races < CLAIM_ATTEMPTS {
         let entry = match config.store.load(key).await {
             Ok(entry) => entry,
             Err(error) => {
@@ -84,7 +93,10 @@ pub(super) async fn claim(config: &Config, key: &PaymentKey, fingerprint: &str) 
         let Some(entry) = entry else {
             match config.store.insert(key, &in_progress()).await {
                 Ok(true) => return Claim::Fresh(hold(key, 1)),
-                Ok(false) => continue,
+                Ok(false) => {
+                    lost_races += 1;
+                    continue;
+                }
                 Err(error) => return Claim::Refuse(Box::new(Refusal::RecordsUnavailable(error))),
             }
         };
@@ -112,14 +124,23 @@ pub(super) async fn claim(config: &Config, key: &PaymentKey, fingerprint: &str) 
                     .await
                 {
                     Ok(true) => return Claim::Fresh(hold(key, entry.version + 1)),
-                    Ok(false) => continue,
+                    Ok(false) => {
+                        lost_races += 1;
+                        continue;
+                    }
                     Err(error) => {
                         return Claim::Refuse(Box::new(Refusal::RecordsUnavailable(error)));
                     }
                 }
             }
             PaymentState::Settling { .. } | PaymentState::InProgress { .. } => {
-                return Claim::Refuse(Box::new(Refusal::PaymentInProgress));
+                let now = Instant::now();
+                let deadline = *deadline.get_or_insert(now + config.held_wait);
+                if now >= deadline {
+                    return Claim::Refuse(Box::new(Refusal::PaymentInProgress));
+                }
+                tokio::time::sleep(pause.min(deadline - now)).await;
+                pause = (pause * 2).min(HELD_POLL_MAX);
             }
         }
     }
