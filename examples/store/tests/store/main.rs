@@ -12,6 +12,7 @@ mod catalog_prices;
 mod crash_recovery;
 mod discovery_channels;
 mod mcp_protocol;
+mod multi_instance;
 mod passport_errors;
 mod paywall_browsers;
 mod paywall_doors;
