@@ -1,7 +1,7 @@
 //! Two stores on one database, as two instances behind one origin would run: what one sells,
 //! the other honours (a later retry of the payment included), and both report the same
-//! standing. Only payments presented one after another are covered: two instances handed the
-//! same payment at the same moment are not serialised by this storage alone.
+//! standing. Copies of one payment presented to several instances at the same moment are in
+//! `multi_instance` (real processes).
 
 use std::sync::Arc;
 
