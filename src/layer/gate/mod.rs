@@ -32,7 +32,9 @@ pub(crate) use settle::{release_after, settle_after};
 pub(crate) struct Paid {
     pub(crate) config: Arc<Config>,
     pub(crate) payment: VerifiedPayment,
-    pub(crate) request: FacilitatorRequest,
+    /// What a payment that settles after the handler will send to `/settle`; `None` once
+    /// settled.
+    pub(crate) intent: Option<SettlementIntent>,
     /// The ledger hold of a payment that settles after the handler; `None` once settled.
     pub(crate) hold: Option<Hold>,
     /// Held until the payment's outcome is final, so duplicates wait for it.
@@ -69,7 +71,8 @@ pub(crate) async fn authorize(
     if let Some(record) = config.recent.as_ref().and_then(|recent| recent.get(&key)) {
         return replay(config, offer, payload, record, guard);
     }
-    let hold = match ledger::claim(&config, &key, &fingerprint(&payload)).await {
+    let fingerprint = fingerprint(&payload);
+    let hold = match ledger::claim(&config, &key, &fingerprint).await {
         Claim::Fresh(hold) => hold,
         Claim::Settled(record) => return replay(config, offer, payload, *record, guard),
         Claim::Recover(hold, intent) => return recover(config, offer, hold, *intent, guard).await,
@@ -108,27 +111,29 @@ pub(crate) async fn authorize(
         replayed: false,
         offer: Arc::clone(&offer),
     };
-    let mut hold = Some(hold);
-    if offer.settlement_mode() == SettlementMode::Before {
-        let intent = SettlementIntent::new(offer.resource().url.clone(), request.clone());
-        let held = hold.take();
-        let outcome = match held {
-            Some(held) => settle::settle(&config, &offer, held, &intent, Attempt::First).await,
-            None => Err(refuse(&config, &offer, &Refusal::PaymentInProgress)),
-        };
-        match outcome {
-            Ok(settlement) => {
-                payment.payer = payment.payer.or_else(|| settlement.payer.clone());
-                payment.settlement = Some(settlement);
-            }
-            Err(response) => return Gate::Refuse(response),
+    let intent =
+        SettlementIntent::with_fingerprint(fingerprint, offer.resource().url.clone(), request);
+    if offer.settlement_mode() == SettlementMode::After {
+        return Gate::Proceed(Box::new(Paid {
+            config,
+            payment,
+            intent: Some(intent),
+            hold: Some(hold),
+            _guard: guard,
+        }));
+    }
+    match settle::settle(&config, &offer, hold, intent, Attempt::First).await {
+        Ok(settlement) => {
+            payment.payer = payment.payer.or_else(|| settlement.payer.clone());
+            payment.settlement = Some(settlement);
         }
+        Err(response) => return Gate::Refuse(response),
     }
     Gate::Proceed(Box::new(Paid {
         config,
         payment,
-        request,
-        hold,
+        intent: None,
+        hold: None,
         _guard: guard,
     }))
 }
@@ -164,7 +169,8 @@ async fn recover(
     };
     tracing::info!(key = %hold.key, "recovering a payment in doubt: re-sending the identical /settle");
     let key = hold.key.clone();
-    let settlement = match settle::settle(&config, &offer, hold, &intent, Attempt::Recovery).await {
+    let attempt = Attempt::Recovery;
+    let settlement = match settle::settle(&config, &offer, hold, intent.clone(), attempt).await {
         Ok(settlement) => settlement,
         Err(response) => return Gate::Refuse(response),
     };
@@ -176,8 +182,8 @@ async fn recover(
     let payment = VerifiedPayment {
         key,
         payer: settlement.payer.clone(),
-        requirement: request.payment_requirements.clone(),
-        payload: Arc::new(request.payment_payload.clone()),
+        requirement: request.payment_requirements,
+        payload: Arc::new(request.payment_payload),
         settlement: Some(settlement),
         replayed: false,
         offer,
@@ -185,7 +191,7 @@ async fn recover(
     Gate::Proceed(Box::new(Paid {
         config,
         payment,
-        request,
+        intent: None,
         hold: None,
         _guard: guard,
     }))
@@ -211,12 +217,11 @@ fn replay(
         offer: &offer,
         record: &record,
     });
-    let request = FacilitatorRequest::new(payload, record.requirement.clone());
     let payment = VerifiedPayment {
         key: record.key,
         payer: record.settlement.payer.clone(),
         requirement: record.requirement,
-        payload: Arc::new(request.payment_payload.clone()),
+        payload: Arc::new(payload),
         settlement: Some(record.settlement),
         replayed: true,
         offer,
@@ -224,7 +229,7 @@ fn replay(
     Gate::Proceed(Box::new(Paid {
         config,
         payment,
-        request,
+        intent: None,
         hold: None,
         _guard: guard,
     }))

@@ -48,14 +48,15 @@ pub(super) async fn settle(
     config: &Config,
     offer: &Offer,
     mut hold: Hold,
-    intent: &SettlementIntent,
+    intent: SettlementIntent,
     attempt: Attempt,
 ) -> Result<SettleResponse, Response<Bytes>> {
-    if attempt == Attempt::First {
+    let intent = if attempt == Attempt::First {
+        // The intent moves into the state written and back out: no copy of the payment.
         let settling = PaymentState::Settling {
             owner: config.owner.to_string(),
             lease_until: lease_until(config),
-            intent: intent.clone(),
+            intent,
         };
         match config
             .store
@@ -70,7 +71,15 @@ pub(super) async fn settle(
                 return Err(refuse(config, offer, &Refusal::RecordsUnavailable(error)));
             }
         }
-    }
+        let PaymentState::Settling { intent, .. } = settling else {
+            // Built as `Settling` just above; answered like a busy payment, never panicking.
+            return Err(refuse(config, offer, &Refusal::PaymentInProgress));
+        };
+        intent
+    } else {
+        intent
+    };
+    let intent = &intent;
     let sent = send(config, &intent.request).await;
     let reason = match sent {
         Sent::Settled(settlement) => {
@@ -225,13 +234,7 @@ async fn settled(
             settlement: Some(&settlement),
         });
     }
-    let request = &intent.request;
-    let record = SettlementRecord::new(
-        &request.payment_payload,
-        intent.resource.clone(),
-        request.payment_requirements.clone(),
-        settlement.clone(),
-    );
+    let record = SettlementRecord::of_intent(hold.key.clone(), intent, settlement.clone());
     if let Some(recent) = &config.recent {
         recent.remember(&record);
     }
@@ -323,23 +326,20 @@ async fn in_doubt(
 pub(crate) async fn settle_after(
     paid: Box<Paid>,
 ) -> (Box<Paid>, Result<SettleResponse, Response<Bytes>>) {
-    let outcome = match paid.hold.clone() {
-        Some(hold) => {
-            let intent = SettlementIntent::new(
-                paid.payment.offer.resource().url.clone(),
-                paid.request.clone(),
-            );
+    let mut paid = paid;
+    let outcome = match (paid.hold.clone(), paid.intent.take()) {
+        (Some(hold), Some(intent)) => {
             settle(
                 &paid.config,
                 &paid.payment.offer,
                 hold,
-                &intent,
+                intent,
                 Attempt::First,
             )
             .await
         }
         // Unreachable: only held payments settle after the handler.
-        None => Err(refuse(
+        _ => Err(refuse(
             &paid.config,
             &paid.payment.offer,
             &Refusal::PaymentInProgress,

@@ -85,6 +85,22 @@ pub struct SettlementRecord {
 }
 
 impl SettlementRecord {
+    /// The record of `settlement` for the payment `intent` sent, under `key`: what the layer
+    /// computed for the intent is reused, not derived again.
+    pub(crate) fn of_intent(
+        key: PaymentKey,
+        intent: &super::SettlementIntent,
+        settlement: SettleResponse,
+    ) -> Self {
+        Self {
+            key,
+            fingerprint: intent.fingerprint.clone(),
+            resource: intent.resource.clone(),
+            requirement: intent.request.payment_requirements.clone(),
+            settlement,
+        }
+    }
+
     /// A record of `settlement` for `payload` bought at `resource` under `requirement`.
     pub fn new(
         payload: &PaymentPayload,

@@ -102,6 +102,19 @@ impl SettlementIntent {
             request,
         }
     }
+
+    /// The intent to send `request`, whose payment's fingerprint the layer already computed.
+    pub(crate) fn with_fingerprint(
+        fingerprint: String,
+        resource: String,
+        request: FacilitatorRequest,
+    ) -> Self {
+        Self {
+            fingerprint,
+            resource,
+            request,
+        }
+    }
 }
 
 /// A state as stored, with the version that compare-and-set operations name.
