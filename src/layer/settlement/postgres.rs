@@ -68,10 +68,17 @@ impl PostgresSettlementStore {
             .execute(&mut *transaction)
             .await
             .map_err(store_error)?;
-        transaction
-            .execute(CREATE_TABLE)
-            .await
-            .map_err(store_error)?;
+        let exists: bool =
+            sqlx::query_scalar("SELECT to_regclass('x402_payment_ledger') IS NOT NULL")
+                .fetch_one(&mut *transaction)
+                .await
+                .map_err(store_error)?;
+        if !exists {
+            transaction
+                .execute(CREATE_TABLE)
+                .await
+                .map_err(store_error)?;
+        }
         transaction.commit().await.map_err(store_error)
     }
 
