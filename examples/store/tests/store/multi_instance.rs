@@ -61,15 +61,17 @@ async fn start(database: &str, facilitator: &str, rpc: &str) -> Instance {
         .stderr(Stdio::null())
         .spawn()
         .expect("the store binary starts");
+    // Owned at once, so the process is killed and reaped whatever happens next.
+    let instance = Instance { child, base };
     let client = reqwest::Client::new();
     let started = Instant::now();
     loop {
         let ready = client
-            .get(format!("{base}/.well-known/x402.json"))
+            .get(format!("{}/.well-known/x402.json", instance.base))
             .send()
             .await;
         if ready.is_ok_and(|response| response.status() == StatusCode::OK) {
-            return Instance { child, base };
+            return instance;
         }
         assert!(started.elapsed() < PATIENCE, "the store did not start");
         tokio::time::sleep(Duration::from_millis(50)).await;
