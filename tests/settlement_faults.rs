@@ -864,13 +864,12 @@ async fn two_layers_sharing_one_store_never_both_settle() {
         for task in tasks {
             statuses.push(task.await.unwrap());
         }
+        // The layer that does not hold the payment waits for the other's outcome and answers
+        // from it (`held_payment_wait`), so no copy is turned away.
         assert!(
-            statuses
-                .iter()
-                .all(|status| matches!(status.as_u16(), 200 | 503)),
+            statuses.iter().all(|status| *status == StatusCode::OK),
             "{mode:?}: {statuses:?}"
         );
-        assert!(statuses.contains(&StatusCode::OK), "{mode:?}");
         assert_eq!(first.transfers(), 1, "{mode:?}");
         assert_eq!(first.faulty.settle_calls(), 1, "{mode:?}: one /settle");
     }
