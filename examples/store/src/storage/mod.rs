@@ -448,3 +448,49 @@ pub fn unix_now() -> i64 {
             i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX)
         })
 }
+
+/// An order read back from a row of either backend's `ORDER_COLUMNS` query (the same columns and
+/// types on both).
+fn order_from_row<'r, R>(row: &'r R) -> Result<Order, StorageError>
+where
+    R: sqlx::Row,
+    &'r str: sqlx::ColumnIndex<R>,
+    String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    Option<String>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    bool: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    Option<bool>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    let micros: i64 = row.try_get("amount_micros")?;
+    let cited: Option<String> = row.try_get("cited")?;
+    let referral = match cited {
+        Some(cited) => Some(Referral {
+            cited,
+            counted: row.try_get("counted")?,
+            reason: row.try_get("reason")?,
+        }),
+        None => None,
+    };
+    Ok(Order {
+        passport: row.try_get("passport")?,
+        sku: row.try_get("sku")?,
+        resource: row.try_get("resource")?,
+        payer: row.try_get("payer")?,
+        network: row.try_get("network")?,
+        transaction: row.try_get("tx")?,
+        amount: UsdAmount::from_micros(count(micros)?),
+        payment_key: row.try_get("payment_key")?,
+        demo: row.try_get("demo")?,
+        issued: row.try_get("issued")?,
+        referral,
+    })
+}
+
+/// A stored count or amount, which is never negative.
+fn count(value: i64) -> Result<u64, StorageError> {
+    u64::try_from(value).map_err(|e| corrupt("count", e))
+}
+
+fn corrupt(what: &str, error: impl std::fmt::Display) -> StorageError {
+    StorageError::Corrupt(format!("{what}: {error}"))
+}

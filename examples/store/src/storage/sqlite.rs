@@ -4,13 +4,13 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::Row as _;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
 use tower_x402::layer::settlement::{LedgerEntry, PaymentState};
-use tower_x402::proto::UsdAmount;
 
-use super::{Counter, Mode, NewOrder, Order, OrderFunnel, Recorded, Referral, StorageError};
+use super::{
+    Counter, Mode, NewOrder, Order, OrderFunnel, Recorded, StorageError, corrupt, count,
+    order_from_row,
+};
 
 /// How long a connection waits for another writer before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -372,38 +372,4 @@ async fn insert_grant(
         .execute(&mut **tx)
         .await?;
     Ok(())
-}
-
-fn order_from_row(row: &SqliteRow) -> Result<Order, StorageError> {
-    let micros: i64 = row.try_get("amount_micros")?;
-    let cited: Option<String> = row.try_get("cited")?;
-    let referral = match cited {
-        Some(cited) => Some(Referral {
-            cited,
-            counted: row.try_get("counted")?,
-            reason: row.try_get("reason")?,
-        }),
-        None => None,
-    };
-    Ok(Order {
-        passport: row.try_get("passport")?,
-        sku: row.try_get("sku")?,
-        resource: row.try_get("resource")?,
-        payer: row.try_get("payer")?,
-        network: row.try_get("network")?,
-        transaction: row.try_get("tx")?,
-        amount: UsdAmount::from_micros(count(micros)?),
-        payment_key: row.try_get("payment_key")?,
-        demo: row.try_get("demo")?,
-        issued: row.try_get("issued")?,
-        referral,
-    })
-}
-
-fn count(value: i64) -> Result<u64, StorageError> {
-    u64::try_from(value).map_err(|e| corrupt("count", e))
-}
-
-fn corrupt(what: &str, error: impl std::fmt::Display) -> StorageError {
-    StorageError::Corrupt(format!("{what}: {error}"))
 }
