@@ -6,8 +6,8 @@
 //!
 //! The binaries are found under `/usr/lib/postgresql/*/bin` (Debian's layout; `PG_BIN` names
 //! another directory). As root, `initdb` and `pg_ctl` run as the `postgres` user, who owns the
-//! data directory. When no server can be started the tests fail under `CI=true`; elsewhere they
-//! are skipped with a message on stderr.
+//! data directory. When no server can be started the tests that need it fail, saying what to
+//! install.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
