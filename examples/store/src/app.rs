@@ -20,6 +20,7 @@ use tower_x402::{Facilitator, HttpFacilitator};
 
 use crate::catalog::Catalog;
 use crate::config::Config;
+use crate::documents::prebuilt::Prebuilt;
 use crate::documents::{bazaar, bazaar_page, caching, llms_txt, openapi, well_known};
 use crate::paywall::doors::Doors;
 use crate::sales::{fulfillment, passport, standing};
@@ -44,6 +45,8 @@ pub struct AppState {
     pub store: Store,
     /// The funnel counters.
     pub standing: standing::Standing,
+    /// The catalog documents serialized once at start-up.
+    pub documents: Arc<Prebuilt>,
     /// Verifies and settles payments.
     pub facilitator: Arc<dyn Facilitator>,
     /// Whether payments go through the in-process sandbox.
@@ -151,7 +154,9 @@ pub async fn build_state_with(
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("tower-x402-store/", env!("CARGO_PKG_VERSION")))
         .build()?;
+    let documents = Arc::new(Prebuilt::build(&config, &catalog, demo));
     Ok(AppState {
+        documents,
         standing: standing::Standing::new(store.clone(), demo),
         config: Arc::new(config),
         catalog: Arc::new(catalog),

@@ -3,6 +3,8 @@
 //! document. Compression is the app's ([`tower_http::compression`]), outside this layer, so the
 //! tag names the content whatever its encoding (hence weak).
 
+use std::fmt::Write as _;
+
 use axum::body::{Body, to_bytes};
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -24,7 +26,9 @@ pub fn cache_control(path: &str) -> &'static str {
     }
 }
 
-/// Middleware for the catalog documents: `ETag`, `304` and `Cache-Control` on a 200.
+/// Middleware for the catalog documents: `ETag`, `304` and `Cache-Control` on a 200. A
+/// response that already carries an `ETag` (a [prebuilt](super::prebuilt) document) keeps it;
+/// any other body is read and hashed.
 pub async fn etag(request: Request, next: Next) -> Response {
     let path = request.uri().path().to_owned();
     let if_none_match = request.headers().get(header::IF_NONE_MATCH).cloned();
@@ -33,16 +37,17 @@ pub async fn etag(request: Request, next: Next) -> Response {
         return response;
     }
     let (mut parts, body) = response.into_parts();
-    let Ok(bytes) = to_bytes(body, MAX_TAGGED_BYTES).await else {
-        return crate::app::json_error(StatusCode::INTERNAL_SERVER_ERROR, "document too large");
-    };
-    let digest = Sha256::digest(&bytes);
-    let tag: String = digest[..16]
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
-    let Ok(tag) = HeaderValue::from_str(&format!("W/\"{tag}\"")) else {
-        return Response::from_parts(parts, Body::from(bytes));
+    let (tag, body) = match parts.headers.get(header::ETAG) {
+        Some(tag) => (tag.clone(), body),
+        None => {
+            let Ok(bytes) = to_bytes(body, MAX_TAGGED_BYTES).await else {
+                return crate::app::json_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "document too large",
+                );
+            };
+            (weak_etag(&bytes), Body::from(bytes))
+        }
     };
     let control = HeaderValue::from_static(cache_control(&path));
     parts.headers.insert(header::CACHE_CONTROL, control.clone());
@@ -59,7 +64,20 @@ pub async fn etag(request: Request, next: Next) -> Response {
         }
         return not_modified;
     }
-    Response::from_parts(parts, Body::from(bytes))
+    Response::from_parts(parts, body)
+}
+
+/// The weak `ETag` of `body`: the first 16 bytes of its SHA-256, in hex.
+pub fn weak_etag(body: &[u8]) -> HeaderValue {
+    let digest = Sha256::digest(body);
+    let mut tag = String::with_capacity(36);
+    tag.push_str("W/\"");
+    for byte in &digest[..16] {
+        let _ = write!(tag, "{byte:02x}");
+    }
+    tag.push('"');
+    // Hex digits, quotes and `W/` are all visible ASCII.
+    HeaderValue::from_str(&tag).unwrap_or_else(|_| HeaderValue::from_static("W/\"\""))
 }
 
 /// Whether an `If-None-Match` value names `tag` (weak comparison) or is `*`.

@@ -8,4 +8,5 @@ pub mod caching;
 pub mod doctrine;
 pub mod llms_txt;
 pub mod openapi;
+pub mod prebuilt;
 pub mod well_known;

@@ -5,10 +5,8 @@
 //! `{"price":{"mode":"fixed","currency":"USD","amount":"NN.NN"},"protocols":[{"x402":{"version":2}}]}`,
 //! a 200 schema and a 402 response. Free routes carry `security: []` and no `x-payment-info`.
 
-use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderValue, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde_json::{Map, Value, json};
 
 use crate::app::AppState;
@@ -21,12 +19,7 @@ pub const API_VERSION: &str = "2026-09-08";
 /// `GET /openapi.json`.
 pub async fn document(State(state): State<AppState>) -> Response {
     state.standing.record_retrieved();
-    let mut response = Json(build(&state.config, &state.catalog, state.demo)).into_response();
-    response.headers_mut().insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("public, max-age=300"),
-    );
-    response
+    state.documents.openapi.response()
 }
 
 /// The OpenAPI document (`demo`: payments settle in the in-process sandbox).

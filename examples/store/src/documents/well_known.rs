@@ -13,9 +13,9 @@ use crate::config::Config;
 
 /// `GET /.well-known/x402.json`: every product with its resource URL, its SKU record and the
 /// exact `accepts` and `extensions` its 402 carries (serialized from the same offer).
-pub async fn x402_json(State(state): State<AppState>) -> Json<Value> {
+pub async fn x402_json(State(state): State<AppState>) -> Response {
     state.standing.record_retrieved();
-    Json(catalog_v2(&state.config, &state.catalog))
+    state.documents.x402_json.response()
 }
 
 /// The v2 catalog document.

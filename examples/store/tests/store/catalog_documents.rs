@@ -3,6 +3,7 @@
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use serde_json::{Value, json};
+use x402_store::documents::caching::weak_etag;
 
 use super::support::{Answer, store};
 
@@ -413,6 +414,12 @@ async fn catalog_documents_are_compressed_tagged_and_cacheable() {
             .header("etag")
             .unwrap_or_else(|| panic!("{path}: no ETag"))
             .to_owned();
+        // Prebuilt or hashed per request, the tag names the body served.
+        assert_eq!(
+            Some(tag.as_str()),
+            weak_etag(&plain.bytes).to_str().ok(),
+            "{path}"
+        );
 
         let gzip = store
             .send(
