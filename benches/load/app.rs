@@ -5,11 +5,15 @@ use std::net::SocketAddr;
 
 use axum::Router;
 use axum::routing::get;
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
-use tower_x402::proto::UsdcDeployment;
+use bytes::Bytes;
+use http::StatusCode;
+use http::header::{
+    ACCESS_CONTROL_EXPOSE_HEADERS, CACHE_CONTROL, CONTENT_TYPE, HeaderName, HeaderValue,
+};
+use tower_x402::Offer;
+use tower_x402::proto::{self, UsdcDeployment};
 use tower_x402::{HttpFacilitator, SettlementMode, X402Layer};
-use tower_x402_benches::{offer_with, unsigned_payment};
+use tower_x402_benches::offer_with;
 
 /// The paid route settled after the handler answers; unpaid, it is the 402 path.
 pub(crate) const PAID_AFTER: &str = "/paid/after";
@@ -17,6 +21,9 @@ pub(crate) const PAID_AFTER: &str = "/paid/after";
 pub(crate) const PAID_BEFORE: &str = "/paid/before";
 /// The same handler without the layer.
 pub(crate) const BARE: &str = "/bare";
+/// A handler writing, without the layer, the very response the layer's 402 is: what the bytes
+/// of a challenge cost on the wire, apart from the layer's work.
+pub(crate) const BARE_402: &str = "/bare/402";
 
 async fn handler() -> &'static str {
     "the report"
@@ -28,33 +35,44 @@ pub(crate) fn router(facilitator: SocketAddr) -> Result<Router, String> {
         .map_err(|error| format!("facilitator client: {error}"))?;
     let after = offer_with(&UsdcDeployment::BASE, SettlementMode::After);
     let before = offer_with(&UsdcDeployment::BASE, SettlementMode::Before);
+    let challenge = challenge_response(&after)?;
     let pricing = move |parts: &http::request::Parts| match parts.uri.path() {
         PAID_AFTER => Some(after.clone()),
         PAID_BEFORE => Some(before.clone()),
         _ => None,
     };
+    let bare_402 = move || {
+        let challenge = challenge.clone();
+        async move { challenge }
+    };
     let paid = Router::new()
         .route(PAID_AFTER, get(handler))
         .route(PAID_BEFORE, get(handler))
         .layer(X402Layer::new(client, pricing));
-    Ok(Router::new().route(BARE, get(handler)).merge(paid))
+    Ok(Router::new()
+        .route(BARE, get(handler))
+        .route(BARE_402, get(bare_402))
+        .merge(paid))
 }
 
-/// A payment header for `mode`'s route and where, in it, wrk's script rewrites the nonce: the
-/// 1-based index of 16 base64 characters that encode 12 of the nonce's hex digits.
-pub(crate) fn payment_template(mode: SettlementMode) -> Result<(String, usize), String> {
-    let offer = offer_with(&UsdcDeployment::BASE, mode);
-    let header = unsigned_payment(&offer, 0);
-    let json = STANDARD
-        .decode(header.as_bytes())
-        .map_err(|error| format!("payment header: {error}"))?;
-    let nonce = format!("\"0x{}\"", "0".repeat(64));
-    let at = json
-        .windows(nonce.len())
-        .position(|window| window == nonce.as_bytes())
-        .ok_or("the nonce is not in the payment")?
-        + 3;
-    let aligned = at.div_ceil(3) * 3;
-    let text = String::from_utf8_lossy(header.as_bytes()).into_owned();
-    Ok((text, aligned / 3 * 4 + 1))
+/// The status, headers and body of the layer's 402 for `offer`, as a handler can return them.
+fn challenge_response(
+    offer: &Offer,
+) -> Result<(StatusCode, [(HeaderName, HeaderValue); 4], Bytes), String> {
+    let required = offer.payment_required();
+    let header = proto::header::encode(required).map_err(|error| error.to_string())?;
+    let body = serde_json::to_vec(required).map_err(|error| error.to_string())?;
+    Ok((
+        StatusCode::PAYMENT_REQUIRED,
+        [
+            (CONTENT_TYPE, HeaderValue::from_static("application/json")),
+            (CACHE_CONTROL, HeaderValue::from_static("no-store")),
+            (
+                ACCESS_CONTROL_EXPOSE_HEADERS,
+                HeaderValue::from_static("PAYMENT-REQUIRED, PAYMENT-RESPONSE"),
+            ),
+            (HeaderName::from_static("payment-required"), header),
+        ],
+        Bytes::from(body),
+    ))
 }

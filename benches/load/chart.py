@@ -1,8 +1,9 @@
 """Renders the load benchmark's ratios to the bare route as an SVG bar chart.
 
 Usage: python chart.py RESULTS.tsv [MORE.tsv ...] OUT.svg   (run through chart.sh, which makes
-a venv with the pinned matplotlib). Each bar is the median over rounds of a case's requests/s
-divided by the bare route's in the same round; one group of bars per implementation.
+a venv with the pinned matplotlib). Each bar is the median over rounds of one app's case: its
+requests/s divided by the bare route's of the same process in the same round. One row per app
+and case, grouped by case, coloured by app.
 """
 
 import csv
@@ -15,7 +16,15 @@ import matplotlib
 matplotlib.use("svg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-CASES = ["402", "paid_after", "paid_before"]
+# The cases drawn, top to bottom, and how the chart names them.
+CASES = {
+    "bare_402": "same 402 bytes, no middleware",
+    "402": "unpaid → 402",
+    "x402.json": "/.well-known/x402.json",
+    "paid_after": "paid, settle after handler",
+    "paid_before": "paid, settle before handler",
+    "paid": "paid (middleware's default)",
+}
 
 
 def medians(paths):
@@ -32,19 +41,25 @@ def main(argv):
         sys.exit(__doc__)
     *inputs, output = argv[1:]
     table = medians(inputs)
-    impls = sorted({impl for impl, _ in table})
-    width = 0.8 / len(impls)
-    figure, axes = plt.subplots(figsize=(7, 3.6))
-    for index, impl in enumerate(impls):
-        xs = [case_index + index * width for case_index in range(len(CASES))]
-        heights = [table.get((impl, case), 0.0) for case in CASES]
-        bars = axes.bar(xs, heights, width, label=impl)
-        axes.bar_label(bars, fmt="%.2f", fontsize=8)
-    axes.set_xticks([i + width * (len(impls) - 1) / 2 for i in range(len(CASES))], CASES)
-    axes.set_ylabel("requests/s ÷ bare route's (same round)")
-    axes.set_yscale("log")
+    impls = list(dict.fromkeys(impl for impl, _ in table))
+    colours = dict(zip(impls, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    rows = [
+        (impl, case)
+        for case in CASES
+        for impl in impls
+        if (impl, case) in table
+    ]
+    figure, axes = plt.subplots(figsize=(8, 0.32 * len(rows) + 1.2))
+    ys = range(len(rows))
+    values = [table[row] for row in rows]
+    bars = axes.barh(ys, values, color=[colours[impl] for impl, _ in rows])
+    axes.bar_label(bars, fmt="%.3g", fontsize=8, padding=2)
+    axes.set_yticks(ys, [f"{impl}: {CASES[case]}" for impl, case in rows], fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xscale("log")
+    axes.axvline(1.0, color="grey", linewidth=0.8)
+    axes.set_xlabel("requests/s ÷ the same process's bare route (same round)")
     axes.set_title("Load benchmark: throughput relative to the bare route")
-    axes.legend()
     figure.tight_layout()
     figure.savefig(output, metadata={"Date": None})
     print(f"chart: {output}")

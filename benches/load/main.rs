@@ -1,57 +1,58 @@
 //! The load benchmark: wrk against a bare route, the 402 path and the paid path in both
-//! settlement modes, served by this process and paid through a stub facilitator (a child
-//! process) over loopback HTTP. Run it with `bash benches/load/run.sh`, which installs wrk and
-//! builds this in release mode; `x402-load run --help` lists the options.
+//! settlement modes, the store's own 402 path and `/.well-known/x402.json`, all served by this
+//! process, and optionally the same app behind other x402 middlewares (child processes built
+//! from `benches/peers`). Every paid request goes through one stub facilitator (a child process)
+//! over loopback HTTP. Run it with `bash benches/load/run.sh`, which installs wrk and builds
+//! this in release mode; `x402-load run --help` lists the options.
 //!
-//! Rounds are interleaved (bare, then each case, every round) and every ratio pairs a case with
-//! the bare run of its own round, so a machine busy with other work skews both sides alike.
+//! Rounds are interleaved (every case of every app, every round) and every ratio pairs a case
+//! with the bare route of the same process in the same round, so a machine busy with other work
+//! skews both sides alike.
 
 mod app;
+mod child;
+mod memory;
+mod payment;
 mod proc_stat;
+mod report;
+mod store_app;
 mod stub;
 mod wrk;
 
-use std::io::{BufRead, BufReader, Write};
+use std::collections::HashMap;
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
-use tower_x402::SettlementMode;
+use child::Announced;
+use payment::PaymentTemplate;
+use report::Sample;
 
 const USAGE: &str =
-    "usage: x402-load run [--rounds N] [--seconds S] [--warm-up S] [--connections C] [--out FILE]
+    "usage: x402-load run [--rounds N] [--seconds S] [--warm-up S] [--connections C]
+                      [--out FILE] [--peer NAME=BINARY]... [--only CASE,...]
+       x402-load memory --store BINARY [--requests N] [--concurrency C] [--stub-facilitator]
        x402-load stub   (the stub facilitator; prints its address)";
 
 /// One measured case: what wrk asks for.
 struct Case {
     name: &'static str,
-    path: &'static str,
-    /// The settlement mode whose payment wrk's script sends; none for unpaid requests.
-    paid: Option<SettlementMode>,
+    path: String,
+    /// The payment wrk's script sends, with a fresh nonce per request; none for unpaid cases.
+    payment: Option<PaymentTemplate>,
 }
 
-const CASES: [Case; 4] = [
-    Case {
-        name: "bare",
-        path: app::BARE,
-        paid: None,
-    },
-    Case {
-        name: "402",
-        path: app::PAID_AFTER,
-        paid: None,
-    },
-    Case {
-        name: "paid_after",
-        path: app::PAID_AFTER,
-        paid: Some(SettlementMode::After),
-    },
-    Case {
-        name: "paid_before",
-        path: app::PAID_BEFORE,
-        paid: Some(SettlementMode::Before),
-    },
-];
+/// One process serving cases: this one (tower-x402 and the store) or a peer's.
+struct Target {
+    name: String,
+    address: SocketAddr,
+    /// The process whose CPU is counted, as `/proc` names it.
+    pid: String,
+    cases: Vec<Case>,
+    /// The peer's process, stopped when the target is dropped.
+    _process: Option<Announced>,
+}
 
 struct Options {
     rounds: u32,
@@ -59,6 +60,10 @@ struct Options {
     warm_up: u64,
     connections: u32,
     out: PathBuf,
+    /// Other middlewares' apps: a name and the binary serving `/bare` and `/paid`.
+    peers: Vec<(String, PathBuf)>,
+    /// The cases to run, besides each process's bare route; all when empty.
+    only: Vec<String>,
 }
 
 fn main() {
@@ -66,6 +71,9 @@ fn main() {
     let result = match args.first().map(String::as_str) {
         Some("stub") => run_stub(),
         Some("run") => options(&args[1..]).and_then(|options| run(&options)),
+        Some("memory") => memory::Options::parse(&args[1..])
+            .map_err(|error| format!("{error}\n{USAGE}"))
+            .and_then(|options| runtime()?.block_on(memory::run(&options))),
         _ => Err(USAGE.to_owned()),
     };
     if let Err(error) = result {
@@ -81,6 +89,8 @@ fn options(args: &[String]) -> Result<Options, String> {
         warm_up: 1,
         connections: 64,
         out: PathBuf::from("target/load-bench/results.tsv"),
+        peers: Vec::new(),
+        only: Vec::new(),
     };
     let mut args = args.iter();
     while let Some(flag) = args.next() {
@@ -100,6 +110,13 @@ fn options(args: &[String]) -> Result<Options, String> {
                 options.connections = u32::try_from(number()?).map_err(|e| e.to_string())?
             }
             "--out" => options.out = PathBuf::from(value),
+            "--only" => options.only = value.split(',').map(str::to_owned).collect(),
+            "--peer" => {
+                let (name, binary) = value
+                    .split_once('=')
+                    .ok_or_else(|| format!("--peer NAME=BINARY, not {value}"))?;
+                options.peers.push((name.to_owned(), PathBuf::from(binary)));
+            }
             _ => return Err(USAGE.to_owned()),
         }
     }
@@ -129,149 +146,308 @@ fn run_stub() -> Result<(), String> {
     })
 }
 
-/// The stub facilitator as a child process, killed when dropped.
-struct Stub {
-    child: Child,
-    address: SocketAddr,
+/// What the stub has counted so far.
+struct StubStats {
+    connections: u64,
+    settles: u64,
+    repeated_nonces: u64,
 }
 
-impl Drop for Stub {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_stub() -> Result<Stub, String> {
-    let exe = std::env::current_exe().map_err(|error| error.to_string())?;
-    let mut child = Command::new(exe)
-        .arg("stub")
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|error| format!("starting the stub: {error}"))?;
-    let mut line = String::new();
-    if let Some(stdout) = child.stdout.take() {
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .map_err(|error| error.to_string())?;
-    }
-    let address = line
-        .trim()
-        .parse()
-        .map_err(|_| format!("the stub printed {line:?}, not its address"))?;
-    Ok(Stub { child, address })
-}
-
-/// How many connections the stub accepted and how many nonces it saw twice.
-async fn stub_stats(stub: SocketAddr) -> Result<(u64, u64), String> {
-    let stats: serde_json::Value = reqwest_get(&format!("http://{stub}/stats")).await?;
-    Ok((
-        stats["connections"].as_u64().unwrap_or_default(),
-        stats["repeatedNonces"].as_u64().unwrap_or_default(),
-    ))
-}
-
-async fn reqwest_get(url: &str) -> Result<serde_json::Value, String> {
-    let text = tokio::process::Command::new("curl")
-        .args(["-sf", url])
-        .output()
+async fn stub_stats(http: &reqwest::Client, stub: SocketAddr) -> Result<StubStats, String> {
+    let stats: serde_json::Value = http
+        .get(format!("http://{stub}/stats"))
+        .send()
         .await
-        .map_err(|error| format!("curl: {error}"))?;
-    serde_json::from_slice(&text.stdout).map_err(|error| format!("{url}: {error}"))
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|error| format!("stub /stats: {error}"))?
+        .json()
+        .await
+        .map_err(|error| format!("stub /stats: {error}"))?;
+    let count = |name: &str| {
+        stats[name]
+            .as_u64()
+            .ok_or_else(|| format!("stub /stats: no {name}"))
+    };
+    Ok(StubStats {
+        connections: count("connections")?,
+        settles: count("settles")?,
+        repeated_nonces: count("repeatedNonces")?,
+    })
 }
 
-/// One case's numbers in one round.
-struct Sample {
-    round: u32,
-    case: &'static str,
-    wrk: wrk::WrkResult,
-    app_cpu_us: f64,
-    stub_cpu_us: f64,
-    new_connections: u64,
-    ratio: f64,
+/// The payment for the route at `url`, built from its own 402.
+async fn payment_for(http: &reqwest::Client, url: String) -> Result<PaymentTemplate, String> {
+    let answer = http
+        .get(&url)
+        .send()
+        .await
+        .map_err(|error| format!("{url}: {error}"))?;
+    if answer.status() != reqwest::StatusCode::PAYMENT_REQUIRED {
+        return Err(format!("{url} answered {}, not 402", answer.status()));
+    }
+    let challenge = answer
+        .headers()
+        .get("payment-required")
+        .and_then(|value| value.to_str().ok())
+        .ok_or_else(|| format!("{url}: a 402 without PAYMENT-REQUIRED"))?;
+    payment::from_challenge(challenge).map_err(|error| format!("{url}: {error}"))
+}
+
+/// This process's apps: the layer's routes and the store's.
+async fn local_targets(
+    http: &reqwest::Client,
+    stub: SocketAddr,
+    data: &Path,
+) -> Result<Vec<Target>, String> {
+    let bind = || tokio::net::TcpListener::bind("127.0.0.1:0");
+    let listener = bind().await.map_err(|error| format!("app: {error}"))?;
+    let layer = listener.local_addr().map_err(|error| error.to_string())?;
+    let router = app::router(stub)?;
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let listener = bind().await.map_err(|error| format!("store: {error}"))?;
+    let store = listener.local_addr().map_err(|error| error.to_string())?;
+    let routes = store_app::start(listener, data).await?;
+    let paid = |path: &str| payment_for(http, format!("http://{layer}{path}"));
+    let cases = vec![
+        Case::unpaid("bare", app::BARE),
+        Case::unpaid("bare_402", app::BARE_402),
+        Case::unpaid("402", app::PAID_AFTER),
+        Case::paid("paid_after", app::PAID_AFTER, paid(app::PAID_AFTER).await?),
+        Case::paid(
+            "paid_before",
+            app::PAID_BEFORE,
+            paid(app::PAID_BEFORE).await?,
+        ),
+    ];
+    Ok(vec![
+        Target::local("tower-x402", layer, cases),
+        Target::local(
+            "store",
+            store,
+            vec![
+                Case::unpaid("402", &routes.sku),
+                Case::unpaid("x402.json", routes.well_known),
+            ],
+        ),
+    ])
+}
+
+/// A peer's app as a child process, paying through `stub`.
+async fn peer_target(
+    http: &reqwest::Client,
+    name: &str,
+    binary: &Path,
+    stub: SocketAddr,
+) -> Result<Target, String> {
+    let mut command = Command::new(binary);
+    command.arg("--facilitator").arg(format!("http://{stub}"));
+    let process = Announced::spawn(command, name)?;
+    let address = process.address;
+    let payment = payment_for(http, format!("http://{address}/paid")).await?;
+    Ok(Target {
+        name: name.to_owned(),
+        address,
+        pid: process.pid(),
+        cases: vec![
+            Case::unpaid("bare", "/bare"),
+            Case::unpaid("402", "/paid"),
+            Case::paid("paid", "/paid", payment),
+        ],
+        _process: Some(process),
+    })
+}
+
+impl Case {
+    fn unpaid(name: &'static str, path: &str) -> Self {
+        Self {
+            name,
+            path: path.to_owned(),
+            payment: None,
+        }
+    }
+
+    fn paid(name: &'static str, path: &str, payment: PaymentTemplate) -> Self {
+        Self {
+            name,
+            path: path.to_owned(),
+            payment: Some(payment),
+        }
+    }
+}
+
+impl Target {
+    fn local(name: &str, address: SocketAddr, cases: Vec<Case>) -> Self {
+        Self {
+            name: name.to_owned(),
+            address,
+            pid: "self".to_owned(),
+            cases,
+            _process: None,
+        }
+    }
 }
 
 fn run(options: &Options) -> Result<(), String> {
-    let stub = start_stub()?;
+    let mut stub_command = Command::new(std::env::current_exe().map_err(|e| e.to_string())?);
+    stub_command.arg("stub");
+    let stub = Announced::spawn(stub_command, "the stub facilitator")?;
     let runtime = runtime()?;
-    let app = runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(|error| format!("app: {error}"))?;
-        let address = listener.local_addr().map_err(|error| error.to_string())?;
-        let router = app::router(stub.address)?;
-        tokio::spawn(async move { axum::serve(listener, router).await });
-        Ok::<_, String>(address)
-    })?;
-    let scripts = std::env::temp_dir().join(format!("x402-load-{}", std::process::id()));
-    std::fs::create_dir_all(&scripts).map_err(|error| error.to_string())?;
+    let http = reqwest::Client::new();
+    let scratch = std::env::temp_dir().join(format!("x402-load-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).map_err(|error| error.to_string())?;
     let rss_fresh = proc_stat::rss_kib("self")?;
+    let mut targets = runtime.block_on(local_targets(&http, stub.address, &scratch))?;
+    for (name, binary) in &options.peers {
+        targets.push(runtime.block_on(peer_target(&http, name, binary, stub.address))?);
+    }
+    if !options.only.is_empty() {
+        for target in &mut targets {
+            target
+                .cases
+                .retain(|case| case.name == "bare" || options.only.iter().any(|c| c == case.name));
+        }
+    }
     println!(
-        "app {app}, stub facilitator {}, wrk -t2 -c{} -d{}s after {}s warm-up, {} rounds",
+        "stub facilitator {}, wrk -t2 -c{} -d{}s after {}s warm-up, {} rounds",
         stub.address, options.connections, options.seconds, options.warm_up, options.rounds
     );
+    for target in &targets {
+        println!(
+            "{} at {} (process {})",
+            target.name, target.address, target.pid
+        );
+    }
     let mut run_tag = 0;
     let mut samples = Vec::new();
     for round in 1..=options.rounds {
-        let mut bare_rate = 0.0;
-        for case in &CASES {
-            let url = format!("http://{app}{}", case.path);
-            let script = |tag: u32| -> Result<Option<PathBuf>, String> {
-                case.paid
-                    .map(|mode| write_script(&scripts, case, mode, tag))
-                    .transpose()
-            };
-            run_tag += 1;
-            let warm_up = script(run_tag)?;
-            if options.warm_up > 0 {
-                wrk::run(
-                    &url,
-                    options.warm_up,
-                    2,
-                    options.connections,
-                    warm_up.as_deref(),
+        // The bare route's rate in this round, per process.
+        let mut bare_rates: HashMap<&str, f64> = HashMap::new();
+        for target in &targets {
+            for case in &target.cases {
+                run_tag += 1;
+                let sample = measure(
+                    options, &runtime, &http, &stub, &scratch, target, case, round, run_tag,
                 )?;
+                if case.name == "bare" {
+                    bare_rates.insert(&target.pid, sample.wrk.per_second);
+                }
+                let sample = Sample {
+                    ratio: sample.wrk.per_second
+                        / bare_rates
+                            .get(target.pid.as_str())
+                            .copied()
+                            .unwrap_or(f64::NAN),
+                    ..sample
+                };
+                report::print_sample(&sample);
+                samples.push(sample);
             }
-            run_tag += 1;
-            let measured = script(run_tag)?;
-            let (connections_before, _) = runtime.block_on(stub_stats(stub.address))?;
-            let app_before = proc_stat::cpu_seconds("self")?;
-            let stub_before = proc_stat::cpu_seconds(&stub.child.id().to_string())?;
-            let result = wrk::run(
-                &url,
-                options.seconds,
-                2,
-                options.connections,
-                measured.as_deref(),
-            )?;
-            let app_cpu = proc_stat::cpu_seconds("self")? - app_before;
-            let stub_cpu = proc_stat::cpu_seconds(&stub.child.id().to_string())? - stub_before;
-            let (connections_after, _) = runtime.block_on(stub_stats(stub.address))?;
-            if case.name == "bare" {
-                bare_rate = result.per_second;
-            }
-            let requests = result.requests.max(1) as f64;
-            let sample = Sample {
-                round,
-                case: case.name,
-                wrk: result,
-                app_cpu_us: app_cpu * 1e6 / requests,
-                stub_cpu_us: stub_cpu * 1e6 / requests,
-                // Less the one connection that reading the stats after the run opened.
-                new_connections: (connections_after - connections_before).saturating_sub(1),
-                ratio: result.per_second / bare_rate,
-            };
-            print_sample(&sample);
-            samples.push(sample);
         }
     }
     let rss_after = proc_stat::rss_kib("self")?;
-    let (_, repeated) = runtime.block_on(stub_stats(stub.address))?;
-    summarize(&samples, rss_fresh, rss_after, repeated);
-    write_results(&options.out, &samples)?;
-    let _ = std::fs::remove_dir_all(&scripts);
+    let repeated = runtime
+        .block_on(stub_stats(&http, stub.address))?
+        .repeated_nonces;
+    report::summarize(&samples);
+    println!(
+        "\nthis process (tower-x402 and the store): RSS {:.1} MB fresh, {:.1} MB after the runs",
+        rss_fresh as f64 / 1024.0,
+        rss_after as f64 / 1024.0
+    );
+    for target in targets.iter().filter(|t| t.pid != "self") {
+        println!(
+            "{}: RSS {:.1} MB after the runs",
+            target.name,
+            proc_stat::rss_kib(&target.pid)? as f64 / 1024.0
+        );
+    }
+    println!("nonces the stub saw twice: {repeated}");
+    report::write_results(&options.out, &samples)?;
+    let _ = std::fs::remove_dir_all(&scratch);
     if repeated > 0 {
         return Err(format!("the stub saw {repeated} nonces twice"));
+    }
+    Ok(())
+}
+
+/// Warms `case` up, then measures it; the ratio is left for the caller.
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    options: &Options,
+    runtime: &tokio::runtime::Runtime,
+    http: &reqwest::Client,
+    stub: &Announced,
+    scratch: &Path,
+    target: &Target,
+    case: &Case,
+    round: u32,
+    run_tag: u32,
+) -> Result<Sample, String> {
+    let url = format!("http://{}{}", target.address, case.path);
+    // Warm-up and measured runs use different nonces: the tag is doubled, plus one.
+    let script = |tag: u32| -> Result<Option<PathBuf>, String> {
+        case.payment
+            .as_ref()
+            .map(|payment| write_script(scratch, case, payment, tag))
+            .transpose()
+    };
+    let wrk = |seconds: u64, script: Option<&Path>| {
+        wrk::run(&url, seconds, 2, options.connections, script)
+    };
+    if options.warm_up > 0 {
+        wrk(options.warm_up, script(run_tag * 2)?.as_deref())?;
+    }
+    let measured = script(run_tag * 2 + 1)?;
+    let before = runtime.block_on(stub_stats(http, stub.address))?;
+    let app_before = proc_stat::cpu_seconds(&target.pid)?;
+    let stub_before = proc_stat::cpu_seconds(&stub.pid())?;
+    let result = wrk(options.seconds, measured.as_deref())?;
+    let app_cpu = proc_stat::cpu_seconds(&target.pid)? - app_before;
+    let stub_cpu = proc_stat::cpu_seconds(&stub.pid())? - stub_before;
+    let after = runtime.block_on(stub_stats(http, stub.address))?;
+    if case.payment.is_some() {
+        check_paid_run(target, case, &result, after.settles - before.settles, options)?;
+    }
+    let requests = result.requests.max(1) as f64;
+    Ok(Sample {
+        round,
+        target: target.name.clone(),
+        case: case.name,
+        wrk: result,
+        app_cpu_us: app_cpu * 1e6 / requests,
+        stub_cpu_us: stub_cpu * 1e6 / requests,
+        new_connections: case
+            .payment
+            .as_ref()
+            .map(|_| after.connections - before.connections),
+        ratio: f64::NAN,
+    })
+}
+
+/// A paid run measures payments only if every request was answered 200 and reached the
+/// stub's `/settle` once: a repeated nonce answered from a settlement record, or a refusal,
+/// would be cheaper work passed off as a payment.
+fn check_paid_run(
+    target: &Target,
+    case: &Case,
+    result: &wrk::WrkResult,
+    settles: u64,
+    options: &Options,
+) -> Result<(), String> {
+    let what = format!("{} {}", target.name, case.name);
+    if result.non_2xx > 0 || result.socket_errors > 0 {
+        return Err(format!(
+            "{what}: {} answers were not 2xx and {} sockets failed",
+            result.non_2xx, result.socket_errors
+        ));
+    }
+    // Requests still in flight when wrk stopped may have settled without being counted.
+    let in_flight = u64::from(options.connections);
+    if settles < result.requests || settles > result.requests + in_flight {
+        return Err(format!(
+            "{what}: {} requests answered, {settles} settlements at the stub",
+            result.requests
+        ));
     }
     Ok(())
 }
@@ -279,108 +455,17 @@ fn run(options: &Options) -> Result<(), String> {
 fn write_script(
     dir: &Path,
     case: &Case,
-    mode: SettlementMode,
+    payment: &PaymentTemplate,
     tag: u32,
 ) -> Result<PathBuf, String> {
-    let (template, offset) = app::payment_template(mode)?;
     let path = dir.join(format!("{}-{tag}.lua", case.name));
     let script = format!(
-        "TEMPLATE = \"{template}\"\nOFFSET = {offset}\nPATH = \"{}\"\nRUN = {tag}\n{}",
+        "TEMPLATE = \"{}\"\nOFFSET = {}\nPATH = \"{}\"\nRUN = {tag}\n{}",
+        payment.header,
+        payment.offset,
         case.path,
         include_str!("nonce.lua")
     );
     std::fs::write(&path, script).map_err(|error| format!("{}: {error}", path.display()))?;
     Ok(path)
-}
-
-fn print_sample(sample: &Sample) {
-    println!(
-        "round {} {:<12} {:>9.0} req/s  p50 {:>7.0} µs  p99 {:>7.0} µs  app CPU {:>6.1} µs/req  stub CPU {:>6.1} µs/req  new facilitator connections {:>3}  non-2xx {:>7}  socket errors {}  ratio to bare {:.3}",
-        sample.round,
-        sample.case,
-        sample.wrk.per_second,
-        sample.wrk.p50_us,
-        sample.wrk.p99_us,
-        sample.app_cpu_us,
-        sample.stub_cpu_us,
-        sample.new_connections,
-        sample.wrk.non_2xx,
-        sample.wrk.socket_errors,
-        sample.ratio,
-    );
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
-}
-
-fn summarize(samples: &[Sample], rss_fresh: u64, rss_after: u64, repeated: u64) {
-    println!(
-        "\nmedians over rounds (ratio: req/s over the bare route's in the same round)\n\n| case | req/s | p50 µs | p99 µs | app CPU µs/req | stub CPU µs/req | new facilitator connections (max per run) | ratio to bare |\n|---|---|---|---|---|---|---|---|"
-    );
-    for case in &CASES {
-        let of = |f: &dyn Fn(&Sample) -> f64| {
-            median(
-                samples
-                    .iter()
-                    .filter(|s| s.case == case.name)
-                    .map(f)
-                    .collect(),
-            )
-        };
-        let connections = samples
-            .iter()
-            .filter(|s| s.case == case.name)
-            .map(|s| s.new_connections)
-            .max()
-            .unwrap_or_default();
-        println!(
-            "| {} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {} | {:.3} |",
-            case.name,
-            of(&|s| s.wrk.per_second),
-            of(&|s| s.wrk.p50_us),
-            of(&|s| s.wrk.p99_us),
-            of(&|s| s.app_cpu_us),
-            of(&|s| s.stub_cpu_us),
-            connections,
-            of(&|s| s.ratio),
-        );
-    }
-    println!(
-        "\napp RSS: {:.1} MB fresh, {:.1} MB after the runs; nonces the stub saw twice: {repeated}",
-        rss_fresh as f64 / 1024.0,
-        rss_after as f64 / 1024.0
-    );
-}
-
-/// Every sample as tab-separated values, for `benches/load/chart.py`.
-fn write_results(path: &Path, samples: &[Sample]) -> Result<(), String> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|error| error.to_string())?;
-    }
-    let mut text = String::from(
-        "impl\tround\tcase\treq_per_s\tp50_us\tp99_us\tapp_cpu_us\tstub_cpu_us\tnew_connections\tratio\n",
-    );
-    for s in samples {
-        text.push_str(&format!(
-            "tower-x402\t{}\t{}\t{:.0}\t{:.0}\t{:.0}\t{:.1}\t{:.1}\t{}\t{:.4}\n",
-            s.round,
-            s.case,
-            s.wrk.per_second,
-            s.wrk.p50_us,
-            s.wrk.p99_us,
-            s.app_cpu_us,
-            s.stub_cpu_us,
-            s.new_connections,
-            s.ratio
-        ));
-    }
-    std::fs::write(path, text).map_err(|error| format!("{}: {error}", path.display()))?;
-    println!("results: {}", path.display());
-    Ok(())
 }

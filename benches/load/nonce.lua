@@ -7,9 +7,11 @@
 local alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 local prefix, suffix
 local counter = 0
-local thread_tag = 0
 local next_tag = 0
 
+-- Runs in wrk's main Lua state, once per thread: `thread:set` gives that thread's own state a
+-- global `thread_tag`. It must stay a global there (a `local` of this chunk would shadow it and
+-- every thread would send the same nonces).
 function setup(thread)
     next_tag = next_tag + 1
     thread:set("thread_tag", next_tag)

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# The load benchmark: `bash benches/load/run.sh [--rounds N] [--seconds S] [--warm-up S]
-# [--connections C] [--out FILE]`. Installs wrk (and curl) from Debian when missing, builds the
-# benchmark in release mode and runs it; see BENCHMARKS.md for what it prints.
+# The load benchmark, from a fresh clone:
+#   bash benches/load/run.sh [--peers] [--rounds N] [--seconds S] [--warm-up S] [--connections C] [--out FILE]
+#   bash benches/load/run.sh memory [--requests N] [--concurrency C] [--stub-facilitator]
+# Installs wrk and curl from Debian when missing and builds everything in release mode. With
+# --peers it also builds benches/peers (x402-axum and r402, a separate workspace with its own
+# lockfile) and measures them in the same run. `memory` runs the store binary under mixed traffic
+# and prints its RSS. See BENCHMARKS.md for what each prints.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -17,4 +21,22 @@ if [ "${#missing[@]}" -gt 0 ]; then
     "${sudo_if_needed[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-exec cargo run --release --quiet -p tower-x402-benches --bin x402-load -- run "$@"
+if [ "${1:-}" = "memory" ]; then
+    shift
+    cargo build --release --quiet -p x402-store --bin store -p tower-x402-benches --bin x402-load
+    exec target/release/x402-load memory --store target/release/store "$@"
+fi
+
+peers=()
+args=()
+for arg in "$@"; do
+    if [ "$arg" = "--peers" ]; then
+        cargo build --release --quiet --locked --manifest-path benches/peers/Cargo.toml
+        peers=(--peer "x402-axum=benches/peers/target/release/peer-x402-axum"
+            --peer "r402=benches/peers/target/release/peer-r402")
+    else
+        args+=("$arg")
+    fi
+done
+cargo build --release --quiet -p tower-x402-benches --bin x402-load
+exec target/release/x402-load run "${peers[@]}" "${args[@]}"

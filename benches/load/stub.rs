@@ -1,5 +1,6 @@
 //! The stub facilitator: `/verify` answers valid, `/settle` success (or a failure for a nonce it
-//! has seen before), `/stats` how many connections it accepted and how many nonces repeated.
+//! has seen before), `/stats` how many connections it accepted, how many `/settle` calls it
+//! answered and how many nonces repeated.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use serde_json::{Value, json};
 #[derive(Default)]
 struct Counters {
     connections: AtomicU64,
+    settles: AtomicU64,
     repeated_nonces: AtomicU64,
     nonces: Mutex<HashSet<String>>,
 }
@@ -41,6 +43,7 @@ async fn verify(Json(request): Json<Value>) -> Json<Value> {
 }
 
 async fn settle(State(counters): State<Arc<Counters>>, Json(request): Json<Value>) -> Json<Value> {
+    counters.settles.fetch_add(1, Ordering::Relaxed);
     let requirements = &request["paymentRequirements"];
     let nonce = request["paymentPayload"]["payload"]["authorization"]["nonce"]
         .as_str()
@@ -81,6 +84,7 @@ async fn supported() -> Json<Value> {
 async fn stats(State(counters): State<Arc<Counters>>) -> Json<Value> {
     Json(json!({
         "connections": counters.connections.load(Ordering::Relaxed),
+        "settles": counters.settles.load(Ordering::Relaxed),
         "repeatedNonces": counters.repeated_nonces.load(Ordering::Relaxed),
     }))
 }

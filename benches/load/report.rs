@@ -1,0 +1,123 @@
+//! What the load benchmark prints and writes: every run as it ends, the medians over rounds as
+//! a Markdown table, and every run as tab-separated values for `chart.py`.
+
+use std::path::Path;
+
+use crate::wrk::WrkResult;
+
+/// One case's numbers in one round.
+pub(crate) struct Sample {
+    pub(crate) round: u32,
+    /// Whose app served it: `tower-x402`, `store`, or a peer's name.
+    pub(crate) target: String,
+    pub(crate) case: &'static str,
+    pub(crate) wrk: WrkResult,
+    pub(crate) app_cpu_us: f64,
+    /// The stub facilitator's CPU per request; zero for unpaid cases.
+    pub(crate) stub_cpu_us: f64,
+    /// Connections the stub accepted during the measured run; none for unpaid cases.
+    pub(crate) new_connections: Option<u64>,
+    /// Requests/s over the bare route's (served by the same process) in the same round.
+    pub(crate) ratio: f64,
+}
+
+pub(crate) fn print_sample(sample: &Sample) {
+    println!(
+        "round {} {:<10} {:<12} {:>9.0} req/s  p50 {:>7.0} µs  p99 {:>7.0} µs  app CPU {:>6.1} µs/req  stub CPU {:>6.1} µs/req  new facilitator connections {:>3}  non-2xx {:>7}  socket errors {}  ratio to bare {:.3}",
+        sample.round,
+        sample.target,
+        sample.case,
+        sample.wrk.per_second,
+        sample.wrk.p50_us,
+        sample.wrk.p99_us,
+        sample.app_cpu_us,
+        sample.stub_cpu_us,
+        sample
+            .new_connections
+            .map_or_else(|| "-".to_owned(), |n| n.to_string()),
+        sample.wrk.non_2xx,
+        sample.wrk.socket_errors,
+        sample.ratio,
+    );
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+/// Prints the medians over rounds of every (target, case), in the order they ran.
+pub(crate) fn summarize(samples: &[Sample]) {
+    println!(
+        "\nmedians over rounds (ratio: req/s over the bare route's, same process, same round)\n\n| app | case | req/s | p50 µs | p99 µs | app CPU µs/req | stub CPU µs/req | new facilitator connections (per run) | ratio to bare |\n|---|---|---|---|---|---|---|---|---|"
+    );
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for sample in samples {
+        let key = (sample.target.as_str(), sample.case);
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        let runs: Vec<&Sample> = samples
+            .iter()
+            .filter(|s| (s.target.as_str(), s.case) == key)
+            .collect();
+        let of = |f: &dyn Fn(&Sample) -> f64| median(runs.iter().map(|s| f(s)).collect());
+        let connections = if runs.iter().any(|s| s.new_connections.is_some()) {
+            runs.iter()
+                .map(|s| s.new_connections.unwrap_or_default().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        } else {
+            "–".to_owned()
+        };
+        let stub_cpu = if sample.new_connections.is_some() {
+            format!("{:.1}", of(&|s| s.stub_cpu_us))
+        } else {
+            "–".to_owned()
+        };
+        println!(
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.1} | {stub_cpu} | {connections} | {:.3} |",
+            key.0,
+            key.1,
+            of(&|s| s.wrk.per_second),
+            of(&|s| s.wrk.p50_us),
+            of(&|s| s.wrk.p99_us),
+            of(&|s| s.app_cpu_us),
+            of(&|s| s.ratio),
+        );
+    }
+}
+
+/// Every sample as tab-separated values, for `benches/load/chart.py`.
+pub(crate) fn write_results(path: &Path, samples: &[Sample]) -> Result<(), String> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|error| error.to_string())?;
+    }
+    let mut text = String::from(
+        "impl\tround\tcase\treq_per_s\tp50_us\tp99_us\tapp_cpu_us\tstub_cpu_us\tnew_connections\tratio\n",
+    );
+    for s in samples {
+        text.push_str(&format!(
+            "{}\t{}\t{}\t{:.0}\t{:.0}\t{:.0}\t{:.1}\t{:.1}\t{}\t{:.4}\n",
+            s.target,
+            s.round,
+            s.case,
+            s.wrk.per_second,
+            s.wrk.p50_us,
+            s.wrk.p99_us,
+            s.app_cpu_us,
+            s.stub_cpu_us,
+            s.new_connections
+                .map_or_else(|| "-".to_owned(), |n| n.to_string()),
+            s.ratio
+        ));
+    }
+    std::fs::write(path, text).map_err(|error| format!("{}: {error}", path.display()))?;
+    println!("results: {}", path.display());
+    Ok(())
+}

@@ -1,0 +1,42 @@
+//! The store's own routes for the load benchmark: the example store in demo mode (the sandbox
+//! facilitator, a fresh SQLite file), served in this process by the store's own server.
+
+use std::path::Path;
+
+use x402_store::app::{app, build_state};
+use x402_store::config::Config;
+use x402_store::serve::serve;
+
+/// The store's routes the benchmark asks for.
+pub(crate) struct StoreRoutes {
+    /// One SKU's paid route: asked unpaid, the store's 402 path.
+    pub(crate) sku: String,
+    /// The x402 discovery document.
+    pub(crate) well_known: &'static str,
+}
+
+/// Starts the store on `listener` with its database in `dir`.
+pub(crate) async fn start(
+    listener: tokio::net::TcpListener,
+    dir: &Path,
+) -> Result<StoreRoutes, String> {
+    let address = listener.local_addr().map_err(|error| error.to_string())?;
+    let mut config = Config::for_tests(format!("sqlite://{}", dir.join("store.db").display()));
+    config.listen = address;
+    config.base_url = format!("http://{address}");
+    let limits = config.limits;
+    let state = build_state(config)
+        .await
+        .map_err(|error| format!("store: {error}"))?;
+    let sku = state
+        .catalog
+        .iter()
+        .next()
+        .map(|sku| format!("/api/x402/{}", sku.slug))
+        .ok_or("the store sells nothing")?;
+    tokio::spawn(serve(listener, app(state), limits, std::future::pending()));
+    Ok(StoreRoutes {
+        sku,
+        well_known: "/.well-known/x402.json",
+    })
+}
