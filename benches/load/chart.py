@@ -18,12 +18,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 # The cases drawn, top to bottom, and how the chart names them.
 CASES = {
-    "bare_402": "same 402 bytes, no middleware",
+    "bare_402": "its 402's bytes from a plain handler",
     "402": "unpaid → 402",
     "x402.json": "/.well-known/x402.json",
     "paid_after": "paid, settle after handler",
     "paid_before": "paid, settle before handler",
-    "paid": "paid (middleware's default)",
+    "paid": "paid, settle after handler",
 }
 
 

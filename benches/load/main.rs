@@ -406,7 +406,13 @@ fn measure(
     let stub_cpu = proc_stat::cpu_seconds(&stub.pid())? - stub_before;
     let after = runtime.block_on(stub_stats(http, stub.address))?;
     if case.payment.is_some() {
-        check_paid_run(target, case, &result, after.settles - before.settles, options)?;
+        check_paid_run(
+            target,
+            case,
+            &result,
+            after.settles - before.settles,
+            options,
+        )?;
     }
     let requests = result.requests.max(1) as f64;
     Ok(Sample {
