@@ -6,21 +6,15 @@
 //! Usage: `peer-r402 --facilitator http://127.0.0.1:PORT`. It prints the address it listens on as
 //! one line, then serves until killed.
 
-use std::io::Write;
-
 use alloy_primitives::address;
 use axum::Router;
 use axum::routing::get;
 use r402::evm::{Eip155Exact, USDC};
 use r402::http::server::X402Middleware;
 
-async fn handler() -> &'static str {
-    "the report"
-}
-
 #[tokio::main]
 async fn main() {
-    let facilitator = facilitator_url();
+    let facilitator = x402_peers::facilitator_url("peer-r402");
     let x402 = X402Middleware::try_new(&facilitator)
         .expect("facilitator URL")
         .with_scheme("eip155:8453".parse().expect("network"), Eip155Exact)
@@ -35,26 +29,8 @@ async fn main() {
         .expect("price tag")
         .with_resource("https://shop.example/report".parse().expect("resource URL"));
     let app = Router::new()
-        .route("/bare", get(handler))
-        .route("/paid", get(handler).layer(paywall));
+        .route("/bare", get(x402_peers::handler))
+        .route("/paid", get(x402_peers::handler).layer(paywall));
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let mut stdout = std::io::stdout();
-    writeln!(stdout, "{}", listener.local_addr().expect("address")).expect("stdout");
-    stdout.flush().expect("stdout");
-    axum::serve(listener, app).await.expect("serve");
-}
-
-/// The value of `--facilitator`.
-fn facilitator_url() -> String {
-    let mut args = std::env::args().skip(1);
-    match (args.next().as_deref(), args.next(), args.next()) {
-        (Some("--facilitator"), Some(url), None) => url,
-        _ => {
-            eprintln!("usage: peer-r402 --facilitator http://127.0.0.1:PORT");
-            std::process::exit(2);
-        }
-    }
+    x402_peers::serve(app).await;
 }

@@ -6,8 +6,6 @@
 //! Usage: `peer-x402-axum --facilitator http://127.0.0.1:PORT`. It prints the address it listens
 //! on as one line, then serves until killed.
 
-use std::io::Write;
-
 use alloy_primitives::address;
 use axum::Router;
 use axum::routing::get;
@@ -15,13 +13,9 @@ use x402_axum::X402Middleware;
 use x402_chain_eip155::{KnownNetworkEip155, V2Eip155Exact};
 use x402_types::networks::USDC;
 
-async fn handler() -> &'static str {
-    "the report"
-}
-
 #[tokio::main]
 async fn main() {
-    let facilitator = facilitator_url();
+    let facilitator = x402_peers::facilitator_url("peer-x402-axum");
     let x402 = X402Middleware::try_new(&facilitator).expect("facilitator URL");
     let price = V2Eip155Exact::price_tag(
         address!("0x209693Bc6afc0C5328bA36FaF03C514EF312287C"),
@@ -31,26 +25,8 @@ async fn main() {
         .with_price_tag(price)
         .with_resource("https://shop.example/report".parse().expect("resource URL"));
     let app = Router::new()
-        .route("/bare", get(handler))
-        .route("/paid", get(handler).layer(paywall));
+        .route("/bare", get(x402_peers::handler))
+        .route("/paid", get(x402_peers::handler).layer(paywall));
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let mut stdout = std::io::stdout();
-    writeln!(stdout, "{}", listener.local_addr().expect("address")).expect("stdout");
-    stdout.flush().expect("stdout");
-    axum::serve(listener, app).await.expect("serve");
-}
-
-/// The value of `--facilitator`.
-fn facilitator_url() -> String {
-    let mut args = std::env::args().skip(1);
-    match (args.next().as_deref(), args.next(), args.next()) {
-        (Some("--facilitator"), Some(url), None) => url,
-        _ => {
-            eprintln!("usage: peer-x402-axum --facilitator http://127.0.0.1:PORT");
-            std::process::exit(2);
-        }
-    }
+    x402_peers::serve(app).await;
 }
