@@ -3,7 +3,7 @@
 //! process, and optionally the same app behind other x402 middlewares (child processes built
 //! from `benches/peers`). Every paid request goes through one stub facilitator (a child process)
 //! over loopback HTTP. Run it with `bash benches/load/run.sh`, which installs wrk and builds
-//! this in release mode; `x402-load run --help` lists the options.
+//! this in release mode; `x402-load --help` lists the options.
 //!
 //! Rounds are interleaved (every case of every app, every round) and every ratio pairs a case
 //! with the bare route of the same process in the same round, so a machine busy with other work
@@ -68,6 +68,10 @@ struct Options {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|arg| arg == "--help" || arg == "-h") {
+        println!("{USAGE}");
+        return;
+    }
     let result = match args.first().map(String::as_str) {
         Some("stub") => run_stub(),
         Some("run") => options(&args[1..]).and_then(|options| run(&options)),
