@@ -292,17 +292,19 @@ impl Target {
 }
 
 fn run(options: &Options) -> Result<(), String> {
-    let mut stub_command = Command::new(std::env::current_exe().map_err(|e| e.to_string())?);
-    stub_command.arg("stub");
-    let stub = Announced::spawn(stub_command, "the stub facilitator")?;
-    let runtime = runtime()?;
-    let http = reqwest::Client::new();
-    let scratch = std::env::temp_dir().join(format!("x402-load-{}", std::process::id()));
-    std::fs::create_dir_all(&scratch).map_err(|error| error.to_string())?;
+    let bench = Bench {
+        options,
+        stub: child::start_stub()?,
+        runtime: runtime()?,
+        http: reqwest::Client::new(),
+        scratch: std::env::temp_dir().join(format!("x402-load-{}", std::process::id())),
+    };
+    let (stub, runtime, http, scratch) = (&bench.stub, &bench.runtime, &bench.http, &bench.scratch);
+    std::fs::create_dir_all(scratch).map_err(|error| error.to_string())?;
     let rss_fresh = proc_stat::rss_kib("self")?;
-    let mut targets = runtime.block_on(local_targets(&http, stub.address, &scratch))?;
+    let mut targets = runtime.block_on(local_targets(http, stub.address, scratch))?;
     for (name, binary) in &options.peers {
-        targets.push(runtime.block_on(peer_target(&http, name, binary, stub.address))?);
+        targets.push(runtime.block_on(peer_target(http, name, binary, stub.address))?);
     }
     if !options.only.is_empty() {
         for target in &mut targets {
@@ -329,9 +331,7 @@ fn run(options: &Options) -> Result<(), String> {
         for target in &targets {
             for case in &target.cases {
                 run_tag += 1;
-                let sample = measure(
-                    options, &runtime, &http, &stub, &scratch, target, case, round, run_tag,
-                )?;
+                let sample = bench.measure(target, case, round, run_tag)?;
                 if case.name == "bare" {
                     bare_rates.insert(&target.pid, sample.wrk.per_second);
                 }
@@ -349,9 +349,7 @@ fn run(options: &Options) -> Result<(), String> {
         }
     }
     let rss_after = proc_stat::rss_kib("self")?;
-    let repeated = runtime
-        .block_on(stub_stats(&http, stub.address))?
-        .repeated_nonces;
+    let repeated = bench.stub_stats()?.repeated_nonces;
     report::summarize(&samples);
     println!(
         "\nthis process (tower-x402 and the store): RSS {:.1} MB fresh, {:.1} MB after the runs",
@@ -367,71 +365,85 @@ fn run(options: &Options) -> Result<(), String> {
     }
     println!("nonces the stub saw twice: {repeated}");
     report::write_results(&options.out, &samples)?;
-    let _ = std::fs::remove_dir_all(&scratch);
+    let _ = std::fs::remove_dir_all(scratch);
     if repeated > 0 {
         return Err(format!("the stub saw {repeated} nonces twice"));
     }
     Ok(())
 }
 
-/// Warms `case` up, then measures it; the ratio is left for the caller.
-#[allow(clippy::too_many_arguments)]
-fn measure(
-    options: &Options,
-    runtime: &tokio::runtime::Runtime,
-    http: &reqwest::Client,
-    stub: &Announced,
-    scratch: &Path,
-    target: &Target,
-    case: &Case,
-    round: u32,
-    run_tag: u32,
-) -> Result<Sample, String> {
-    let url = format!("http://{}{}", target.address, case.path);
-    // Warm-up and measured runs use different nonces: the tag is doubled, plus one.
-    let script = |tag: u32| -> Result<Option<PathBuf>, String> {
-        case.payment
-            .as_ref()
-            .map(|payment| write_script(scratch, case, payment, tag))
-            .transpose()
-    };
-    let wrk = |seconds: u64, script: Option<&Path>| {
-        wrk::run(&url, seconds, 2, options.connections, script)
-    };
-    if options.warm_up > 0 {
-        wrk(options.warm_up, script(run_tag * 2)?.as_deref())?;
+/// What every measured run shares.
+struct Bench<'a> {
+    options: &'a Options,
+    stub: Announced,
+    runtime: tokio::runtime::Runtime,
+    /// Reads the stub's counters and the apps' challenges.
+    http: reqwest::Client,
+    /// Where wrk's scripts and the store's database go.
+    scratch: PathBuf,
+}
+
+impl Bench<'_> {
+    /// Warms `case` up, then measures it; the ratio is left for the caller.
+    fn measure(
+        &self,
+        target: &Target,
+        case: &Case,
+        round: u32,
+        run_tag: u32,
+    ) -> Result<Sample, String> {
+        let options = self.options;
+        let url = format!("http://{}{}", target.address, case.path);
+        // Warm-up and measured runs use different nonces: the tag is doubled, plus one.
+        let script = |tag: u32| -> Result<Option<PathBuf>, String> {
+            case.payment
+                .as_ref()
+                .map(|payment| write_script(&self.scratch, case, payment, tag))
+                .transpose()
+        };
+        let wrk = |seconds: u64, script: Option<&Path>| {
+            wrk::run(&url, seconds, 2, options.connections, script)
+        };
+        if options.warm_up > 0 {
+            wrk(options.warm_up, script(run_tag * 2)?.as_deref())?;
+        }
+        let measured = script(run_tag * 2 + 1)?;
+        let before = self.stub_stats()?;
+        let app_before = proc_stat::cpu_seconds(&target.pid)?;
+        let stub_before = proc_stat::cpu_seconds(&self.stub.pid())?;
+        let result = wrk(options.seconds, measured.as_deref())?;
+        let app_cpu = proc_stat::cpu_seconds(&target.pid)? - app_before;
+        let stub_cpu = proc_stat::cpu_seconds(&self.stub.pid())? - stub_before;
+        let after = self.stub_stats()?;
+        if case.payment.is_some() {
+            check_paid_run(
+                target,
+                case,
+                &result,
+                after.settles - before.settles,
+                options,
+            )?;
+        }
+        let requests = result.requests.max(1) as f64;
+        Ok(Sample {
+            round,
+            target: target.name.clone(),
+            case: case.name,
+            wrk: result,
+            app_cpu_us: app_cpu * 1e6 / requests,
+            stub_cpu_us: stub_cpu * 1e6 / requests,
+            new_connections: case
+                .payment
+                .as_ref()
+                .map(|_| after.connections - before.connections),
+            ratio: f64::NAN,
+        })
     }
-    let measured = script(run_tag * 2 + 1)?;
-    let before = runtime.block_on(stub_stats(http, stub.address))?;
-    let app_before = proc_stat::cpu_seconds(&target.pid)?;
-    let stub_before = proc_stat::cpu_seconds(&stub.pid())?;
-    let result = wrk(options.seconds, measured.as_deref())?;
-    let app_cpu = proc_stat::cpu_seconds(&target.pid)? - app_before;
-    let stub_cpu = proc_stat::cpu_seconds(&stub.pid())? - stub_before;
-    let after = runtime.block_on(stub_stats(http, stub.address))?;
-    if case.payment.is_some() {
-        check_paid_run(
-            target,
-            case,
-            &result,
-            after.settles - before.settles,
-            options,
-        )?;
+
+    fn stub_stats(&self) -> Result<StubStats, String> {
+        self.runtime
+            .block_on(stub_stats(&self.http, self.stub.address))
     }
-    let requests = result.requests.max(1) as f64;
-    Ok(Sample {
-        round,
-        target: target.name.clone(),
-        case: case.name,
-        wrk: result,
-        app_cpu_us: app_cpu * 1e6 / requests,
-        stub_cpu_us: stub_cpu * 1e6 / requests,
-        new_connections: case
-            .payment
-            .as_ref()
-            .map(|_| after.connections - before.connections),
-        ratio: f64::NAN,
-    })
 }
 
 /// A paid run measures payments only if every request was answered 200 and reached the

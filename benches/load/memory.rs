@@ -7,8 +7,9 @@
 //! 402, purchases signed by sandbox wallets, and replays of earlier purchases — and prints the
 //! store's RSS (`VmRSS`) before the first request and after each batch.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,7 +20,7 @@ use tower_x402::sandbox::SandboxWallet;
 
 use tower_x402_benches::PAY_TO;
 
-use crate::child::Announced;
+use crate::child::{self, Running};
 use crate::proc_stat;
 
 /// Where the request counts stop for a reading, by default.
@@ -80,16 +81,6 @@ impl Options {
     }
 }
 
-/// The store as a child process, killed when dropped.
-struct StoreProcess(Child);
-
-impl Drop for StoreProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// What the traffic so far has done.
 #[derive(Default)]
 struct Tally {
@@ -109,7 +100,7 @@ struct Traffic {
     skus: Vec<String>,
     tally: Tally,
     wallet: Mutex<(SandboxWallet, u64)>,
-    recent: Mutex<Vec<(String, HeaderValue)>>,
+    recent: Mutex<VecDeque<(String, HeaderValue)>>,
 }
 
 pub(crate) async fn run(options: &Options) -> Result<(), String> {
@@ -117,9 +108,7 @@ pub(crate) async fn run(options: &Options) -> Result<(), String> {
     std::fs::create_dir_all(&scratch).map_err(|error| error.to_string())?;
     let address = free_address()?;
     let stub = if options.stub_facilitator {
-        let mut command = Command::new(std::env::current_exe().map_err(|e| e.to_string())?);
-        command.arg("stub");
-        Some(Announced::spawn(command, "the stub facilitator")?)
+        Some(child::start_stub()?)
     } else {
         None
     };
@@ -129,7 +118,7 @@ pub(crate) async fn run(options: &Options) -> Result<(), String> {
             .env("STORE_FACILITATOR_URL", format!("http://{}", stub.address))
             .env("STORE_PAY_TO", PAY_TO);
     }
-    let child = command
+    command
         .env("STORE_LISTEN", address.to_string())
         .env("STORE_BASE_URL", format!("http://{address}"))
         .env(
@@ -137,11 +126,9 @@ pub(crate) async fn run(options: &Options) -> Result<(), String> {
             format!("sqlite://{}", scratch.join("store.db").display()),
         )
         .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .map_err(|error| format!("{}: {error}", options.store.display()))?;
-    let store = StoreProcess(child);
-    let pid = store.0.id().to_string();
+        .stdout(Stdio::null());
+    let store = Running::spawn(&mut command, &options.store.display().to_string())?;
+    let pid = store.pid();
     let http = reqwest::Client::new();
     let base = format!("http://{address}");
     wait_until_up(&http, &base).await?;
@@ -151,7 +138,7 @@ pub(crate) async fn run(options: &Options) -> Result<(), String> {
         base,
         tally: Tally::default(),
         wallet: Mutex::new((SandboxWallet::random(), 0)),
-        recent: Mutex::new(Vec::new()),
+        recent: Mutex::new(VecDeque::new()),
     });
     println!(
         "store {} at {address} (process {pid}), paying through {}, {} SKUs, {} concurrent clients",
@@ -279,9 +266,9 @@ async fn purchase(traffic: &Traffic, path: &str) -> Result<bool, String> {
     if paid && let Ok(mut recent) = traffic.recent.lock() {
         // Replays pick among the last 1,000 purchases.
         if recent.len() == 1_000 {
-            recent.remove(0);
+            recent.pop_front();
         }
-        recent.push((path.to_owned(), payment));
+        recent.push_back((path.to_owned(), payment));
     }
     Ok(paid)
 }

@@ -67,18 +67,15 @@ pub(crate) fn summarize(samples: &[Sample]) {
             .filter(|s| (s.target.as_str(), s.case) == key)
             .collect();
         let of = |f: &dyn Fn(&Sample) -> f64| median(runs.iter().map(|s| f(s)).collect());
-        let connections = if runs.iter().any(|s| s.new_connections.is_some()) {
-            runs.iter()
+        // Only paid cases reach the stub: the others get no stub columns.
+        let (stub_cpu, connections) = if sample.new_connections.is_some() {
+            let per_run: Vec<String> = runs
+                .iter()
                 .map(|s| s.new_connections.unwrap_or_default().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+                .collect();
+            (format!("{:.1}", of(&|s| s.stub_cpu_us)), per_run.join(", "))
         } else {
-            "–".to_owned()
-        };
-        let stub_cpu = if sample.new_connections.is_some() {
-            format!("{:.1}", of(&|s| s.stub_cpu_us))
-        } else {
-            "–".to_owned()
+            ("–".to_owned(), "–".to_owned())
         };
         println!(
             "| {} | {} | {:.0} | {:.0} | {:.0} | {:.1} | {stub_cpu} | {connections} | {:.3} |",
