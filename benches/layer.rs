@@ -23,7 +23,7 @@ use http_body_util::Full;
 use tower::{Service, ServiceBuilder, ServiceExt};
 use tower_x402::Offer;
 use tower_x402::X402Layer;
-use tower_x402::layer::pricing::{PriceTable, Pricing};
+use tower_x402::pricing::{PriceTable, Pricing};
 use tower_x402::proto::{ResourceInfo, UsdcDeployment, header};
 use tower_x402::sandbox::{SandboxFacilitator, SandboxWallet};
 use tower_x402_benches::{

@@ -20,8 +20,8 @@ use alloy_sol_types::{SolCall, SolEvent};
 
 use self::abi::{AuthorizationUsed, Transfer, authorizationStateCall};
 use crate::BoxFuture;
-use crate::layer::settlement::{Reconciler, Reconciliation};
 use crate::proto::FacilitatorRequest;
+use crate::settlement::{Reconciler, Reconciliation};
 
 /// The token ABI the reconciler reads; kept private so alloy's generated types stay out of the
 /// public API.

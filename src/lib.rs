@@ -2,32 +2,40 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
-use std::future::Future;
-use std::pin::Pin;
-
+mod boxed;
+#[cfg(feature = "cors")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cors")))]
+pub mod cors;
 #[cfg(feature = "evm-rpc")]
 #[cfg_attr(docsrs, doc(cfg(feature = "evm-rpc")))]
 pub mod evm_rpc;
 pub mod facilitator;
 pub mod layer;
+pub mod payment;
+pub mod paywall_page;
+pub mod pricing;
 pub mod proto;
 #[cfg(feature = "sandbox")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sandbox")))]
 pub mod sandbox;
+pub mod settlement;
 
-#[cfg(feature = "reqwest")]
-pub use facilitator::HttpFacilitator;
-pub use facilitator::{Facilitator, FacilitatorError};
-pub use layer::pricing::{Offer, Price, Pricing, SettlementMode};
+pub use boxed::{BoxError, BoxFuture};
 #[cfg(feature = "cors")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cors")))]
-pub use layer::{PaymentCorsLayer, payment_cors};
-pub use layer::{Refusal, VerifiedPayment, X402, X402Layer};
-
-/// A boxed, sendable future: what [`Facilitator`] and
-/// [`SettlementStore`](layer::settlement::SettlementStore) methods return, so that both can be
-/// used as trait objects.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// A boxed error from a facilitator transport or a settlement store backend.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub use cors::payment_cors;
+#[cfg(feature = "evm-rpc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "evm-rpc")))]
+pub use evm_rpc::EvmRpcReconciler;
+#[cfg(feature = "reqwest")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
+pub use facilitator::HttpFacilitator;
+pub use facilitator::{Facilitator, FacilitatorError};
+pub use layer::{X402, X402Layer};
+pub use payment::{PaymentEvent, PaymentEvents, Refusal, SettledPayment, VerifiedPayment};
+pub use paywall_page::PaywallPage;
+pub use pricing::{Offer, Price, PriceTable, Pricing, SettlementMode};
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use settlement::PostgresSettlementStore;
+pub use settlement::{MemorySettlementStore, PaymentKey, Reconciler, SettlementStore};

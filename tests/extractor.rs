@@ -46,7 +46,7 @@ async fn extractor_sees_the_verified_payment() {
     assert_eq!(body, format!("paid by {PAYER}"));
 }
 
-async fn settled_handler(paid: tower_x402::layer::SettledPayment) -> String {
+async fn settled_handler(paid: tower_x402::SettledPayment) -> String {
     format!("settled in {}", paid.settlement.transaction)
 }
 

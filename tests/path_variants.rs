@@ -11,7 +11,7 @@ use axum::routing::get;
 use common::*;
 use http::{Request, StatusCode};
 use tower::ServiceExt;
-use tower_x402::layer::pricing::PriceTable;
+use tower_x402::pricing::PriceTable;
 use tower_x402::{SettlementMode, VerifiedPayment, X402Layer};
 
 const SECRET: &str = "paid content";

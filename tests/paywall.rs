@@ -765,7 +765,7 @@ async fn handler_cache_control_gains_private() {
 
 #[tokio::test]
 async fn events_report_each_stage() {
-    use tower_x402::layer::PaymentEvent;
+    use tower_x402::PaymentEvent;
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let log = seen.clone();
     let hook = move |event: &PaymentEvent<'_>| {
@@ -826,7 +826,7 @@ async fn payment_response_decodes_with_the_header_codec() {
 #[derive(Debug)]
 struct BrokenStore {
     readable: bool,
-    inner: tower_x402::layer::settlement::MemorySettlementStore,
+    inner: tower_x402::settlement::MemorySettlementStore,
 }
 
 impl BrokenStore {
@@ -838,19 +838,18 @@ impl BrokenStore {
     }
 }
 
-type StoreResult<'a, T> =
-    tower_x402::BoxFuture<'a, Result<T, tower_x402::layer::settlement::StoreError>>;
+type StoreResult<'a, T> = tower_x402::BoxFuture<'a, Result<T, tower_x402::settlement::StoreError>>;
 
-impl tower_x402::layer::settlement::SettlementStore for BrokenStore {
+impl tower_x402::settlement::SettlementStore for BrokenStore {
     fn load<'a>(
         &'a self,
-        key: &'a tower_x402::layer::settlement::PaymentKey,
-    ) -> StoreResult<'a, Option<tower_x402::layer::settlement::LedgerEntry>> {
+        key: &'a tower_x402::settlement::PaymentKey,
+    ) -> StoreResult<'a, Option<tower_x402::settlement::LedgerEntry>> {
         if self.readable {
             return self.inner.load(key);
         }
         Box::pin(async {
-            Err(tower_x402::layer::settlement::StoreError(
+            Err(tower_x402::settlement::StoreError(
                 "connection refused".into(),
             ))
         })
@@ -858,31 +857,27 @@ impl tower_x402::layer::settlement::SettlementStore for BrokenStore {
 
     fn insert<'a>(
         &'a self,
-        key: &'a tower_x402::layer::settlement::PaymentKey,
-        state: &'a tower_x402::layer::settlement::PaymentState,
+        key: &'a tower_x402::settlement::PaymentKey,
+        state: &'a tower_x402::settlement::PaymentState,
     ) -> StoreResult<'a, bool> {
         self.inner.insert(key, state)
     }
 
     fn replace<'a>(
         &'a self,
-        key: &'a tower_x402::layer::settlement::PaymentKey,
+        key: &'a tower_x402::settlement::PaymentKey,
         version: u64,
-        state: &'a tower_x402::layer::settlement::PaymentState,
+        state: &'a tower_x402::settlement::PaymentState,
     ) -> StoreResult<'a, bool> {
-        if let tower_x402::layer::settlement::PaymentState::Settled { .. } = state {
-            return Box::pin(async {
-                Err(tower_x402::layer::settlement::StoreError(
-                    "disk full".into(),
-                ))
-            });
+        if let tower_x402::settlement::PaymentState::Settled { .. } = state {
+            return Box::pin(async { Err(tower_x402::settlement::StoreError("disk full".into())) });
         }
         self.inner.replace(key, version, state)
     }
 
     fn remove<'a>(
         &'a self,
-        key: &'a tower_x402::layer::settlement::PaymentKey,
+        key: &'a tower_x402::settlement::PaymentKey,
         version: u64,
     ) -> StoreResult<'a, bool> {
         self.inner.remove(key, version)
@@ -925,8 +920,8 @@ async fn unreadable_store_refuses_payment_with_503() {
 
 #[tokio::test]
 async fn failed_events_carry_the_typed_refusal() {
+    use tower_x402::PaymentEvent;
     use tower_x402::Refusal;
-    use tower_x402::layer::PaymentEvent;
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let log = seen.clone();
     let hook = move |event: &PaymentEvent<'_>| {

@@ -12,12 +12,8 @@ use http::{Request, StatusCode};
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
+use tower_x402::PaymentEvent;
 use tower_x402::evm_rpc::EvmRpcReconciler;
-use tower_x402::layer::PaymentEvent;
-use tower_x402::layer::settlement::{
-    LedgerEntry, MemorySettlementStore, PaymentKey, PaymentState, SettlementStore, StoreError,
-};
-use tower_x402::layer::settlement::{Reconciler as _, Reconciliation};
 use tower_x402::proto::{
     FacilitatorRequest, Network, PaymentPayload, ResourceInfo, SettleResponse, UsdcDeployment,
     header,
@@ -25,6 +21,10 @@ use tower_x402::proto::{
 use tower_x402::sandbox::{
     FaultyFacilitator, SandboxFacilitator, SandboxWallet, SettleFault, VerifyFault,
 };
+use tower_x402::settlement::{
+    LedgerEntry, MemorySettlementStore, PaymentKey, PaymentState, SettlementStore, StoreError,
+};
+use tower_x402::settlement::{Reconciler as _, Reconciliation};
 use tower_x402::{BoxFuture, HttpFacilitator, Offer, SettlementMode, VerifiedPayment, X402Layer};
 
 const URL: &str = "https://shop.example/report";

@@ -9,8 +9,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::BoxFuture;
 use crate::proto::{FacilitatorRequest, SettleResponse, SupportedResponse, VerifyResponse};
-use crate::{BoxError, BoxFuture};
 
 #[cfg(feature = "reqwest")]
 mod http;
@@ -96,8 +96,8 @@ impl fmt::Display for Endpoint {
     }
 }
 
-/// The facilitator gave no usable answer.
-#[derive(Debug, thiserror::Error)]
+/// The facilitator gave no usable answer. Cloning it shares the source.
+#[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FacilitatorError {
     /// No connection could be made (refused, DNS, TLS, reset before a response).
@@ -107,7 +107,7 @@ pub enum FacilitatorError {
         endpoint: Endpoint,
         /// The transport error.
         #[source]
-        source: BoxError,
+        source: Arc<dyn std::error::Error + Send + Sync>,
     },
     /// No answer within the configured time.
     #[error("facilitator {endpoint} timed out after {after:?}")]
@@ -148,7 +148,7 @@ pub enum FacilitatorError {
         endpoint: Endpoint,
         /// The provider's error.
         #[source]
-        source: BoxError,
+        source: Arc<dyn std::error::Error + Send + Sync>,
     },
 }
 

@@ -5,7 +5,7 @@ use axum_core::response::{IntoResponse, Response};
 use http::request::Parts;
 use http::{HeaderValue, StatusCode, header};
 
-use super::payment::{SettledPayment, VerifiedPayment};
+use crate::payment::{SettledPayment, VerifiedPayment};
 
 /// Rejection when a handler asks for [`VerifiedPayment`] (or [`SettledPayment`]) but no
 /// [`X402Layer`](super::X402Layer) put one (a settled one) in the request: a server

@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
@@ -9,13 +10,36 @@ use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
+use super::Config;
 use super::body::ResponseBody;
-use super::gate::responses::{into_body, mark_paid};
-use super::gate::{Gate, Paid, release_after, settle_after};
+use super::responses::{self, into_body, mark_paid};
 use crate::BoxFuture;
-use crate::proto::SettleResponse;
+use crate::payment::{Cleared, Paid, VerifiedPayment};
 
-type SettleFuture = BoxFuture<'static, (Box<Paid>, Result<SettleResponse, Response<Bytes>>)>;
+/// A payment the core let through, and what is left to do once the inner service answered.
+pub(super) enum Pass {
+    /// Settled already (before the handler, recovered, or a repeat): mark the response paid.
+    Paid(Paid),
+    /// Verified and held: settle once the handler succeeded, release it when it failed.
+    Cleared(Cleared),
+}
+
+impl Pass {
+    fn payment(&self) -> &VerifiedPayment {
+        match self {
+            Self::Paid(paid) => paid.payment(),
+            Self::Cleared(cleared) => cleared.payment(),
+        }
+    }
+}
+
+/// What the payment core decided, in the layer's terms.
+pub(super) enum Gate {
+    Proceed(Box<(Arc<Config>, Pass)>),
+    Refuse(Response<Bytes>),
+}
+
+type SettleFuture = BoxFuture<'static, (Arc<Config>, Result<Paid, Response<Bytes>>)>;
 
 pin_project! {
     /// Response future for [`X402`](super::X402).
@@ -43,7 +67,7 @@ pin_project! {
             service: Option<S>,
             request: Option<Request<ReqBody>>,
         },
-        Inner { #[pin] future: S::Future, paid: Option<Box<Paid>> },
+        Inner { #[pin] future: S::Future, passed: Option<Box<(Arc<Config>, Pass)>> },
         Settle { settle: SettleFuture, response: Option<Response<ResBody>> },
         Release { release: BoxFuture<'static, ()>, response: Option<Response<ResBody>> },
     }
@@ -55,7 +79,10 @@ where
 {
     pub(super) fn passthrough(future: S::Future) -> Self {
         Self {
-            state: State::Inner { future, paid: None },
+            state: State::Inner {
+                future,
+                passed: None,
+            },
         }
     }
 
@@ -106,37 +133,50 @@ where
                     Gate::Refuse(response) => this.state.set(State::Respond {
                         response: Some(response),
                     }),
-                    Gate::Proceed(paid) => {
+                    Gate::Proceed(passed) => {
                         let mut request = request.take().expect(POLLED_AFTER_COMPLETION);
-                        request.extensions_mut().insert(paid.payment.clone());
+                        request.extensions_mut().insert(passed.1.payment().clone());
                         let future = service.take().expect(POLLED_AFTER_COMPLETION).call(request);
                         this.state.set(State::Inner {
                             future,
-                            paid: Some(paid),
+                            passed: Some(passed),
                         });
                     }
                 },
-                StateProj::Inner { future, paid } => {
+                StateProj::Inner { future, passed } => {
                     let mut response = ready!(future.poll(cx))?;
-                    let Some(paid) = paid.take() else {
+                    let Some(passed) = passed.take() else {
                         return Poll::Ready(Ok(response.map(ResponseBody::inner)));
                     };
-                    if let Some(settlement) = &paid.payment.settlement {
-                        // Settled before the handler, or a repeat answered from its record.
-                        mark_paid(&paid.config, response.headers_mut(), settlement);
-                        return Poll::Ready(Ok(response.map(ResponseBody::inner)));
-                    }
+                    let (config, pass) = *passed;
+                    let cleared = match pass {
+                        Pass::Paid(paid) => {
+                            // Settled before the handler, or a repeat answered from its record.
+                            if let Some(settlement) = &paid.payment().settlement {
+                                mark_paid(&config, response.headers_mut(), settlement);
+                            }
+                            return Poll::Ready(Ok(response.map(ResponseBody::inner)));
+                        }
+                        Pass::Cleared(cleared) => cleared,
+                    };
                     if response.status().as_u16() >= 400 {
                         // The handler failed: the buyer is not charged, and the payment is
                         // released so that it can be used again.
                         this.state.set(State::Release {
-                            release: Box::pin(release_after(paid)),
+                            release: Box::pin(cleared.release()),
                             response: Some(response),
                         });
                         continue;
                     }
                     this.state.set(State::Settle {
-                        settle: Box::pin(settle_after(paid)),
+                        settle: Box::pin(async move {
+                            let offer = Arc::clone(&cleared.payment().offer);
+                            let outcome = cleared
+                                .settle()
+                                .await
+                                .map_err(|refusal| responses::refusal(&config, &offer, &refusal));
+                            (config, outcome)
+                        }),
                         response: Some(response),
                     });
                 }
@@ -146,11 +186,13 @@ where
                     return Poll::Ready(Ok(response.map(ResponseBody::inner)));
                 }
                 StateProj::Settle { settle, response } => {
-                    let (paid, outcome) = ready!(settle.as_mut().poll(cx));
+                    let (config, outcome) = ready!(settle.as_mut().poll(cx));
                     let mut response = response.take().expect(POLLED_AFTER_COMPLETION);
                     return Poll::Ready(Ok(match outcome {
-                        Ok(settlement) => {
-                            mark_paid(&paid.config, response.headers_mut(), &settlement);
+                        Ok(paid) => {
+                            if let Some(settlement) = &paid.payment().settlement {
+                                mark_paid(&config, response.headers_mut(), settlement);
+                            }
                             response.map(ResponseBody::inner)
                         }
                         // Not settled: the handler's response is dropped unsent.

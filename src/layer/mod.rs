@@ -1,7 +1,7 @@
 //! [`X402Layer`]: the paywall middleware.
 //!
-//! For each request the layer asks its [`Pricing`] what the request costs
-//! ([`Price`](pricing::Price)).
+//! For each request the layer asks its [`Pricing`](crate::Pricing) what the request costs
+//! ([`Price`](crate::Price)).
 //!
 //! | request | response |
 //! |---|---|
@@ -15,10 +15,10 @@
 //! | facilitator unreachable, timed out, overloaded | 503 with `Retry-After`; inner service not called, nothing settled |
 //! | facilitator answer to `/verify` malformed or an unexpected HTTP status | 502 |
 //! | `/settle` sent, outcome unknown (answer lost, timeout, 5xx, malformed, `settlement_pending` twice) | 503 with `Retry-After`: the payment is *in doubt*; a retry of the same payment recovers it |
-//! | in doubt, and the [`Reconciler`] proves nothing moved and the authorization expired | 402; the payment is released |
+//! | in doubt, and the [`Reconciler`](crate::Reconciler) proves nothing moved and the authorization expired | 402; the payment is released |
 //! | settled | the inner response with `PAYMENT-RESPONSE` and `Cache-Control: private` |
 //! | settlement refused (`success: false`) | 402 with the failure in `PAYMENT-RESPONSE`; the inner response is dropped |
-//! | the same payment again, already settled | answered from its [`SettlementRecord`](settlement::SettlementRecord): inner service runs, no facilitator call |
+//! | the same payment again, already settled | answered from its [`SettlementRecord`](crate::settlement::SettlementRecord): inner service runs, no facilitator call |
 //! | a settled payment presented for another resource | 402; a `payment-identifier` reused for another payment: 409 |
 //!
 //! 402 and paid responses carry `Access-Control-Expose-Headers: PAYMENT-REQUIRED,
@@ -26,28 +26,29 @@
 //!
 //! # Settlement modes
 //!
-//! [`SettlementMode::After`](pricing::SettlementMode::After) (the default) verifies, runs the inner service, and settles only when
+//! [`SettlementMode::After`](crate::SettlementMode::After) (the default) verifies, runs the inner service, and settles only when
 //! it answered below 400; a failing handler costs the buyer nothing, and the response body streams
 //! once settlement succeeded. Choose it when the handler's work is cheap to throw away.
 //!
-//! [`SettlementMode::Before`](pricing::SettlementMode::Before) verifies, settles, then runs the inner service, which finds the
-//! settlement in [`VerifiedPayment::settlement`]. Choose it when serving has lasting effects —
+//! [`SettlementMode::Before`](crate::SettlementMode::Before) verifies, settles, then runs the inner service, which finds the
+//! settlement in [`VerifiedPayment::settlement`](crate::VerifiedPayment::settlement). Choose it when serving has lasting effects —
 //! issuing a receipt, recording an order — that must never happen unpaid. A handler error after
 //! settlement is the application's to make good: a retry of the same payment is answered from
 //! the settlement record, so an idempotent handler simply runs again.
 //!
 //! # One payment, one settlement
 //!
-//! Requests carrying the same payment ([`PaymentKey`](settlement::PaymentKey)) are processed one
+//! Requests carrying the same payment ([`PaymentKey`](crate::PaymentKey)) are processed one
 //! at a time: duplicates wait for the first one's outcome, and once a payment has settled,
-//! repeats are answered from the [`SettlementStore`] without calling the facilitator. The
+//! repeats are answered from the [`SettlementStore`](crate::SettlementStore) without calling the facilitator. The
 //! single-flight lock is per process; across processes sharing one store, the store's
 //! compare-and-set operations and leases decide (in memory by default, a database if you give
 //! it one). A payment whose settlement outcome is unknown stays *in doubt* until a retry settles
-//! it: the identical `/settle` is re-sent, then the [`Reconciler`] asks
-//! the chain — see [`settlement`].
+//! it: the identical `/settle` is re-sent, then the [`Reconciler`](crate::Reconciler) asks
+//! the chain — see [`settlement`](crate::settlement). The layer is the HTTP adapter of the
+//! [payment core](crate::payment): it reads the headers, calls the core, and writes the responses.
 //!
-//! Every refusal is a [`Refusal`], answered with its status; [`PaymentEvents`] observe them.
+//! Every refusal is a [`Refusal`](crate::Refusal), answered with its status; [`PaymentEvents`](crate::PaymentEvents) observe them.
 //!
 //! # Example
 //!
@@ -84,110 +85,58 @@ use std::time::Duration;
 use http::HeaderValue;
 use tower_layer::Layer;
 
-use self::gate::single_flight::Inflight;
-use self::pricing::Pricing;
-use self::settlement::{MemorySettlementStore, Reconciler, SettlementStore};
 use crate::facilitator::Facilitator;
+use crate::payment::{PaymentEvents, Payments};
+use crate::paywall_page::PaywallPage;
+use crate::pricing::Pricing;
 use crate::proto::header::DEFAULT_MAX_LEN;
+use crate::settlement::{Reconciler, SettlementStore};
 
 mod body;
-#[cfg(feature = "cors")]
-#[cfg_attr(docsrs, doc(cfg(feature = "cors")))]
-pub mod cors;
-mod events;
+mod config;
 #[cfg(feature = "axum")]
 mod extract;
 mod future;
-mod gate;
-mod payment;
-pub mod paywall_page;
-pub mod pricing;
-mod refusal;
+mod responses;
 mod service;
-pub mod settlement;
 
 pub use body::ResponseBody;
-#[cfg(feature = "cors")]
-#[cfg_attr(docsrs, doc(cfg(feature = "cors")))]
-pub use cors::{PaymentCorsLayer, payment_cors};
-pub use events::{PaymentEvent, PaymentEvents};
+pub(crate) use config::Config;
+pub use config::InvalidHeaderStatus;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use extract::MissingPayment;
 pub use future::ResponseFuture;
-pub use payment::{SettledPayment, VerifiedPayment};
-pub use paywall_page::PaywallPage;
-pub use refusal::{InvalidHeaderStatus, Refusal};
 pub use service::X402;
-
-/// How many settlements the layer remembers in memory beside a custom
-/// [`SettlementStore`](X402Layer::settlement_store).
-const RECENT_SETTLEMENTS: usize = 4096;
-
-/// How long a process holds a payment before another may take it over (default).
-const DEFAULT_LEASE: Duration = Duration::from_secs(120);
 
 /// A [`Layer`] that puts an x402 paywall in front of a service.
 ///
-/// See the [module docs](super) for the request flow and an example.
+/// See the [module docs](self) for the request flow and an example.
 #[derive(Clone)]
 #[must_use]
 pub struct X402Layer {
     pub(crate) config: Arc<Config>,
 }
 
-#[derive(Clone)]
-pub(crate) struct Config {
-    pub(crate) facilitator: Arc<dyn Facilitator>,
-    pub(crate) pricing: Arc<dyn Pricing>,
-    pub(crate) store: Arc<dyn SettlementStore>,
-    /// Recent settlements kept in memory beside an application's own store, so a payment that
-    /// settled is still recognised when that store fails to save or to answer.
-    pub(crate) recent: Option<MemorySettlementStore>,
-    pub(crate) events: Option<Arc<dyn PaymentEvents>>,
-    pub(crate) expose_headers: Option<HeaderValue>,
-    pub(crate) paywall_page: Option<PaywallPage>,
-    pub(crate) max_header_len: usize,
-    pub(crate) invalid_header: InvalidHeaderStatus,
-    pub(crate) retry_after: Duration,
-    pub(crate) inflight: Arc<Inflight>,
-    /// Who this layer is in the ledger's leases.
-    pub(crate) owner: Arc<str>,
-    /// How long a hold on a payment lasts before another process may take it over.
-    pub(crate) lease: Duration,
-    /// Asked about payments in doubt that re-sending `/settle` did not settle.
-    pub(crate) reconciler: Option<Arc<dyn Reconciler>>,
-    /// The pause before re-sending a `/settle` that answered `settlement_pending`.
-    pub(crate) pending_pause: Duration,
-    /// How long a request waits for the outcome of a payment another process holds.
-    pub(crate) held_wait: Duration,
-}
-
-impl Config {
-    /// Reports an event to the hook, building it only when there is one.
-    #[inline]
-    pub(crate) fn emit<'a>(&self, event: impl FnOnce() -> PaymentEvent<'a>) {
-        if let Some(events) = &self.events {
-            events.on_event(&event());
-        }
-    }
-}
-
 impl X402Layer {
     /// A paywall that asks `pricing` what each request costs and has `facilitator` verify and
     /// settle the payments.
     ///
-    /// Defaults: settlement records in a [`MemorySettlementStore`], no event hook,
-    /// `Access-Control-Expose-Headers: PAYMENT-REQUIRED, PAYMENT-RESPONSE`, a 16 KiB limit on
-    /// `PAYMENT-SIGNATURE` (an unusable one answered 400), and `Retry-After: 5` on 503s.
+    /// Defaults: settlement records in a [`MemorySettlementStore`](crate::MemorySettlementStore),
+    /// no event hook, `Access-Control-Expose-Headers: PAYMENT-REQUIRED, PAYMENT-RESPONSE`, a
+    /// 16 KiB limit on `PAYMENT-SIGNATURE` (an unusable one answered 400), and `Retry-After: 5`
+    /// on 503s.
     pub fn new(facilitator: impl Facilitator, pricing: impl Pricing) -> Self {
+        Self::with_payments(Payments::new(facilitator), pricing)
+    }
+
+    /// A paywall that asks `pricing` what each request costs and hands the payments to
+    /// `payments`, the [payment core](crate::payment) (which another adapter may share).
+    pub fn with_payments(payments: Payments, pricing: impl Pricing) -> Self {
         Self {
             config: Arc::new(Config {
-                facilitator: Arc::new(facilitator),
+                payments: Arc::new(payments),
                 pricing: Arc::new(pricing),
-                store: Arc::new(MemorySettlementStore::default()),
-                recent: None,
-                events: None,
                 expose_headers: Some(HeaderValue::from_static(
                     "PAYMENT-REQUIRED, PAYMENT-RESPONSE",
                 )),
@@ -195,18 +144,22 @@ impl X402Layer {
                 max_header_len: DEFAULT_MAX_LEN,
                 invalid_header: InvalidHeaderStatus::BadRequest,
                 retry_after: Duration::from_secs(5),
-                inflight: Arc::default(),
-                owner: gate::ledger::new_owner_id(),
-                lease: DEFAULT_LEASE,
-                reconciler: None,
-                pending_pause: Duration::from_secs(1),
-                held_wait: Duration::from_secs(5),
             }),
         }
     }
 
+    /// The [payment core](crate::payment) this layer drives: hand it to another adapter (an MCP
+    /// tool dispatcher, a message consumer) and both share one ledger and one single-flight.
+    pub fn payments(&self) -> Arc<Payments> {
+        Arc::clone(&self.config.payments)
+    }
+
     fn config_mut(&mut self) -> &mut Config {
         Arc::make_mut(&mut self.config)
+    }
+
+    fn payments_mut(&mut self) -> &mut Payments {
+        Arc::make_mut(&mut self.config_mut().payments)
     }
 
     /// Keeps settlement records in `store` (e.g. the application's database) instead of memory.
@@ -215,9 +168,7 @@ impl X402Layer {
     /// them first, so that a settled payment is recognised even if `store` failed to save it or
     /// cannot be read for a moment: the buyer's retry is answered, never charged again.
     pub fn settlement_store(mut self, store: impl SettlementStore) -> Self {
-        let config = self.config_mut();
-        config.store = Arc::new(store);
-        config.recent = Some(MemorySettlementStore::new(RECENT_SETTLEMENTS));
+        self.payments_mut().set_settlement_store(Arc::new(store));
         self
     }
 
@@ -226,23 +177,23 @@ impl X402Layer {
     /// and the authorization expired, kept in doubt (503) otherwise. Without one, in-doubt
     /// payments stay in doubt until the facilitator settles them on a retry.
     pub fn reconciler(mut self, reconciler: impl Reconciler) -> Self {
-        self.config_mut().reconciler = Some(Arc::new(reconciler));
+        self.payments_mut().reconciler = Some(Arc::new(reconciler));
         self
     }
 
     /// How long this layer holds a payment it is verifying or settling before another process
     /// sharing the store may take it over (default 120 s). Choose it longer than the
     /// facilitator's settle timeout plus the handler's run time in
-    /// [`SettlementMode::After`](pricing::SettlementMode::After); after a crash, the payment is
+    /// [`SettlementMode::After`](crate::SettlementMode::After); after a crash, the payment is
     /// recovered by the first retry once the lease has run out.
     pub fn settlement_lease(mut self, lease: Duration) -> Self {
-        self.config_mut().lease = lease;
+        self.payments_mut().lease = lease;
         self
     }
 
     /// The pause before re-sending a `/settle` that answered `settlement_pending` (default 1 s).
     pub fn pending_settlement_pause(mut self, pause: Duration) -> Self {
-        self.config_mut().pending_pause = pause;
+        self.payments_mut().pending_pause = pause;
         self
     }
 
@@ -251,13 +202,13 @@ impl X402Layer {
     /// `Retry-After` (default 5 s; zero answers at once). Within the wait, a payment that settles
     /// is answered from its record, as on the process that settled it.
     pub fn held_payment_wait(mut self, wait: Duration) -> Self {
-        self.config_mut().held_wait = wait;
+        self.payments_mut().held_wait = wait;
         self
     }
 
-    /// Reports every [`PaymentEvent`] to `events`.
+    /// Reports every [`PaymentEvent`](crate::PaymentEvent) to `events`.
     pub fn events(mut self, events: impl PaymentEvents) -> Self {
-        self.config_mut().events = Some(Arc::new(events));
+        self.payments_mut().events = Some(Arc::new(events));
         self
     }
 
@@ -316,31 +267,12 @@ impl<S> Layer<S> for X402Layer {
     type Service = X402<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        X402 {
-            inner,
-            config: Arc::clone(&self.config),
-        }
+        X402::new(inner, self.clone())
     }
 }
 
 impl fmt::Debug for X402Layer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.config.fmt(f)
-    }
-}
-
-impl fmt::Debug for Config {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("X402Layer")
-            .field("events", &self.events.is_some())
-            .field("expose_headers", &self.expose_headers)
-            .field("paywall_page", &self.paywall_page)
-            .field("max_header_len", &self.max_header_len)
-            .field("retry_after", &self.retry_after)
-            .field("owner", &self.owner)
-            .field("lease", &self.lease)
-            .field("held_wait", &self.held_wait)
-            .field("reconciler", &self.reconciler.is_some())
-            .finish_non_exhaustive()
     }
 }

@@ -7,14 +7,13 @@ use std::task::{Context, Poll};
 use http::{Method, Request, Response};
 use tower_service::Service;
 
-use super::Config;
 use super::body::ResponseBody;
-use super::events::PaymentEvent;
-use super::future::ResponseFuture;
-use super::gate::{self, responses};
-use super::paywall_page;
-use super::pricing::{Offer, Price};
-use super::refusal::Refusal;
+use super::future::{Gate, Pass, ResponseFuture};
+use super::{Config, X402Layer, responses};
+use crate::facilitator::Facilitator;
+use crate::payment::{Outcome, PaymentEvent, Payments, Refusal};
+use crate::paywall_page;
+use crate::pricing::{Offer, Price, Pricing};
 use crate::proto::{PAYMENT_SIGNATURE, PaymentPayload, header};
 
 /// The x402 paywall service; see [`X402Layer`](super::X402Layer) and the [module docs](super).
@@ -24,6 +23,20 @@ pub struct X402<S> {
 }
 
 impl<S> X402<S> {
+    /// The paywall `layer` in front of `inner`.
+    pub fn new(inner: S, layer: X402Layer) -> Self {
+        Self {
+            inner,
+            config: layer.config,
+        }
+    }
+
+    /// The [`X402Layer`] that asks `pricing` what each request costs and has `facilitator`
+    /// verify and settle the payments ([`X402Layer::new`]).
+    pub fn layer(facilitator: impl Facilitator, pricing: impl Pricing) -> X402Layer {
+        X402Layer::new(facilitator, pricing)
+    }
+
     /// The inner service.
     pub fn get_ref(&self) -> &S {
         &self.inner
@@ -97,7 +110,8 @@ where
                 && parts.method == Method::GET
                 && paywall_page::prefers_html(&parts.headers)
             {
-                config.emit(|| PaymentEvent::ChallengeServed { offer: &offer });
+                let payments = &config.payments;
+                payments.emit(|| PaymentEvent::ChallengeServed { offer: &offer });
                 let mut response = page.challenge(&offer);
                 if let Some(expose) = &config.expose_headers {
                     response
@@ -115,28 +129,30 @@ where
             Ok(payload) => payload,
             Err(error) => return refuse(config, &offer, Refusal::InvalidHeader(error)),
         };
-        config.emit(|| PaymentEvent::PaymentReceived {
+        config.payments.emit(|| PaymentEvent::PaymentReceived {
             offer: &offer,
             payload: &payload,
         });
-        if payload
-            .resource
-            .as_ref()
-            .is_some_and(|resource| resource.url != offer.resource().url)
-        {
-            return refuse(config, &offer, Refusal::OtherResource);
-        }
-        let Some(requirement) = offer.find_accept(&payload.accepted).cloned() else {
-            let field = closest_mismatch(&offer, &payload);
-            return refuse(config, &offer, Refusal::NoMatchingRequirement { field });
+        let requirement = match Payments::accepted(&offer, &payload) {
+            Ok(requirement) => requirement.clone(),
+            Err(refusal) => return refuse(config, &offer, refusal),
         };
 
-        let gate = Box::pin(gate::authorize(
-            Arc::clone(config),
-            offer,
-            payload,
-            requirement,
-        ));
+        let config = Arc::clone(config);
+        let gate = Box::pin(async move {
+            let outcome = config
+                .payments
+                .authorize(&offer, payload, requirement)
+                .await;
+            let pass = match outcome {
+                Outcome::Settled(paid) | Outcome::Replayed(paid) => Pass::Paid(paid),
+                Outcome::Cleared(cleared) => Pass::Cleared(cleared),
+                Outcome::InDoubt(refusal) | Outcome::Refused(refusal) => {
+                    return Gate::Refuse(responses::refusal(&config, &offer, &refusal));
+                }
+            };
+            Gate::Proceed(Box::new((config, pass)))
+        });
         // The inner service is called later, from the future: move the service that `poll_ready`
         // prepared into it and keep a fresh clone here.
         // See https://docs.rs/tower/latest/tower/trait.Service.html#be-careful-when-cloning-inner-services
@@ -146,6 +162,7 @@ where
     }
 }
 
+/// Reports `refusal` and answers it.
 fn refuse<S, ReqBody, ResBody>(
     config: &Config,
     offer: &Offer,
@@ -154,16 +171,6 @@ fn refuse<S, ReqBody, ResBody>(
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
 {
-    ResponseFuture::respond(gate::refuse(config, offer, &refusal))
-}
-
-/// Which field of the client's `accepted` differs from the closest accept on offer.
-fn closest_mismatch(offer: &Offer, payload: &PaymentPayload) -> Option<&'static str> {
-    let accepted = &payload.accepted;
-    let closest = offer
-        .accepts()
-        .iter()
-        .find(|own| own.network == accepted.network && own.scheme == accepted.scheme)
-        .or_else(|| offer.accepts().first());
-    closest.and_then(|own| own.mismatch(accepted))
+    config.payments.report_refusal(offer, &refusal);
+    ResponseFuture::respond(responses::refusal(config, offer, &refusal))
 }

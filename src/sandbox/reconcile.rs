@@ -5,8 +5,8 @@ use alloy_primitives::B256;
 use super::SandboxFacilitator;
 use super::eip712::parse_address;
 use crate::BoxFuture;
-use crate::layer::settlement::{Reconciler, Reconciliation};
 use crate::proto::FacilitatorRequest;
+use crate::settlement::{Reconciler, Reconciliation};
 
 impl SandboxFacilitator {
     /// What the ledger says about the payment in `request`: settled (with its transaction) when

@@ -113,7 +113,7 @@ impl Scripted {
             Script::Refuse(reason) => Ok(negative(endpoint, request, reason)),
             Script::Unreachable => Err(FacilitatorError::Unreachable {
                 endpoint,
-                source: "connection refused".into(),
+                source: tower_x402::BoxError::from("connection refused").into(),
             }),
             // In process there is no transport to time out: report what a client with a deadline
             // would. Over HTTP the fake really hangs and the client's deadline fires.

@@ -13,9 +13,9 @@ use tower_http::cors::{Any, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_x402::evm_rpc::EvmRpcReconciler;
-use tower_x402::layer::pricing::OfferError;
-use tower_x402::layer::settlement::Reconciler;
+use tower_x402::pricing::OfferError;
 use tower_x402::sandbox::SandboxFacilitator;
+use tower_x402::settlement::Reconciler;
 use tower_x402::{Facilitator, HttpFacilitator};
 
 use crate::catalog::Catalog;

@@ -1,7 +1,7 @@
 //! When a failed facilitator call is tried again, and how long to wait first.
 
 use std::hash::{BuildHasher, RandomState};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use http::HeaderMap;
 use http::header::RETRY_AFTER;
@@ -60,52 +60,17 @@ fn jitter(delay: Duration) -> Duration {
     half + Duration::from_nanos(random % span)
 }
 
-/// The `Retry-After` of a response, as a wait from now: delay-seconds or an IMF-fixdate.
+/// The `Retry-After` of a response, as a wait from now: delay-seconds or an HTTP date.
 pub(super) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
     if let Ok(seconds) = value.parse::<u64>() {
         return Some(Duration::from_secs(seconds));
     }
-    let at = parse_imf_fixdate(value)?;
+    let at = httpdate::parse_http_date(value).ok()?;
     Some(
         at.duration_since(SystemTime::now())
             .unwrap_or(Duration::ZERO),
     )
-}
-
-/// Parses an HTTP date in its preferred form, e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
-fn parse_imf_fixdate(value: &str) -> Option<SystemTime> {
-    let fields: Vec<&str> = value.split_ascii_whitespace().collect();
-    let [weekday, day, month, year, time, "GMT"] = fields.as_slice() else {
-        return None;
-    };
-    weekday.strip_suffix(',')?;
-    let day: u32 = day.parse().ok()?;
-    let month = MONTHS.iter().position(|name| name == month)?;
-    let year: i64 = year.parse().ok()?;
-    let mut clock = time.splitn(3, ':').map(|part| part.parse::<u64>().ok());
-    let (hour, minute, second) = (clock.next()??, clock.next()??, clock.next()??);
-    if !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
-        return None;
-    }
-    let days = days_since_epoch(year, month + 1, day);
-    let seconds = u64::try_from(days).ok()? * 86_400 + hour * 3600 + minute * 60 + second;
-    UNIX_EPOCH.checked_add(Duration::from_secs(seconds))
-}
-
-const MONTHS: [&str; 12] = [
-    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-];
-
-/// Days from 1970-01-01 to the given proleptic Gregorian date (`month` 1–12).
-fn days_since_epoch(year: i64, month: usize, day: u32) -> i64 {
-    let month = i64::try_from(month).unwrap_or(1);
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year.rem_euclid(400);
-    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + i64::from(day) - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
 }
 
 #[cfg(test)]
@@ -160,7 +125,9 @@ mod tests {
     }
 
     #[test]
-    fn parses_imf_fixdate_exactly() {
+    fn parses_http_dates_exactly() {
+        use std::time::UNIX_EPOCH;
+        let parse_imf_fixdate = |value: &str| httpdate::parse_http_date(value).ok();
         let parsed = parse_imf_fixdate("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
         assert_eq!(
             parsed.duration_since(UNIX_EPOCH).unwrap().as_secs(),
@@ -171,9 +138,11 @@ mod tests {
             leap.duration_since(UNIX_EPOCH).unwrap().as_secs(),
             1_709_164_800
         );
+        // The obsolete RFC 850 form, which recipients must accept (RFC 9110, section 5.6.7).
+        let obsolete = parse_imf_fixdate("Sunday, 06-Nov-94 08:49:37 GMT").unwrap();
+        assert_eq!(obsolete, parsed);
         for bad in [
             "Sun, 06 Nov 1994 08:49:37 UTC",
-            "Sunday, 06-Nov-94 08:49:37 GMT",
             "Sun, 06 Foo 1994 08:49:37 GMT",
             "Sun, 06 Nov 1994 25:00:00 GMT",
         ] {

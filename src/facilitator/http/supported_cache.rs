@@ -7,7 +7,6 @@
 //!   their own request. A failure is remembered for the backoff, and callers in that window get
 //!   the same error without asking the facilitator again.
 
-use std::error::Error;
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -15,7 +14,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::BoxError;
 use crate::facilitator::FacilitatorError;
 
 /// A single-flight cache of one value; generic so that it can be tested without HTTP.
@@ -29,7 +27,7 @@ pub(super) struct SupportedCache<T> {
 
 struct State<T> {
     value: Option<(Arc<T>, Instant)>,
-    failure: Option<(StoredError, Instant)>,
+    failure: Option<(FacilitatorError, Instant)>,
     refreshing: bool,
 }
 
@@ -102,7 +100,7 @@ impl<T: Send + Sync + 'static> SupportedCache<T> {
             return Lookup::Stale { value, refresh };
         }
         match recent_failure {
-            Some(error) => Lookup::Failed(error.to_error()),
+            Some(error) => Lookup::Failed(error.clone()),
             None => Lookup::Miss,
         }
     }
@@ -138,9 +136,7 @@ impl<T: Send + Sync + 'static> SupportedCache<T> {
                 Ok(value)
             }
             Err(error) => {
-                let stored = StoredError::from(error);
-                let error = stored.to_error();
-                state.failure = Some((stored, now));
+                state.failure = Some((error.clone(), now));
                 Err(error)
             }
         }
@@ -170,95 +166,9 @@ impl<T: Send + Sync + 'static> Drop for RefreshClaim<'_, T> {
     }
 }
 
-/// A [`FacilitatorError`] kept in the cache, from which every caller gets its own copy.
-#[derive(Clone)]
-enum StoredError {
-    Unreachable(crate::facilitator::Endpoint, Arc<dyn Error + Send + Sync>),
-    Auth(crate::facilitator::Endpoint, Arc<dyn Error + Send + Sync>),
-    Other(Arc<FacilitatorError>),
-}
-
-impl From<FacilitatorError> for StoredError {
-    fn from(error: FacilitatorError) -> Self {
-        match error {
-            FacilitatorError::Unreachable { endpoint, source } => {
-                Self::Unreachable(endpoint, Arc::from(source))
-            }
-            FacilitatorError::Auth { endpoint, source } => Self::Auth(endpoint, Arc::from(source)),
-            other => Self::Other(Arc::new(other)),
-        }
-    }
-}
-
-impl StoredError {
-    fn to_error(&self) -> FacilitatorError {
-        match self {
-            Self::Unreachable(endpoint, source) => FacilitatorError::Unreachable {
-                endpoint: *endpoint,
-                source: shared(source),
-            },
-            Self::Auth(endpoint, source) => FacilitatorError::Auth {
-                endpoint: *endpoint,
-                source: shared(source),
-            },
-            Self::Other(error) => match &**error {
-                FacilitatorError::TimedOut { endpoint, after } => FacilitatorError::TimedOut {
-                    endpoint: *endpoint,
-                    after: *after,
-                },
-                FacilitatorError::Status {
-                    endpoint,
-                    status,
-                    body,
-                    retry_after,
-                } => FacilitatorError::Status {
-                    endpoint: *endpoint,
-                    status: *status,
-                    body: body.clone(),
-                    retry_after: *retry_after,
-                },
-                FacilitatorError::Malformed { endpoint, message } => FacilitatorError::Malformed {
-                    endpoint: *endpoint,
-                    message: message.clone(),
-                },
-                // Both carry a source and were turned into their own stored variants above.
-                FacilitatorError::Unreachable { endpoint, .. }
-                | FacilitatorError::Auth { endpoint, .. } => FacilitatorError::Malformed {
-                    endpoint: *endpoint,
-                    message: error.to_string(),
-                },
-            },
-        }
-    }
-}
-
-fn shared(source: &Arc<dyn Error + Send + Sync>) -> BoxError {
-    Box::new(SharedSource(Arc::clone(source)))
-}
-
-/// An error source shared by every caller served one cached failure.
-struct SharedSource(Arc<dyn Error + Send + Sync>);
-
-impl fmt::Debug for SharedSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
-    }
-}
-
-impl fmt::Display for SharedSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&*self.0, f)
-    }
-}
-
-impl Error for SharedSource {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        self.0.source()
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::error::Error as _;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
@@ -285,7 +195,7 @@ mod tests {
                 if fail {
                     Err(FacilitatorError::Unreachable {
                         endpoint: Endpoint::Supported,
-                        source: "connection refused".into(),
+                        source: Arc::from(crate::BoxError::from("connection refused")),
                     })
                 } else {
                     Ok(n)

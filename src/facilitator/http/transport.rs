@@ -85,7 +85,10 @@ impl Inner {
             Err(source) => {
                 tracing::debug!(%endpoint, "facilitator auth provider failed");
                 return Outcome::Failed {
-                    error: FacilitatorError::Auth { endpoint, source },
+                    error: FacilitatorError::Auth {
+                        endpoint,
+                        source: source.into(),
+                    },
                     retryable: false,
                 };
             }
@@ -133,7 +136,7 @@ impl Inner {
             Err(BodyError::Transport(source)) => Outcome::Failed {
                 error: FacilitatorError::Unreachable {
                     endpoint,
-                    source: Box::new(source),
+                    source: std::sync::Arc::new(source),
                 },
                 retryable: false,
             },
@@ -153,7 +156,7 @@ impl Inner {
         } else {
             FacilitatorError::Unreachable {
                 endpoint,
-                source: Box::new(error),
+                source: std::sync::Arc::new(error),
             }
         };
         Outcome::Failed { error, retryable }

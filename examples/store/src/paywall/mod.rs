@@ -19,11 +19,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::handler::Handler;
-use axum::http::HeaderValue;
 use axum::http::request::Parts;
+use axum::http::{HeaderName, HeaderValue};
 use axum::routing::{MethodRouter, get};
-use tower_x402::layer::{InvalidHeaderStatus, PaywallPage};
-use tower_x402::{PaymentCorsLayer, Price, X402Layer, payment_cors};
+use tower_http::cors::CorsLayer;
+use tower_x402::cors::PAYMENT_REQUEST_HEADERS;
+use tower_x402::layer::InvalidHeaderStatus;
+use tower_x402::{PaywallPage, Price, X402Layer, payment_cors};
 
 use crate::app::AppState;
 use crate::sales::purchase::purchase;
@@ -68,14 +70,20 @@ pub fn paid_get(state: &AppState) -> MethodRouter<AppState> {
     get(purchase.layer(paywall)).layer(cors(&state.config.cors_origins))
 }
 
-/// Any origin may pay unless `STORE_CORS_ORIGINS` names the allowed ones.
-fn cors(origins: &[String]) -> PaymentCorsLayer {
+/// Any origin may pay unless `STORE_CORS_ORIGINS` names the allowed ones; pages may send the
+/// referral header beside the payment's.
+fn cors(origins: &[String]) -> CorsLayer {
+    let headers: Vec<HeaderName> = PAYMENT_REQUEST_HEADERS
+        .into_iter()
+        .chain([crate::sales::referral::HEADER])
+        .collect();
+    let cors = payment_cors().allow_headers(headers);
     if origins.is_empty() {
-        return payment_cors();
+        return cors;
     }
     let allowed: Vec<HeaderValue> = origins
         .iter()
         .filter_map(|origin| HeaderValue::try_from(origin.as_str()).ok())
         .collect();
-    payment_cors().allow_origin(allowed)
+    cors.allow_origin(allowed)
 }

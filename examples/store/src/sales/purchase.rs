@@ -42,8 +42,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Value, json};
+use tower_x402::SettledPayment;
 use tower_x402::VerifiedPayment;
-use tower_x402::layer::SettledPayment;
 use tower_x402::proto::{
     AtomicAmount, PaymentRequirements, SettleResponse, UsdAmount, UsdcDeployment,
 };

@@ -24,7 +24,7 @@ use std::sync::{Arc, Weak};
 
 use serde::Serialize;
 use tokio::sync::{Mutex, Notify};
-use tower_x402::layer::{PaymentEvent, PaymentEvents};
+use tower_x402::{PaymentEvent, PaymentEvents};
 
 use crate::storage::{Mode, OrderFunnel, StorageError, Store};
 

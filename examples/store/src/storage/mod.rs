@@ -14,10 +14,8 @@ mod postgres;
 mod sqlite;
 
 use tower_x402::BoxFuture;
-use tower_x402::layer::settlement::{
-    LedgerEntry, PaymentKey, PaymentState, SettlementStore, StoreError,
-};
 use tower_x402::proto::UsdAmount;
+use tower_x402::settlement::{LedgerEntry, PaymentKey, PaymentState, SettlementStore, StoreError};
 
 use self::postgres::PostgresBackend;
 use self::sqlite::{OrderLookup, SqliteBackend};
@@ -310,8 +308,8 @@ impl Store {
 
 /// The layer's payment ledger: on SQLite the `payment_ledger` table, compare-and-set on a
 /// version column with the state as JSON; on PostgreSQL the crate's own
-/// [`PostgresSettlementStore`](tower_x402::layer::settlement::PostgresSettlementStore), shared by
-/// every instance. Both pass [`conformance::check`](tower_x402::layer::settlement::conformance::check).
+/// [`PostgresSettlementStore`](tower_x402::settlement::PostgresSettlementStore), shared by
+/// every instance. Both pass [`check_conformance`](tower_x402::settlement::check_conformance).
 impl SettlementStore for Store {
     fn load<'a>(
         &'a self,

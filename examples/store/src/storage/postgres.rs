@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use sqlx::Row as _;
 use sqlx::postgres::{PgPool, PgPoolOptions};
-use tower_x402::layer::settlement::{PaymentState, PostgresSettlementStore};
+use tower_x402::settlement::{PaymentState, PostgresSettlementStore};
 
 use super::{
     Counter, Mode, NewOrder, Order, OrderFunnel, Recorded, StorageError, corrupt, count,

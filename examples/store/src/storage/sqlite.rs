@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use sqlx::Row as _;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
-use tower_x402::layer::settlement::{LedgerEntry, PaymentState};
+use tower_x402::settlement::{LedgerEntry, PaymentState};
 
 use super::{
     Counter, Mode, NewOrder, Order, OrderFunnel, Recorded, StorageError, corrupt, count,

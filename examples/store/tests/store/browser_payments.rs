@@ -13,7 +13,7 @@ use axum::Json;
 use axum::routing::get;
 use axum::routing::post;
 use serde_json::Value;
-use tower_x402::layer::PaywallPage;
+use tower_x402::PaywallPage;
 use tower_x402::proto::{Eip3009Authorization, PaymentRequirements, ResourceInfo, UsdcDeployment};
 use tower_x402::sandbox::{SandboxFacilitator, SandboxWallet};
 use tower_x402::{Offer, X402Layer};

@@ -1,4 +1,4 @@
-//! What browsers see on the paid route: CORS for a page on another origin (preflight 204, the
+//! What browsers see on the paid route: CORS for a page on another origin (preflight 200, the
 //! origin allowed on 402, 400 and 200, the payment headers exposed), the origin list narrowing
 //! it, and the HTML paywall page for a navigation while every other client keeps the JSON 402.
 
@@ -27,10 +27,10 @@ fn preflight(origin: &str) -> Request<Body> {
 }
 
 #[tokio::test]
-async fn preflight_for_a_payment_is_204_for_any_origin() {
+async fn preflight_for_a_payment_is_200_for_any_origin() {
     let store = store().await;
     let answer = store.send(preflight("https://shop.example")).await;
-    assert_eq!(answer.status, StatusCode::NO_CONTENT);
+    assert_eq!(answer.status, StatusCode::OK);
     assert_eq!(answer.header("access-control-allow-origin"), Some("*"));
     let allowed = answer
         .header("access-control-allow-headers")

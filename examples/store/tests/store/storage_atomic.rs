@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
-use tower_x402::layer::settlement::{
-    LedgerEntry, PaymentKey, PaymentState, SettlementIntent, SettlementRecord,
-    SettlementStore as _, conformance,
-};
 use tower_x402::proto::FacilitatorRequest;
 use tower_x402::proto::{
     AtomicAmount, Network, PaymentPayload, PaymentRequirements, SettleResponse, X402Version,
+};
+use tower_x402::settlement::{
+    LedgerEntry, PaymentKey, PaymentState, SettlementIntent, SettlementRecord,
+    SettlementStore as _, check_conformance,
 };
 
 use x402_store::storage::{NewOrder, Order, Recorded, Referral, Store};
@@ -174,9 +174,9 @@ fn payment(nonce: &str) -> PaymentPayload {
 
 async fn the_ledger_meets_the_settlement_store_contract() {
     let (_dir, store, url) = temp_store().await;
-    conformance::check(Arc::new(store)).await;
+    check_conformance(Arc::new(store)).await;
     // Twice on the same database, as a second instance would.
-    conformance::check(Arc::new(Store::open(&url).await.unwrap())).await;
+    check_conformance(Arc::new(Store::open(&url).await.unwrap())).await;
 }
 
 async fn ledger_entries_survive_reopening_and_in_doubt_payments_are_listed() {
@@ -224,7 +224,7 @@ async fn in_memory_databases_and_bad_urls() {
     };
     store.record_order(&new).await.unwrap();
     assert_eq!(store.row_counts().await.unwrap()["orders"], 1);
-    conformance::check(Arc::new(store)).await;
+    check_conformance(Arc::new(store)).await;
     assert!(Store::open("mysql://127.0.0.1/store").await.is_err());
     // A PostgreSQL URL with no server behind it fails to open rather than falling back.
     assert!(
@@ -246,7 +246,7 @@ super::support::on_both_backends!(
 /// up: three instances migrating at once, then the contract.
 #[tokio::test]
 async fn the_postgres_settlement_store_meets_the_contract() {
-    use tower_x402::layer::settlement::PostgresSettlementStore;
+    use tower_x402::settlement::PostgresSettlementStore;
 
     super::postgres_server::require();
     let url = super::postgres_server::fresh_database().await;
@@ -266,7 +266,7 @@ async fn the_postgres_settlement_store_meets_the_contract() {
         stores.push(instance.await.unwrap());
     }
     for store in &stores {
-        conformance::check(Arc::new(store.clone())).await;
+        check_conformance(Arc::new(store.clone())).await;
     }
     // The contract's sample entries include payments in doubt and settling: listed, nothing else.
     let unsettled = stores[0].unsettled().await.unwrap();

@@ -339,7 +339,7 @@ impl Unreachable {
     fn error(endpoint: tower_x402::facilitator::Endpoint) -> FacilitatorError {
         FacilitatorError::Unreachable {
             endpoint,
-            source: "connection refused".into(),
+            source: tower_x402::BoxError::from("connection refused").into(),
         }
     }
 }

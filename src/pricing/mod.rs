@@ -119,7 +119,7 @@ impl Pricing for Arc<Offer> {
 /// router in front decodes or normalizes paths, price with a closure that applies the same rule.
 ///
 /// ```
-/// use tower_x402::layer::pricing::PriceTable;
+/// use tower_x402::pricing::PriceTable;
 /// # use tower_x402::{Offer, proto::{ResourceInfo, UsdcDeployment}};
 /// # let offer = Offer::builder(ResourceInfo::new("https://shop.example/report"))
 /// #     .usdc(&UsdcDeployment::BASE, "1.00".parse().unwrap(), "0x209693Bc6afc0C5328bA36FaF03C514EF312287C")

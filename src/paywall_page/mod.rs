@@ -14,7 +14,7 @@
 //! ```
 //! use axum::{Router, body::Body, routing::get};
 //! use tower::ServiceExt;
-//! use tower_x402::layer::PaywallPage;
+//! use tower_x402::PaywallPage;
 //! use tower_x402::proto::{ResourceInfo, UsdcDeployment};
 //! use tower_x402::{HttpFacilitator, Offer, X402Layer};
 //!
@@ -46,7 +46,7 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode};
 use sha2::{Digest as _, Sha256};
 
-use super::pricing::Offer;
+use crate::pricing::Offer;
 use crate::proto::{AtomicAmount, PAYMENT_REQUIRED, UsdAmount, UsdcDeployment};
 
 mod accept;
@@ -82,7 +82,7 @@ impl PaywallPage {
     /// Links each offer to a hosted checkout page: `link` returns its URL, or `None`.
     ///
     /// ```
-    /// use tower_x402::layer::PaywallPage;
+    /// use tower_x402::PaywallPage;
     /// let page = PaywallPage::new()
     ///     .checkout(|offer| Some(format!("https://pay.example/?for={}", offer.resource().url)));
     /// # drop(page);

@@ -10,7 +10,7 @@ use crate::BoxFuture;
 /// are not settled yet are never evicted.
 ///
 /// ```
-/// use tower_x402::layer::settlement::MemorySettlementStore;
+/// use tower_x402::settlement::MemorySettlementStore;
 ///
 /// let store = MemorySettlementStore::new(10_000);
 /// assert_eq!(store.len(), 0);
@@ -195,7 +195,7 @@ mod tests {
 
     #[tokio::test]
     async fn meets_the_store_contract() {
-        super::super::conformance::check(Arc::new(MemorySettlementStore::default())).await;
+        super::super::check_conformance(Arc::new(MemorySettlementStore::default())).await;
     }
 
     #[test]

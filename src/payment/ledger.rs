@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::layer::Config;
-use crate::layer::refusal::Refusal;
-use crate::layer::settlement::{PaymentKey, PaymentState, SettlementIntent, SettlementRecord};
+use super::{Payments, Refusal};
+use crate::settlement::{
+    Fingerprint, PaymentKey, PaymentState, SettlementIntent, SettlementRecord,
+};
 
 /// How often a claim re-reads an entry that changed under it before giving up with a 503.
 const CLAIM_ATTEMPTS: usize = 4;
@@ -59,28 +60,28 @@ pub(crate) fn now_ms() -> u64 {
 }
 
 /// When a lease taken now runs out.
-pub(super) fn lease_until(config: &Config) -> u64 {
+pub(super) fn lease_until(config: &Payments) -> u64 {
     now_ms().saturating_add(u64::try_from(config.lease.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Whether a lease held by `owner` until `until` may be taken over by this layer: it ran out,
 /// or it is this layer's own (the request that held it is gone, since this one holds the
 /// in-process single-flight lock for the key).
-fn takeable(config: &Config, owner: &str, until: u64) -> bool {
+fn takeable(config: &Payments, owner: &str, until: u64) -> bool {
     owner == &*config.owner || until <= now_ms()
 }
 
 /// Reads the payment's entry and claims it when it is new. A payment another process holds is
 /// re-read, with growing pauses, until it settles, falls into doubt, is let go, or
-/// [`Config::held_wait`] runs out (then 503).
-pub(super) async fn claim(config: &Config, key: &PaymentKey, fingerprint: &str) -> Claim {
+/// [`Payments::held_payment_wait`] runs out (then 503).
+pub(super) async fn claim(config: &Payments, key: &PaymentKey, fingerprint: &Fingerprint) -> Claim {
     let mut deadline = None;
     let mut pause = HELD_POLL_FIRST;
     let mut lost_races = 0;
     let in_progress = || PaymentState::InProgress {
         owner: config.owner.to_string(),
         lease_until: lease_until(config),
-        fingerprint: fingerprint.to_owned(),
+        fingerprint: fingerprint.as_str().to_owned(),
     };
     while lost_races < CLAIM_ATTEMPTS {
         let entry = match config.store.load(key).await {
@@ -100,7 +101,7 @@ pub(super) async fn claim(config: &Config, key: &PaymentKey, fingerprint: &str) 
                 Err(error) => return Claim::Refuse(Box::new(Refusal::RecordsUnavailable(error))),
             }
         };
-        if entry.state.fingerprint() != fingerprint {
+        if *fingerprint != *entry.state.fingerprint() {
             return Claim::Refuse(Box::new(Refusal::IdentifierReused));
         }
         match entry.state {
@@ -156,7 +157,7 @@ fn hold(key: &PaymentKey, version: u64) -> Hold {
 
 /// Lets go of a payment that never reached `/settle` (or that the chain proved unsettled), so
 /// the buyer may pay again. A failure only leaves the hold to expire.
-pub(crate) async fn release(config: &Config, hold: &Hold) {
+pub(crate) async fn release(config: &Payments, hold: &Hold) {
     match config.store.remove(&hold.key, hold.version).await {
         Ok(true) => {}
         Ok(false) => {

@@ -35,7 +35,7 @@ pub enum Reconciliation {
 ///
 /// ```
 /// use tower_x402::BoxFuture;
-/// use tower_x402::layer::settlement::{Reconciler, Reconciliation};
+/// use tower_x402::settlement::{Reconciler, Reconciliation};
 /// use tower_x402::proto::FacilitatorRequest;
 ///
 /// /// Knows nothing: every in-doubt payment stays in doubt until an operator acts.

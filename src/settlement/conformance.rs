@@ -2,11 +2,11 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use tower_x402::layer::settlement::{MemorySettlementStore, conformance};
+//! use tower_x402::settlement::{MemorySettlementStore, check_conformance};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
-//! conformance::check(Arc::new(MemorySettlementStore::default())).await;
+//! check_conformance(Arc::new(MemorySettlementStore::default())).await;
 //! # }
 //! ```
 

@@ -7,10 +7,10 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode};
 
-use crate::layer::Config;
-use crate::layer::body::ResponseBody;
-use crate::layer::pricing::Offer;
-use crate::layer::refusal::Refusal;
+use super::Config;
+use super::body::ResponseBody;
+use crate::payment::Refusal;
+use crate::pricing::Offer;
 use crate::proto::{PAYMENT_REQUIRED, PAYMENT_RESPONSE, SettleResponse, header as codec};
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
@@ -33,7 +33,7 @@ fn base(config: &Config, status: StatusCode, body: Bytes) -> Response<Bytes> {
 }
 
 /// The response for `refusal`: the only place a refusal becomes a response.
-pub(super) fn refusal(config: &Config, offer: &Offer, refusal: &Refusal) -> Response<Bytes> {
+pub(crate) fn refusal(config: &Config, offer: &Offer, refusal: &Refusal) -> Response<Bytes> {
     let status = match refusal {
         Refusal::InvalidHeader(_) => config.invalid_header.status(),
         _ => refusal.status(),

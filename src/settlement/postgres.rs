@@ -35,7 +35,7 @@ const MIGRATION_LOCK: i64 = 0x7834_3032_6c65_6467; // "x402ledg"
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// use tower_x402::layer::settlement::PostgresSettlementStore;
+/// use tower_x402::settlement::PostgresSettlementStore;
 /// # use tower_x402::{Offer, X402Layer};
 /// # let (facilitator, offer): (tower_x402::HttpFacilitator, std::sync::Arc<Offer>) = todo!();
 ///

@@ -97,7 +97,7 @@ impl SettlementIntent {
     /// The intent to send `request` for `resource`.
     pub fn new(resource: impl Into<String>, request: FacilitatorRequest) -> Self {
         Self {
-            fingerprint: super::fingerprint(&request.payment_payload),
+            fingerprint: super::Fingerprint::of(&request.payment_payload).into_string(),
             resource: resource.into(),
             request,
         }
@@ -105,12 +105,12 @@ impl SettlementIntent {
 
     /// The intent to send `request`, whose payment's fingerprint the layer already computed.
     pub(crate) fn with_fingerprint(
-        fingerprint: String,
+        fingerprint: super::Fingerprint,
         resource: String,
         request: FacilitatorRequest,
     ) -> Self {
         Self {
-            fingerprint,
+            fingerprint: fingerprint.into_string(),
             resource,
             request,
         }

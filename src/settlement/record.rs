@@ -18,9 +18,14 @@ pub struct PaymentKey(Arc<str>);
 impl PaymentKey {
     /// The key of `payload`.
     pub fn of(payload: &PaymentPayload) -> Self {
+        Self::with_fingerprint(payload, &Fingerprint::of(payload))
+    }
+
+    /// The key of `payload`, whose fingerprint is already known.
+    pub(crate) fn with_fingerprint(payload: &PaymentPayload, fingerprint: &Fingerprint) -> Self {
         match payload.payment_identifier() {
             Some(id) => Self(format!("id:{id}").into()),
-            None => Self(fingerprint(payload).into()),
+            None => Self(fingerprint.as_str().into()),
         }
     }
 
@@ -49,20 +54,41 @@ impl fmt::Display for PaymentKey {
 
 /// What identifies the signed payment itself, independent of any client-chosen id: used as the
 /// key when there is no id, and stored to detect one id reused for a different payment.
-pub(crate) fn fingerprint(payload: &PaymentPayload) -> String {
-    let accepted = &payload.accepted;
-    match payload.exact_evm() {
-        Ok(evm) => format!(
-            "eip3009:{}:{}:{}:{}",
-            accepted.network,
-            accepted.asset.to_ascii_lowercase(),
-            evm.authorization.from.to_ascii_lowercase(),
-            evm.authorization.nonce.to_ascii_lowercase(),
-        ),
-        Err(_) => format!(
-            "raw:{}:{}:{}",
-            accepted.scheme, accepted.network, payload.payload
-        ),
+/// Computed once per request (it decodes the payload).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Fingerprint(String);
+
+impl Fingerprint {
+    /// The fingerprint of `payload`.
+    pub(crate) fn of(payload: &PaymentPayload) -> Self {
+        let accepted = &payload.accepted;
+        Self(match payload.exact_evm() {
+            Ok(evm) => format!(
+                "eip3009:{}:{}:{}:{}",
+                accepted.network,
+                accepted.asset.to_ascii_lowercase(),
+                evm.authorization.from.to_ascii_lowercase(),
+                evm.authorization.nonce.to_ascii_lowercase(),
+            ),
+            Err(_) => format!(
+                "raw:{}:{}:{}",
+                accepted.scheme, accepted.network, payload.payload
+            ),
+        })
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub(crate) fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl PartialEq<str> for Fingerprint {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
     }
 }
 
@@ -110,7 +136,7 @@ impl SettlementRecord {
     ) -> Self {
         Self {
             key: PaymentKey::of(payload),
-            fingerprint: fingerprint(payload),
+            fingerprint: Fingerprint::of(payload).into_string(),
             resource: resource.into(),
             requirement,
             settlement,

@@ -1,19 +1,14 @@
 //! Settlement through the facilitator, recorded in the ledger so that it happens once: the
 //! write-ahead intent, the re-send on `settlement_pending`, the reconciler, and *in doubt*.
 
-use bytes::Bytes;
-use http::Response;
 use tracing::Instrument as _;
 
 use super::ledger::{Hold, lease_until, now_ms, release};
-use super::{Paid, refuse};
+use super::{PaymentEvent, Payments, Refusal};
 use crate::facilitator::FacilitatorError;
-use crate::layer::Config;
-use crate::layer::events::PaymentEvent;
-use crate::layer::pricing::Offer;
-use crate::layer::refusal::Refusal;
-use crate::layer::settlement::{PaymentState, Reconciliation, SettlementIntent, SettlementRecord};
+use crate::pricing::Offer;
 use crate::proto::{FacilitatorRequest, SettleResponse};
+use crate::settlement::{PaymentState, Reconciliation, SettlementIntent, SettlementRecord};
 
 /// `success: false` reasons that do not prove nothing moved: the transaction may be on its way
 /// (`settlement_pending`), or the authorization was used — possibly by this very payment.
@@ -36,7 +31,7 @@ pub(super) enum Attempt {
 }
 
 /// What `/settle` answered, after the one re-send `settlement_pending` calls for.
-enum Sent {
+enum SettleAnswer {
     Settled(SettleResponse),
     Refused(SettleResponse),
     Failed(FacilitatorError),
@@ -45,12 +40,12 @@ enum Sent {
 /// Settles the payment held by `hold` and records the outcome. In [`Attempt::First`] the
 /// *settling* intent is written first (nothing is sent if that fails). `Err` is the response.
 pub(super) async fn settle(
-    config: &Config,
+    config: &Payments,
     offer: &Offer,
     mut hold: Hold,
     intent: SettlementIntent,
     attempt: Attempt,
-) -> Result<SettleResponse, Response<Bytes>> {
+) -> Result<SettleResponse, Refusal> {
     let intent = if attempt == Attempt::First {
         // The intent moves into the state written and back out: no copy of the payment.
         let settling = PaymentState::Settling {
@@ -65,35 +60,37 @@ pub(super) async fn settle(
         {
             Ok(true) => hold.version += 1,
             // Taken over while this layer verified (its lease ran out): nothing was sent.
-            Ok(false) => return Err(refuse(config, offer, &Refusal::PaymentInProgress)),
+            Ok(false) => return Err(refuse(config, offer, Refusal::PaymentInProgress)),
             Err(error) => {
                 tracing::warn!(%error, key = %hold.key, "settling intent could not be written; nothing sent");
-                return Err(refuse(config, offer, &Refusal::RecordsUnavailable(error)));
+                return Err(refuse(config, offer, Refusal::RecordsUnavailable(error)));
             }
         }
         let PaymentState::Settling { intent, .. } = settling else {
             // Built as `Settling` just above; answered like a busy payment, never panicking.
-            return Err(refuse(config, offer, &Refusal::PaymentInProgress));
+            return Err(refuse(config, offer, Refusal::PaymentInProgress));
         };
         intent
     } else {
         intent
     };
     let intent = &intent;
-    let sent = send(config, &intent.request).await;
-    let reason = match sent {
-        Sent::Settled(settlement) => {
+    let answer = send(config, &intent.request).await;
+    let reason = match answer {
+        SettleAnswer::Settled(settlement) => {
             return Ok(settled(config, offer, &hold, intent, settlement, attempt).await);
         }
-        Sent::Refused(settlement) if attempt == Attempt::First && !is_uncertain(&settlement) => {
+        SettleAnswer::Refused(settlement)
+            if attempt == Attempt::First && !is_uncertain(&settlement) =>
+        {
             release(config, &hold).await;
             return Err(refuse(
                 config,
                 offer,
-                &Refusal::SettlementRefused(settlement),
+                Refusal::SettlementRefused(settlement),
             ));
         }
-        Sent::Refused(settlement) => {
+        SettleAnswer::Refused(settlement) => {
             let reason = settlement
                 .error_reason
                 .as_deref()
@@ -101,20 +98,20 @@ pub(super) async fn settle(
             format!("facilitator /settle answered success: false, {reason}")
         }
         // The answer was lost: the money may be moving right now. The buyer's retry recovers it.
-        Sent::Failed(failure) if attempt == Attempt::First => {
+        SettleAnswer::Failed(failure) if attempt == Attempt::First => {
             tracing::warn!(error = %failure, key = %hold.key, "facilitator settle failed; the payment may or may not have moved");
             return Err(in_doubt(config, offer, &hold, intent, failure.to_string()).await);
         }
-        Sent::Failed(failure) => failure.to_string(),
+        SettleAnswer::Failed(failure) => failure.to_string(),
     };
     reconcile(config, offer, hold, intent, reason, attempt).await
 }
 
 /// `/settle`, re-sent once (identically, after a pause) when it answers `settlement_pending`.
-async fn send(config: &Config, request: &FacilitatorRequest) -> Sent {
+async fn send(config: &Payments, request: &FacilitatorRequest) -> SettleAnswer {
     let first = settle_once(config, request).await;
     match first {
-        Sent::Refused(ref settlement)
+        SettleAnswer::Refused(ref settlement)
             if settlement.error_reason.as_deref() == Some("settlement_pending") =>
         {
             tokio::time::sleep(config.pending_pause).await;
@@ -124,13 +121,13 @@ async fn send(config: &Config, request: &FacilitatorRequest) -> Sent {
     }
 }
 
-async fn settle_once(config: &Config, request: &FacilitatorRequest) -> Sent {
+async fn settle_once(config: &Payments, request: &FacilitatorRequest) -> SettleAnswer {
     let requirement = &request.payment_requirements;
     let span = tracing::info_span!("x402.settle", network = %requirement.network, scheme = %requirement.scheme);
     match config.facilitator.settle(request).instrument(span).await {
-        Ok(settlement) if settlement.success => Sent::Settled(settlement),
-        Ok(settlement) => Sent::Refused(settlement),
-        Err(failure) => Sent::Failed(failure),
+        Ok(settlement) if settlement.success => SettleAnswer::Settled(settlement),
+        Ok(settlement) => SettleAnswer::Refused(settlement),
+        Err(failure) => SettleAnswer::Failed(failure),
     }
 }
 
@@ -143,13 +140,13 @@ fn is_uncertain(settlement: &SettleResponse) -> bool {
 
 /// Asks the reconciler; without one, or when it cannot tell, the payment stays in doubt.
 async fn reconcile(
-    config: &Config,
+    config: &Payments,
     offer: &Offer,
     hold: Hold,
     intent: &SettlementIntent,
     reason: String,
     attempt: Attempt,
-) -> Result<SettleResponse, Response<Bytes>> {
+) -> Result<SettleResponse, Refusal> {
     let Some(reconciler) = &config.reconciler else {
         let reason = format!("{reason}; no reconciler to ask the chain");
         return Err(in_doubt(config, offer, &hold, intent, reason).await);
@@ -168,7 +165,7 @@ async fn reconcile(
                 key: &hold.key,
                 settlement: None,
             });
-            Err(refuse(config, offer, &Refusal::AuthorizationExpired))
+            Err(refuse(config, offer, Refusal::AuthorizationExpired))
         }
         Reconciliation::NotSettled => {
             let reason = format!("{reason}; not on chain yet and the authorization is still valid");
@@ -213,9 +210,9 @@ fn authorization_expired(request: &FacilitatorRequest) -> bool {
 }
 
 /// Records a settlement and reports it. The money has moved: a failure to record is logged
-/// (the in-memory `recent` list still recognises a retry) and the buyer is served anyway.
+/// (the in-memory recent settlements still recognise a retry) and the buyer is served anyway.
 async fn settled(
-    config: &Config,
+    config: &Payments,
     offer: &Offer,
     hold: &Hold,
     intent: &SettlementIntent,
@@ -235,7 +232,7 @@ async fn settled(
         });
     }
     let record = SettlementRecord::of_intent(hold.key.clone(), intent, settlement.clone());
-    if let Some(recent) = &config.recent {
+    if let Some(recent) = &config.recent_settlements {
         recent.remember(&record);
     }
     let state = PaymentState::Settled { record };
@@ -273,12 +270,12 @@ async fn settled(
 /// Marks the payment *in doubt*, logs everything an operator needs to settle it by hand, and
 /// answers 503 (retry the same payment).
 async fn in_doubt(
-    config: &Config,
+    config: &Payments,
     offer: &Offer,
     hold: &Hold,
     intent: &SettlementIntent,
     reason: String,
-) -> Response<Bytes> {
+) -> Refusal {
     let request = &intent.request;
     let requirement = &request.payment_requirements;
     let authorization = request
@@ -319,38 +316,11 @@ async fn in_doubt(
         key: &hold.key,
         reason: &reason,
     });
-    refuse(config, offer, &Refusal::SettlementInDoubt { reason })
+    refuse(config, offer, Refusal::SettlementInDoubt { reason })
 }
 
-/// Settles after the inner service answered; owns everything it needs.
-pub(crate) async fn settle_after(
-    paid: Box<Paid>,
-) -> (Box<Paid>, Result<SettleResponse, Response<Bytes>>) {
-    let mut paid = paid;
-    let outcome = match (paid.hold.clone(), paid.intent.take()) {
-        (Some(hold), Some(intent)) => {
-            settle(
-                &paid.config,
-                &paid.payment.offer,
-                hold,
-                intent,
-                Attempt::First,
-            )
-            .await
-        }
-        // Unreachable: only held payments settle after the handler.
-        _ => Err(refuse(
-            &paid.config,
-            &paid.payment.offer,
-            &Refusal::PaymentInProgress,
-        )),
-    };
-    (paid, outcome)
-}
-
-/// Lets go of a payment whose handler failed (nothing was sent to `/settle`).
-pub(crate) async fn release_after(paid: Box<Paid>) {
-    if let Some(hold) = &paid.hold {
-        release(&paid.config, hold).await;
-    }
+/// Reports `refusal` and returns it.
+fn refuse(config: &Payments, offer: &Offer, refusal: Refusal) -> Refusal {
+    config.report_refusal(offer, &refusal);
+    refusal
 }

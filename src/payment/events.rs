@@ -1,9 +1,9 @@
-//! Observing what the layer does with each payment.
+//! Observing what the core and the layer do with each payment.
 
-use super::pricing::Offer;
-use super::refusal::Refusal;
-use super::settlement::{PaymentKey, SettlementRecord};
+use super::Refusal;
+use crate::pricing::Offer;
 use crate::proto::{PaymentPayload, SettleResponse};
+use crate::settlement::{PaymentKey, SettlementRecord};
 
 /// Something that happened to a priced request.
 #[derive(Debug)]
@@ -81,7 +81,7 @@ pub enum PaymentEvent<'a> {
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};
 /// use std::sync::Arc;
-/// use tower_x402::layer::PaymentEvent;
+/// use tower_x402::PaymentEvent;
 ///
 /// let challenges = Arc::new(AtomicUsize::new(0));
 /// let counter = challenges.clone();

@@ -1,17 +1,17 @@
-//! What the layer hands to the inner service about the payment.
+//! What the core hands to the work about the payment.
 
 use std::sync::Arc;
 
-use super::pricing::Offer;
-use super::settlement::PaymentKey;
+use crate::pricing::Offer;
 use crate::proto::{PaymentPayload, PaymentRequirements, SettleResponse};
+use crate::settlement::PaymentKey;
 
 /// A verified payment, inserted into the request extensions of every paid request that reaches
 /// the inner service. With the `axum` feature it is also an extractor.
 ///
-/// `settlement` is present in [`SettlementMode::Before`](super::pricing::SettlementMode::Before) and when
+/// `settlement` is present in [`SettlementMode::Before`](crate::SettlementMode::Before) and when
 /// the payment was answered from a settlement record (`replayed`); in
-/// [`SettlementMode::After`](super::pricing::SettlementMode::After) the inner service runs before the
+/// [`SettlementMode::After`](crate::SettlementMode::After) the inner service runs before the
 /// settlement exists.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -33,7 +33,7 @@ pub struct VerifiedPayment {
 }
 
 /// A payment whose settlement exists: the [`VerifiedPayment`] of a request behind
-/// [`SettlementMode::Before`](super::pricing::SettlementMode::Before), or of a repeat answered
+/// [`SettlementMode::Before`](crate::SettlementMode::Before), or of a repeat answered
 /// from its record. With the `axum` feature it is an extractor, so a handler that must never
 /// run unpaid asks for it and needs no check of its own.
 #[derive(Clone, Debug)]

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
-use crate::layer::settlement::PaymentKey;
+use crate::settlement::PaymentKey;
 
 /// Payments being processed right now, one lock per payment key.
 #[derive(Debug, Default)]

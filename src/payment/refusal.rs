@@ -1,13 +1,13 @@
-//! Why the layer answered a priced request itself instead of passing it on.
+//! Why a priced request was refused instead of passed on to the work.
 
 use std::fmt;
 
 use http::StatusCode;
 
-use super::settlement::StoreError;
 use crate::facilitator::FacilitatorError;
 use crate::proto::SettleResponse;
 use crate::proto::header::HeaderError;
+use crate::settlement::StoreError;
 
 /// Why the layer refused a priced request. Every refusal is answered from this value alone: its
 /// [`status`](Self::status), and its `Display` as the JSON body's `error` (the same text in
@@ -16,7 +16,7 @@ use crate::proto::header::HeaderError;
 /// | refusal | status | also |
 /// |---|---|---|
 /// | [`PaymentMissing`](Self::PaymentMissing) | 402 | the challenge |
-/// | [`InvalidHeader`](Self::InvalidHeader) | 400, or 402 with [`InvalidHeaderStatus::PaymentRequired`] | the challenge |
+/// | [`InvalidHeader`](Self::InvalidHeader) | 400, or 402 with [`InvalidHeaderStatus::PaymentRequired`](crate::layer::InvalidHeaderStatus::PaymentRequired) | the challenge |
 /// | [`OtherResource`](Self::OtherResource) | 402 | the challenge |
 /// | [`NoMatchingRequirement`](Self::NoMatchingRequirement) | 402 | the challenge |
 /// | [`InvalidPayment`](Self::InvalidPayment) | 402 | the challenge |
@@ -88,46 +88,10 @@ pub enum Refusal {
     AuthorizationExpired,
 }
 
-/// How the layer answers a `PAYMENT-SIGNATURE` it cannot use at all
-/// ([`Refusal::InvalidHeader`]: not base64, not JSON, not a version 2 payment, or too large);
-/// set with [`X402Layer::invalid_header_status`](super::X402Layer::invalid_header_status).
-///
-/// Either way the answer carries the challenge and an `error` saying what was wrong with the
-/// header, and nothing reaches the facilitator.
-///
-/// ```
-/// use http::StatusCode;
-/// use tower_x402::layer::InvalidHeaderStatus;
-///
-/// assert_eq!(InvalidHeaderStatus::default(), InvalidHeaderStatus::BadRequest);
-/// assert_eq!(InvalidHeaderStatus::PaymentRequired.status(), StatusCode::PAYMENT_REQUIRED);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum InvalidHeaderStatus {
-    /// 400 with a JSON `error` and the challenge in `PAYMENT-REQUIRED` (the default): the client
-    /// sent something malformed.
-    #[default]
-    BadRequest,
-    /// 402 with the challenge (header and body) whose `error` says what was wrong: the
-    /// protocol's answer to a paid resource requested without a valid payment, and how the
-    /// reference servers treat an undecodable header (as no payment).
-    PaymentRequired,
-}
-
-impl InvalidHeaderStatus {
-    /// The status this choice answers with.
-    pub fn status(self) -> StatusCode {
-        match self {
-            Self::BadRequest => StatusCode::BAD_REQUEST,
-            Self::PaymentRequired => StatusCode::PAYMENT_REQUIRED,
-        }
-    }
-}
-
 impl Refusal {
     /// The status the refusal is answered with by default; an [`InvalidHeader`](Self::InvalidHeader)
-    /// is answered as the layer's [`InvalidHeaderStatus`] says.
+    /// is answered as the layer's
+    /// [`InvalidHeaderStatus`](crate::layer::InvalidHeaderStatus) says.
     pub fn status(&self) -> StatusCode {
         match self {
             Self::InvalidHeader(_) => StatusCode::BAD_REQUEST,
@@ -155,7 +119,7 @@ impl Refusal {
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::PaymentMissing => f.write_str(super::pricing::UNPAID_ERROR),
+            Self::PaymentMissing => f.write_str(crate::pricing::UNPAID_ERROR),
             Self::InvalidHeader(error) => write!(f, "invalid PAYMENT-SIGNATURE header: {error}"),
             Self::OtherResource => {
                 f.write_str("this payment was signed for a different resource than this one")

@@ -10,13 +10,13 @@
 //! chain. Concurrent requests with the same key are single-flighted inside one process; across
 //! processes sharing one store, the store's compare-and-set operations and leases decide.
 //!
-//! [`conformance::check`] tests any store against the contract below.
+//! [`check_conformance`] tests any store against the contract below.
 
 use std::sync::Arc;
 
 use crate::{BoxError, BoxFuture};
 
-pub mod conformance;
+mod conformance;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -24,11 +24,12 @@ mod reconciler;
 mod record;
 mod state;
 
+pub use conformance::check as check_conformance;
 pub use memory::MemorySettlementStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresSettlementStore;
 pub use reconciler::{Reconciler, Reconciliation};
-pub(crate) use record::fingerprint;
+pub(crate) use record::Fingerprint;
 pub use record::{PaymentKey, SettlementRecord};
 pub use state::{LedgerEntry, PaymentState, SettlementIntent};
 
@@ -45,7 +46,7 @@ pub struct StoreError(#[source] pub BoxError);
 /// database (a table with a primary key, a version column and the state as JSON; a Redis hash
 /// with a Lua script or `WATCH`; a DynamoDB item with condition expressions).
 ///
-/// The contract, which [`conformance::check`] tests:
+/// The contract, which [`check_conformance`] tests:
 ///
 /// - each operation is atomic for its key: of two concurrent operations naming the same
 ///   version, at most one succeeds;
