@@ -35,7 +35,7 @@ impl Pass {
 
 /// What the payment core decided, in the layer's terms.
 pub(super) enum Gate {
-    Proceed(Box<(Arc<Config>, Pass)>),
+    Proceed(Arc<Config>, Pass),
     Refuse(Response<Bytes>),
 }
 
@@ -67,7 +67,7 @@ pin_project! {
             service: Option<S>,
             request: Option<Request<ReqBody>>,
         },
-        Inner { #[pin] future: S::Future, passed: Option<Box<(Arc<Config>, Pass)>> },
+        Inner { #[pin] future: S::Future, passed: Option<(Arc<Config>, Pass)> },
         Settle { settle: SettleFuture, response: Option<Response<ResBody>> },
         Release { release: BoxFuture<'static, ()>, response: Option<Response<ResBody>> },
     }
@@ -133,13 +133,13 @@ where
                     Gate::Refuse(response) => this.state.set(State::Respond {
                         response: Some(response),
                     }),
-                    Gate::Proceed(passed) => {
+                    Gate::Proceed(config, pass) => {
                         let mut request = request.take().expect(POLLED_AFTER_COMPLETION);
-                        request.extensions_mut().insert(passed.1.payment().clone());
+                        request.extensions_mut().insert(pass.payment().clone());
                         let future = service.take().expect(POLLED_AFTER_COMPLETION).call(request);
                         this.state.set(State::Inner {
                             future,
-                            passed: Some(passed),
+                            passed: Some((config, pass)),
                         });
                     }
                 },
@@ -148,7 +148,7 @@ where
                     let Some(passed) = passed.take() else {
                         return Poll::Ready(Ok(response.map(ResponseBody::inner)));
                     };
-                    let (config, pass) = *passed;
+                    let (config, pass) = passed;
                     let cleared = match pass {
                         Pass::Paid(paid) => {
                             // Settled before the handler, or a repeat answered from its record.

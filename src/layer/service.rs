@@ -151,7 +151,7 @@ where
                     return Gate::Refuse(responses::refusal(&config, &offer, &refusal));
                 }
             };
-            Gate::Proceed(Box::new((config, pass)))
+            Gate::Proceed(config, pass)
         });
         // The inner service is called later, from the future: move the service that `poll_ready`
         // prepared into it and keep a fresh clone here.

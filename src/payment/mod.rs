@@ -224,6 +224,8 @@ impl Payments {
     /// The accept of `offer` that `payload` pays, or why none: the payment names another
     /// resource ([`Refusal::OtherResource`]) or matches none of the accepts
     /// ([`Refusal::NoMatchingRequirement`], naming the first field that differs).
+    // A `Refusal` is large, but this one is built on the refusal path only and answered at once.
+    #[allow(clippy::result_large_err)]
     pub fn accepted<'o>(
         offer: &'o Offer,
         payload: &PaymentPayload,
@@ -315,13 +317,13 @@ impl Payments {
         let intent =
             SettlementIntent::with_fingerprint(fingerprint, offer.resource().url.clone(), request);
         if offer.settlement_mode() == SettlementMode::After {
-            return Outcome::Cleared(Cleared {
+            return Outcome::Cleared(Cleared(Box::new(ClearedParts {
                 payments: Arc::clone(self),
                 payment,
                 hold,
                 intent,
                 _guard: guard,
-            });
+            })));
         }
         match settle::settle(self, offer, hold, intent, Attempt::First).await {
             Ok(settlement) => {
@@ -461,22 +463,25 @@ fn refused(refusal: Refusal) -> Outcome {
 /// A payment that settled (or was answered from its record): the work may run. Holds the
 /// payment's single-flight lock until dropped, so a duplicate waits for this one to finish.
 #[derive(Debug)]
-pub struct Paid {
+pub struct Paid(Box<PaidParts>);
+
+#[derive(Debug)]
+struct PaidParts {
     payment: VerifiedPayment,
     _guard: InflightGuard,
 }
 
 impl Paid {
     fn new(payment: VerifiedPayment, guard: InflightGuard) -> Self {
-        Self {
+        Self(Box::new(PaidParts {
             payment,
             _guard: guard,
-        }
+        }))
     }
 
     /// The payment; its [`settlement`](VerifiedPayment::settlement) is set.
     pub fn payment(&self) -> &VerifiedPayment {
-        &self.payment
+        &self.0.payment
     }
 }
 
@@ -485,7 +490,9 @@ impl Paid {
 ///
 /// Dropping it without [`settle`](Self::settle) or [`release`](Self::release) leaves the hold to
 /// expire after the [lease](Payments::settlement_lease).
-pub struct Cleared {
+pub struct Cleared(Box<ClearedParts>);
+
+struct ClearedParts {
     payments: Arc<Payments>,
     payment: VerifiedPayment,
     hold: Hold,
@@ -496,19 +503,19 @@ pub struct Cleared {
 impl Cleared {
     /// The verified payment (no settlement yet).
     pub fn payment(&self) -> &VerifiedPayment {
-        &self.payment
+        &self.0.payment
     }
 
     /// Settles the payment and records the outcome: [`Paid`] once settled, or the refusal
     /// ([`Refusal::SettlementInDoubt`] when the outcome is unknown).
     pub async fn settle(self) -> Result<Paid, Refusal> {
-        let Self {
+        let ClearedParts {
             payments,
             mut payment,
             hold,
             intent,
             _guard,
-        } = self;
+        } = *self.0;
         let settlement =
             settle::settle(&payments, &payment.offer, hold, intent, Attempt::First).await?;
         payment.settlement = Some(settlement);
@@ -518,15 +525,15 @@ impl Cleared {
     /// Lets go of the payment without settling it (the work failed), so that it can be used
     /// again.
     pub async fn release(self) {
-        ledger::release(&self.payments, &self.hold).await;
+        ledger::release(&self.0.payments, &self.0.hold).await;
     }
 }
 
 impl fmt::Debug for Cleared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Cleared")
-            .field("payment", &self.payment)
-            .field("hold", &self.hold)
+            .field("payment", &self.0.payment)
+            .field("hold", &self.0.hold)
             .finish_non_exhaustive()
     }
 }
