@@ -5,15 +5,15 @@
 use std::future::Future;
 use std::pin::Pin;
 
+#[cfg(feature = "eip3009")]
+#[cfg_attr(docsrs, doc(cfg(feature = "eip3009")))]
+pub mod eip3009;
 #[cfg(feature = "evm-rpc")]
 #[cfg_attr(docsrs, doc(cfg(feature = "evm-rpc")))]
 pub mod evm_rpc;
 pub mod facilitator;
 pub mod layer;
 pub mod proto;
-#[cfg(feature = "sandbox")]
-#[cfg_attr(docsrs, doc(cfg(feature = "sandbox")))]
-pub mod sandbox;
 
 #[cfg(feature = "reqwest")]
 pub use facilitator::HttpFacilitator;

@@ -15,8 +15,8 @@ use tower_http::timeout::TimeoutLayer;
 use tower_x402::evm_rpc::EvmRpcReconciler;
 use tower_x402::layer::pricing::OfferError;
 use tower_x402::layer::settlement::Reconciler;
-use tower_x402::sandbox::SandboxFacilitator;
 use tower_x402::{Facilitator, HttpFacilitator};
+use tower_x402_sandbox::SandboxFacilitator;
 
 use crate::catalog::Catalog;
 use crate::config::Config;
