@@ -65,6 +65,15 @@ pub enum Step {
 }
 
 impl Step {
+    /// The step this one comes to after its delays.
+    fn last(&self) -> &Self {
+        let mut step = self;
+        while let Self::Delayed { then, .. } = step {
+            step = then;
+        }
+        step
+    }
+
     /// `self`, after `delay`.
     ///
     /// ```
@@ -174,22 +183,16 @@ impl Script {
         self.calls(endpoint).load(Ordering::SeqCst)
     }
 
-    /// Counts a call and takes its step, with how its work (if any) reads signatures.
-    fn next(&self, endpoint: Endpoint) -> (Step, Signatures) {
+    /// Counts a call and takes its step, with whether the standing step trusts signatures.
+    fn next(&self, endpoint: Endpoint) -> (Step, bool) {
         self.calls(endpoint).fetch_add(1, Ordering::SeqCst);
         let mut lane = lock(self.lane(endpoint));
-        let trusting = lane.standing == Step::Trust;
+        let trusting = *lane.standing.last() == Step::Trust;
         let step = match lane.queue.pop_front() {
             Some(step) => step,
             None => lane.standing.clone(),
         };
-        let signatures = match step {
-            Step::Trust => Signatures::Trust,
-            Step::Answer => Signatures::Recover,
-            _ if trusting => Signatures::Trust,
-            _ => Signatures::Recover,
-        };
-        (step, signatures)
+        (step, trusting)
     }
 
     fn remember(&self, request: &FacilitatorRequest, settled: SettleResponse) {
@@ -208,13 +211,20 @@ impl Script {
     }
 }
 
-/// Waits out the delays in front of `step`.
-async fn arrive(mut step: Step) -> Step {
+/// Waits out the delays in front of `step`; then how its work (if any) reads signatures: as
+/// the step says, or else as the standing step does.
+async fn arrive(mut step: Step, trusting: bool) -> (Step, Signatures) {
     while let Step::Delayed { delay, then } = step {
         tokio::time::sleep(delay).await;
         step = *then;
     }
-    step
+    let signatures = match step {
+        Step::Trust => Signatures::Trust,
+        Step::Answer => Signatures::Recover,
+        _ if trusting => Signatures::Trust,
+        _ => Signatures::Recover,
+    };
+    (step, signatures)
 }
 
 /// The transport faults, with `work` done first where the step says the work is done.
@@ -252,15 +262,15 @@ impl SandboxFacilitator {
         &self,
         request: &FacilitatorRequest,
     ) -> Reply<VerifyResponse> {
-        let (step, signatures) = self.script().next(Endpoint::Verify);
-        match arrive(step).await {
-            Step::Refuse(reason) => Reply::Answer(VerifyResponse {
+        let (step, trusting) = self.script().next(Endpoint::Verify);
+        match arrive(step, trusting).await {
+            (Step::Refuse(reason), _) => Reply::Answer(VerifyResponse {
                 is_valid: false,
                 invalid_reason: Some(reason),
                 payer: claimed_payer(request),
                 ..VerifyResponse::default()
             }),
-            step => transport(&step, || self.verify_checking(request, signatures)),
+            (step, signatures) => transport(&step, || self.verify_checking(request, signatures)),
         }
     }
 
@@ -269,20 +279,20 @@ impl SandboxFacilitator {
         &self,
         request: &FacilitatorRequest,
     ) -> Reply<SettleResponse> {
-        let (step, signatures) = self.script().next(Endpoint::Settle);
+        let (step, trusting) = self.script().next(Endpoint::Settle);
         let network = || request.payment_requirements.network.clone();
-        match arrive(step).await {
-            Step::Refuse(reason) => {
+        match arrive(step, trusting).await {
+            (Step::Refuse(reason), _) => {
                 let mut refused = SettleResponse::failure(network(), reason);
                 refused.payer = claimed_payer(request);
                 Reply::Answer(refused)
             }
-            Step::Pending => {
+            (Step::Pending, _) => {
                 let mut pending = SettleResponse::failure(network(), "settlement_pending");
                 pending.transaction = format!("0x{}", "0".repeat(64));
                 Reply::Answer(pending)
             }
-            Step::PendingThenSettled => {
+            (Step::PendingThenSettled, signatures) => {
                 let settled = self.settle_checking(request, signatures);
                 if !settled.success {
                     return Reply::Answer(settled);
@@ -292,7 +302,7 @@ impl SandboxFacilitator {
                 self.script().remember(request, settled);
                 Reply::Answer(pending)
             }
-            step => transport(&step, || {
+            (step, signatures) => transport(&step, || {
                 self.script()
                     .remembered(request)
                     .unwrap_or_else(|| self.settle_checking(request, signatures))
