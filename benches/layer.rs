@@ -25,10 +25,10 @@ use tower_x402::Offer;
 use tower_x402::X402Layer;
 use tower_x402::pricing::{PriceTable, Pricing};
 use tower_x402::proto::{ResourceInfo, UsdcDeployment, header};
-use tower_x402::sandbox::{SandboxFacilitator, SandboxWallet};
 use tower_x402_benches::{
     InstantFacilitator as Instant, PAY_TO, inner, offer, request, unsigned_payment,
 };
+use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 
 const CASES: [&str; 6] = [
     "bare",

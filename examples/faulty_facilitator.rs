@@ -3,13 +3,13 @@
 //! answer was lost.
 //!
 //! ```text
-//! cargo run --features sandbox,evm-rpc --example faulty_facilitator -- \
+//! cargo run --features evm-rpc --example faulty_facilitator -- \
 //!     --listen 127.0.0.1:4021 --rpc-listen 127.0.0.1:8545 --fault answer-lost
 //! ```
 //!
 //! Faults: `answer-lost` (settles, answers 504), `connection-reset` (settles, resets),
 //! `no-answer` (settles, never answers), `lost-before-settling`, `pending-then-settled`,
-//! `stays-pending`, `none`. Later `/settle` calls answer normally. The chain id of the JSON-RPC
+//! `stays-pending`, `refused`, `none`. Later `/settle` calls answer normally. The chain id of the JSON-RPC
 //! endpoint is Base's (`--network` to change). Prints `facilitator http://…` and `rpc http://…`,
 //! then one line per settlement.
 
@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use tower_x402::proto::Network;
-use tower_x402::sandbox::{FaultyFacilitator, SandboxFacilitator, SettleFault};
+use tower_x402_sandbox::{SandboxFacilitator, Step};
 
 const USAGE: &str = "\
 A fault-injecting sandbox facilitator and its ledger as a JSON-RPC chain.
@@ -74,13 +74,12 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let Some(fault) = SettleFault::from_name(&args.fault) else {
+    let Some(fault) = Step::from_name(&args.fault) else {
         eprintln!("faulty_facilitator: unknown fault `{}`", args.fault);
         return ExitCode::FAILURE;
     };
     let sandbox = SandboxFacilitator::new();
-    let faulty = FaultyFacilitator::new(sandbox.clone());
-    faulty.inject(fault);
+    sandbox.queue_settle(fault);
     let (facilitator, rpc) = match (
         tokio::net::TcpListener::bind(&args.listen).await,
         tokio::net::TcpListener::bind(&args.rpc_listen).await,
@@ -102,7 +101,7 @@ async fn main() -> ExitCode {
     }
     let chain = sandbox.rpc_router(args.network);
     tokio::spawn(async move { axum::serve(rpc, chain).await });
-    tokio::spawn(faulty.clone().serve(facilitator));
+    tokio::spawn(sandbox.clone().serve(facilitator));
     let mut reported = 0;
     loop {
         tokio::select! {
@@ -117,7 +116,7 @@ async fn main() -> ExitCode {
                 settlement.from,
                 settlement.to,
                 settlement.amount,
-                faulty.settle_calls()
+                sandbox.settle_calls()
             );
         }
     }

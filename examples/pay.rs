@@ -1,8 +1,8 @@
 //! Buys an x402-protected URL with a sandbox wallet.
 //!
 //! ```text
-//! cargo run --features sandbox --example pay -- http://127.0.0.1:3402/report
-//! cargo run --features sandbox --example pay -- http://127.0.0.1:3402/report --header X-REFERRER-PASSPORT:abc
+//! cargo run --example pay -- http://127.0.0.1:3402/report
+//! cargo run --example pay -- http://127.0.0.1:3402/report --header X-REFERRER-PASSPORT:abc
 //! ```
 //!
 //! GETs the URL; on a 402 it decodes the `PAYMENT-REQUIRED` challenge, signs an EIP-3009
@@ -24,7 +24,7 @@ use http::{HeaderName, HeaderValue};
 use tower_x402::proto::{
     PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, PaymentRequired, SettleResponse, header,
 };
-use tower_x402::sandbox::SandboxWallet;
+use tower_x402_sandbox::SandboxWallet;
 
 const USAGE: &str = "\
 Pays for an x402-protected URL with a sandbox wallet and prints what came back.

@@ -2,11 +2,11 @@
 //! `X402Layer`, with the sandbox facilitator in process (or a facilitator URL).
 //!
 //! ```text
-//! cargo run --features sandbox --example paywall_demo                        # prints `listening on http://ADDR`
-//! cargo run --features sandbox --example pay -- http://ADDR/report           # in another terminal
+//! cargo run --example paywall_demo                        # prints `listening on http://ADDR`
+//! cargo run --example pay -- http://ADDR/report           # in another terminal
 //!
-//! cargo run --features sandbox --example sandbox_facilitator -- --listen 127.0.0.1:4021 &
-//! cargo run --features sandbox --example paywall_demo -- --facilitator http://127.0.0.1:4021
+//! cargo run --example sandbox_facilitator -- --listen 127.0.0.1:4021 &
+//! cargo run --example paywall_demo -- --facilitator http://127.0.0.1:4021
 //! ```
 
 use std::io::Write as _;
@@ -17,8 +17,8 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
 use tower_x402::proto::{ResourceInfo, UsdcDeployment};
-use tower_x402::sandbox::SandboxFacilitator;
 use tower_x402::{HttpFacilitator, Offer, SettlementMode, VerifiedPayment, X402Layer};
+use tower_x402_sandbox::SandboxFacilitator;
 
 const USAGE: &str = "\
 A one-route paywall for trying x402 clients against.

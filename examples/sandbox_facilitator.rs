@@ -3,8 +3,8 @@
 //! ledger.
 //!
 //! ```text
-//! cargo run --features sandbox --example sandbox_facilitator                       # 127.0.0.1:4021
-//! cargo run --features sandbox --example sandbox_facilitator -- --listen 127.0.0.1:0
+//! cargo run --example sandbox_facilitator                       # 127.0.0.1:4021
+//! cargo run --example sandbox_facilitator -- --listen 127.0.0.1:0
 //! ```
 //!
 //! The first line on stdout is `listening on http://ADDR` with the bound address (so port 0
@@ -15,7 +15,7 @@ use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
 
 use tower_x402::proto::AtomicAmount;
-use tower_x402::sandbox::SandboxFacilitator;
+use tower_x402_sandbox::SandboxFacilitator;
 use tracing_subscriber::EnvFilter;
 
 const USAGE: &str = "\

@@ -18,24 +18,10 @@ use alloy_provider::{Provider, RootProvider};
 use alloy_rpc_types_eth::{Filter, TransactionInput, TransactionRequest};
 use alloy_sol_types::{SolCall, SolEvent};
 
-use self::abi::{AuthorizationUsed, Transfer, authorizationStateCall};
 use crate::BoxFuture;
+use crate::eip3009::{AuthorizationUsed, Transfer, authorizationStateCall};
 use crate::proto::FacilitatorRequest;
 use crate::settlement::{Reconciler, Reconciliation};
-
-/// The token ABI the reconciler reads; kept private so alloy's generated types stay out of the
-/// public API.
-#[allow(unreachable_pub)]
-mod abi {
-    alloy_sol_types::sol! {
-        /// EIP-3009: whether `authorizer` has used (or cancelled) `nonce`.
-        function authorizationState(address authorizer, bytes32 nonce) external view returns (bool);
-        /// EIP-3009: emitted when an authorization is used.
-        event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce);
-        /// ERC-20 transfer.
-        event Transfer(address indexed from, address indexed to, uint256 value);
-    }
-}
 
 /// Blocks searched by default: about 5.5 hours of Base blocks.
 const DEFAULT_SEARCH_BLOCKS: u64 = 10_000;

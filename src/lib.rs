@@ -6,6 +6,9 @@ mod boxed;
 #[cfg(feature = "cors")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cors")))]
 pub mod cors;
+#[cfg(feature = "eip3009")]
+#[cfg_attr(docsrs, doc(cfg(feature = "eip3009")))]
+pub mod eip3009;
 #[cfg(feature = "evm-rpc")]
 #[cfg_attr(docsrs, doc(cfg(feature = "evm-rpc")))]
 pub mod evm_rpc;
@@ -15,9 +18,6 @@ pub mod payment;
 pub mod paywall_page;
 pub mod pricing;
 pub mod proto;
-#[cfg(feature = "sandbox")]
-#[cfg_attr(docsrs, doc(cfg(feature = "sandbox")))]
-pub mod sandbox;
 pub mod settlement;
 
 pub use boxed::{BoxError, BoxFuture};

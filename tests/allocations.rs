@@ -12,8 +12,8 @@ use http::{Request, Response};
 use http_body_util::Full;
 use tower::{Service, ServiceBuilder};
 use tower_x402::proto::{ResourceInfo, UsdcDeployment};
-use tower_x402::sandbox::SandboxFacilitator;
 use tower_x402::{Offer, X402Layer};
+use tower_x402_sandbox::SandboxFacilitator;
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;

@@ -35,7 +35,7 @@ async fn extractor_sees_the_verified_payment() {
     let offer = offer("https://shop.example/report", SettlementMode::Before);
     let app = Router::new().route(
         "/report",
-        get(handler).layer(X402Layer::new(Scripted::accepting(), offer.clone())),
+        get(handler).layer(X402Layer::new(accepting(), offer.clone())),
     );
     let request = paid_get("/report", &payment(&offer, 1)).map(Body::new);
     let response = app.oneshot(request).await.unwrap();
@@ -53,9 +53,10 @@ async fn settled_handler(paid: tower_x402::SettledPayment) -> String {
 #[tokio::test]
 async fn settled_payment_is_extracted_behind_settle_before() {
     let offer = offer("https://shop.example/report", SettlementMode::Before);
+    let facilitator = accepting();
     let app = Router::new().route(
         "/report",
-        get(settled_handler).layer(X402Layer::new(Scripted::accepting(), offer.clone())),
+        get(settled_handler).layer(X402Layer::new(facilitator.clone(), offer.clone())),
     );
     let request = paid_get("/report", &payment(&offer, 1)).map(Body::new);
     let response = app.oneshot(request).await.unwrap();
@@ -63,7 +64,8 @@ async fn settled_payment_is_extracted_behind_settle_before() {
     let body = axum::body::to_bytes(response.into_body(), usize::MAX)
         .await
         .unwrap();
-    assert_eq!(body, format!("settled in {TX}"));
+    let transaction = &facilitator.settlements()[0].transaction;
+    assert_eq!(body, format!("settled in {transaction}"));
 }
 
 #[tokio::test]
@@ -71,7 +73,7 @@ async fn settled_payment_is_refused_before_settlement_exists() {
     // Settle-after runs the handler before the money moves: asking for a settlement there is a
     // misconfiguration, answered 500 and never settled (the handler failed).
     let offer = offer("https://shop.example/report", SettlementMode::After);
-    let facilitator = Scripted::accepting();
+    let facilitator = accepting();
     let app = Router::new().route(
         "/report",
         get(settled_handler).layer(X402Layer::new(facilitator.clone(), offer.clone())),

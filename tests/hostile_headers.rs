@@ -12,8 +12,8 @@ use proptest::prelude::*;
 use tower::ServiceExt as _;
 use tower_x402::layer::InvalidHeaderStatus;
 use tower_x402::proto::{ResourceInfo, UsdcDeployment};
-use tower_x402::sandbox::SandboxFacilitator;
 use tower_x402::{Offer, SettlementMode, X402Layer};
+use tower_x402_sandbox::SandboxFacilitator;
 
 fn offer() -> Arc<Offer> {
     Arc::new(

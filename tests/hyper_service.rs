@@ -14,8 +14,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use tower::ServiceBuilder;
 use tower_x402::proto::header;
-use tower_x402::sandbox::{SandboxFacilitator, SandboxWallet};
 use tower_x402::{SettlementMode, VerifiedPayment, X402Layer};
+use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 
 async fn report(request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
     let payer = request

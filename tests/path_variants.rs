@@ -64,7 +64,7 @@ async fn layer_on_a_route_cannot_be_bypassed_by_spelling() {
     );
     let app = Router::new().route(
         "/premium/report",
-        get(|| async { SECRET }).layer(X402Layer::new(Scripted::accepting(), offer)),
+        get(|| async { SECRET }).layer(X402Layer::new(accepting(), offer)),
     );
     assert_no_variant_is_free(app, false).await;
 }
@@ -82,7 +82,7 @@ async fn price_table_on_a_router_cannot_be_bypassed_by_spelling() {
             "/premium/{other}",
             get(|Path(other): Path<String>| async move { format!("free page {other}") }),
         )
-        .layer(X402Layer::new(Scripted::accepting(), table));
+        .layer(X402Layer::new(accepting(), table));
     assert_no_variant_is_free(app.clone(), true).await;
 
     // The free sibling route stays free, and the priced one is a 402.
@@ -128,7 +128,7 @@ async fn a_templated_route_priced_by_decoded_segment_cannot_be_bypassed() {
                 }
             },
         )
-        .layer(X402Layer::new(Scripted::accepting(), pricing)),
+        .layer(X402Layer::new(accepting(), pricing)),
     );
     assert_no_variant_is_free(app.clone(), false).await;
     let encoded = app

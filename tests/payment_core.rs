@@ -5,14 +5,14 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Script, Scripted, offer, payment};
+use common::{Step, accepting, offer, payment, scripted};
 use tower::ServiceExt;
 use tower_x402::payment::{Outcome, Payments};
 use tower_x402::{Refusal, SettlementMode, X402, X402Layer};
 
 #[tokio::test]
 async fn settles_before_the_work_once_and_replays_from_the_ledger() {
-    let facilitator = Scripted::accepting();
+    let facilitator = accepting();
     let payments = Arc::new(Payments::new(facilitator.clone()));
     let offer = offer("https://tools.example.com/report", SettlementMode::Before);
     let payload = payment(&offer, 1);
@@ -43,7 +43,7 @@ async fn settles_before_the_work_once_and_replays_from_the_ledger() {
 
 #[tokio::test]
 async fn cleared_payments_settle_after_the_work_or_are_released() {
-    let facilitator = Scripted::accepting();
+    let facilitator = accepting();
     let payments = Arc::new(Payments::new(facilitator.clone()));
     let offer = offer("https://tools.example.com/render", SettlementMode::After);
     let payload = payment(&offer, 2);
@@ -86,9 +86,9 @@ async fn refusals_and_doubt_are_typed() {
     let payload = payment(&offer, 3);
     let requirement = Payments::accepted(&offer, &payload).unwrap().clone();
 
-    let invalid = Arc::new(Payments::new(Scripted::new(
-        Script::Refuse("invalid_exact_evm_payload_signature"),
-        Script::Accept,
+    let invalid = Arc::new(Payments::new(scripted(
+        Step::Refuse("invalid_exact_evm_payload_signature".to_owned()),
+        Step::Trust,
     )));
     match invalid
         .authorize(&offer, payload.clone(), requirement.clone())
@@ -100,7 +100,7 @@ async fn refusals_and_doubt_are_typed() {
         other => panic!("expected an invalid payment, got {other:?}"),
     }
 
-    let lost = Scripted::new(Script::Accept, Script::Status(500));
+    let lost = scripted(Step::Trust, Step::Status(500));
     let doubtful = Arc::new(Payments::new(lost.clone()));
     let outcome = doubtful
         .authorize(&offer, payload.clone(), requirement.clone())
@@ -123,7 +123,7 @@ async fn refusals_and_doubt_are_typed() {
 
 #[tokio::test]
 async fn a_layer_and_another_adapter_share_one_ledger() {
-    let facilitator = Scripted::accepting();
+    let facilitator = accepting();
     let offer = offer("https://api.example.com/report", SettlementMode::Before);
     let layer = X402Layer::new(facilitator.clone(), Arc::clone(&offer));
     let payments = layer.payments();

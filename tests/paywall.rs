@@ -40,13 +40,6 @@ macro_rules! both {
     )*};
 }
 
-async fn closed_port_url() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
-    format!("http://{addr}")
-}
-
 fn http_client(url: &str) -> HttpFacilitator {
     HttpFacilitator::builder(url)
         .connect_timeout(Duration::from_millis(500))
@@ -56,19 +49,10 @@ fn http_client(url: &str) -> HttpFacilitator {
         .unwrap()
 }
 
-async fn layer(via: Via, script: &Scripted, pricing: impl Pricing) -> X402Layer {
+async fn layer(via: Via, script: &SandboxFacilitator, pricing: impl Pricing) -> X402Layer {
     match via {
         Via::InProcess => X402Layer::new(script.clone(), pricing),
-        Via::Http => {
-            let unreachable = matches!(*script.verify.lock().unwrap(), Script::Unreachable)
-                || matches!(*script.settle.lock().unwrap(), Script::Unreachable);
-            let url = if unreachable {
-                closed_port_url().await
-            } else {
-                script.serve().await
-            };
-            X402Layer::new(http_client(&url), pricing)
-        }
+        Via::Http => X402Layer::new(http_client(&serve(script).await), pricing),
     }
 }
 
@@ -99,7 +83,7 @@ async fn send_with(
 
 async fn send(
     via: Via,
-    script: &Scripted,
+    script: &SandboxFacilitator,
     offer: Arc<Offer>,
     request: Request<Full<Bytes>>,
 ) -> (
@@ -147,7 +131,7 @@ both!(
 );
 
 async fn unpaid_request_gets_402_challenge(via: Via) {
-    let script = Scripted::accepting();
+    let script = accepting();
     let offer = offer(URL, SettlementMode::After);
     let (response, inner_calls) = send(via, &script, offer.clone(), get("/report")).await;
     assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED);
@@ -169,7 +153,7 @@ async fn unpaid_request_gets_402_challenge(via: Via) {
 }
 
 async fn undecodable_payment_header_gets_400(via: Via) {
-    let script = Scripted::accepting();
+    let script = accepting();
     let offer = offer(URL, SettlementMode::After);
     let mut wrong_version = serde_json::to_value(payment(&offer, 1)).unwrap();
     wrong_version["x402Version"] = json!(1);
@@ -214,7 +198,7 @@ async fn undecodable_payment_header_gets_400(via: Via) {
 
 async fn undecodable_payment_header_gets_402_when_configured(via: Via) {
     use tower_x402::layer::InvalidHeaderStatus;
-    let script = Scripted::accepting();
+    let script = accepting();
     let offer = offer(URL, SettlementMode::After);
     let cases = [
         (
@@ -260,7 +244,7 @@ fn base64_std(bytes: &[u8]) -> String {
 }
 
 async fn accepted_matching_no_offer_gets_402(via: Via) {
-    let script = Scripted::accepting();
+    let script = accepting();
     let offer = offer(URL, SettlementMode::After);
     let tamper: [(&str, fn(&mut PaymentPayload)); 4] = [
         ("amount", |p| p.accepted.amount = 1u128.into()),
@@ -293,9 +277,9 @@ async fn accepted_matching_no_offer_gets_402(via: Via) {
 }
 
 async fn invalid_payment_gets_402_with_reason(via: Via) {
-    let script = Scripted::new(
-        Script::Refuse("invalid_exact_evm_signature"),
-        Script::Accept,
+    let script = scripted(
+        Step::Refuse("invalid_exact_evm_signature".into()),
+        Step::Trust,
     );
     let offer = offer(URL, SettlementMode::After);
     let (response, inner_calls) = send(
@@ -317,7 +301,7 @@ async fn invalid_payment_gets_402_with_reason(via: Via) {
     );
 }
 
-async fn assert_unavailable(via: Via, script: Scripted, mode: SettlementMode) {
+async fn assert_unavailable(via: Via, script: SandboxFacilitator, mode: SettlementMode) {
     let offer = offer(URL, mode);
     let (response, inner_calls) = send(
         via,
@@ -347,18 +331,18 @@ async fn assert_unavailable(via: Via, script: Scripted, mode: SettlementMode) {
 }
 
 async fn facilitator_unreachable_on_verify_gets_503(via: Via) {
-    let script = Scripted::new(Script::Unreachable, Script::Accept);
+    let script = scripted(Step::Unreachable, Step::Trust);
     assert_unavailable(via, script.clone(), SettlementMode::After).await;
     assert_eq!(script.settle_calls(), 0);
 }
 
 async fn facilitator_timeout_on_verify_gets_503(via: Via) {
-    let script = Scripted::new(Script::Hang, Script::Accept);
+    let script = scripted(Step::Hang, Step::Trust);
     assert_unavailable(via, script.clone(), SettlementMode::Before).await;
     assert_eq!(script.settle_calls(), 0);
 }
 
-async fn assert_bad_gateway(via: Via, script: &Scripted, mode: SettlementMode) -> usize {
+async fn assert_bad_gateway(via: Via, script: &SandboxFacilitator, mode: SettlementMode) -> usize {
     let offer = offer(URL, mode);
     let (response, inner_calls) = send(
         via,
@@ -380,7 +364,7 @@ async fn assert_bad_gateway(via: Via, script: &Scripted, mode: SettlementMode) -
 }
 
 async fn malformed_verify_reply_gets_502(via: Via) {
-    let script = Scripted::new(Script::Garbage, Script::Accept);
+    let script = scripted(Step::Garbage, Step::Trust);
     assert_eq!(
         assert_bad_gateway(via, &script, SettlementMode::After).await,
         0
@@ -389,7 +373,7 @@ async fn malformed_verify_reply_gets_502(via: Via) {
 }
 
 async fn facilitator_error_status_on_verify_gets_502(via: Via) {
-    let script = Scripted::new(Script::Status(500), Script::Accept);
+    let script = scripted(Step::Status(500), Step::Trust);
     assert_eq!(
         assert_bad_gateway(via, &script, SettlementMode::After).await,
         0
@@ -398,7 +382,7 @@ async fn facilitator_error_status_on_verify_gets_502(via: Via) {
 }
 
 async fn settle_after_success_serves_with_payment_response(via: Via) {
-    let script = Scripted::accepting();
+    let script = accepting();
     let offer = offer(URL, SettlementMode::After);
     let (response, inner_calls) = send(
         via,
@@ -410,7 +394,7 @@ async fn settle_after_success_serves_with_payment_response(via: Via) {
     assert_eq!(response.status(), StatusCode::OK);
     let settlement = decode_settlement(&response);
     assert!(settlement.success);
-    assert_eq!(settlement.transaction, TX);
+    assert_eq!(settlement.transaction, script.settlements()[0].transaction);
     assert_eq!(response.headers()["cache-control"], "private");
     assert_eq!(
         response.headers()["access-control-expose-headers"],
@@ -428,7 +412,7 @@ async fn settle_after_success_serves_with_payment_response(via: Via) {
 }
 
 async fn settle_after_skips_settlement_when_handler_fails(via: Via) {
-    let script = Scripted::accepting();
+    let script = accepting();
     let offer = offer(URL, SettlementMode::After);
     let layer = layer(via, &script, offer.clone()).await;
     for status in [StatusCode::NOT_FOUND, StatusCode::INTERNAL_SERVER_ERROR] {
@@ -450,7 +434,7 @@ async fn settle_after_skips_settlement_when_handler_fails(via: Via) {
 }
 
 async fn settle_after_refused_drops_inner_response(via: Via) {
-    let script = Scripted::new(Script::Accept, Script::Refuse("insufficient_funds"));
+    let script = scripted(Step::Trust, Step::Refuse("insufficient_funds".into()));
     let offer = offer(URL, SettlementMode::After);
     let (response, inner_calls) = send(
         via,
@@ -476,7 +460,7 @@ async fn settle_after_refused_drops_inner_response(via: Via) {
 }
 
 async fn settle_before_hands_settlement_to_handler(via: Via) {
-    let script = Scripted::accepting();
+    let script = accepting();
     let offer = offer(URL, SettlementMode::Before);
     let (response, inner_calls) = send(
         via,
@@ -499,7 +483,7 @@ async fn settle_before_hands_settlement_to_handler(via: Via) {
 }
 
 async fn settle_before_refused_never_reaches_handler(via: Via) {
-    let script = Scripted::new(Script::Accept, Script::Refuse("insufficient_funds"));
+    let script = scripted(Step::Trust, Step::Refuse("insufficient_funds".into()));
     let offer = offer(URL, SettlementMode::Before);
     let (response, inner_calls) = send(
         via,
@@ -515,22 +499,22 @@ async fn settle_before_refused_never_reaches_handler(via: Via) {
 
 async fn settle_timeout_gets_503_never_402(via: Via) {
     for mode in [SettlementMode::After, SettlementMode::Before] {
-        let script = Scripted::new(Script::Accept, Script::Hang);
+        let script = scripted(Step::Trust, Step::Hang);
         assert_unavailable(via, script.clone(), mode).await;
         assert_eq!(script.settle_calls(), 1, "settle is never retried");
     }
 }
 
 async fn settle_unreachable_gets_503_never_402(via: Via) {
-    // Over HTTP an unreachable facilitator fails verify first; in process only settle fails.
-    let script = Scripted::new(Script::Accept, Script::Unreachable);
+    // The connection closes after `/verify` passed: the payment may have settled.
+    let script = scripted(Step::Trust, Step::Unreachable);
     assert_unavailable(via, script, SettlementMode::Before).await;
 }
 
 /// A settle answer that cannot be read may hide a transfer: the payment is in doubt, never 402.
 async fn malformed_settle_reply_is_in_doubt(via: Via) {
     for mode in [SettlementMode::After, SettlementMode::Before] {
-        let script = Scripted::new(Script::Accept, Script::Garbage);
+        let script = scripted(Step::Trust, Step::Garbage);
         assert_unavailable(via, script.clone(), mode).await;
         assert_eq!(script.settle_calls(), 1);
     }
@@ -540,9 +524,9 @@ async fn malformed_settle_reply_is_in_doubt(via: Via) {
 /// payment is in doubt (503), never 402.
 async fn settle_nonce_already_used_is_in_doubt(via: Via) {
     for mode in [SettlementMode::After, SettlementMode::Before] {
-        let script = Scripted::new(
-            Script::Accept,
-            Script::Refuse("invalid_exact_evm_nonce_already_used"),
+        let script = scripted(
+            Step::Trust,
+            Step::Refuse("invalid_exact_evm_nonce_already_used".into()),
         );
         assert_unavailable(via, script.clone(), mode).await;
         assert_eq!(script.settle_calls(), 1);
@@ -551,7 +535,7 @@ async fn settle_nonce_already_used_is_in_doubt(via: Via) {
 
 async fn repeated_payment_is_answered_from_record(via: Via) {
     for mode in [SettlementMode::After, SettlementMode::Before] {
-        let script = Scripted::accepting();
+        let script = accepting();
         let offer = offer(URL, mode);
         let layer = layer(via, &script, offer.clone()).await;
         let payload = payment(&offer, 7);
@@ -572,7 +556,7 @@ async fn repeated_payment_is_answered_from_record(via: Via) {
 }
 
 async fn settled_payment_cannot_buy_another_resource(via: Via) {
-    let script = Scripted::accepting();
+    let script = accepting();
     let report = offer(URL, SettlementMode::Before);
     let other = offer("https://shop.example/other", SettlementMode::Before);
     let (report_for_closure, other_for_closure) = (report.clone(), other.clone());
@@ -601,7 +585,7 @@ async fn settled_payment_cannot_buy_another_resource(via: Via) {
 }
 
 async fn payment_identifier_reused_for_another_payment_gets_409(via: Via) {
-    let script = Scripted::accepting();
+    let script = accepting();
     let offer = offer(URL, SettlementMode::After);
     let layer = layer(via, &script, offer.clone()).await;
     let with_id = |seed| {
@@ -643,10 +627,7 @@ async fn payment_identifier_reused_for_another_payment_gets_409(via: Via) {
 
 async fn fifty_concurrent_requests_with_one_payment_settle_once(via: Via) {
     for mode in [SettlementMode::After, SettlementMode::Before] {
-        let script = Scripted::new(
-            Script::Accept,
-            Script::SlowAccept(Duration::from_millis(50)),
-        );
+        let script = scripted(Step::Trust, Step::Trust.after(Duration::from_millis(50)));
         let offer = offer(URL, mode);
         let layer = layer(via, &script, offer.clone()).await;
         let service = ServiceBuilder::new().layer(layer).service_fn(echo_payment);
@@ -707,7 +688,7 @@ async fn futures_join_all<F: std::future::Future>(
 
 #[tokio::test]
 async fn free_requests_pass_through_untouched() {
-    let script = Scripted::accepting();
+    let script = accepting();
     let offer = offer(URL, SettlementMode::After);
     let pricing =
         move |parts: &http::request::Parts| (parts.uri.path() == "/report").then(|| offer.clone());
@@ -732,8 +713,7 @@ async fn free_requests_pass_through_untouched() {
 
 #[tokio::test]
 async fn expose_headers_can_be_turned_off() {
-    let layer = X402Layer::new(Scripted::accepting(), offer(URL, SettlementMode::After))
-        .expose_headers(None);
+    let layer = X402Layer::new(accepting(), offer(URL, SettlementMode::After)).expose_headers(None);
     let (response, _) = send_with(layer, StatusCode::OK, get("/report")).await;
     assert!(
         !response
@@ -744,7 +724,7 @@ async fn expose_headers_can_be_turned_off() {
 
 #[tokio::test]
 async fn handler_cache_control_gains_private() {
-    let script = Scripted::accepting();
+    let script = accepting();
     let offer = offer(URL, SettlementMode::After);
     let service = ServiceBuilder::new()
         .layer(X402Layer::new(script, offer.clone()))
@@ -781,7 +761,7 @@ async fn events_report_each_stage() {
         log.lock().unwrap().push(name);
     };
     let offer = offer(URL, SettlementMode::After);
-    let layer = X402Layer::new(Scripted::accepting(), offer.clone()).events(hook);
+    let layer = X402Layer::new(accepting(), offer.clone()).events(hook);
     let payload = payment(&offer, 1);
     send_with(layer.clone(), StatusCode::OK, get("/report")).await;
     send_with(layer.clone(), StatusCode::OK, paid_get("/report", &payload)).await;
@@ -808,7 +788,7 @@ async fn events_report_each_stage() {
 async fn payment_response_decodes_with_the_header_codec() {
     let offer = offer(URL, SettlementMode::Before);
     let (response, _) = send_with(
-        X402Layer::new(Scripted::accepting(), offer.clone()),
+        X402Layer::new(accepting(), offer.clone()),
         StatusCode::OK,
         paid_get("/report", &payment(&offer, 2)),
     )
@@ -886,7 +866,7 @@ impl tower_x402::settlement::SettlementStore for BrokenStore {
 
 #[tokio::test]
 async fn settled_payment_is_recognised_when_the_store_cannot_save_it() {
-    let script = Scripted::accepting();
+    let script = accepting();
     let offer = offer(URL, SettlementMode::Before);
     let layer =
         X402Layer::new(script.clone(), offer.clone()).settlement_store(BrokenStore::new(true));
@@ -901,7 +881,7 @@ async fn settled_payment_is_recognised_when_the_store_cannot_save_it() {
 
 #[tokio::test]
 async fn unreadable_store_refuses_payment_with_503() {
-    let script = Scripted::accepting();
+    let script = accepting();
     let offer = offer(URL, SettlementMode::Before);
     let layer =
         X402Layer::new(script.clone(), offer.clone()).settlement_store(BrokenStore::new(false));
@@ -938,7 +918,7 @@ async fn failed_events_carry_the_typed_refusal() {
     };
     let offer = offer(URL, SettlementMode::Before);
     let elsewhere = common::offer("https://shop.example/other", SettlementMode::Before);
-    let layer = X402Layer::new(Scripted::accepting(), offer.clone()).events(hook.clone());
+    let layer = X402Layer::new(accepting(), offer.clone()).events(hook.clone());
     let mut garbled = get("/report");
     garbled
         .headers_mut()
@@ -959,10 +939,10 @@ async fn failed_events_carry_the_typed_refusal() {
             _ => Some(elsewhere.clone()),
         }
     };
-    let shared = X402Layer::new(Scripted::accepting(), pricing).events(hook.clone());
+    let shared = X402Layer::new(accepting(), pricing).events(hook.clone());
     send_with(shared.clone(), StatusCode::OK, paid_get("/report", &paid)).await;
     send_with(shared, StatusCode::OK, paid_get("/other", &paid)).await;
-    let refusing = Scripted::new(Script::Refuse("insufficient_funds"), Script::Accept);
+    let refusing = scripted(Step::Refuse("insufficient_funds".into()), Step::Trust);
     let refusing = X402Layer::new(refusing, offer.clone()).events(hook);
     send_with(
         refusing,
@@ -990,7 +970,7 @@ async fn not_sold_is_answered_by_the_layer_without_calling_the_service() {
         "/free" => Price::Free,
         _ => Price::not_found("no product is sold at this path"),
     };
-    let layer = X402Layer::new(Scripted::accepting(), pricing);
+    let layer = X402Layer::new(accepting(), pricing);
     let (response, calls) = send_with(layer.clone(), StatusCode::OK, get("/missing")).await;
     assert_eq!(calls, 0);
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
@@ -1012,7 +992,7 @@ async fn payment_signed_for_another_resource_is_refused_before_verification() {
     // Two products at the same price: a payment signed for one must not buy the other.
     let report = offer(URL, SettlementMode::Before);
     let other = common::offer("https://shop.example/other", SettlementMode::Before);
-    let facilitator = Scripted::accepting();
+    let facilitator = accepting();
     let layer = X402Layer::new(facilitator.clone(), report.clone());
     let (response, calls) = send_with(
         layer,
@@ -1038,7 +1018,7 @@ async fn payment_signed_for_another_resource_is_refused_before_verification() {
 async fn head_with_a_payment_never_verifies_or_settles() {
     for mode in [SettlementMode::Before, SettlementMode::After] {
         let offer = offer(URL, mode);
-        let facilitator = Scripted::accepting();
+        let facilitator = accepting();
         let layer = X402Layer::new(facilitator.clone(), offer.clone());
         let mut head = paid_get("/report", &payment(&offer, 1));
         *head.method_mut() = http::Method::HEAD;

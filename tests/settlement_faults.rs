@@ -18,14 +18,12 @@ use tower_x402::proto::{
     FacilitatorRequest, Network, PaymentPayload, ResourceInfo, SettleResponse, UsdcDeployment,
     header,
 };
-use tower_x402::sandbox::{
-    FaultyFacilitator, SandboxFacilitator, SandboxWallet, SettleFault, VerifyFault,
-};
 use tower_x402::settlement::{
     LedgerEntry, MemorySettlementStore, PaymentKey, PaymentState, SettlementStore, StoreError,
 };
 use tower_x402::settlement::{Reconciler as _, Reconciliation};
 use tower_x402::{BoxFuture, HttpFacilitator, Offer, SettlementMode, VerifiedPayment, X402Layer};
+use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
 
 const URL: &str = "https://shop.example/report";
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
@@ -35,7 +33,7 @@ const MODES: [SettlementMode; 2] = [SettlementMode::Before, SettlementMode::Afte
 struct Shop {
     app: Router,
     facilitator_url: String,
-    faulty: FaultyFacilitator,
+    faulty: SandboxFacilitator,
     store: MemorySettlementStore,
     offer: Arc<Offer>,
     inner_calls: Arc<AtomicUsize>,
@@ -67,7 +65,7 @@ async fn shop(mode: SettlementMode, chain: Chain, clock: Option<Clock>) -> Shop 
             fixed => fixed,
         });
     }
-    let faulty = FaultyFacilitator::new(sandbox.clone());
+    let faulty = sandbox.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(faulty.clone().serve(listener));
@@ -165,7 +163,7 @@ impl Shop {
     }
 
     fn transfers(&self) -> usize {
-        self.faulty.sandbox().settlement_count()
+        self.faulty.settlement_count()
     }
 
     fn events(&self) -> Vec<&'static str> {
@@ -193,19 +191,19 @@ fn assert_in_doubt(status: StatusCode, headers: &http::HeaderMap, body: &Value, 
 #[tokio::test]
 async fn lost_answer_after_the_money_moved_is_delivered_on_retry_with_one_transfer() {
     let faults = [
-        ("504 from a proxy", SettleFault::AnswerLost),
+        ("504 from a proxy", Step::AnswerLost),
         (
             "connection reset after the request was read",
-            SettleFault::ConnectionReset,
+            Step::ConnectionReset,
         ),
-        ("no answer within the settle timeout", SettleFault::NoAnswer),
+        ("no answer within the settle timeout", Step::NoAnswer),
     ];
     for (name, fault) in faults {
         for (mode, chain) in MODES.into_iter().zip([Chain::Sandbox, Chain::JsonRpc]) {
             let case = format!("{name}, {mode:?}, {chain:?}");
             let shop = shop(mode, chain, None).await;
             let payment = shop.pay();
-            shop.faulty.inject(fault);
+            shop.faulty.queue_settle(fault.clone());
             let (status, headers, body) = shop.buy(&payment).await;
             assert_in_doubt(status, &headers, &body, &case);
             assert_eq!(shop.transfers(), 1, "{case}: the money moved");
@@ -223,7 +221,7 @@ async fn lost_answer_after_the_money_moved_is_delivered_on_retry_with_one_transf
             assert!(settlement.success, "{case}");
             assert_eq!(
                 settlement.transaction,
-                shop.faulty.sandbox().settlements()[0].transaction,
+                shop.faulty.settlements()[0].transaction,
                 "{case}: the real transaction"
             );
             assert_eq!(shop.transfers(), 1, "{case}: one transfer");
@@ -251,7 +249,7 @@ async fn lost_answer_without_a_reconciler_stays_in_doubt_never_402() {
     for mode in MODES {
         let shop = shop(mode, Chain::Blind, None).await;
         let payment = shop.pay();
-        shop.faulty.inject(SettleFault::AnswerLost);
+        shop.faulty.queue_settle(Step::AnswerLost);
         for attempt in 0..3 {
             let (status, headers, body) = shop.buy(&payment).await;
             assert_in_doubt(
@@ -273,12 +271,12 @@ async fn settlement_pending_then_success_on_the_resent_payload_delivers_in_one_r
     for mode in MODES {
         let shop = shop(mode, Chain::Blind, None).await;
         let payment = shop.pay();
-        shop.faulty.inject(SettleFault::PendingThenSettled);
+        shop.faulty.queue_settle(Step::PendingThenSettled);
         let (status, headers, body) = shop.buy(&payment).await;
         assert_eq!(status, StatusCode::OK, "{mode:?}: {body}");
         assert_eq!(
             settlement_of(&headers).transaction,
-            shop.faulty.sandbox().settlements()[0].transaction
+            shop.faulty.settlements()[0].transaction
         );
         assert_eq!(
             (shop.transfers(), shop.faulty.settle_calls()),
@@ -296,7 +294,7 @@ async fn settlement_pending_that_stays_pending_without_a_reconciler_is_503_every
         let shop = shop(mode, Chain::Blind, None).await;
         let payment = shop.pay();
         for _ in 0..6 {
-            shop.faulty.inject(SettleFault::StaysPending);
+            shop.faulty.queue_settle(Step::Pending);
         }
         for attempt in 0..3 {
             let (status, headers, body) = shop.buy(&payment).await;
@@ -337,7 +335,7 @@ async fn not_settled_and_authorization_expired_is_released_with_402() {
         let payment = SandboxWallet::random()
             .pay_at(shop.offer.payment_required(), signed_at)
             .unwrap();
-        shop.faulty.inject(SettleFault::LostBeforeSettling);
+        shop.faulty.queue_settle(Step::Status(504));
         let (status, headers, body) = shop.buy(&payment).await;
         assert_in_doubt(status, &headers, &body, &format!("{mode:?}"));
 
@@ -367,7 +365,7 @@ async fn fifty_concurrent_duplicates_in_doubt_settle_once() {
     for mode in MODES {
         let shop = Arc::new(shop(mode, Chain::Sandbox, None).await);
         let payment = shop.pay();
-        shop.faulty.inject(SettleFault::AnswerLost);
+        shop.faulty.queue_settle(Step::AnswerLost);
         let (status, _, _) = shop.buy(&payment).await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
 
@@ -674,7 +672,6 @@ async fn observe(case: Case, mode: SettlementMode) -> reliability::Row {
         Case::InvalidPayment => {
             let wallet = SandboxWallet::random();
             shop.faulty
-                .sandbox()
                 .set_balance(&wallet.address(), 0u128.into())
                 .unwrap();
             let broke = wallet.pay(shop.offer.payment_required()).unwrap();
@@ -691,25 +688,26 @@ async fn observe(case: Case, mode: SettlementMode) -> reliability::Row {
         Case::Verify500 | Case::VerifyGarbage => {
             // Every attempt: the client retries `/verify` a bounded number of times.
             for _ in 0..5 {
-                shop.faulty.inject_verify(match case {
-                    Case::Verify500 => VerifyFault::ServerError,
-                    _ => VerifyFault::Garbage,
+                shop.faulty.queue_verify(match case {
+                    Case::Verify500 => Step::Status(500),
+                    _ => Step::Garbage,
                 });
             }
             statuses.push(buy(&shop, &payment).await);
         }
         Case::SettleRefused => {
-            shop.faulty.inject(SettleFault::Refused);
+            shop.faulty
+                .queue_settle(Step::Refuse("insufficient_funds".into()));
             statuses.push(buy(&shop, &payment).await);
         }
         Case::AnswerLost
         | Case::ConnectionReset
         | Case::NoAnswer
         | Case::AnswerLostNoReconciler => {
-            shop.faulty.inject(match case {
-                Case::ConnectionReset => SettleFault::ConnectionReset,
-                Case::NoAnswer => SettleFault::NoAnswer,
-                _ => SettleFault::AnswerLost,
+            shop.faulty.queue_settle(match case {
+                Case::ConnectionReset => Step::ConnectionReset,
+                Case::NoAnswer => Step::NoAnswer,
+                _ => Step::AnswerLost,
             });
             statuses.push(buy(&shop, &payment).await);
             statuses.push(buy(&shop, &payment).await);
@@ -723,18 +721,18 @@ async fn observe(case: Case, mode: SettlementMode) -> reliability::Row {
             let old = SandboxWallet::random()
                 .pay_at(shop.offer.payment_required(), now - 3600)
                 .unwrap();
-            shop.faulty.inject(SettleFault::LostBeforeSettling);
+            shop.faulty.queue_settle(Step::Status(504));
             statuses.push(buy(&shop, &old).await);
             clock.store(0, Ordering::SeqCst);
             statuses.push(buy(&shop, &old).await);
         }
         Case::PendingThenSettled => {
-            shop.faulty.inject(SettleFault::PendingThenSettled);
+            shop.faulty.queue_settle(Step::PendingThenSettled);
             statuses.push(buy(&shop, &payment).await);
         }
         Case::StaysPending => {
             for _ in 0..4 {
-                shop.faulty.inject(SettleFault::StaysPending);
+                shop.faulty.queue_settle(Step::Pending);
             }
             statuses.push(buy(&shop, &payment).await);
             statuses.push(buy(&shop, &payment).await);
@@ -745,7 +743,7 @@ async fn observe(case: Case, mode: SettlementMode) -> reliability::Row {
         }
         Case::ConcurrentDuplicates | Case::ConcurrentDuplicatesInDoubt => {
             if let Case::ConcurrentDuplicatesInDoubt = case {
-                shop.faulty.inject(SettleFault::AnswerLost);
+                shop.faulty.queue_settle(Step::AnswerLost);
                 statuses.push(buy(&shop, &payment).await);
             }
             let tasks: Vec<_> = (0..50)
@@ -756,13 +754,13 @@ async fn observe(case: Case, mode: SettlementMode) -> reliability::Row {
             }
         }
         Case::StoreUnavailable => {
-            let layer = X402Layer::new(shop.faulty.sandbox().clone(), Arc::clone(&shop.offer))
+            let layer = X402Layer::new(shop.faulty.clone(), Arc::clone(&shop.offer))
                 .settlement_store(Unreadable);
             shop.app = counted_app(layer, &shop.inner_calls);
             statuses.push(buy(&shop, &payment).await);
         }
         Case::HandlerFails => {
-            let layer = X402Layer::new(shop.faulty.sandbox().clone(), Arc::clone(&shop.offer));
+            let layer = X402Layer::new(shop.faulty.clone(), Arc::clone(&shop.offer));
             let calls = Arc::clone(&shop.inner_calls);
             let failing = move || {
                 let calls = Arc::clone(&calls);

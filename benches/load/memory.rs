@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use http::HeaderValue;
 use tower_x402::proto::{PaymentRequired, header};
-use tower_x402::sandbox::SandboxWallet;
+use tower_x402_sandbox::SandboxWallet;
 
 use tower_x402_benches::PAY_TO;
 

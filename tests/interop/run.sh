@@ -68,7 +68,7 @@ fi
 
 # 2. Rust binaries.
 (cd "$root" && cargo build --quiet --release -p x402-store \
-  && cargo build --quiet --release -p tower-x402 --features sandbox --example sandbox_facilitator) \
+  && cargo build --quiet --release -p tower-x402 --example sandbox_facilitator) \
   || setup_failed "cargo build"
 store_bin="$target/release/store"
 sandbox_bin="$target/release/examples/sandbox_facilitator"

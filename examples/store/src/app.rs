@@ -14,9 +14,9 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_x402::evm_rpc::EvmRpcReconciler;
 use tower_x402::pricing::OfferError;
-use tower_x402::sandbox::SandboxFacilitator;
 use tower_x402::settlement::Reconciler;
 use tower_x402::{Facilitator, HttpFacilitator};
+use tower_x402_sandbox::SandboxFacilitator;
 
 use crate::catalog::Catalog;
 use crate::config::Config;

@@ -9,7 +9,7 @@ use axum::body::Body;
 use http::{Request, StatusCode};
 use libfuzzer_sys::fuzz_target;
 use tower::ServiceExt as _;
-use tower_x402::sandbox::SandboxFacilitator;
+use tower_x402_sandbox::SandboxFacilitator;
 use x402_store::app::{app, build_state_with};
 use x402_store::config::Config;
 

@@ -14,7 +14,7 @@ use http_body_util::Full;
 use libfuzzer_sys::fuzz_target;
 use tower::ServiceExt as _;
 use tower_x402::proto::{ResourceInfo, UsdcDeployment};
-use tower_x402::sandbox::SandboxFacilitator;
+use tower_x402_sandbox::SandboxFacilitator;
 use tower_x402::{Offer, SettlementMode, X402Layer};
 
 const URL: &str = "https://shop.example/report";

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use tower_x402::sandbox::SandboxFacilitator;
+use tower_x402_sandbox::SandboxFacilitator;
 
 use super::support::{serve, store_with};
 

@@ -114,7 +114,7 @@ async fn every_sku_answers_402_with_its_listed_price() {
 async fn slugs_follow_the_configured_prefix_and_use_neutral_words() {
     let store = super::support::store_with(
         |config| config.slug_prefix = "shop".to_owned(),
-        std::sync::Arc::new(tower_x402::sandbox::SandboxFacilitator::new()),
+        std::sync::Arc::new(tower_x402_sandbox::SandboxFacilitator::new()),
     )
     .await;
     let slugs: Vec<&str> = store

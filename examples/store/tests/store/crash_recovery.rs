@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use tower_x402::proto::{Network, PaymentRequired, header};
-use tower_x402::sandbox::{FaultyFacilitator, SandboxFacilitator, SandboxWallet, SettleFault};
+use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
 use x402_store::storage::Store;
 
 use super::support::RECEIPT;
@@ -83,9 +83,9 @@ fn free_port() -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_mid_settlement_then_restarted_delivers_once() {
     let sandbox = SandboxFacilitator::new();
-    let faulty = FaultyFacilitator::new(sandbox.clone());
+    let faulty = sandbox.clone();
     // The first /settle moves the money and then never answers.
-    faulty.inject(SettleFault::NoAnswer);
+    faulty.queue_settle(Step::NoAnswer);
     let facilitator = serve(|listener| faulty.clone().serve(listener)).await;
     let chain = sandbox.rpc_router(Network::BASE);
     let rpc = serve(|listener| async move { axum::serve(listener, chain).await }).await;

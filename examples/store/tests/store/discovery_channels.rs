@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::{Request, StatusCode};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
-use tower_x402::sandbox::SandboxFacilitator;
+use tower_x402_sandbox::SandboxFacilitator;
 
 use super::support::{TestStore, serve, store, store_with};
 use x402_store::discovery::channels::{

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use reqwest::StatusCode;
 use serde_json::Value;
 use tower_x402::proto::{Network, PaymentRequired, header};
-use tower_x402::sandbox::{FaultyFacilitator, SandboxFacilitator, SandboxWallet, SettleFault};
+use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
 
 use super::support::RECEIPT;
 
@@ -175,7 +175,7 @@ async fn one_payment_at_three_instances_at_once_settles_once() {
     super::postgres_server::require();
     let database = super::postgres_server::fresh_database().await;
     let sandbox = SandboxFacilitator::new();
-    let faulty = FaultyFacilitator::new(sandbox.clone());
+    let faulty = sandbox.clone();
     let upstream = {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -264,9 +264,9 @@ async fn an_instance_killed_holding_a_payment_is_recovered_by_another() {
     super::postgres_server::require();
     let database = super::postgres_server::fresh_database().await;
     let sandbox = SandboxFacilitator::new();
-    let faulty = FaultyFacilitator::new(sandbox.clone());
+    let faulty = sandbox.clone();
     // The first /settle moves the money and then never answers.
-    faulty.inject(SettleFault::NoAnswer);
+    faulty.queue_settle(Step::NoAnswer);
     let facilitator = {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());

@@ -1,7 +1,7 @@
 //! Malformed ids, keys and headers get clear 4xx JSON errors; nothing leaks.
 
 use axum::http::StatusCode;
-use tower_x402::sandbox::SandboxWallet;
+use tower_x402_sandbox::SandboxWallet;
 
 use super::support::{RECEIPT, Shop, first_file_path, passport_of};
 use x402_store::sales::fulfillment::FulfillmentKey;

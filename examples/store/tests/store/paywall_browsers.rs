@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use tower_x402::sandbox::{SandboxFacilitator, SandboxWallet};
+use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 
 use super::support::{Shop, store, store_with};
 

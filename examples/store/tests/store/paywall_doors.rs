@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 
 use serde_json::{Map, Value, json};
 use tower_x402::proto::Network;
-use tower_x402::sandbox::SandboxFacilitator;
+use tower_x402_sandbox::SandboxFacilitator;
 
 use super::support::{ExtraKinds, TestStore, Unreachable, store_with};
 
@@ -294,7 +294,7 @@ async fn every_challenge_header_stays_under_8_kb_with_every_door_open() {
         if header > largest.0 {
             largest = (header, sku.slug.clone());
         }
-        let wallet = tower_x402::sandbox::SandboxWallet::random();
+        let wallet = tower_x402_sandbox::SandboxWallet::random();
         let required: tower_x402::proto::PaymentRequired =
             serde_json::from_value(challenge).unwrap();
         let payment = tower_x402::proto::header::encode(&wallet.pay(&required).unwrap()).unwrap();

@@ -7,7 +7,7 @@ use axum::http::{Method, Request, StatusCode};
 use std::sync::Arc;
 
 use tower_x402::proto::header;
-use tower_x402::sandbox::SandboxWallet;
+use tower_x402_sandbox::SandboxWallet;
 
 use super::support::{Counting, RECEIPT, TestStore, store, store_with};
 

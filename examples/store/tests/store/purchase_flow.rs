@@ -2,7 +2,7 @@
 
 use axum::http::StatusCode;
 use tower_x402::proto::{PAYMENT_RESPONSE, SettleResponse, header};
-use tower_x402::sandbox::SandboxWallet;
+use tower_x402_sandbox::SandboxWallet;
 
 use super::support::{RECEIPT, STAMPS, Shop, TAX, first_file_path, passport_of};
 use x402_store::sales::fulfillment::FulfillmentKey;
@@ -198,7 +198,7 @@ async fn files_come_from_the_content_directory_when_it_has_the_sku() {
     let database = std::sync::Arc::new(super::support::database().await);
     let shop = Shop::open_in(
         database,
-        tower_x402::sandbox::SandboxFacilitator::new(),
+        tower_x402_sandbox::SandboxFacilitator::new(),
         true,
         Some(content.path().to_owned()),
     )

@@ -1,6 +1,6 @@
 //! Word of mouth: which citations count in `referred`.
 
-use tower_x402::sandbox::SandboxWallet;
+use tower_x402_sandbox::SandboxWallet;
 
 use super::support::{RECEIPT, Shop, TAX, passport_of};
 use x402_store::sales::passport::PassportId;

@@ -6,7 +6,7 @@ use std::process::Stdio;
 
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
 use tower_x402::proto::{PaymentRequired, header};
-use tower_x402::sandbox::SandboxWallet;
+use tower_x402_sandbox::SandboxWallet;
 
 #[tokio::test]
 async fn fulfillment_keys_never_reach_the_request_log() {

@@ -1,7 +1,7 @@
 //! A restarted store (new state, same SQLite file) remembers everything.
 
 use axum::http::StatusCode;
-use tower_x402::sandbox::SandboxWallet;
+use tower_x402_sandbox::SandboxWallet;
 
 use super::support::{RECEIPT, STAMPS, Shop, TAX, first_file_path, passport_of};
 

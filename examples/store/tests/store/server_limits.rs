@@ -106,7 +106,7 @@ async fn an_idle_keep_alive_connection_is_closed() {
 async fn a_body_that_never_arrives_gets_408_json() {
     let store = store_with(
         |config| config.limits = short_limits(),
-        std::sync::Arc::new(tower_x402::sandbox::SandboxFacilitator::new()),
+        std::sync::Arc::new(tower_x402_sandbox::SandboxFacilitator::new()),
     )
     .await;
     let address = listen(&store, short_limits()).await;
@@ -217,7 +217,7 @@ async fn router_and_middleware_errors_have_json_bodies() {
 async fn too_many_headers_over_tcp_get_431_json() {
     let store = store_with(
         |_| {},
-        std::sync::Arc::new(tower_x402::sandbox::SandboxFacilitator::new()),
+        std::sync::Arc::new(tower_x402_sandbox::SandboxFacilitator::new()),
     )
     .await;
     let address = listen(&store, short_limits()).await;

@@ -7,13 +7,13 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use tower_x402::HttpFacilitator;
 use tower_x402::proto::{PaymentRequired, header};
-use tower_x402::sandbox::{FaultyFacilitator, SandboxFacilitator, SandboxWallet, SettleFault};
+use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
 
 use super::support::{RECEIPT, passport_of, store_with};
 
 async fn a_lost_settle_answer_is_503_then_one_passport_counted_once() {
     let sandbox = SandboxFacilitator::new();
-    let faulty = FaultyFacilitator::new(sandbox.clone());
+    let faulty = sandbox.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(faulty.clone().serve(listener));
@@ -45,7 +45,7 @@ async fn a_lost_settle_answer_is_503_then_one_passport_counted_once() {
             .unwrap()
     };
 
-    faulty.inject(SettleFault::AnswerLost);
+    faulty.queue_settle(Step::AnswerLost);
     let lost = store.send(paid(signature.clone())).await;
     assert_eq!(
         lost.status,

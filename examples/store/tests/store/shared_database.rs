@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use axum::http::StatusCode;
-use tower_x402::sandbox::{SandboxFacilitator, SandboxWallet};
+use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 use x402_store::storage::{Mode, NewOrder, Order, Recorded, Store};
 
 use super::support::{RECEIPT, Shop, TAX, database, first_file_path, passport_of};

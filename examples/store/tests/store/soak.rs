@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tower_x402::proto::{PaymentRequired, header};
-use tower_x402::sandbox::SandboxWallet;
+use tower_x402_sandbox::SandboxWallet;
 
 /// RSS in KiB and open descriptors of process `pid`.
 fn resources(pid: u32) -> (u64, usize) {

@@ -1,6 +1,6 @@
 //! The funnel: eight stages in order, fed by traffic and orders, live and demo apart.
 
-use tower_x402::sandbox::SandboxWallet;
+use tower_x402_sandbox::SandboxWallet;
 
 use super::support::{RECEIPT, Shop, TAX, first_file_path};
 use x402_store::sales::standing::STAGES;

@@ -23,8 +23,8 @@ use tower_x402::proto::{
     FacilitatorRequest, PAYMENT_REQUIRED, PaymentRequired, SettleResponse, SupportedKind,
     SupportedResponse, VerifyResponse, X402Version,
 };
-use tower_x402::sandbox::{SandboxFacilitator, SandboxWallet};
 use tower_x402::{Facilitator, FacilitatorError};
+use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 
 use x402_store::app::{AppState, app, build_state_with};
 use x402_store::config::Config;

@@ -3,9 +3,11 @@
 
 use alloy_primitives::{Address, B256, Signature, U256, hex};
 
-use super::eip712::{self, DomainError, TransferWithAuthorization};
-use super::reason;
-use crate::proto::{FacilitatorRequest, Network, UsdcDeployment, X402Version};
+use alloy_sol_types::SolStruct as _;
+
+use crate::eip712::{self, DomainError};
+use crate::reason;
+use tower_x402::proto::{FacilitatorRequest, Network, UsdcDeployment, X402Version};
 
 /// The USDC deployments the sandbox settles on.
 pub(crate) const DEPLOYMENTS: [&UsdcDeployment; 2] =
@@ -56,8 +58,21 @@ impl Authorized {
     }
 }
 
+/// How the signature is checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Signatures {
+    /// Recovered and compared with `authorization.from`.
+    Recover,
+    /// Taken as the payer's, unread: for payments whose signature is made up.
+    Trust,
+}
+
 /// Runs the stateless checks on `request` at unix time `now`.
-pub(crate) fn check(request: &FacilitatorRequest, now: u64) -> Result<Authorized, Rejection> {
+pub(crate) fn check(
+    request: &FacilitatorRequest,
+    now: u64,
+    signatures: Signatures,
+) -> Result<Authorized, Rejection> {
     let payload = &request.payment_payload;
     let requirements = &request.payment_requirements;
     let accepted = &payload.accepted;
@@ -112,18 +127,24 @@ pub(crate) fn check(request: &FacilitatorRequest, now: u64) -> Result<Authorized
         )
     })?;
     let claimed_payer = Some(exact.authorization.from.clone());
-    let message = TransferWithAuthorization::from_wire(&exact.authorization).map_err(|error| {
+    let message = eip712::from_wire(&exact.authorization).map_err(|error| {
         Rejection::new(reason::INVALID_PAYLOAD, error.to_string()).payer(claimed_payer)
     })?;
     let payer = Some(message.from.to_checksum(None));
     let reject = |code, text: String| Rejection::new(code, text).payer(payer.clone());
 
-    let signature = parse_signature(&exact.signature)
-        .map_err(|text| reject(reason::INVALID_EXACT_EVM_SIGNATURE, text))?;
-    let digest = message.signing_hash(&domain);
-    match signature.recover_address_from_prehash(&digest) {
-        Ok(signer) if signer == message.from => {}
-        Ok(signer) => {
+    let signature = match signatures {
+        Signatures::Recover => Some(
+            parse_signature(&exact.signature)
+                .map_err(|text| reject(reason::INVALID_EXACT_EVM_SIGNATURE, text))?,
+        ),
+        Signatures::Trust => None,
+    };
+    let digest = message.eip712_signing_hash(&domain);
+    match signature.map(|signature| signature.recover_address_from_prehash(&digest)) {
+        None => {}
+        Some(Ok(signer)) if signer == message.from => {}
+        Some(Ok(signer)) => {
             let text = format!(
                 "signature recovers to {signer}, not authorization.from, under the domain {{name: {:?}, version: {:?}, chainId: {}, verifyingContract: {}}}",
                 domain.name.as_deref().unwrap_or_default(),
@@ -133,7 +154,7 @@ pub(crate) fn check(request: &FacilitatorRequest, now: u64) -> Result<Authorized
             );
             return Err(reject(reason::INVALID_EXACT_EVM_SIGNATURE, text));
         }
-        Err(error) => {
+        Some(Err(error)) => {
             return Err(reject(
                 reason::INVALID_EXACT_EVM_SIGNATURE,
                 format!("signature does not recover: {error}"),

@@ -17,10 +17,10 @@ use tower_x402::proto::{
     PAYMENT_RESPONSE, PAYMENT_SIGNATURE, PaymentPayload, PaymentRequired, PaymentRequirements,
     ResourceInfo, SettleResponse, UsdcDeployment, X402Version, header,
 };
-use tower_x402::sandbox::authorization_digest;
-use tower_x402::sandbox::reason::*;
-use tower_x402::sandbox::{SandboxFacilitator, SandboxWallet, WalletError};
 use tower_x402::{Facilitator, HttpFacilitator, Offer, SettlementMode, VerifiedPayment, X402Layer};
+use tower_x402_sandbox::authorization_digest;
+use tower_x402_sandbox::reason::*;
+use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, WalletError};
 
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 const NOW: u64 = 1_750_000_000;

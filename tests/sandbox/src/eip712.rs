@@ -10,29 +10,10 @@ use std::borrow::Cow;
 use std::str::FromStr;
 
 use alloy_primitives::{Address, B256, U256};
-use alloy_sol_types::{Eip712Domain, SolStruct, sol};
+use alloy_sol_types::{Eip712Domain, SolStruct};
 
-use crate::proto::{Eip3009Authorization, PaymentRequirements};
-
-sol! {
-    /// The EIP-3009 message a payer signs: move `value` from `from` to `to`, usable from
-    /// `validAfter` until before `validBefore`, once (`nonce`).
-    #[derive(Debug, PartialEq, Eq)]
-    struct TransferWithAuthorization {
-        /// The payer.
-        address from;
-        /// The recipient.
-        address to;
-        /// Amount in the token's atomic units.
-        uint256 value;
-        /// Unix seconds after which the authorization may be used.
-        uint256 validAfter;
-        /// Unix seconds before which the authorization must be used.
-        uint256 validBefore;
-        /// 32 random bytes; each `(from, nonce)` can be used once per token.
-        bytes32 nonce;
-    }
-}
+use tower_x402::eip3009::TransferWithAuthorization;
+use tower_x402::proto::{Eip3009Authorization, PaymentRequirements};
 
 /// Why a requirement does not name a usable EIP-712 domain.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -130,7 +111,7 @@ pub enum DigestError {
 ///
 /// ```
 /// use tower_x402::proto::{Eip3009Authorization, Network, PaymentRequirements, UsdcDeployment};
-/// use tower_x402::sandbox::authorization_digest;
+/// use tower_x402_sandbox::authorization_digest;
 ///
 /// let requirements = PaymentRequirements {
 ///     scheme: "exact".into(),
@@ -163,55 +144,49 @@ pub fn authorization_digest(
     authorization: &Eip3009Authorization,
 ) -> Result<AuthorizationDigest, DigestError> {
     let domain = domain_of(requirements)?;
-    let message = TransferWithAuthorization::from_wire(authorization)?;
+    let message = from_wire(authorization)?;
     Ok(AuthorizationDigest {
         domain_separator: domain.separator().0,
-        signing_hash: message.signing_hash(&domain).0,
+        signing_hash: message.eip712_signing_hash(&domain).0,
     })
 }
 
-impl TransferWithAuthorization {
-    /// Reads the wire form, where every value is a string: addresses `0x`-hex (an EIP-55
-    /// mixed-case spelling must have a valid checksum), numbers decimal, the nonce `0x` and 32
-    /// bytes of hex.
-    ///
-    /// # Errors
-    ///
-    /// The first field that does not have its form.
-    pub(crate) fn from_wire(wire: &Eip3009Authorization) -> Result<Self, AuthorizationError> {
-        let address = |field, value: &str| {
-            parse_address(value)
-                .ok_or_else(|| invalid(field, "a 0x-prefixed 20-byte address", value))
-        };
-        let number = |field, value: &str| {
-            parse_decimal(value).ok_or_else(|| invalid(field, "a decimal uint256", value))
-        };
-        Ok(Self {
-            from: address("from", &wire.from)?,
-            to: address("to", &wire.to)?,
-            value: number("value", &wire.value)?,
-            validAfter: number("validAfter", &wire.valid_after)?,
-            validBefore: number("validBefore", &wire.valid_before)?,
-            nonce: parse_nonce(&wire.nonce)
-                .ok_or_else(|| invalid("nonce", "0x and 32 bytes of hex", &wire.nonce))?,
-        })
-    }
+/// Reads the wire form, where every value is a string: addresses `0x`-hex (an EIP-55
+/// mixed-case spelling must have a valid checksum), numbers decimal, the nonce `0x` and 32 bytes
+/// of hex.
+///
+/// # Errors
+///
+/// The first field that does not have its form.
+pub(crate) fn from_wire(
+    wire: &Eip3009Authorization,
+) -> Result<TransferWithAuthorization, AuthorizationError> {
+    let address = |field, value: &str| {
+        parse_address(value).ok_or_else(|| invalid(field, "a 0x-prefixed 20-byte address", value))
+    };
+    let number = |field, value: &str| {
+        parse_decimal(value).ok_or_else(|| invalid(field, "a decimal uint256", value))
+    };
+    Ok(TransferWithAuthorization {
+        from: address("from", &wire.from)?,
+        to: address("to", &wire.to)?,
+        value: number("value", &wire.value)?,
+        validAfter: number("validAfter", &wire.valid_after)?,
+        validBefore: number("validBefore", &wire.valid_before)?,
+        nonce: parse_nonce(&wire.nonce)
+            .ok_or_else(|| invalid("nonce", "0x and 32 bytes of hex", &wire.nonce))?,
+    })
+}
 
-    /// The wire form: checksummed addresses, decimal numbers, `0x`-hex nonce.
-    pub(crate) fn to_wire(&self) -> Eip3009Authorization {
-        Eip3009Authorization {
-            from: self.from.to_checksum(None),
-            to: self.to.to_checksum(None),
-            value: self.value.to_string(),
-            valid_after: self.validAfter.to_string(),
-            valid_before: self.validBefore.to_string(),
-            nonce: self.nonce.to_string(),
-        }
-    }
-
-    /// The EIP-712 digest a signature over this message under `domain` signs.
-    pub(crate) fn signing_hash(&self, domain: &Eip712Domain) -> B256 {
-        self.eip712_signing_hash(domain)
+/// The wire form: checksummed addresses, decimal numbers, `0x`-hex nonce.
+pub(crate) fn to_wire(message: &TransferWithAuthorization) -> Eip3009Authorization {
+    Eip3009Authorization {
+        from: message.from.to_checksum(None),
+        to: message.to.to_checksum(None),
+        value: message.value.to_string(),
+        valid_after: message.validAfter.to_string(),
+        valid_before: message.validBefore.to_string(),
+        nonce: message.nonce.to_string(),
     }
 }
 
@@ -316,8 +291,8 @@ mod tests {
             valid_before: "1740672154".into(),
             nonce: "0xf3746613c2d920b5fdabc0856f2aeb2d4f88ee6037b8cc5d04a71a4462f13480".into(),
         };
-        let message = TransferWithAuthorization::from_wire(&wire).unwrap();
-        assert_eq!(message.to_wire(), wire);
+        let message = from_wire(&wire).unwrap();
+        assert_eq!(to_wire(&message), wire);
         for (field, bad) in [
             ("value", "0x10"),
             ("value", "-1"),
@@ -326,20 +301,10 @@ mod tests {
         ] {
             let mut tampered = wire.clone();
             tampered.value = bad.into();
-            assert_eq!(
-                TransferWithAuthorization::from_wire(&tampered)
-                    .unwrap_err()
-                    .field,
-                field
-            );
+            assert_eq!(from_wire(&tampered).unwrap_err().field, field);
         }
         let mut short_nonce = wire;
         short_nonce.nonce = "0xf374".into();
-        assert_eq!(
-            TransferWithAuthorization::from_wire(&short_nonce)
-                .unwrap_err()
-                .field,
-            "nonce"
-        );
+        assert_eq!(from_wire(&short_nonce).unwrap_err().field, "nonce");
     }
 }

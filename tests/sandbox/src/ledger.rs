@@ -5,9 +5,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use alloy_primitives::{Address, B256, keccak256};
 
-use super::reason;
-use super::verify::{Authorized, Rejection};
-use crate::proto::{AtomicAmount, Network};
+use crate::reason;
+use crate::verify::{Authorized, Rejection};
+use tower_x402::proto::{AtomicAmount, Network};
 
 /// One settlement the sandbox performed: what a `transferWithAuthorization` transaction would
 /// have done on chain.

@@ -6,13 +6,14 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use alloy_primitives::Address;
 
-use super::clock::{self, Clock};
-use super::eip712::parse_address;
-use super::ledger::{Ledger, SandboxSettlement};
-use super::verify::{self, DEPLOYMENTS, Rejection};
-use crate::BoxFuture;
-use crate::facilitator::{Facilitator, FacilitatorError};
-use crate::proto::{
+use crate::clock::{self, Clock};
+use crate::eip712::parse_address;
+use crate::ledger::{Ledger, SandboxSettlement};
+use crate::script::{Reply, Script, Step};
+use crate::verify::{self, DEPLOYMENTS, Rejection, Signatures};
+use tower_x402::BoxFuture;
+use tower_x402::facilitator::{Endpoint, Facilitator, FacilitatorError};
+use tower_x402::proto::{
     AtomicAmount, FacilitatorRequest, SettleResponse, SupportedKind, SupportedResponse,
     VerifyResponse, X402Version,
 };
@@ -29,18 +30,26 @@ pub struct InvalidAddress(pub String);
 ///
 /// It supports scheme `exact` with EIP-3009 on Base (`eip155:8453`) and Base Sepolia
 /// (`eip155:84532`), using the USDC deployments and EIP-712 domains of
-/// [`UsdcDeployment`](crate::proto::UsdcDeployment). Verification recovers the signer of the
+/// [`UsdcDeployment`](tower_x402::proto::UsdcDeployment). Verification recovers the signer of the
 /// EIP-712 `TransferWithAuthorization` digest and applies the reference facilitator's checks in
-/// its order (see [`reason`](super::reason)); settlement re-verifies and then moves funds in an
+/// its order (see [`reason`](crate::reason)); settlement re-verifies and then moves funds in an
 /// in-memory ledger where every address starts with 1,000 USDC (1,000,000,000 atomic units) (or the amount
 /// set with [`with_starting_balance`](Self::with_starting_balance)).
 ///
-/// Cloning is cheap and clones share the ledger. Serve it over HTTP with
-/// [`router`](Self::router), or hand it to [`X402Layer`](crate::X402Layer) directly.
+/// Each `/verify` and `/settle` call through HTTP ([`router`](Self::router), [`serve`](Self::serve))
+/// or through the [`Facilitator`] implementation follows a script of [`Step`]s: by default the
+/// sandbox's own answer ([`Step::Answer`]); [`with_verify`](Self::with_verify) and
+/// [`with_settle`](Self::with_settle) change the standing step, and
+/// [`queue_verify`](Self::queue_verify) and [`queue_settle`](Self::queue_settle) script the next
+/// calls one by one (a lost answer, a 503, a delay…). [`verify_payment`](Self::verify_payment)
+/// and [`settle_payment`](Self::settle_payment) are the sandbox's answer without the script.
+///
+/// Cloning is cheap and clones share the ledger and the script. Hand it to
+/// [`X402Layer`](tower_x402::X402Layer) directly, or serve it over HTTP.
 ///
 /// ```
 /// use tower_x402::proto::AtomicAmount;
-/// use tower_x402::sandbox::SandboxFacilitator;
+/// use tower_x402_sandbox::SandboxFacilitator;
 ///
 /// let facilitator = SandboxFacilitator::new()
 ///     .with_clock(|| 1_740_672_100)
@@ -59,6 +68,7 @@ struct Inner {
     ledger: Ledger,
     signer: Address,
     supported: Arc<SupportedResponse>,
+    script: Script,
 }
 
 impl SandboxFacilitator {
@@ -85,6 +95,7 @@ impl SandboxFacilitator {
                     extensions: Vec::new(),
                     signers,
                 }),
+                script: Script::default(),
             }),
         }
     }
@@ -109,6 +120,65 @@ impl SandboxFacilitator {
         self
     }
 
+    /// Answers every `/verify` call with `step` unless one is queued (default [`Step::Answer`]),
+    /// for this facilitator and every clone of it.
+    ///
+    /// ```
+    /// use tower_x402_sandbox::{SandboxFacilitator, Step};
+    ///
+    /// // Valid whatever the signature; settles in the ledger, each nonce once.
+    /// let trusting = SandboxFacilitator::new()
+    ///     .with_verify(Step::Trust)
+    ///     .with_settle(Step::Trust);
+    /// # let _ = trusting;
+    /// ```
+    #[must_use]
+    pub fn with_verify(self, step: Step) -> Self {
+        self.inner.script.set_standing(Endpoint::Verify, step);
+        self
+    }
+
+    /// Answers every `/settle` call with `step` unless one is queued (default [`Step::Answer`]),
+    /// for this facilitator and every clone of it.
+    #[must_use]
+    pub fn with_settle(self, step: Step) -> Self {
+        self.inner.script.set_standing(Endpoint::Settle, step);
+        self
+    }
+
+    /// Queues `step` for the next `/verify` call that has no step queued before it.
+    pub fn queue_verify(&self, step: Step) {
+        self.inner.script.queue(Endpoint::Verify, step);
+    }
+
+    /// Queues `step` for the next `/settle` call that has no step queued before it.
+    ///
+    /// ```
+    /// use tower_x402_sandbox::{SandboxFacilitator, Step};
+    ///
+    /// let facilitator = SandboxFacilitator::new();
+    /// facilitator.queue_settle(Step::AnswerLost); // settles, then answers 504
+    /// facilitator.queue_settle(Step::Status(503)); // then a 503 without settling
+    /// assert_eq!(facilitator.settle_calls(), 0);
+    /// ```
+    pub fn queue_settle(&self, step: Step) {
+        self.inner.script.queue(Endpoint::Settle, step);
+    }
+
+    /// How many `/verify` calls arrived through the script (over HTTP or in process).
+    pub fn verify_calls(&self) -> usize {
+        self.inner.script.call_count(Endpoint::Verify)
+    }
+
+    /// How many `/settle` calls arrived through the script (over HTTP or in process).
+    pub fn settle_calls(&self) -> usize {
+        self.inner.script.call_count(Endpoint::Settle)
+    }
+
+    pub(crate) fn script(&self) -> &Script {
+        &self.inner.script
+    }
+
     /// The current time as this facilitator sees it, in unix seconds.
     pub fn now(&self) -> u64 {
         let clock = Arc::clone(
@@ -124,7 +194,15 @@ impl SandboxFacilitator {
     /// `/verify` without the HTTP: checks `request` against the signature, the clock and the
     /// ledger, and changes nothing.
     pub fn verify_payment(&self, request: &FacilitatorRequest) -> VerifyResponse {
-        let outcome = verify::check(request, self.now()).and_then(|payment| {
+        self.verify_checking(request, Signatures::Recover)
+    }
+
+    pub(crate) fn verify_checking(
+        &self,
+        request: &FacilitatorRequest,
+        signatures: Signatures,
+    ) -> VerifyResponse {
+        let outcome = verify::check(request, self.now(), signatures).and_then(|payment| {
             let payer = Some(payment.payer());
             self.inner
                 .ledger
@@ -154,8 +232,16 @@ impl SandboxFacilitator {
     /// `/settle` without the HTTP: verifies `request` again and, in the same step as the nonce
     /// and balance checks, debits the payer and credits `payTo`.
     pub fn settle_payment(&self, request: &FacilitatorRequest) -> SettleResponse {
+        self.settle_checking(request, Signatures::Recover)
+    }
+
+    pub(crate) fn settle_checking(
+        &self,
+        request: &FacilitatorRequest,
+        signatures: Signatures,
+    ) -> SettleResponse {
         let network = request.payment_requirements.network.clone();
-        let outcome = verify::check(request, self.now()).and_then(|payment| {
+        let outcome = verify::check(request, self.now(), signatures).and_then(|payment| {
             let payer = Some(payment.payer());
             self.inner
                 .ledger
@@ -242,19 +328,45 @@ impl fmt::Debug for SandboxFacilitator {
     }
 }
 
+/// What an HTTP client would report for a reply that is not an answer.
+fn in_process<T>(endpoint: Endpoint, reply: Reply<T>) -> Result<T, FacilitatorError> {
+    match reply {
+        Reply::Answer(answer) => Ok(answer),
+        Reply::Status(code) => Err(FacilitatorError::Status {
+            endpoint,
+            status: axum::http::StatusCode::from_u16(code)
+                .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR),
+            body: crate::server::STATUS_BODY.into(),
+            retry_after: None,
+        }),
+        Reply::Garbage => Err(FacilitatorError::Malformed {
+            endpoint,
+            message: "expected value at line 1 column 1".into(),
+        }),
+        Reply::Hang => Err(FacilitatorError::TimedOut {
+            endpoint,
+            after: std::time::Duration::ZERO,
+        }),
+        Reply::Drop => Err(FacilitatorError::Unreachable {
+            endpoint,
+            source: tower_x402::BoxError::from("connection closed before an answer").into(),
+        }),
+    }
+}
+
 impl Facilitator for SandboxFacilitator {
     fn verify<'a>(
         &'a self,
         request: &'a FacilitatorRequest,
     ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
-        Box::pin(async move { Ok(self.verify_payment(request)) })
+        Box::pin(async move { in_process(Endpoint::Verify, self.scripted_verify(request).await) })
     }
 
     fn settle<'a>(
         &'a self,
         request: &'a FacilitatorRequest,
     ) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
-        Box::pin(async move { Ok(self.settle_payment(request)) })
+        Box::pin(async move { in_process(Endpoint::Settle, self.scripted_settle(request).await) })
     }
 
     fn supported(&self) -> BoxFuture<'_, Result<Arc<SupportedResponse>, FacilitatorError>> {

@@ -5,9 +5,12 @@ use std::fmt;
 use alloy_primitives::{Address, B256, Signature, U256};
 use k256::ecdsa::SigningKey;
 
-use super::clock;
-use super::eip712::{self, TransferWithAuthorization};
-use crate::proto::{
+use crate::clock;
+use alloy_sol_types::SolStruct as _;
+use tower_x402::eip3009::TransferWithAuthorization;
+
+use crate::eip712;
+use tower_x402::proto::{
     Eip3009Authorization, ExactEvmPayload, PaymentPayload, PaymentRequired, PaymentRequirements,
     X402Version,
 };
@@ -47,14 +50,14 @@ pub enum WalletError {
 /// The `Debug` output shows the address only, never the key.
 ///
 /// ```
-/// use tower_x402::sandbox::SandboxWallet;
+/// use tower_x402_sandbox::SandboxWallet;
 ///
 /// let wallet = SandboxWallet::from_private_key_hex(
 ///     "0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318",
 /// )?;
 /// assert_eq!(wallet.address(), "0x2c7536E3605D9C16a7a3D7b1898e529396a65c23");
 /// assert!(!format!("{wallet:?}").contains("4c0883a6"));
-/// # Ok::<_, tower_x402::sandbox::WalletError>(())
+/// # Ok::<_, tower_x402_sandbox::WalletError>(())
 /// ```
 #[derive(Clone)]
 pub struct SandboxWallet {
@@ -168,7 +171,7 @@ impl SandboxWallet {
             validBefore: U256::from(now.saturating_add(accept.max_timeout_seconds)),
             nonce: B256::from(rand::random::<[u8; 32]>()),
         };
-        Ok(message.to_wire())
+        Ok(eip712::to_wire(&message))
     }
 
     /// Signs `authorization` under the EIP-712 domain of `accept` (its `extra.name`,
@@ -185,9 +188,9 @@ impl SandboxWallet {
     ) -> Result<ExactEvmPayload, WalletError> {
         let domain =
             eip712::domain_of(accept).map_err(|e| WalletError::Unsignable(e.to_string()))?;
-        let message = TransferWithAuthorization::from_wire(authorization)
-            .map_err(|e| WalletError::Unsignable(e.to_string()))?;
-        let digest = message.signing_hash(&domain);
+        let message =
+            eip712::from_wire(authorization).map_err(|e| WalletError::Unsignable(e.to_string()))?;
+        let digest = message.eip712_signing_hash(&domain);
         let (signature, recovery) = self
             .key
             .sign_prehash_recoverable(digest.as_slice())

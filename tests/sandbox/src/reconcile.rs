@@ -2,11 +2,11 @@
 
 use alloy_primitives::B256;
 
-use super::SandboxFacilitator;
-use super::eip712::parse_address;
-use crate::BoxFuture;
-use crate::proto::FacilitatorRequest;
-use crate::settlement::{Reconciler, Reconciliation};
+use crate::SandboxFacilitator;
+use crate::eip712::parse_address;
+use tower_x402::BoxFuture;
+use tower_x402::proto::FacilitatorRequest;
+use tower_x402::settlement::{Reconciler, Reconciliation};
 
 impl SandboxFacilitator {
     /// What the ledger says about the payment in `request`: settled (with its transaction) when

@@ -1,18 +1,17 @@
 //! The sandbox ledger seen as a chain: a minimal Ethereum JSON-RPC endpoint for reconcilers.
 
-use alloy_primitives::{Address, B256, U256, keccak256};
+use alloy_primitives::{B256, U256, keccak256};
+use alloy_sol_types::{SolCall, SolEvent};
 use axum::Json;
 use axum::extract::State;
 use axum::routing::post;
 use serde_json::{Value, json};
 
-use super::SandboxFacilitator;
-use super::eip712::parse_address;
-use super::ledger::SandboxSettlement;
-use crate::proto::Network;
-
-/// `authorizationState(address,bytes32)`.
-const AUTHORIZATION_STATE: [u8; 4] = [0xe9, 0x4a, 0x01, 0x02];
+use crate::SandboxFacilitator;
+use crate::eip712::parse_address;
+use crate::ledger::SandboxSettlement;
+use tower_x402::eip3009::{AuthorizationUsed, Transfer, authorizationStateCall};
+use tower_x402::proto::Network;
 
 #[derive(Clone)]
 struct Chain {
@@ -31,7 +30,7 @@ impl SandboxFacilitator {
     ///
     /// ```no_run
     /// use tower_x402::proto::Network;
-    /// use tower_x402::sandbox::SandboxFacilitator;
+    /// use tower_x402_sandbox::SandboxFacilitator;
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> std::io::Result<()> {
@@ -148,21 +147,22 @@ impl Chain {
             .or_else(|| call["data"].as_str())
             .unwrap_or_default();
         let bytes = alloy_primitives::hex::decode(input).map_err(|e| (-32602, e.to_string()))?;
-        if bytes.len() != 68 || bytes[..4] != AUTHORIZATION_STATE {
+        let Ok(authorizationStateCall { authorizer, nonce }) =
+            authorizationStateCall::abi_decode(&bytes)
+        else {
             return Err((
                 -32000,
                 "execution reverted: only authorizationState is served".into(),
             ));
-        }
+        };
         let token = call["to"].as_str().and_then(parse_address);
-        let authorizer = Address::from_slice(&bytes[16..36]);
-        let nonce = B256::from_slice(&bytes[36..68]);
         let used = self.blocks().iter().any(|(_, settlement)| {
             token.is_some_and(|token| parse_address(&settlement.asset) == Some(token))
                 && parse_address(&settlement.from) == Some(authorizer)
                 && settlement.nonce.parse::<B256>().ok() == Some(nonce)
         });
-        Ok(json!(B256::from(U256::from(u8::from(used))).to_string()))
+        let answer = authorizationStateCall::abi_encode_returns(&used);
+        Ok(json!(alloy_primitives::hex::encode_prefixed(answer)))
     }
 }
 
@@ -181,11 +181,7 @@ fn topic_choices(topic: &Value) -> Option<Vec<String>> {
 
 /// The `Transfer` and `AuthorizationUsed` logs of a settlement's transaction.
 fn logs_of(block: u64, settlement: &SandboxSettlement) -> Vec<Value> {
-    let word = |address: &str| {
-        parse_address(address)
-            .map(|a| a.into_word().to_string())
-            .unwrap_or_default()
-    };
+    let address = |text: &str| parse_address(text).unwrap_or_default();
     let log = |index: u64, topics: Vec<String>, data: String| {
         json!({
             "address": settlement.asset,
@@ -199,26 +195,26 @@ fn logs_of(block: u64, settlement: &SandboxSettlement) -> Vec<Value> {
             "removed": false,
         })
     };
-    vec![
-        log(
-            0,
-            vec![
-                keccak256("Transfer(address,address,uint256)").to_string(),
-                word(&settlement.from),
-                word(&settlement.to),
-            ],
-            B256::from(U256::from(settlement.amount.get())).to_string(),
-        ),
-        log(
-            1,
-            vec![
-                keccak256("AuthorizationUsed(address,bytes32)").to_string(),
-                word(&settlement.from),
-                settlement.nonce.clone(),
-            ],
-            "0x".to_owned(),
-        ),
-    ]
+    let transfer = Transfer {
+        from: address(&settlement.from),
+        to: address(&settlement.to),
+        value: U256::from(settlement.amount.get()),
+    };
+    let used = AuthorizationUsed {
+        authorizer: address(&settlement.from),
+        nonce: settlement.nonce.parse::<B256>().unwrap_or_default(),
+    };
+    [(0, transfer.encode_log_data()), (1, used.encode_log_data())]
+        .into_iter()
+        .map(|(index, data)| {
+            let topics = data.topics().iter().map(B256::to_string).collect();
+            log(
+                index,
+                topics,
+                alloy_primitives::hex::encode_prefixed(&data.data),
+            )
+        })
+        .collect()
 }
 
 fn block_hash(block: u64) -> String {

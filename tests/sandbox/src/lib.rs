@@ -1,5 +1,6 @@
-//! An in-process stand-in facilitator and a payer wallet, with real EIP-712 signatures and no
-//! chain: for local runs, tests and benchmarks.
+//! A stand-in x402 facilitator and a payer wallet, with real EIP-712 signatures and no chain,
+//! for testing services behind [`tower-x402`](tower_x402): in process, over HTTP on loopback,
+//! with scripted answers and faults, and with its ledger served as an Ethereum JSON-RPC chain.
 //!
 //! In production the facilitator is an external service and the only party that settles. The
 //! sandbox behaves like one: [`SandboxFacilitator`] recovers the signer of each EIP-3009
@@ -9,14 +10,18 @@
 //! nonce)` settles at most once. [`SandboxWallet`] is the other side: it answers a 402
 //! challenge with a signed payment, like the reference TypeScript client.
 //!
-//! The facilitator implements [`Facilitator`](crate::Facilitator), so it plugs into
-//! [`X402Layer`](crate::X402Layer) directly; [`SandboxFacilitator::router`] serves the same
-//! thing over HTTP for clients that expect a URL (the `sandbox_facilitator` example runs it as a
-//! process).
+//! The facilitator implements [`Facilitator`](tower_x402::Facilitator), so it plugs into
+//! [`X402Layer`](tower_x402::X402Layer) directly; [`SandboxFacilitator::router`] serves the same
+//! thing over HTTP for clients that expect a URL. Either way each call follows its script of
+//! [`Step`]s: the sandbox's own answer by default, or a refusal, a lost answer, a closed
+//! connection, a `settlement_pending`, a delay, an error status. It is also a
+//! [`Reconciler`](tower_x402::settlement::Reconciler) (it knows what it settled), and
+//! [`SandboxFacilitator::rpc_router`] serves its ledger as an Ethereum JSON-RPC chain, which
+//! `tower_x402::evm_rpc::EvmRpcReconciler` can read.
 //!
 //! ```
 //! use tower_x402::proto::{FacilitatorRequest, ResourceInfo, UsdcDeployment};
-//! use tower_x402::sandbox::{SandboxFacilitator, SandboxWallet};
+//! use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 //! use tower_x402::Offer;
 //!
 //! let offer = Offer::builder(ResourceInfo::new("https://shop.example/report"))
@@ -41,11 +46,11 @@
 mod clock;
 mod eip712;
 mod facilitator;
-mod faults;
 mod ledger;
 pub mod reason;
 mod reconcile;
 mod rpc;
+mod script;
 mod server;
 mod verify;
 mod wallet;
@@ -54,6 +59,6 @@ pub use eip712::{
     AuthorizationDigest, AuthorizationError, DigestError, DomainError, authorization_digest,
 };
 pub use facilitator::{InvalidAddress, SandboxFacilitator};
-pub use faults::{FaultyFacilitator, SettleFault, VerifyFault};
 pub use ledger::SandboxSettlement;
+pub use script::Step;
 pub use wallet::{SandboxWallet, WalletError};
