@@ -123,6 +123,7 @@ pub struct Catalog {
     skus: Vec<Sku>,
     by_slug: HashMap<String, usize>,
     doors: Doors,
+    demo: bool,
 }
 
 impl Catalog {
@@ -133,6 +134,7 @@ impl Catalog {
     /// # Errors
     ///
     /// When an offer cannot be built (a price the asset cannot carry, a relative base URL).
+    /// `demo`: the offers are paid through the in-process sandbox.
     pub async fn build(config: &Config, doors: Doors, demo: bool) -> Result<Self, OfferError> {
         let mut skus = Vec::with_capacity(ROWS.len());
         for Row(suffix, cents, tag, summary, description) in ROWS {
@@ -186,6 +188,7 @@ impl Catalog {
             skus,
             by_slug,
             doors,
+            demo,
         })
     }
 
@@ -207,6 +210,12 @@ impl Catalog {
     /// Whether the catalog has no products (never, once built).
     pub fn is_empty(&self) -> bool {
         self.skus.is_empty()
+    }
+
+    /// Whether the offers are paid through the in-process sandbox (demo mode: no real funds
+    /// move and every Passport is marked demo).
+    pub fn is_demo(&self) -> bool {
+        self.demo
     }
 
     /// The payment doors the offers were built with.

@@ -18,9 +18,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::app::{AppState, json_error};
+use crate::http_errors::json_error;
 use crate::sales::fulfillment::FulfillmentKey;
-use crate::storage::Order;
+use crate::storage::{Order, Store};
 
 /// The prefix of every Passport id.
 pub const PREFIX: &str = "pp_";
@@ -174,25 +174,20 @@ pub struct HolderKey {
 /// id; 400 for a malformed one; 403 for a key that does not unlock it. Never shows the payer or
 /// any fulfillment key.
 pub async fn verify(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     Path(id): Path<String>,
     Query(holder): Query<HolderKey>,
 ) -> Response {
     let Ok(id) = PassportId::parse(&id) else {
         return json_error(StatusCode::BAD_REQUEST, MalformedPassport.to_string());
     };
-    match state.store.order_by_passport(id.as_str()).await {
+    match store.order_by_passport(id.as_str()).await {
         Ok(Some(order)) => {
             let holder = match &holder.key {
                 None => false,
                 Some(key) => {
                     let unlocks = match FulfillmentKey::parse(key) {
-                        Some(key) => {
-                            state
-                                .store
-                                .grant_matches(&order.passport, &key.hash())
-                                .await
-                        }
+                        Some(key) => store.grant_matches(&order.passport, &key.hash()).await,
                         None => Ok(false),
                     };
                     match unlocks {

@@ -26,8 +26,9 @@ use tower_x402::proto::{
 use tower_x402::sandbox::{SandboxFacilitator, SandboxWallet};
 use tower_x402::{Facilitator, FacilitatorError};
 
-use x402_store::app::{AppState, app, build_state_with};
+use x402_store::app::app;
 use x402_store::config::Config;
+use x402_store::state::{AppState, build_state_with};
 
 /// Runs each named `async fn()` as two tests, `NAME::sqlite` and `NAME::postgres`.
 macro_rules! on_both_backends {
@@ -425,7 +426,7 @@ impl Shop {
             &self.database.url,
             edit,
             Arc::new(self.facilitator.clone()),
-            self.state.demo,
+            self.state.catalog.is_demo(),
         )
         .await;
         Self {
