@@ -152,7 +152,7 @@ pub(crate) async fn store_with(
     }
 }
 
-/// The app over `database_url`, with settings adjusted by `edit` (and checked).
+/// The app over `database_url`, with settings adjusted by `edit`.
 async fn open_app(
     database_url: &str,
     edit: impl FnOnce(&mut Config),
@@ -161,7 +161,6 @@ async fn open_app(
 ) -> (AppState, Router) {
     let mut config = Config::for_tests(database_url);
     edit(&mut config);
-    config.validate().unwrap();
     let state = build_state_with(config, facilitator, demo).await.unwrap();
     (state.clone(), app(state))
 }
