@@ -18,6 +18,7 @@ use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::discovery;
 use crate::documents::prebuilt::Prebuilt;
+use crate::documents::{openapi, well_known};
 use crate::paywall::doors::Doors;
 use crate::sales::standing::Standing;
 use crate::storage::Store;
@@ -145,7 +146,10 @@ pub async fn build_state_with(
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("tower-x402-store/", env!("CARGO_PKG_VERSION")))
         .build()?;
-    let documents = Arc::new(Prebuilt::build(&config, &catalog, demo));
+    let documents = Arc::new(Prebuilt::new(
+        &well_known::catalog_v2(&config, &catalog),
+        &openapi::build(&config, &catalog, demo),
+    ));
     Ok(AppState {
         documents,
         standing: Standing::new(store.clone(), demo),
