@@ -14,12 +14,13 @@ use tower_x402::layer::settlement::Reconciler;
 use tower_x402::sandbox::SandboxFacilitator;
 use tower_x402::{Facilitator, HttpFacilitator};
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Sku};
 use crate::config::Config;
 use crate::discovery;
 use crate::documents::prebuilt::Prebuilt;
 use crate::documents::{openapi, well_known};
 use crate::paywall::doors::Doors;
+use crate::sales::purchase;
 use crate::sales::standing::Standing;
 use crate::storage::Store;
 
@@ -139,7 +140,9 @@ pub async fn build_state_with(
         }
     };
     let doors = Doors::resolve(&config, supported.as_deref().map_err(String::as_str));
-    let catalog = Catalog::build(&config, doors, demo).await?;
+    let example = async |sku: &Sku| purchase::response_example(&config, sku, demo).await;
+    let schema = purchase::response_schema();
+    let catalog = Catalog::build(&config, doors, demo, &schema, example).await?;
     let http = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(2))
         .timeout(discovery::PROBE_TIMEOUT)
