@@ -341,11 +341,9 @@ where
             let setting = arg.map(setting_name).unwrap_or_default();
             cmd.clone().error(kind, format!("{setting}: {problem}"))
         };
+        // Not echoed: the value may be a secret.
         let Some(text) = value.to_str() else {
-            return Err(refuse(
-                ErrorKind::InvalidUtf8,
-                format!("`{}` is not UTF-8", value.to_string_lossy()),
-            ));
+            return Err(refuse(ErrorKind::InvalidUtf8, "is not UTF-8".to_owned()));
         };
         (self.0)(text).map_err(|problem| refuse(ErrorKind::ValueValidation, problem))
     }
