@@ -45,5 +45,5 @@ if [ "$browser/package-lock.json" -nt "$browser/node_modules/.package-lock.json"
     bash "$browser/install.sh"
 fi
 
-step "cargo test --workspace --all-features $*"
+step "cargo test --workspace --all-features${*:+ $*}"
 cargo test --workspace --all-features "$@"

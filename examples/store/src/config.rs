@@ -713,6 +713,28 @@ mod tests {
         assert!(!message.contains("s3cret"), "{message}");
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn a_setting_that_is_not_utf8_is_refused_unechoed() {
+        use std::os::unix::ffi::OsStrExt as _;
+        let secret = OsStr::from_bytes(b"s3cret\xff-not-utf8-but-long-enough-to-be-a-secret");
+        let argv = [
+            OsStr::new("store"),
+            OsStr::new("--fulfillment-secret"),
+            secret,
+        ];
+        let Err(error) = Args::try_parse_from(argv) else {
+            panic!("a non-UTF-8 secret was accepted");
+        };
+        assert_eq!(error.kind(), ErrorKind::InvalidUtf8);
+        let message = error.to_string();
+        assert!(
+            message.contains("STORE_FULFILLMENT_SECRET (--fulfillment-secret): is not UTF-8"),
+            "{message}"
+        );
+        assert!(!message.contains("s3cret"), "{message}");
+    }
+
     #[test]
     fn lists_and_urls_are_normalized() {
         let config = Config::from_args(args(&[
