@@ -31,7 +31,7 @@ struct Args {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8545")]
     rpc_listen: String,
     /// What the first /settle does: answer-lost, connection-reset, no-answer,
-    /// lost-before-settling, pending-then-settled, stays-pending or none.
+    /// lost-before-settling, pending-then-settled, stays-pending, refused or none.
     #[arg(long, value_name = "NAME", default_value = "answer-lost")]
     fault: String,
     /// The chain the JSON-RPC endpoint serves.
