@@ -16,64 +16,37 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Parser;
 use tower_x402::proto::Network;
 use tower_x402_sandbox::{SandboxFacilitator, Step};
 
-const USAGE: &str = "\
-A fault-injecting sandbox facilitator and its ledger as a JSON-RPC chain.
-
-usage: faulty_facilitator [--listen ADDR] [--rpc-listen ADDR] [--fault NAME] [--network CAIP2]
-
-  --listen ADDR      facilitator address (default 127.0.0.1:4021; port 0 picks a free one)
-  --rpc-listen ADDR  JSON-RPC address (default 127.0.0.1:8545)
-  --fault NAME       what the first /settle does (default answer-lost)
-  --network CAIP2    the chain the JSON-RPC endpoint serves (default eip155:8453)";
-
-#[derive(Debug)]
+/// A fault-injecting sandbox facilitator and its ledger as a JSON-RPC chain.
+#[derive(Debug, Parser)]
+#[command(name = "faulty_facilitator")]
 struct Args {
+    /// Facilitator address; port 0 picks a free one.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:4021")]
     listen: String,
+    /// JSON-RPC address.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8545")]
     rpc_listen: String,
+    /// What the first /settle does: answer-lost, connection-reset, no-answer,
+    /// lost-before-settling, pending-then-settled, stays-pending, refused or none.
+    #[arg(long, value_name = "NAME", default_value = "answer-lost")]
     fault: String,
+    /// The chain the JSON-RPC endpoint serves.
+    #[arg(long, value_name = "CAIP2", default_value = "eip155:8453", value_parser = network)]
     network: Network,
 }
 
-impl Args {
-    fn from_env() -> Result<Self, String> {
-        let mut args = pico_args::Arguments::from_env();
-        if args.contains(["-h", "--help"]) {
-            println!("{USAGE}");
-            std::process::exit(0);
-        }
-        let text = |args: &mut pico_args::Arguments, name: &'static str, default: &str| {
-            args.opt_value_from_str::<_, String>(name)
-                .map(|value| value.unwrap_or_else(|| default.to_owned()))
-                .map_err(|e| e.to_string())
-        };
-        let parsed = Self {
-            listen: text(&mut args, "--listen", "127.0.0.1:4021")?,
-            rpc_listen: text(&mut args, "--rpc-listen", "127.0.0.1:8545")?,
-            fault: text(&mut args, "--fault", "answer-lost")?,
-            network: text(&mut args, "--network", "eip155:8453")?
-                .parse()
-                .map_err(|e| format!("--network: {e}"))?,
-        };
-        let rest = args.finish();
-        if !rest.is_empty() {
-            return Err(format!("unexpected arguments {rest:?}\n\n{USAGE}"));
-        }
-        Ok(parsed)
-    }
+fn network(text: &str) -> Result<Network, String> {
+    text.parse()
+        .map_err(|e: <Network as std::str::FromStr>::Err| e.to_string())
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = match Args::from_env() {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("faulty_facilitator: {message}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let args = Args::parse();
     let Some(fault) = Step::from_name(&args.fault) else {
         eprintln!("faulty_facilitator: unknown fault `{}`", args.fault);
         return ExitCode::FAILURE;

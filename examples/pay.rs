@@ -20,62 +20,29 @@ use std::env;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Parser;
 use http::{HeaderName, HeaderValue};
 use tower_x402::proto::{
     PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, PaymentRequired, SettleResponse, header,
 };
 use tower_x402_sandbox::SandboxWallet;
 
-const USAGE: &str = "\
-Pays for an x402-protected URL with a sandbox wallet and prints what came back.
-
-usage: pay URL [--header NAME:VALUE]... [--retries N]
-
-  -H, --header NAME:VALUE   an extra request header; repeat for more
-      --retries N           retries of the same payment when answered 503 (default 3)
-  -h, --help                this text
-
-PAYER_PRIVATE_KEY (64 hex digits) chooses the wallet; without it a random one is made.";
-
-#[derive(Debug)]
+/// Pays for an x402-protected URL with a sandbox wallet and prints what came back.
+#[derive(Debug, Parser)]
+#[command(
+    name = "pay",
+    after_help = "PAYER_PRIVATE_KEY (64 hex digits) chooses the wallet; without it a random one is made."
+)]
 struct Args {
     /// The URL to GET.
     url: String,
-    /// Extra request headers.
+    /// An extra request header; repeat for more.
+    #[arg(short = 'H', long = "header", value_name = "NAME:VALUE", value_parser = parse_header)]
     headers: Vec<(HeaderName, HeaderValue)>,
-    /// How often to retry the same payment when the paid request is answered 503 (after its
+    /// Retries of the same payment when the paid request is answered 503 (after its
     /// `Retry-After`): the server is asking for the same `PAYMENT-SIGNATURE` again.
+    #[arg(long, value_name = "N", default_value_t = 3)]
     retries: u32,
-}
-
-impl Args {
-    /// The command line, or the message to print and exit with.
-    fn from_env() -> Result<Self, String> {
-        let mut args = pico_args::Arguments::from_env();
-        if args.contains(["-h", "--help"]) {
-            println!("{USAGE}");
-            std::process::exit(0);
-        }
-        let headers = args
-            .values_from_fn(["-H", "--header"], parse_header)
-            .map_err(|e| e.to_string())?;
-        let retries = args
-            .opt_value_from_str("--retries")
-            .map_err(|e| e.to_string())?
-            .unwrap_or(3);
-        let url = args
-            .free_from_str()
-            .map_err(|e| format!("{e}\n\n{USAGE}"))?;
-        let rest = args.finish();
-        if !rest.is_empty() {
-            return Err(format!("unexpected arguments {rest:?}\n\n{USAGE}"));
-        }
-        Ok(Self {
-            url,
-            headers,
-            retries,
-        })
-    }
 }
 
 fn parse_header(text: &str) -> Result<(HeaderName, HeaderValue), String> {
@@ -91,14 +58,7 @@ fn parse_header(text: &str) -> Result<(HeaderName, HeaderValue), String> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = match Args::from_env() {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("{message}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match run(args).await {
+    match run(Args::parse()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("pay: {message}");

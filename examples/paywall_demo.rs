@@ -15,72 +15,42 @@ use std::sync::Arc;
 
 use axum::routing::get;
 use axum::{Json, Router};
+use clap::Parser;
 use serde_json::json;
 use tower_x402::proto::{ResourceInfo, UsdcDeployment};
 use tower_x402::{HttpFacilitator, Offer, SettlementMode, VerifiedPayment, X402Layer};
 use tower_x402_sandbox::SandboxFacilitator;
 
-const USAGE: &str = "\
-A one-route paywall for trying x402 clients against.
-
-usage: paywall_demo [--listen HOST:PORT] [--facilitator URL] [--settle-first] [--pay-to ADDRESS]
-
-  --listen HOST:PORT   address to listen on; port 0 picks a free one
-                       [env DEMO_LISTEN, default 127.0.0.1:3402]
-  --facilitator URL    facilitator base URL; without it the sandbox runs in process
-                       [env DEMO_FACILITATOR]
-  --settle-first       settle before running the handler instead of after
-  --pay-to ADDRESS     where payments go [default 0x209693Bc6afc0C5328bA36FaF03C514EF312287C]
-  -h, --help           this text";
-
-#[derive(Debug)]
+/// A one-route paywall for trying x402 clients against.
+#[derive(Debug, Parser)]
+#[command(name = "paywall_demo")]
 struct Args {
+    /// Address to listen on; port 0 picks a free one.
+    #[arg(
+        long,
+        value_name = "HOST:PORT",
+        env = "DEMO_LISTEN",
+        default_value = "127.0.0.1:3402"
+    )]
     listen: String,
+    /// Facilitator base URL; without it the sandbox runs in process.
+    #[arg(long, value_name = "URL", env = "DEMO_FACILITATOR")]
     facilitator: Option<String>,
+    /// Settle before running the handler instead of after.
+    #[arg(long)]
     settle_first: bool,
+    /// Where payments go.
+    #[arg(
+        long,
+        value_name = "ADDRESS",
+        default_value = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C"
+    )]
     pay_to: String,
-}
-
-impl Args {
-    /// The command line (flags win over environment variables), or the message to exit with.
-    fn from_env() -> Result<Self, String> {
-        let mut args = pico_args::Arguments::from_env();
-        if args.contains(["-h", "--help"]) {
-            println!("{USAGE}");
-            std::process::exit(0);
-        }
-        let text = |args: &mut pico_args::Arguments, flag: &'static str| {
-            args.opt_value_from_str::<_, String>(flag)
-                .map_err(|e| e.to_string())
-        };
-        let parsed = Self {
-            listen: text(&mut args, "--listen")?
-                .or_else(|| std::env::var("DEMO_LISTEN").ok())
-                .unwrap_or_else(|| "127.0.0.1:3402".to_owned()),
-            facilitator: text(&mut args, "--facilitator")?
-                .or_else(|| std::env::var("DEMO_FACILITATOR").ok()),
-            settle_first: args.contains("--settle-first"),
-            pay_to: text(&mut args, "--pay-to")?
-                .unwrap_or_else(|| "0x209693Bc6afc0C5328bA36FaF03C514EF312287C".to_owned()),
-        };
-        let rest = args.finish();
-        if !rest.is_empty() {
-            return Err(format!("unexpected arguments {rest:?}\n\n{USAGE}"));
-        }
-        Ok(parsed)
-    }
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = match Args::from_env() {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("{message}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match serve(args).await {
+    match serve(Args::parse()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("paywall_demo: {message}");

@@ -14,59 +14,31 @@
 use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
 
+use clap::Parser;
 use tower_x402::proto::AtomicAmount;
 use tower_x402_sandbox::SandboxFacilitator;
 use tracing_subscriber::EnvFilter;
 
-const USAGE: &str = "\
-The sandbox x402 facilitator over HTTP.
-
-usage: sandbox_facilitator [--listen HOST:PORT] [--starting-balance ATOMIC]
-
-  --listen HOST:PORT          address to listen on; port 0 picks a free one
-                              [env SANDBOX_LISTEN, default 127.0.0.1:4021]
-  --starting-balance ATOMIC   what every address holds before its first transfer, in USDC
-                              atomic units [env SANDBOX_STARTING_BALANCE, default 1000000000]
-  -h, --help                  this text";
-
-#[derive(Debug)]
+/// The sandbox x402 facilitator over HTTP.
+#[derive(Debug, Parser)]
+#[command(name = "sandbox_facilitator")]
 struct Args {
+    /// Address to listen on; port 0 picks a free one.
+    #[arg(
+        long,
+        value_name = "HOST:PORT",
+        env = "SANDBOX_LISTEN",
+        default_value = "127.0.0.1:4021"
+    )]
     listen: String,
+    /// What every address holds before its first transfer, in USDC atomic units.
+    #[arg(
+        long,
+        value_name = "ATOMIC",
+        env = "SANDBOX_STARTING_BALANCE",
+        default_value_t = 1_000_000_000
+    )]
     starting_balance: u128,
-}
-
-impl Args {
-    /// The command line (flags win over environment variables), or the message to exit with.
-    fn from_env() -> Result<Self, String> {
-        let mut args = pico_args::Arguments::from_env();
-        if args.contains(["-h", "--help"]) {
-            println!("{USAGE}");
-            std::process::exit(0);
-        }
-        let listen = args
-            .opt_value_from_str("--listen")
-            .map_err(|e| e.to_string())?
-            .or_else(|| std::env::var("SANDBOX_LISTEN").ok())
-            .unwrap_or_else(|| "127.0.0.1:4021".to_owned());
-        let starting_balance = match args
-            .opt_value_from_str::<_, String>("--starting-balance")
-            .map_err(|e| e.to_string())?
-            .or_else(|| std::env::var("SANDBOX_STARTING_BALANCE").ok())
-        {
-            Some(text) => text
-                .parse()
-                .map_err(|e| format!("--starting-balance `{text}`: {e}"))?,
-            None => 1_000_000_000,
-        };
-        let rest = args.finish();
-        if !rest.is_empty() {
-            return Err(format!("unexpected arguments {rest:?}\n\n{USAGE}"));
-        }
-        Ok(Self {
-            listen,
-            starting_balance,
-        })
-    }
 }
 
 #[tokio::main]
@@ -78,14 +50,7 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let args = match Args::from_env() {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("{message}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match serve(args).await {
+    match serve(Args::parse()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("sandbox_facilitator: {message}");

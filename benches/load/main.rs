@@ -26,14 +26,21 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use child::Announced;
+use clap::Parser;
 use payment::PaymentTemplate;
 use report::Sample;
 
-const USAGE: &str =
-    "usage: x402-load run [--rounds N] [--seconds S] [--warm-up S] [--connections C]
-                      [--out FILE] [--peer NAME=BINARY]... [--only CASE,...]
-       x402-load memory --store BINARY [--requests N] [--concurrency C] [--stub-facilitator]
-       x402-load stub   (the stub facilitator; prints its address)";
+/// The load benchmark: tower-x402, the example store and other x402 middlewares under wrk.
+#[derive(Parser)]
+#[command(name = "x402-load")]
+enum Cli {
+    /// wrk against every case of this process's apps and the peers', in interleaved rounds.
+    Run(Options),
+    /// The store's resident memory under mixed traffic.
+    Memory(memory::Options),
+    /// The stub facilitator (prints its address).
+    Stub,
+}
 
 /// One measured case: what wrk asks for.
 struct Case {
@@ -54,31 +61,43 @@ struct Target {
     _process: Option<Announced>,
 }
 
+#[derive(clap::Args)]
 struct Options {
+    /// Rounds; every case of every app runs once in each.
+    #[arg(long, value_name = "N", default_value_t = 5)]
     rounds: u32,
+    /// Seconds wrk measures each case for.
+    #[arg(long, value_name = "S", default_value_t = 5)]
     seconds: u64,
+    /// Seconds of warm-up before each measurement (0: none).
+    #[arg(long, value_name = "S", default_value_t = 1)]
     warm_up: u64,
+    /// Connections wrk keeps open.
+    #[arg(long, value_name = "C", default_value_t = 64)]
     connections: u32,
+    /// Where the results are written (tab-separated).
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "target/load-bench/results.tsv"
+    )]
     out: PathBuf,
-    /// Other middlewares' apps: a name and the binary serving `/bare` and `/paid`.
+    /// Another middleware's app: a name and the binary serving `/bare` and `/paid`; repeat for
+    /// more.
+    #[arg(long = "peer", value_name = "NAME=BINARY", value_parser = peer)]
     peers: Vec<(String, PathBuf)>,
-    /// The cases to run, besides each process's bare route; all when empty.
+    /// The cases to run, besides each process's bare route (comma-separated); all when unset.
+    #[arg(long, value_name = "CASE,...", value_delimiter = ',')]
     only: Vec<String>,
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|arg| arg == "--help" || arg == "-h") {
-        println!("{USAGE}");
-        return;
-    }
-    let result = match args.first().map(String::as_str) {
-        Some("stub") => run_stub(),
-        Some("run") => options(&args[1..]).and_then(|options| run(&options)),
-        Some("memory") => memory::Options::parse(&args[1..])
-            .map_err(|error| format!("{error}\n{USAGE}"))
-            .and_then(|options| runtime()?.block_on(memory::run(&options))),
-        _ => Err(USAGE.to_owned()),
+    let result = match Cli::parse() {
+        Cli::Stub => run_stub(),
+        Cli::Run(options) => run(&options),
+        Cli::Memory(options) => {
+            runtime().and_then(|runtime| runtime.block_on(memory::run(&options)))
+        }
     };
     if let Err(error) = result {
         eprintln!("x402-load: {error}");
@@ -86,45 +105,12 @@ fn main() {
     }
 }
 
-fn options(args: &[String]) -> Result<Options, String> {
-    let mut options = Options {
-        rounds: 5,
-        seconds: 5,
-        warm_up: 1,
-        connections: 64,
-        out: PathBuf::from("target/load-bench/results.tsv"),
-        peers: Vec::new(),
-        only: Vec::new(),
-    };
-    let mut args = args.iter();
-    while let Some(flag) = args.next() {
-        let value = args
-            .next()
-            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
-        let number = || {
-            value
-                .parse::<u64>()
-                .map_err(|_| format!("{flag}: not a number: {value}"))
-        };
-        match flag.as_str() {
-            "--rounds" => options.rounds = u32::try_from(number()?).map_err(|e| e.to_string())?,
-            "--seconds" => options.seconds = number()?,
-            "--warm-up" => options.warm_up = number()?,
-            "--connections" => {
-                options.connections = u32::try_from(number()?).map_err(|e| e.to_string())?
-            }
-            "--out" => options.out = PathBuf::from(value),
-            "--only" => options.only = value.split(',').map(str::to_owned).collect(),
-            "--peer" => {
-                let (name, binary) = value
-                    .split_once('=')
-                    .ok_or_else(|| format!("--peer NAME=BINARY, not {value}"))?;
-                options.peers.push((name.to_owned(), PathBuf::from(binary)));
-            }
-            _ => return Err(USAGE.to_owned()),
-        }
-    }
-    Ok(options)
+/// `NAME=BINARY` of `--peer`.
+fn peer(value: &str) -> Result<(String, PathBuf), String> {
+    let (name, binary) = value
+        .split_once('=')
+        .ok_or_else(|| format!("NAME=BINARY, not {value}"))?;
+    Ok((name.to_owned(), PathBuf::from(binary)))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {

@@ -39,46 +39,20 @@ const READS: [&str; 6] = [
 ];
 
 /// `x402-load memory`'s options.
+#[derive(clap::Args)]
 pub(crate) struct Options {
+    /// The store binary to start.
+    #[arg(long, value_name = "BINARY")]
     store: std::path::PathBuf,
+    /// Requests in all.
+    #[arg(long, value_name = "N", default_value_t = 200_000)]
     requests: u64,
+    /// Requests in flight at once.
+    #[arg(long, value_name = "C", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
     concurrency: u64,
     /// Pay through the stub facilitator (a child process) instead of the in-process sandbox.
+    #[arg(long)]
     stub_facilitator: bool,
-}
-
-impl Options {
-    pub(crate) fn parse(args: &[String]) -> Result<Self, String> {
-        let mut store = None;
-        let mut requests = 200_000;
-        let mut concurrency = 16;
-        let mut stub_facilitator = false;
-        let mut args = args.iter();
-        while let Some(flag) = args.next() {
-            if flag == "--stub-facilitator" {
-                stub_facilitator = true;
-                continue;
-            }
-            let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
-            let number = || {
-                value
-                    .parse::<u64>()
-                    .map_err(|_| format!("{flag}: not a number: {value}"))
-            };
-            match flag.as_str() {
-                "--store" => store = Some(std::path::PathBuf::from(value)),
-                "--requests" => requests = number()?,
-                "--concurrency" => concurrency = number()?.max(1),
-                _ => return Err(format!("unknown option {flag}")),
-            }
-        }
-        Ok(Self {
-            store: store.ok_or("--store BINARY is required")?,
-            requests,
-            concurrency,
-            stub_facilitator,
-        })
-    }
 }
 
 /// What the traffic so far has done.

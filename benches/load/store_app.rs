@@ -3,9 +3,10 @@
 
 use std::path::Path;
 
-use x402_store::app::{app, build_state};
+use x402_store::app::app;
 use x402_store::config::Config;
 use x402_store::serve::serve;
+use x402_store::state::build_state;
 
 /// The store's routes the benchmark asks for.
 pub(crate) struct StoreRoutes {

@@ -15,7 +15,6 @@ use tower_x402::{Offer, SettlementMode};
 
 use crate::config::Config;
 use crate::paywall::doors::Doors;
-use crate::sales::purchase;
 
 /// The path every paid product lives under.
 pub const PAID_PATH_PREFIX: &str = "/api/x402/";
@@ -123,17 +122,26 @@ pub struct Catalog {
     skus: Vec<Sku>,
     by_slug: HashMap<String, usize>,
     doors: Doors,
+    demo: bool,
 }
 
 impl Catalog {
     /// Builds every product's offer: the canonical Base accept, then one accept per open door,
-    /// and the `bazaar` extension whose output example is a 200 body built by the purchase code
-    /// itself (so the example and the real answer cannot drift apart).
+    /// and the `bazaar` extension describing the 200 answer with `output_schema` and
+    /// `example(sku)` — the store passes the purchase code's own schema and a body built by it,
+    /// so the description and the real answer cannot drift apart.
     ///
     /// # Errors
     ///
     /// When an offer cannot be built (a price the asset cannot carry, a relative base URL).
-    pub async fn build(config: &Config, doors: Doors, demo: bool) -> Result<Self, OfferError> {
+    /// `demo`: the offers are paid through the in-process sandbox.
+    pub async fn build(
+        config: &Config,
+        doors: Doors,
+        demo: bool,
+        output_schema: &Value,
+        example: impl AsyncFn(&Sku) -> Value,
+    ) -> Result<Self, OfferError> {
         let mut skus = Vec::with_capacity(ROWS.len());
         for Row(suffix, cents, tag, summary, description) in ROWS {
             let slug = format!("{}-{suffix}", config.slug_prefix);
@@ -155,8 +163,8 @@ impl Catalog {
             for accept in extra_accepts {
                 builder = builder.accept(accept);
             }
-            // The purchase code describes its answer for a SKU, so the SKU is built first with
-            // the offer minus its extension, then given the complete offer.
+            // The example describes the answer for a SKU, so the SKU is built first with the
+            // offer minus its extension, then given the complete offer.
             let draft = builder.build()?;
             let mut sku = Sku {
                 slug,
@@ -168,11 +176,11 @@ impl Catalog {
                 resource_url,
                 offer: Arc::new(draft),
             };
-            let example = purchase::response_example(config, &sku, demo).await;
+            let example = example(&sku).await;
             sku.offer = Arc::new(
                 sku.offer
                     .to_builder()
-                    .extension("bazaar", bazaar_extension(example))
+                    .extension("bazaar", bazaar_extension(example, output_schema))
                     .build()?,
             );
             skus.push(sku);
@@ -186,6 +194,7 @@ impl Catalog {
             skus,
             by_slug,
             doors,
+            demo,
         })
     }
 
@@ -209,6 +218,12 @@ impl Catalog {
         self.skus.is_empty()
     }
 
+    /// Whether the offers are paid through the in-process sandbox (demo mode: no real funds
+    /// move and every Passport is marked demo).
+    pub fn is_demo(&self) -> bool {
+        self.demo
+    }
+
     /// The payment doors the offers were built with.
     pub fn doors(&self) -> &Doors {
         &self.doors
@@ -228,9 +243,9 @@ impl Catalog {
 }
 
 /// The `bazaar` extension of a GET product without inputs, in the shape indexers read: an
-/// empty `queryParams` object as the input schema and the 200 body's JSON Schema under
-/// `output.example`. `info` validates against `schema`.
-fn bazaar_extension(example: Value) -> Extension {
+/// empty `queryParams` object as the input schema and `output_schema`, the 200 body's JSON
+/// Schema, under `output.example`. `info` validates against `schema`.
+fn bazaar_extension(example: Value, output_schema: &Value) -> Extension {
     let info = json!({
         "input": {"type": "http", "method": "GET", "queryParams": {}},
         "output": {"type": "json", "example": example},
@@ -252,7 +267,7 @@ fn bazaar_extension(example: Value) -> Extension {
             },
             "output": {
                 "type": "object",
-                "properties": {"type": {"type": "string"}, "example": purchase::response_schema()},
+                "properties": {"type": {"type": "string"}, "example": output_schema},
                 "required": ["type"],
             },
         },

@@ -1,24 +1,38 @@
 //! Settings: every one a command-line flag that can also come from a `STORE_…` variable.
 //!
-//! [`Args`] is what clap parses; [`Config::from_args`] checks it and fills in the defaults, so
-//! that a bad setting stops start-up with one message naming it.
+//! [`Args`] is what clap parses. Every setting has a value parser from this module, so a bad
+//! value is refused while the command line is parsed, with one message naming the variable and
+//! the flag (`STORE_BASE_URL (--base-url): …`). [`Config::from_args`] then applies the one rule
+//! that combines settings (live mode needs `STORE_PAY_TO`) and fills in the defaults that depend
+//! on other settings.
+//!
+//! A new setting is a field of [`Args`] — `long`, `env = "STORE_…"`, its default, and
+//! `value_parser = checked(PARSE)` where `PARSE` is a `fn(&str) -> Result<T, String>` such as
+//! [`seconds`] or [`positive`] — and the field it fills in [`Config`], set in
+//! [`Config::from_args`], in [`Config::for_tests`] and shown by `Config`'s `Debug`.
 
+use std::ffi::OsStr;
 use std::fmt;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::time::Duration;
 
 use clap::Parser;
+use clap::builder::TypedValueParser;
+use clap::error::ErrorKind;
 use reqwest::Url;
 
-use crate::discovery::ChannelSpec;
+use crate::discovery::channels::ChannelSpec;
 use crate::serve::ServeLimits;
+use crate::storage::{Engine, without_password};
 
 /// The canonical receiving address in demo mode (no external facilitator): a well-formed EVM
 /// address that only the in-process sandbox ever "pays". Live mode requires `STORE_PAY_TO`.
 pub const DEMO_PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 
-/// The command line (each flag also reads its `STORE_…` environment variable).
+/// The command line (each flag also reads its `STORE_…` environment variable). Every value is
+/// checked as it is parsed.
 #[derive(Parser)]
 #[command(
     name = "store",
@@ -27,76 +41,81 @@ pub const DEMO_PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 )]
 pub struct Args {
     /// Address to listen on (port 0 picks a free port).
-    #[arg(long, env = "STORE_LISTEN", default_value = "127.0.0.1:4020")]
+    #[arg(long, env = "STORE_LISTEN", default_value = "127.0.0.1:4020", value_parser = checked(number::<SocketAddr>))]
     pub listen: SocketAddr,
     /// Public origin of the store, e.g. `https://shop.example` (default: `http://` + the bound address).
-    #[arg(long, env = "STORE_BASE_URL")]
+    #[arg(long, env = "STORE_BASE_URL", value_parser = checked(base_url))]
     pub base_url: Option<String>,
     /// Prefix of every SKU slug (`<prefix>-rail-receipt`, …).
-    #[arg(long, env = "STORE_SLUG_PREFIX", default_value = "store")]
+    #[arg(long, env = "STORE_SLUG_PREFIX", default_value = "store", value_parser = checked(slug_prefix))]
     pub slug_prefix: String,
     /// Receiving address on Base (required with `--facilitator-url`).
-    #[arg(long, env = "STORE_PAY_TO")]
+    #[arg(long, env = "STORE_PAY_TO", value_parser = checked(evm_address))]
     pub pay_to: Option<String>,
     /// External facilitator; without it the store runs in demo mode with the in-process sandbox.
-    #[arg(long, env = "STORE_FACILITATOR_URL")]
+    #[arg(long, env = "STORE_FACILITATOR_URL", value_parser = checked(facilitator_url))]
     pub facilitator_url: Option<String>,
     /// Bearer token sent to the external facilitator.
-    #[arg(long, env = "STORE_FACILITATOR_BEARER", hide_env_values = true)]
+    #[arg(long, env = "STORE_FACILITATOR_BEARER", hide_env_values = true, value_parser = checked(not_blank))]
     pub facilitator_bearer: Option<String>,
     /// The database: `sqlite://PATH` (its directory is created if missing) or `postgres://…`
     /// (an existing database that several instances may share).
     #[arg(
         long,
         env = "STORE_DATABASE_URL",
-        default_value = "sqlite://data/store.db"
+        default_value = "sqlite://data/store.db",
+        value_parser = checked(database_url)
     )]
     pub database_url: String,
     /// Deposit address on Solana mainnet; opens the second payment door.
-    #[arg(long, env = "STORE_SECOND_PAY_TO")]
+    #[arg(long, env = "STORE_SECOND_PAY_TO", value_parser = checked(solana_address))]
     pub second_pay_to: Option<String>,
     /// Deposit address on Algorand mainnet; opens the third door if the facilitator lists Algorand.
-    #[arg(long, env = "STORE_THIRD_PAY_TO")]
+    #[arg(long, env = "STORE_THIRD_PAY_TO", value_parser = checked(algorand_address))]
     pub third_pay_to: Option<String>,
     /// Hosted human checkout page; `{sku}` is replaced by the slug.
-    #[arg(long, env = "STORE_CHECKOUT_URL")]
+    #[arg(long, env = "STORE_CHECKOUT_URL", value_parser = checked(checkout_url))]
     pub checkout_url: Option<String>,
     /// Web origins allowed to pay from a page (comma-separated, e.g. `https://shop.example`);
     /// any origin when unset.
-    #[arg(long, env = "STORE_CORS_ORIGINS", value_delimiter = ',')]
+    #[arg(long, env = "STORE_CORS_ORIGINS", value_delimiter = ',', value_parser = checked(cors_origin))]
     pub cors_origins: Vec<String>,
     /// Directory holding the deliverable files.
-    #[arg(long, env = "STORE_CONTENT_DIR")]
+    #[arg(long, env = "STORE_CONTENT_DIR", value_parser = checked(directory))]
     pub content_dir: Option<PathBuf>,
     /// JSON file listing the discovery channels (default: the built-in list).
-    #[arg(long, env = "STORE_DISCOVERY_CHANNELS")]
-    pub discovery_channels: Option<PathBuf>,
+    #[arg(long, env = "STORE_DISCOVERY_CHANNELS", value_parser = checked(channel_list))]
+    pub discovery_channels: Option<ChannelList>,
     /// Ethereum JSON-RPC endpoint of Base, used to reconcile payments whose settlement outcome
     /// was lost (in doubt). Unset with an external facilitator: they stay in doubt (503) and are
     /// logged for settling by hand. In demo mode the sandbox reconciles.
-    #[arg(long, env = "STORE_RPC_URL")]
+    #[arg(long, env = "STORE_RPC_URL", value_parser = checked(http_url))]
     pub rpc_url: Option<String>,
     /// Seconds a store process holds a payment it is settling before another (or a restarted
     /// one) may recover it; longer than the facilitator's settle timeout (60 s).
-    #[arg(long, env = "STORE_SETTLEMENT_LEASE", default_value_t = 120)]
+    #[arg(long, env = "STORE_SETTLEMENT_LEASE", default_value = "120", value_parser = checked(positive::<u64>))]
     pub settlement_lease: u64,
     /// Seconds a client has to send a request's headers (also closes an idle keep-alive connection).
-    #[arg(long, env = "STORE_HEADER_READ_TIMEOUT_SECS", default_value_t = 10)]
-    pub header_read_timeout_secs: u64,
+    #[arg(long, env = "STORE_HEADER_READ_TIMEOUT_SECS", default_value = "10", value_parser = checked(seconds))]
+    pub header_read_timeout_secs: Duration,
     /// Seconds a request on a free route may take before it is answered 408.
-    #[arg(long, env = "STORE_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
-    pub request_timeout_secs: u64,
+    #[arg(long, env = "STORE_REQUEST_TIMEOUT_SECS", default_value = "30", value_parser = checked(seconds))]
+    pub request_timeout_secs: Duration,
     /// Connections served at once; more wait in the listen backlog.
-    #[arg(long, env = "STORE_MAX_CONNECTIONS", default_value_t = 1024)]
+    #[arg(long, env = "STORE_MAX_CONNECTIONS", default_value = "1024", value_parser = checked(positive::<usize>))]
     pub max_connections: usize,
     /// Secret (at least 32 characters) from which each order's fulfillment key is derived, so a
     /// re-delivery hands out the same key, also after a restart (default: random per process).
-    #[arg(long, env = "STORE_FULFILLMENT_SECRET", hide_env_values = true)]
+    #[arg(long, env = "STORE_FULFILLMENT_SECRET", hide_env_values = true, value_parser = checked(fulfillment_secret))]
     pub fulfillment_secret: Option<String>,
     /// Seconds after settlement during which the same PAYMENT-SIGNATURE re-delivers the purchase.
-    #[arg(long, env = "STORE_REDELIVERY_WINDOW_SECS", default_value_t = 7 * 24 * 3600)]
+    #[arg(long, env = "STORE_REDELIVERY_WINDOW_SECS", default_value = "604800", value_parser = checked(number::<u64>))]
     pub redelivery_window_secs: u64,
 }
+
+/// The discovery channels read from `STORE_DISCOVERY_CHANNELS` (a name of its own, so clap takes
+/// the file as one value rather than a list of values).
+pub type ChannelList = Vec<ChannelSpec>;
 
 /// The checked settings the store runs with.
 #[derive(Clone)]
@@ -144,7 +163,7 @@ fn random_secret() -> Vec<u8> {
     rand::random::<[u8; 32]>().to_vec()
 }
 
-/// A setting that cannot be used, named the way the operator set it.
+/// Settings that cannot be used together, named the way the operator set them.
 #[derive(Debug, thiserror::Error)]
 #[error("{setting}: {problem}")]
 pub struct ConfigError {
@@ -154,46 +173,32 @@ pub struct ConfigError {
     pub problem: String,
 }
 
-fn invalid(setting: &'static str, problem: impl Into<String>) -> ConfigError {
-    ConfigError {
-        setting,
-        problem: problem.into(),
-    }
-}
-
 impl Config {
-    /// Checks `args` and fills in the defaults.
+    /// Fills in the defaults that depend on other settings, and checks the rule that combines
+    /// them: live mode (`STORE_FACILITATOR_URL`) needs `STORE_PAY_TO`.
     ///
     /// # Errors
     ///
-    /// The first setting that cannot be used.
+    /// `STORE_FACILITATOR_URL` is set without `STORE_PAY_TO`.
     pub fn from_args(args: Args) -> Result<Self, ConfigError> {
-        let discovery_channels = match &args.discovery_channels {
-            Some(path) => Some(read_channels(path)?),
-            None => None,
-        };
         let pay_to = match (args.pay_to, &args.facilitator_url) {
             (Some(pay_to), _) => pay_to,
             (None, None) => DEMO_PAY_TO.to_owned(),
             (None, Some(_)) => {
-                return Err(invalid(
-                    "STORE_PAY_TO (--pay-to)",
-                    "required when STORE_FACILITATOR_URL is set: real payments need your own receiving address",
-                ));
+                return Err(ConfigError {
+                    setting: "STORE_PAY_TO (--pay-to)",
+                    problem: "required when STORE_FACILITATOR_URL is set: real payments need your own receiving address".to_owned(),
+                });
             }
         };
-        let config = Self {
+        Ok(Self {
             listen: args.listen,
             base_url: args
                 .base_url
-                .unwrap_or_else(|| format!("http://{}", args.listen))
-                .trim_end_matches('/')
-                .to_owned(),
+                .unwrap_or_else(|| format!("http://{}", args.listen)),
             slug_prefix: args.slug_prefix,
             pay_to,
-            facilitator_url: args
-                .facilitator_url
-                .map(|url| url.trim_end_matches('/').to_owned()),
+            facilitator_url: args.facilitator_url,
             facilitator_bearer: args.facilitator_bearer,
             database_url: args.database_url,
             second_pay_to: args.second_pay_to,
@@ -202,32 +207,22 @@ impl Config {
             cors_origins: args
                 .cors_origins
                 .into_iter()
-                .map(|origin| origin.trim().trim_end_matches('/').to_owned())
                 .filter(|origin| !origin.is_empty())
                 .collect(),
             content_dir: args.content_dir,
-            discovery_channels,
+            discovery_channels: args.discovery_channels,
             rpc_url: args.rpc_url,
             settlement_lease: args.settlement_lease,
             limits: ServeLimits {
-                header_read_timeout: Duration::from_secs(args.header_read_timeout_secs),
-                request_timeout: Duration::from_secs(args.request_timeout_secs),
+                header_read_timeout: args.header_read_timeout_secs,
+                request_timeout: args.request_timeout_secs,
                 max_connections: args.max_connections,
             },
-            fulfillment_secret: match args.fulfillment_secret {
-                Some(secret) if secret.len() < 32 => {
-                    return Err(invalid(
-                        "STORE_FULFILLMENT_SECRET (--fulfillment-secret)",
-                        "must be at least 32 characters",
-                    ));
-                }
-                Some(secret) => secret.into_bytes(),
-                None => random_secret(),
-            },
+            fulfillment_secret: args
+                .fulfillment_secret
+                .map_or_else(random_secret, String::into_bytes),
             redelivery_window: Duration::from_secs(args.redelivery_window_secs),
-        };
-        config.validate()?;
-        Ok(config)
+        })
     }
 
     /// Demo-mode settings for tests: base URL `http://127.0.0.1:4020`, the given database, no
@@ -253,136 +248,6 @@ impl Config {
             fulfillment_secret: random_secret(),
             redelivery_window: Duration::from_secs(7 * 24 * 3600),
         }
-    }
-
-    /// Checks every setting.
-    ///
-    /// # Errors
-    ///
-    /// The first setting that cannot be used.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let base = http_url("STORE_BASE_URL (--base-url)", &self.base_url)?;
-        if base.query().is_some() || base.fragment().is_some() {
-            return Err(invalid(
-                "STORE_BASE_URL (--base-url)",
-                "must not carry a query or fragment",
-            ));
-        }
-        let limits = &self.limits;
-        for (setting, value) in [
-            (
-                "STORE_HEADER_READ_TIMEOUT_SECS (--header-read-timeout-secs)",
-                limits.header_read_timeout.as_secs(),
-            ),
-            (
-                "STORE_REQUEST_TIMEOUT_SECS (--request-timeout-secs)",
-                limits.request_timeout.as_secs(),
-            ),
-            (
-                "STORE_MAX_CONNECTIONS (--max-connections)",
-                u64::try_from(limits.max_connections).unwrap_or(u64::MAX),
-            ),
-        ] {
-            if value == 0 {
-                return Err(invalid(setting, "must be at least 1"));
-            }
-        }
-        if !is_slug_prefix(&self.slug_prefix) {
-            return Err(invalid(
-                "STORE_SLUG_PREFIX (--slug-prefix)",
-                format!(
-                    "`{}` must be 1–32 lowercase letters, digits and inner hyphens",
-                    self.slug_prefix
-                ),
-            ));
-        }
-        if !is_evm_address(&self.pay_to) {
-            return Err(invalid(
-                "STORE_PAY_TO (--pay-to)",
-                format!(
-                    "`{}` is not a Base address (0x followed by 40 hex digits)",
-                    self.pay_to
-                ),
-            ));
-        }
-        if let Some(url) = &self.facilitator_url {
-            http_url("STORE_FACILITATOR_URL (--facilitator-url)", url)?;
-        }
-        if self
-            .facilitator_bearer
-            .as_deref()
-            .is_some_and(|token| token.trim().is_empty())
-        {
-            return Err(invalid(
-                "STORE_FACILITATOR_BEARER (--facilitator-bearer)",
-                "is empty",
-            ));
-        }
-        if crate::storage::Engine::of(&self.database_url).is_none() {
-            return Err(invalid(
-                "STORE_DATABASE_URL (--database-url)",
-                format!(
-                    "`{}` is neither a sqlite: nor a postgres:// URL",
-                    crate::storage::without_password(&self.database_url)
-                ),
-            ));
-        }
-        if let Some(url) = &self.rpc_url {
-            http_url("STORE_RPC_URL (--rpc-url)", url)?;
-        }
-        if self.settlement_lease == 0 {
-            return Err(invalid(
-                "STORE_SETTLEMENT_LEASE (--settlement-lease)",
-                "must be at least 1 second",
-            ));
-        }
-        if let Some(address) = &self.second_pay_to
-            && !is_solana_address(address)
-        {
-            return Err(invalid(
-                "STORE_SECOND_PAY_TO (--second-pay-to)",
-                format!("`{address}` is not a Solana address (32–44 base58 characters)"),
-            ));
-        }
-        if let Some(address) = &self.third_pay_to
-            && !is_algorand_address(address)
-        {
-            return Err(invalid(
-                "STORE_THIRD_PAY_TO (--third-pay-to)",
-                format!("`{address}` is not an Algorand address (58 base32 characters A–Z, 2–7)"),
-            ));
-        }
-        if let Some(template) = &self.checkout_url {
-            if !template.contains("{sku}") {
-                return Err(invalid(
-                    "STORE_CHECKOUT_URL (--checkout-url)",
-                    "must contain the placeholder {sku}",
-                ));
-            }
-            http_url(
-                "STORE_CHECKOUT_URL (--checkout-url)",
-                &template.replace("{sku}", "sku"),
-            )?;
-        }
-        for origin in &self.cors_origins {
-            http_url("STORE_CORS_ORIGINS (--cors-origins)", origin)?;
-        }
-        if let Some(dir) = &self.content_dir
-            && !dir.is_dir()
-        {
-            return Err(invalid(
-                "STORE_CONTENT_DIR (--content-dir)",
-                format!("`{}` is not a directory", dir.display()),
-            ));
-        }
-        if let Some(channels) = &self.discovery_channels {
-            for channel in channels {
-                channel.validate().map_err(|problem| {
-                    invalid("STORE_DISCOVERY_CHANNELS (--discovery-channels)", problem)
-                })?;
-            }
-        }
-        Ok(())
     }
 
     /// `scheme://host[:port]` of the base URL: what the store announces as its own.
@@ -426,10 +291,7 @@ impl fmt::Debug for Config {
                 "facilitator_bearer",
                 &self.facilitator_bearer.as_ref().map(|_| "<redacted>"),
             )
-            .field(
-                "database_url",
-                &crate::storage::without_password(&self.database_url),
-            )
+            .field("database_url", &without_password(&self.database_url))
             .field("second_pay_to", &self.second_pay_to)
             .field("third_pay_to", &self.third_pay_to)
             .field("checkout_url", &self.checkout_url)
@@ -448,39 +310,224 @@ impl fmt::Debug for Config {
     }
 }
 
-fn read_channels(path: &PathBuf) -> Result<Vec<ChannelSpec>, ConfigError> {
-    const SETTING: &str = "STORE_DISCOVERY_CHANNELS (--discovery-channels)";
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| invalid(SETTING, format!("cannot read `{}`: {e}", path.display())))?;
-    serde_json::from_str(&text).map_err(|e| {
-        invalid(
-            SETTING,
-            format!("`{}` is not a channel list: {e}", path.display()),
-        )
-    })
+/// A clap value parser that checks a setting with `parse` and, when it refuses the value, names
+/// the setting as the operator may have set it: `STORE_BASE_URL (--base-url): problem`.
+pub fn checked<T, F>(parse: F) -> Checked<F>
+where
+    F: Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static,
+    T: Clone + Send + Sync + 'static,
+{
+    Checked(parse)
 }
 
-/// Parses `value` as an absolute http(s) URL with a host.
-pub fn http_url(setting: &'static str, value: &str) -> Result<Url, ConfigError> {
-    let url = Url::parse(value)
-        .map_err(|e| invalid(setting, format!("`{value}` is not an absolute URL: {e}")))?;
+/// The value parser of [`checked`].
+#[derive(Clone, Debug)]
+pub struct Checked<F>(F);
+
+impl<T, F> TypedValueParser for Checked<F>
+where
+    F: Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static,
+    T: Clone + Send + Sync + 'static,
+{
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<T, clap::Error> {
+        let refuse = |kind: ErrorKind, problem: String| {
+            let setting = arg.map(setting_name).unwrap_or_default();
+            cmd.clone().error(kind, format!("{setting}: {problem}"))
+        };
+        // Not echoed: the value may be a secret.
+        let Some(text) = value.to_str() else {
+            return Err(refuse(ErrorKind::InvalidUtf8, "is not UTF-8".to_owned()));
+        };
+        (self.0)(text).map_err(|problem| refuse(ErrorKind::ValueValidation, problem))
+    }
+}
+
+/// `STORE_X (--x)`: the environment variable and the flag of `arg`.
+fn setting_name(arg: &clap::Arg) -> String {
+    match (arg.get_env(), arg.get_long()) {
+        (Some(env), Some(long)) => format!("{} (--{long})", env.to_string_lossy()),
+        (None, Some(long)) => format!("--{long}"),
+        (Some(env), None) => env.to_string_lossy().into_owned(),
+        (None, None) => arg.get_id().to_string(),
+    }
+}
+
+/// Any value `FromStr` parses: a number, a socket address.
+pub fn number<T>(text: &str) -> Result<T, String>
+where
+    T: FromStr,
+    T::Err: fmt::Display,
+{
+    text.parse().map_err(|e| format!("`{text}`: {e}"))
+}
+
+/// A number of at least 1.
+pub fn positive<T>(text: &str) -> Result<T, String>
+where
+    T: FromStr + Default + PartialEq,
+    T::Err: fmt::Display,
+{
+    let value = number::<T>(text)?;
+    if value == T::default() {
+        return Err("must be at least 1".to_owned());
+    }
+    Ok(value)
+}
+
+/// A whole number of seconds, at least 1.
+pub fn seconds(text: &str) -> Result<Duration, String> {
+    positive::<u64>(text).map(Duration::from_secs)
+}
+
+/// An absolute http(s) URL with a host.
+pub fn http_url(text: &str) -> Result<String, String> {
+    parse_http_url(text).map(|_| text.to_owned())
+}
+
+fn parse_http_url(text: &str) -> Result<Url, String> {
+    let url = Url::parse(text).map_err(|e| format!("`{text}` is not an absolute URL: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(invalid(
-            setting,
-            format!("`{value}` must be an http(s) URL with a host"),
-        ));
+        return Err(format!("`{text}` must be an http(s) URL with a host"));
     }
     Ok(url)
 }
 
-fn is_slug_prefix(prefix: &str) -> bool {
-    (1..=32).contains(&prefix.len())
-        && !prefix.starts_with('-')
-        && !prefix.ends_with('-')
-        && !prefix.contains("--")
-        && prefix
+/// The store's public base URL: an http(s) URL without query or fragment, kept without its
+/// trailing slashes.
+pub fn base_url(text: &str) -> Result<String, String> {
+    let trimmed = text.trim_end_matches('/');
+    let url = parse_http_url(trimmed)?;
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err("must not carry a query or fragment".to_owned());
+    }
+    Ok(trimmed.to_owned())
+}
+
+/// The facilitator's base URL, kept without its trailing slashes.
+pub fn facilitator_url(text: &str) -> Result<String, String> {
+    http_url(text.trim_end_matches('/'))
+}
+
+/// A non-empty secret (the facilitator's bearer token).
+pub fn not_blank(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        return Err("is empty".to_owned());
+    }
+    Ok(text.to_owned())
+}
+
+/// A secret of at least 32 characters.
+pub fn fulfillment_secret(text: &str) -> Result<String, String> {
+    if text.len() < 32 {
+        return Err("must be at least 32 characters".to_owned());
+    }
+    Ok(text.to_owned())
+}
+
+/// A `sqlite:` or `postgres://` URL (shown without its password when refused).
+pub fn database_url(text: &str) -> Result<String, String> {
+    match Engine::of(text) {
+        Some(_) => Ok(text.to_owned()),
+        None => Err(format!(
+            "`{}` is neither a sqlite: nor a postgres:// URL",
+            without_password(text)
+        )),
+    }
+}
+
+/// 1–32 lowercase letters, digits and inner hyphens.
+pub fn slug_prefix(text: &str) -> Result<String, String> {
+    let fits = (1..=32).contains(&text.len())
+        && !text.starts_with('-')
+        && !text.ends_with('-')
+        && !text.contains("--")
+        && text
             .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if !fits {
+        return Err(format!(
+            "`{text}` must be 1–32 lowercase letters, digits and inner hyphens"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+/// A Base address.
+pub fn evm_address(text: &str) -> Result<String, String> {
+    if !is_evm_address(text) {
+        return Err(format!(
+            "`{text}` is not a Base address (0x followed by 40 hex digits)"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+/// A Solana address.
+pub fn solana_address(text: &str) -> Result<String, String> {
+    if !is_solana_address(text) {
+        return Err(format!(
+            "`{text}` is not a Solana address (32–44 base58 characters)"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+/// An Algorand address.
+pub fn algorand_address(text: &str) -> Result<String, String> {
+    if !is_algorand_address(text) {
+        return Err(format!(
+            "`{text}` is not an Algorand address (58 base32 characters A–Z, 2–7)"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+/// An http(s) URL template holding the placeholder `{sku}`.
+pub fn checkout_url(text: &str) -> Result<String, String> {
+    if !text.contains("{sku}") {
+        return Err("must contain the placeholder {sku}".to_owned());
+    }
+    parse_http_url(&text.replace("{sku}", "sku"))?;
+    Ok(text.to_owned())
+}
+
+/// One web origin of a comma-separated list, kept without surrounding blanks and trailing
+/// slashes; an empty item (`a,,b`, a trailing comma) is empty and left out of the list.
+pub fn cors_origin(text: &str) -> Result<String, String> {
+    let origin = text.trim().trim_end_matches('/');
+    if origin.is_empty() {
+        return Ok(String::new());
+    }
+    http_url(origin)
+}
+
+/// An existing directory.
+pub fn directory(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    if !path.is_dir() {
+        return Err(format!("`{}` is not a directory", path.display()));
+    }
+    Ok(path)
+}
+
+/// A JSON file listing discovery channels, each of them valid.
+pub fn channel_list(text: &str) -> Result<ChannelList, String> {
+    let path = Path::new(text);
+    let json = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let channels: ChannelList = serde_json::from_str(&json)
+        .map_err(|e| format!("`{}` is not a channel list: {e}", path.display()))?;
+    for channel in &channels {
+        channel.validate()?;
+    }
+    Ok(channels)
 }
 
 /// `0x` followed by 40 hex digits (any case; the checksum is only a spelling).
@@ -527,57 +574,184 @@ mod tests {
         assert_eq!(config.origin(), "http://127.0.0.1:4020");
     }
 
+    /// Why `extra` cannot start the store: clap's refusal, or `from_args`'s.
+    fn refusal(extra: &[&str]) -> String {
+        let mut argv = vec!["store"];
+        argv.extend_from_slice(extra);
+        match Args::try_parse_from(argv) {
+            Err(error) => {
+                assert_eq!(error.kind(), ErrorKind::ValueValidation, "{error}");
+                error.to_string()
+            }
+            Ok(args) => Config::from_args(args).unwrap_err().to_string(),
+        }
+    }
+
     #[test]
     fn each_bad_setting_is_named() {
         let cases: &[(&[&str], &str)] = &[
-            (&["--facilitator-url", "https://f.example"], "STORE_PAY_TO"),
-            (&["--base-url", "shop.example"], "STORE_BASE_URL"),
+            (&["--listen", "localhost"], "STORE_LISTEN (--listen)"),
+            (
+                &["--base-url", "shop.example"],
+                "STORE_BASE_URL (--base-url)",
+            ),
             (
                 &["--base-url", "https://shop.example/?a=1"],
-                "STORE_BASE_URL",
+                "STORE_BASE_URL (--base-url)",
             ),
-            (&["--base-url", "ftp://shop.example"], "STORE_BASE_URL"),
-            (&["--pay-to", "0x1234"], "STORE_PAY_TO"),
+            (
+                &["--base-url", "ftp://shop.example"],
+                "STORE_BASE_URL (--base-url)",
+            ),
+            (&["--pay-to", "0x1234"], "STORE_PAY_TO (--pay-to)"),
             (
                 &["--pay-to", "0xZZ9693Bc6afc0C5328bA36FaF03C514EF312287C"],
-                "STORE_PAY_TO",
+                "STORE_PAY_TO (--pay-to)",
             ),
-            (&["--database-url", "mysql://x"], "STORE_DATABASE_URL"),
+            (
+                &["--database-url", "mysql://x"],
+                "STORE_DATABASE_URL (--database-url)",
+            ),
             (
                 &[
                     "--second-pay-to",
                     "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
                 ],
-                "STORE_SECOND_PAY_TO",
+                "STORE_SECOND_PAY_TO (--second-pay-to)",
             ),
             (
                 &["--second-pay-to", "O0IlO0IlO0IlO0IlO0IlO0IlO0IlO0IlO0Il"],
-                "STORE_SECOND_PAY_TO",
+                "STORE_SECOND_PAY_TO (--second-pay-to)",
             ),
-            (&["--third-pay-to", "abc"], "STORE_THIRD_PAY_TO"),
+            (
+                &["--third-pay-to", "abc"],
+                "STORE_THIRD_PAY_TO (--third-pay-to)",
+            ),
             (
                 &["--checkout-url", "https://pay.example/checkout"],
-                "STORE_CHECKOUT_URL",
+                "STORE_CHECKOUT_URL (--checkout-url)",
             ),
-            (&["--checkout-url", "/checkout/{sku}"], "STORE_CHECKOUT_URL"),
-            (&["--slug-prefix", "Store"], "STORE_SLUG_PREFIX"),
+            (
+                &["--checkout-url", "/checkout/{sku}"],
+                "STORE_CHECKOUT_URL (--checkout-url)",
+            ),
+            (
+                &["--slug-prefix", "Store"],
+                "STORE_SLUG_PREFIX (--slug-prefix)",
+            ),
             (
                 &["--facilitator-url", "not a url", "--pay-to", DEMO_PAY_TO],
-                "STORE_FACILITATOR_URL",
+                "STORE_FACILITATOR_URL (--facilitator-url)",
+            ),
+            (
+                &["--facilitator-bearer", " "],
+                "STORE_FACILITATOR_BEARER (--facilitator-bearer)",
+            ),
+            (
+                &["--cors-origins", "https://a.example,b.example"],
+                "STORE_CORS_ORIGINS (--cors-origins)",
+            ),
+            (
+                &["--rpc-url", "localhost:8545"],
+                "STORE_RPC_URL (--rpc-url)",
             ),
             (
                 &["--content-dir", "/definitely/not/here"],
-                "STORE_CONTENT_DIR",
+                "STORE_CONTENT_DIR (--content-dir)",
             ),
             (
                 &["--discovery-channels", "/definitely/not/here.json"],
-                "STORE_DISCOVERY_CHANNELS",
+                "STORE_DISCOVERY_CHANNELS (--discovery-channels)",
+            ),
+            (
+                &["--settlement-lease", "0"],
+                "STORE_SETTLEMENT_LEASE (--settlement-lease)",
+            ),
+            (
+                &["--header-read-timeout-secs", "0"],
+                "STORE_HEADER_READ_TIMEOUT_SECS (--header-read-timeout-secs)",
+            ),
+            (
+                &["--request-timeout-secs=-1"],
+                "STORE_REQUEST_TIMEOUT_SECS (--request-timeout-secs)",
+            ),
+            (
+                &["--max-connections", "0"],
+                "STORE_MAX_CONNECTIONS (--max-connections)",
+            ),
+            (
+                &["--fulfillment-secret", "short"],
+                "STORE_FULFILLMENT_SECRET (--fulfillment-secret)",
+            ),
+            (
+                &["--redelivery-window-secs", "a week"],
+                "STORE_REDELIVERY_WINDOW_SECS (--redelivery-window-secs)",
+            ),
+            // The one rule across settings, checked after parsing.
+            (
+                &["--facilitator-url", "https://f.example"],
+                "STORE_PAY_TO (--pay-to)",
             ),
         ];
         for (argv, setting) in cases {
-            let error = Config::from_args(args(argv)).unwrap_err();
-            assert!(error.to_string().starts_with(setting), "{argv:?}: {error}");
+            let refusal = refusal(argv);
+            assert!(
+                refusal.contains(&format!("{setting}: ")),
+                "{argv:?}: {refusal}"
+            );
         }
+    }
+
+    #[test]
+    fn a_refusal_names_the_value_but_never_a_secret() {
+        let message = refusal(&["--base-url", "shop.example"]);
+        assert!(
+            message.contains("`shop.example` is not an absolute URL"),
+            "{message}"
+        );
+        let message = refusal(&["--fulfillment-secret", "s3cret-but-short"]);
+        assert!(!message.contains("s3cret"), "{message}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_setting_that_is_not_utf8_is_refused_unechoed() {
+        use std::os::unix::ffi::OsStrExt as _;
+        let secret = OsStr::from_bytes(b"s3cret\xff-not-utf8-but-long-enough-to-be-a-secret");
+        let argv = [
+            OsStr::new("store"),
+            OsStr::new("--fulfillment-secret"),
+            secret,
+        ];
+        let Err(error) = Args::try_parse_from(argv) else {
+            panic!("a non-UTF-8 secret was accepted");
+        };
+        assert_eq!(error.kind(), ErrorKind::InvalidUtf8);
+        let message = error.to_string();
+        assert!(
+            message.contains("STORE_FULFILLMENT_SECRET (--fulfillment-secret): is not UTF-8"),
+            "{message}"
+        );
+        assert!(!message.contains("s3cret"), "{message}");
+    }
+
+    #[test]
+    fn lists_and_urls_are_normalized() {
+        let config = Config::from_args(args(&[
+            "--cors-origins",
+            " https://a.example/ ,,https://b.example",
+            "--header-read-timeout-secs",
+            "3",
+        ]))
+        .unwrap();
+        assert_eq!(
+            config.cors_origins,
+            ["https://a.example", "https://b.example"]
+        );
+        assert_eq!(config.limits.header_read_timeout, Duration::from_secs(3));
+        assert_eq!(config.limits.request_timeout, Duration::from_secs(30));
+        assert_eq!(config.limits.max_connections, 1024);
+        assert_eq!(config.redelivery_window, Duration::from_secs(7 * 24 * 3600));
     }
 
     #[test]
@@ -623,20 +797,15 @@ mod tests {
             "postgres://store:pw-s3cret@127.0.0.1/store",
         ]))
         .unwrap();
-        assert_eq!(
-            crate::storage::Engine::of(&config.database_url),
-            Some(crate::storage::Engine::Postgres)
-        );
+        assert_eq!(Engine::of(&config.database_url), Some(Engine::Postgres));
         let shown = format!("{config:?}");
         assert!(!shown.contains("pw-s3cret"), "{shown}");
         assert!(
             shown.contains("postgres://store:***@127.0.0.1/store"),
             "{shown}"
         );
-        let refused =
-            Config::from_args(args(&["--database-url", "mysql://u:pw-s3cret@127.0.0.1/x"]))
-                .unwrap_err()
-                .to_string();
+        let refused = refusal(&["--database-url", "mysql://u:pw-s3cret@127.0.0.1/x"]);
+        assert!(refused.contains("STORE_DATABASE_URL"), "{refused}");
         assert!(!refused.contains("pw-s3cret"), "{refused}");
     }
 }

@@ -1,6 +1,7 @@
-//! Every error answer has a JSON body, including the ones written by the router and the
-//! middleware (405, 408, 413) rather than by a handler, and a request with too many or too large
-//! headers gets a JSON 431. On `/mcp` the body is a JSON-RPC error, as an MCP client expects.
+//! The store's error answers. Every one has a JSON body: a handler writes it with
+//! [`json_error`], and the [`json_errors`] middleware gives one to the errors the router and the
+//! middleware write (405, 408, 413) and to a request with too many or too large headers (431).
+//! On `/mcp` the body is a JSON-RPC error, as an MCP client expects.
 
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -8,13 +9,21 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::app::json_error;
-
 /// The most request headers the store reads.
 pub const MAX_HEADERS: usize = 100;
 
 /// The most bytes of request headers (names and values) the store reads.
 pub const MAX_HEADER_BYTES: usize = 32 * 1024;
+
+/// The store's one error answer: `{"error": message}` with `status` and
+/// `Cache-Control: no-store` (an error is never worth caching).
+pub fn json_error(status: StatusCode, message: impl Into<String>) -> Response {
+    let mut response = (status, axum::Json(json!({"error": message.into()}))).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
 
 /// Middleware: answers 431 to a request over the header limits, and gives a JSON body to a 405,
 /// 408, 413 or 431 that has none (or a non-JSON one).

@@ -1,9 +1,11 @@
 //! The example store as a library: every module of the `store` binary, so the tests (and
-//! anything else that needs a store in-process) can build the app with [`app::app`].
+//! anything else that needs a store in-process) can build the state with
+//! [`state::build_state`] and the app with [`app::app`].
 //!
 //! | module | concern |
 //! |---|---|
-//! | [`app`] | shared state, start-up, and the router: every path is mounted there |
+//! | [`app`] | the router: every path is mounted there |
+//! | [`state`] | the state the handlers share, and how it is built at start-up |
 //! | [`config`] | settings: flags and `STORE_…` environment variables |
 //! | [`catalog`] | the 45 products and their offers |
 //! | [`paywall`] | the paid route `GET /api/x402/{sku}` and the payment doors |
@@ -13,7 +15,7 @@
 //! | [`mcp`] | the read-only MCP discovery server |
 //! | [`storage`] | the database |
 //! | [`serve`] | serving on TCP with header, request and connection limits |
-//! | [`http_errors`] | JSON bodies for the errors the router and middleware write |
+//! | [`http_errors`] | the store's JSON error answers, including those the router and middleware write |
 //! | [`request_log`] | the request log, with secrets redacted from every URI |
 
 pub mod app;
@@ -27,4 +29,5 @@ pub mod paywall;
 pub mod request_log;
 pub mod sales;
 pub mod serve;
+pub mod state;
 pub mod storage;

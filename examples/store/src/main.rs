@@ -16,7 +16,7 @@ use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
 use x402_store::config::{Args, Config};
-use x402_store::{app, serve};
+use x402_store::{app, serve, state};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -55,7 +55,9 @@ async fn run(args: Args) -> Result<(), String> {
              No real funds move and every Passport is marked demo."
         );
     }
-    let state = app::build_state(config).await.map_err(|e| e.to_string())?;
+    let state = state::build_state(config)
+        .await
+        .map_err(|e| e.to_string())?;
     println!("listening on http://{address}");
     let standing = state.standing.clone();
     let limits = state.config.limits;

@@ -22,7 +22,10 @@ use tokio::task::JoinSet;
 
 pub use channels::{ChannelSpec, ChannelStatus};
 
-use crate::app::{AppState, json_error};
+use crate::catalog::Catalog;
+use crate::config::Config;
+use crate::http_errors::json_error;
+use crate::sales::standing::Standing;
 
 /// Time limit of one outbound probe or announcement.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -42,25 +45,25 @@ pub struct Memory {
 }
 
 /// The channels in effect: the configured list or the built-in one.
-pub fn channels(state: &AppState) -> Vec<ChannelSpec> {
-    state
-        .config
+pub fn channels(config: &Config) -> Vec<ChannelSpec> {
+    config
         .discovery_channels
         .clone()
-        .unwrap_or_else(|| channels::defaults(&state.config.base_url))
+        .unwrap_or_else(|| channels::defaults(&config.base_url))
 }
 
 /// The map as configured, without probing (for the MCP `get_discovery` tool).
-pub fn configured_map(state: &AppState) -> Value {
-    let entries = channels(state).into_iter().map(|channel| {
+pub fn configured_map(config: &Config, catalog: &Catalog) -> Value {
+    let entries = channels(config).into_iter().map(|channel| {
         let status = channel.status;
         (channel, status, Value::Null)
     });
-    map(state, entries, false)
+    map(config, catalog, entries, false)
 }
 
 fn map(
-    state: &AppState,
+    config: &Config,
+    catalog: &Catalog,
     entries: impl Iterator<Item = (ChannelSpec, ChannelStatus, Value)>,
     probed: bool,
 ) -> Value {
@@ -85,9 +88,9 @@ fn map(
             }),
         );
     }
-    let doors: Vec<&crate::paywall::doors::Door> = state.catalog.doors().iter().collect();
+    let doors: Vec<&crate::paywall::doors::Door> = catalog.doors().iter().collect();
     json!({
-        "origin": state.config.origin(),
+        "origin": config.origin(),
         "probed": probed,
         "indexed": indexed,
         "channels": channels,
@@ -100,7 +103,10 @@ fn map(
 /// and reports what it found; reports the count of third-party indexes listing the store to
 /// the funnel.
 pub async fn probed_map(
-    State(state): State<AppState>,
+    State(config): State<Arc<Config>>,
+    State(catalog): State<Arc<Catalog>>,
+    State(standing): State<Standing>,
+    State(http): State<reqwest::Client>,
     Extension(memory): Extension<Arc<Memory>>,
 ) -> Response {
     let mut cached = memory.probed.lock().await;
@@ -109,16 +115,12 @@ pub async fn probed_map(
     {
         return with_no_store(Json(value.clone()).into_response());
     }
-    let specs = channels(&state);
-    let origin = state.config.origin();
+    let specs = channels(&config);
+    let origin = config.origin();
     let mut probes = JoinSet::new();
     for (index, channel) in specs.iter().enumerate() {
         if let Some(spec) = channel.probe.clone() {
-            let (client, base, origin) = (
-                state.http.clone(),
-                state.config.base_url.clone(),
-                origin.clone(),
-            );
+            let (client, base, origin) = (http.clone(), config.base_url.clone(), origin.clone());
             probes
                 .spawn(async move { (index, probe::probe(&client, &spec, &base, &origin).await) });
         }
@@ -145,10 +147,8 @@ pub async fn probed_map(
                 (channel, status, Value::Null)
             }
         });
-    let value = map(&state, entries, true);
-    state
-        .standing
-        .set_indexed(value["indexed"].as_u64().unwrap_or(0));
+    let value = map(&config, &catalog, entries, true);
+    standing.set_indexed(value["indexed"].as_u64().unwrap_or(0));
     *cached = Some((Instant::now(), value.clone()));
     with_no_store(Json(value).into_response())
 }
@@ -165,11 +165,12 @@ fn with_no_store(mut response: Response) -> Response {
 /// The body may be empty or a JSON object naming the origin to announce (`origin` or `url`);
 /// anything but the store's own origin is refused with 403.
 pub async fn announce(
-    State(state): State<AppState>,
+    State(config): State<Arc<Config>>,
+    State(http): State<reqwest::Client>,
     Extension(memory): Extension<Arc<Memory>>,
     body: Bytes,
 ) -> Response {
-    let own = state.config.origin();
+    let own = config.origin();
     if let Err((status, message)) = check_announce_body(&body, &own) {
         return json_error(status, message);
     }
@@ -195,9 +196,9 @@ pub async fn announce(
         *last = Some(Instant::now());
     }
     let mut announcements = JoinSet::new();
-    for channel in channels(&state) {
+    for channel in channels(&config) {
         if let Some(target) = channel.announce.clone() {
-            let (client, origin) = (state.http.clone(), own.clone());
+            let (client, origin) = (http.clone(), own.clone());
             announcements
                 .spawn(async move { probe::announce(&client, &channel, &target, &origin).await });
         }

@@ -2,33 +2,38 @@
 //! prices, the payment doors and the store's own funnel numbers. It is the store describing
 //! itself, not a third-party index.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
 use serde_json::{Map, Value, json};
 
-use crate::app::AppState;
-use crate::catalog::{TAGS, price_json};
+use crate::catalog::{Catalog, TAGS, price_json};
+use crate::config::Config;
+use crate::sales::standing::Standing;
 
 /// `GET /api/bazaar`.
-pub async fn catalog_json(State(state): State<AppState>) -> Json<Value> {
-    state.standing.record_retrieved();
-    let standing = match state.standing.snapshot().await {
+pub async fn catalog_json(
+    State(standing): State<Standing>,
+    State(config): State<Arc<Config>>,
+    State(catalog): State<Arc<Catalog>>,
+) -> Json<Value> {
+    standing.record_retrieved();
+    let standing = match standing.snapshot().await {
         Ok(report) => serde_json::to_value(report).unwrap_or(Value::Null),
         Err(e) => {
             tracing::warn!(error = %e, "standing could not be read for /api/bazaar");
             Value::Null
         }
     };
-    Json(build(&state, standing))
+    Json(build(&config, &catalog, standing))
 }
 
 /// The document, with `standing` already read.
-pub fn build(state: &AppState, standing: Value) -> Value {
-    let config = &state.config;
+pub fn build(config: &Config, catalog: &Catalog, standing: Value) -> Value {
     let mut by_tag = Map::new();
     for tag in TAGS {
-        let skus: Vec<Value> = state
-            .catalog
+        let skus: Vec<Value> = catalog
             .iter()
             .filter(|sku| sku.tag == tag)
             .map(|sku| {
@@ -46,14 +51,14 @@ pub fn build(state: &AppState, standing: Value) -> Value {
             .collect();
         by_tag.insert(tag.to_owned(), Value::Array(skus));
     }
-    let doors: Vec<&crate::paywall::doors::Door> = state.catalog.doors().iter().collect();
+    let doors: Vec<&crate::paywall::doors::Door> = catalog.doors().iter().collect();
     json!({
         "name": "x402 example store",
         "kind": "first_party",
         "origin": config.base_url,
-        "mode": if state.demo { "demo" } else { "live" },
+        "mode": if catalog.is_demo() { "demo" } else { "live" },
         "howToPay": "GET the product's URL with no body; the 402 carries the challenge in PAYMENT-REQUIRED. Pay one accept and repeat the GET with PAYMENT-SIGNATURE.",
-        "count": state.catalog.len(),
+        "count": catalog.len(),
         "tags": by_tag,
         "doors": doors,
         "standing": standing,

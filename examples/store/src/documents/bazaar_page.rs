@@ -4,32 +4,63 @@
 //! are served by the store itself; the pages allow nothing else (`Content-Security-Policy`).
 //! Everything interpolated is escaped by maud.
 
+use std::sync::Arc;
+
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 
-use crate::app::AppState;
-use crate::catalog::{Sku, TAGS};
+use crate::catalog::{Catalog, Sku, TAGS};
+use crate::config::Config;
 use crate::documents::doctrine;
+use crate::http_errors::json_error;
 use crate::paywall::doors::DoorStatus;
+use crate::sales::standing::Standing;
 
 const STYLE: &str = include_str!("storefront/style.css");
 const FILTER: &str = include_str!("storefront/filter.js");
 const POLICY: &str = "default-src 'none'; style-src 'self'; script-src 'self'; base-uri 'none'; \
                       form-action 'self'; frame-ancestors 'none'";
 
+/// What the pages show: the settings, the catalog and whether the store runs in demo mode.
+struct Storefront<'a> {
+    config: &'a Config,
+    catalog: &'a Catalog,
+    demo: bool,
+}
+
+impl<'a> Storefront<'a> {
+    fn new(config: &'a Config, catalog: &'a Catalog) -> Self {
+        Self {
+            config,
+            catalog,
+            demo: catalog.is_demo(),
+        }
+    }
+}
+
 /// `GET /bazaar`.
-pub async fn page(State(state): State<AppState>) -> Response {
-    state.standing.record_retrieved();
+pub async fn page(
+    State(standing): State<Standing>,
+    State(config): State<Arc<Config>>,
+    State(catalog): State<Arc<Catalog>>,
+) -> Response {
+    standing.record_retrieved();
+    let state = Storefront::new(&config, &catalog);
     with_policy(Html(render(&state).into_string()).into_response())
 }
 
 /// `GET /bazaar/{sku}`: one product, or 404.
-pub async fn product(State(state): State<AppState>, Path(slug): Path<String>) -> Response {
-    match state.catalog.get(&slug) {
+pub async fn product(
+    State(config): State<Arc<Config>>,
+    State(catalog): State<Arc<Catalog>>,
+    Path(slug): Path<String>,
+) -> Response {
+    let state = Storefront::new(&config, &catalog);
+    match catalog.get(&slug) {
         Some(sku) => with_policy(Html(render_product(&state, sku).into_string()).into_response()),
-        None => crate::app::json_error(StatusCode::NOT_FOUND, "unknown SKU"),
+        None => json_error(StatusCode::NOT_FOUND, "unknown SKU"),
     }
 }
 
@@ -68,7 +99,7 @@ fn with_policy(mut response: Response) -> Response {
 }
 
 /// The frame every storefront page shares: head, header, demo notice, footer.
-fn frame(state: &AppState, title: &str, main: Markup) -> Markup {
+fn frame(state: &Storefront<'_>, title: &str, main: Markup) -> Markup {
     let base = &state.config.base_url;
     html! {
         (DOCTYPE)
@@ -111,7 +142,7 @@ fn frame(state: &AppState, title: &str, main: Markup) -> Markup {
 }
 
 /// The catalog page.
-pub fn render(state: &AppState) -> Markup {
+fn render(state: &Storefront<'_>) -> Markup {
     let base = &state.config.base_url;
     let main = html! {
         form id="filter" class="filter" role="search" aria-label="Filter products" hidden {
@@ -142,7 +173,7 @@ pub fn render(state: &AppState) -> Markup {
     frame(state, "x402 example store — catalog", main)
 }
 
-fn card(state: &AppState, sku: &Sku) -> Markup {
+fn card(state: &Storefront<'_>, sku: &Sku) -> Markup {
     let base = &state.config.base_url;
     let search = format!(
         "{} {} {} {}",
@@ -168,7 +199,7 @@ fn card(state: &AppState, sku: &Sku) -> Markup {
 }
 
 /// A product's own page.
-pub fn render_product(state: &AppState, sku: &Sku) -> Markup {
+fn render_product(state: &Storefront<'_>, sku: &Sku) -> Markup {
     let main = html! {
         p { a href={ (state.config.base_url) "/bazaar" } { "← All products" } }
         article class="panel" id=(sku.slug) {
@@ -203,7 +234,7 @@ pub fn render_product(state: &AppState, sku: &Sku) -> Markup {
     )
 }
 
-fn how_to_pay(state: &AppState) -> Markup {
+fn how_to_pay(state: &Storefront<'_>) -> Markup {
     html! {
         section class="panel" id="how-to-pay" aria-labelledby="how-h" {
             h2 id="how-h" { "How to pay" }
@@ -219,7 +250,7 @@ fn how_to_pay(state: &AppState) -> Markup {
     }
 }
 
-fn doors(state: &AppState) -> Markup {
+fn doors(state: &Storefront<'_>) -> Markup {
     html! {
         section class="panel" id="doors" aria-labelledby="doors-h" {
             h2 id="doors-h" { "Payment doors" }

@@ -41,7 +41,7 @@ pub async fn etag(request: Request, next: Next) -> Response {
         Some(tag) => (tag.clone(), body),
         None => {
             let Ok(bytes) = to_bytes(body, MAX_TAGGED_BYTES).await else {
-                return crate::app::json_error(
+                return crate::http_errors::json_error(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "document too large",
                 );

@@ -2,19 +2,26 @@
 //! headings (the doctrine and how to pay), then `##` sections of links only.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::app::AppState;
+use crate::catalog::Catalog;
+use crate::config::Config;
 use crate::documents::doctrine;
 use crate::sales::referral;
+use crate::sales::standing::Standing;
 
 /// `GET /llms.txt`.
-pub async fn llms_txt(State(state): State<AppState>) -> Response {
-    state.standing.record_retrieved();
-    let mut response = render(&state).into_response();
+pub async fn llms_txt(
+    State(standing): State<Standing>,
+    State(config): State<Arc<Config>>,
+    State(catalog): State<Arc<Catalog>>,
+) -> Response {
+    standing.record_retrieved();
+    let mut response = render(&config, &catalog).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
@@ -23,23 +30,22 @@ pub async fn llms_txt(State(state): State<AppState>) -> Response {
 }
 
 /// The text.
-pub fn render(state: &AppState) -> String {
-    let config = &state.config;
+pub fn render(config: &Config, catalog: &Catalog) -> String {
     let base = &config.base_url;
     let mut text = String::new();
     let _ = writeln!(text, "# x402 example store\n");
     let _ = writeln!(
         text,
         "> A first-party digital store: {} fixed-price products, each a GET that answers HTTP 402 until paid in USDC (x402 v2). Catalog documents are free.\n",
-        state.catalog.len()
+        catalog.len()
     );
-    let _ = writeln!(text, "{}\n", doctrine::prose(state.demo));
+    let _ = writeln!(text, "{}\n", doctrine::prose(catalog.is_demo()));
     let _ = writeln!(
         text,
         "How to pay: GET a product URL with no request body. The answer is HTTP 402 with the challenge in the PAYMENT-REQUIRED header (base64 JSON, x402Version 2). Pay one of its accepts — exact USDC on Base (eip155:8453, asset 0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913), or another open door listed in /api/bazaar — and repeat the GET with the PAYMENT-SIGNATURE header. Prices are in USD; accepts carry atomic units (6 decimals: 1.00 USD = 1000000). The lowest-priced first probe is {base}/api/x402/{}-rail-receipt. Never probe the catalog documents for a 402.\n",
         config.slug_prefix
     );
-    if state.demo {
+    if catalog.is_demo() {
         let _ = writeln!(
             text,
             "This instance runs in demo mode: payments go through an in-process sandbox and Passports are marked demo.\n"
@@ -47,7 +53,7 @@ pub fn render(state: &AppState) -> String {
     }
 
     let _ = writeln!(text, "## Products\n");
-    for sku in state.catalog.iter() {
+    for sku in catalog.iter() {
         let atomic = sku
             .offer
             .accepts()

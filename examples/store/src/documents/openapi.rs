@@ -5,21 +5,27 @@
 //! `{"price":{"mode":"fixed","currency":"USD","amount":"NN.NN"},"protocols":[{"x402":{"version":2}}]}`,
 //! a 200 schema and a 402 response. Free routes carry `security: []` and no `x-payment-info`.
 
+use std::sync::Arc;
+
 use axum::extract::State;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
-use crate::app::AppState;
 use crate::catalog::{self, Catalog, TAGS};
 use crate::config::Config;
+use crate::documents::prebuilt::Prebuilt;
+use crate::sales::standing::Standing;
 
 /// The API description's version, a date.
 pub const API_VERSION: &str = "2026-09-08";
 
 /// `GET /openapi.json`.
-pub async fn document(State(state): State<AppState>) -> Response {
-    state.standing.record_retrieved();
-    state.documents.openapi.response()
+pub async fn document(
+    State(standing): State<Standing>,
+    State(documents): State<Arc<Prebuilt>>,
+) -> Response {
+    standing.record_retrieved();
+    documents.openapi.response()
 }
 
 /// The OpenAPI document (`demo`: payments settle in the in-process sandbox).

@@ -6,9 +6,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
 
-use crate::catalog::Catalog;
-use crate::config::Config;
-use crate::documents::{caching, openapi, well_known};
+use crate::documents::caching;
 
 /// The prebuilt documents, shared by every request.
 #[derive(Debug)]
@@ -20,11 +18,12 @@ pub struct Prebuilt {
 }
 
 impl Prebuilt {
-    /// Serializes every document for `config` and `catalog` (`demo`: the sandbox settles).
-    pub fn build(config: &Config, catalog: &Catalog, demo: bool) -> Self {
+    /// Serializes the v2 catalog ([`well_known::catalog_v2`](super::well_known::catalog_v2)) and
+    /// the API description ([`openapi::build`](super::openapi::build)).
+    pub fn new(x402_json: &serde_json::Value, openapi: &serde_json::Value) -> Self {
         Self {
-            x402_json: Document::json(&well_known::catalog_v2(config, catalog)),
-            openapi: Document::json(&openapi::build(config, catalog, demo)),
+            x402_json: Document::json(x402_json),
+            openapi: Document::json(openapi),
         }
     }
 }

@@ -1,21 +1,28 @@
 //! The `/.well-known` documents: the v2 catalog, the v1 URL list for crawlers, and the 404 for
 //! an agent card the store does not host.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use crate::app::{AppState, json_error};
 use crate::catalog::Catalog;
 use crate::config::Config;
+use crate::documents::prebuilt::Prebuilt;
+use crate::http_errors::json_error;
+use crate::sales::standing::Standing;
 
 /// `GET /.well-known/x402.json`: every product with its resource URL, its SKU record and the
 /// exact `accepts` and `extensions` its 402 carries (serialized from the same offer).
-pub async fn x402_json(State(state): State<AppState>) -> Response {
-    state.standing.record_retrieved();
-    state.documents.x402_json.response()
+pub async fn x402_json(
+    State(standing): State<Standing>,
+    State(documents): State<Arc<Prebuilt>>,
+) -> Response {
+    standing.record_retrieved();
+    documents.x402_json.response()
 }
 
 /// The v2 catalog document.
@@ -48,11 +55,14 @@ pub fn catalog_v2(config: &Config, catalog: &Catalog) -> Value {
 
 /// `GET /.well-known/x402`: the x402scan-style list (`version` 1, bare absolute URLs of the paid
 /// products only) with a pointer to the v2 document.
-pub async fn x402_list(State(state): State<AppState>) -> Json<Value> {
-    state.standing.record_retrieved();
-    let base = &state.config.base_url;
-    let resources: Vec<&str> = state
-        .catalog
+pub async fn x402_list(
+    State(standing): State<Standing>,
+    State(config): State<Arc<Config>>,
+    State(catalog): State<Arc<Catalog>>,
+) -> Json<Value> {
+    standing.record_retrieved();
+    let base = &config.base_url;
+    let resources: Vec<&str> = catalog
         .iter()
         .map(|sku| sku.resource_url.as_str())
         .collect();

@@ -18,6 +18,8 @@
 
 mod tools;
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -25,7 +27,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
-use crate::app::AppState;
+use crate::catalog::Catalog;
+use crate::config::Config;
+use crate::sales::standing::Standing;
+use tools::Tools;
 
 /// Protocol versions served, newest first.
 pub const SUPPORTED_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
@@ -43,8 +48,8 @@ mod code {
 }
 
 /// `GET /.well-known/mcp.json`: name, version, endpoint, transport and tool names.
-pub async fn manifest(State(state): State<AppState>) -> Json<Value> {
-    let endpoint = format!("{}/mcp", state.config.base_url);
+pub async fn manifest(State(config): State<Arc<Config>>) -> Json<Value> {
+    let endpoint = format!("{}/mcp", config.base_url);
     Json(json!({
         "name": "x402-example-store",
         "title": "x402 example store catalog",
@@ -62,7 +67,7 @@ pub async fn manifest(State(state): State<AppState>) -> Json<Value> {
 /// `GET /mcp`: a GET that asks for an event stream is the transport's and gets its 405; any
 /// other GET gets a description of the server — name, transport, where to POST, the tools and
 /// the manifest — as HTML when the client prefers it (a browser), JSON otherwise.
-pub async fn describe(State(state): State<AppState>, headers: HeaderMap) -> Response {
+pub async fn describe(State(config): State<Arc<Config>>, headers: HeaderMap) -> Response {
     let accept = headers
         .get(header::ACCEPT)
         .and_then(|value| value.to_str().ok())
@@ -79,7 +84,7 @@ pub async fn describe(State(state): State<AppState>, headers: HeaderMap) -> Resp
     if wants("text/event-stream") {
         return method_not_allowed().await;
     }
-    let base = &state.config.base_url;
+    let base = &config.base_url;
     let description = json!({
         "name": "x402-example-store",
         "description": "A read-only MCP discovery server for the store's catalog. It speaks JSON-RPC over POST (Streamable HTTP, JSON responses, no event stream).",
@@ -143,9 +148,15 @@ pub async fn method_not_allowed() -> Response {
 }
 
 /// `POST /mcp`: one JSON-RPC message or a batch.
-pub async fn handle(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+pub async fn handle(
+    State(config): State<Arc<Config>>,
+    State(catalog): State<Arc<Catalog>>,
+    State(standing): State<Standing>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     if let Some(origin) = headers.get(header::ORIGIN)
-        && origin.as_bytes() != state.config.origin().as_bytes()
+        && origin.as_bytes() != config.origin().as_bytes()
     {
         return rpc_error_response(
             StatusCode::FORBIDDEN,
@@ -191,6 +202,11 @@ pub async fn handle(State(state): State<AppState>, headers: HeaderMap, body: Byt
             );
         }
     };
+    let state = Tools {
+        config: &config,
+        catalog: &catalog,
+        standing: &standing,
+    };
     match message {
         Value::Array(batch) if version == ASSUMED_VERSION && !batch.is_empty() => {
             let mut answers = Vec::new();
@@ -224,7 +240,7 @@ pub async fn handle(State(state): State<AppState>, headers: HeaderMap, body: Byt
 }
 
 /// Answers one message; `None` for notifications and client responses (202).
-async fn dispatch(state: &AppState, message: Value) -> Option<Value> {
+async fn dispatch(state: &Tools<'_>, message: Value) -> Option<Value> {
     let Value::Object(message) = message else {
         return Some(rpc_error(
             Value::Null,

@@ -8,11 +8,20 @@ use serde_json::{Map, Value, json};
 use tower_x402::proto::UsdAmount;
 
 use super::code;
-use crate::app::AppState;
-use crate::catalog::{Sku, TAGS, price_json};
+use crate::catalog::{Catalog, Sku, TAGS, price_json};
+use crate::config::Config;
 use crate::discovery;
 use crate::documents::doctrine;
 use crate::sales::referral;
+use crate::sales::standing::Standing;
+
+/// What the tools read.
+pub(super) struct Tools<'a> {
+    pub(super) config: &'a Config,
+    pub(super) catalog: &'a Catalog,
+    /// Reading the catalog through a tool counts in its `retrieved` stage.
+    pub(super) standing: &'a Standing,
+}
 
 /// Tool names, in the order `tools/list` gives them.
 pub(super) const NAMES: [&str; 6] = [
@@ -96,7 +105,7 @@ pub(super) fn definitions() -> Vec<Value> {
 
 /// `tools/call`.
 pub(super) async fn call(
-    state: &AppState,
+    state: &Tools<'_>,
     params: &Map<String, Value>,
 ) -> Result<Value, (i64, String)> {
     let Some(name) = params.get("name").and_then(Value::as_str) else {
@@ -122,9 +131,9 @@ pub(super) async fn call(
             Err(e) => Err(format!("standing could not be read: {e}")),
         }),
         "get_doctrine" => no_arguments(args).map(|()| {
-            json!({"statements": doctrine::statements(state.demo), "referralSchema": referral::schema(&state.config)})
+            json!({"statements": doctrine::statements(state.catalog.is_demo()), "referralSchema": referral::schema(state.config)})
         }),
-        "get_discovery" => no_arguments(args).map(|()| discovery::configured_map(state)),
+        "get_discovery" => no_arguments(args).map(|()| discovery::configured_map(state.config, state.catalog)),
         _ => return Err((code::INVALID_PARAMS, format!("Unknown tool: {name}"))),
     };
     Ok(match outcome {
@@ -149,7 +158,7 @@ fn no_arguments(args: &Map<String, Value>) -> Result<(), String> {
 }
 
 fn with_sku(
-    state: &AppState,
+    state: &Tools<'_>,
     args: &Map<String, Value>,
     answer: impl FnOnce(&Sku) -> Result<Value, String>,
 ) -> Result<Value, String> {
@@ -167,7 +176,7 @@ fn with_sku(
     answer(sku)
 }
 
-fn sku_record(state: &AppState, sku: &Sku) -> Result<Value, String> {
+fn sku_record(state: &Tools<'_>, sku: &Sku) -> Result<Value, String> {
     let mut record = sku.record();
     if let Value::Object(fields) = &mut record {
         fields.insert("suffix".to_owned(), json!(sku.suffix));
@@ -195,7 +204,7 @@ fn sku_record(state: &AppState, sku: &Sku) -> Result<Value, String> {
     Ok(record)
 }
 
-fn search(state: &AppState, args: &Map<String, Value>) -> Result<Value, String> {
+fn search(state: &Tools<'_>, args: &Map<String, Value>) -> Result<Value, String> {
     if let Some(key) = args
         .keys()
         .find(|key| !["query", "tag", "maxPriceUsd", "limit"].contains(&key.as_str()))

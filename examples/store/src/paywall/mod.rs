@@ -18,56 +18,72 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::FromRef;
 use axum::handler::Handler;
 use axum::http::request::Parts;
 use axum::http::{HeaderName, HeaderValue};
 use axum::routing::{MethodRouter, get};
 use tower_http::cors::CorsLayer;
+use tower_x402::Facilitator;
 use tower_x402::cors::PAYMENT_REQUEST_HEADERS;
 use tower_x402::layer::InvalidHeaderStatus;
+use tower_x402::settlement::Reconciler;
 use tower_x402::{PaywallPage, Price, X402Layer, payment_cors};
 
-use crate::app::AppState;
+use crate::catalog::Catalog;
+use crate::config::Config;
 use crate::sales::purchase::purchase;
+use crate::sales::standing::Standing;
+use crate::storage::Store;
 
 pub mod doors;
 
 /// The paid GET (mounted at `/api/x402/{sku}` by the app): the purchase handler behind the
-/// paywall, priced from `state.catalog`, recording settlements in `state.store` and reporting
-/// payment events to `state.standing`.
-pub fn paid_get(state: &AppState) -> MethodRouter<AppState> {
-    let catalog = state.catalog.clone();
-    let pricing = move |parts: &Parts| match catalog.for_path(parts.uri.path()) {
-        Some(sku) => Price::Charge(sku.offer.clone()),
-        None => Price::not_found("unknown SKU: no product is sold at this path"),
-    };
-    let checkout = state.catalog.clone();
-    let config = state.config.clone();
-    let site_name = if state.demo {
+/// paywall, priced from the state's [`Catalog`], paying through its [`Facilitator`], recording
+/// settlements in its [`Store`] and reporting payment events to its [`Standing`].
+pub fn paid_get<S>(state: &S) -> MethodRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<Catalog>: FromRef<S>,
+    Arc<Config>: FromRef<S>,
+    Store: FromRef<S>,
+    Standing: FromRef<S>,
+    Arc<dyn Facilitator>: FromRef<S>,
+    Option<Arc<dyn Reconciler>>: FromRef<S>,
+{
+    let catalog = Arc::<Catalog>::from_ref(state);
+    let config = Arc::<Config>::from_ref(state);
+    let site_name = if catalog.is_demo() {
         "x402 example store — demo mode: sandbox payments, no real money"
     } else {
         "x402 example store"
+    };
+    let checkout = Arc::clone(&catalog);
+    let checkout_config = Arc::clone(&config);
+    let pricing = move |parts: &Parts| match catalog.for_path(parts.uri.path()) {
+        Some(sku) => Price::Charge(sku.offer.clone()),
+        None => Price::not_found("unknown SKU: no product is sold at this path"),
     };
     let page = PaywallPage::new()
         .site_name(site_name)
         .checkout(move |offer| {
             let slug = offer.resource().url.rsplit('/').next()?;
             let sku = checkout.get(slug)?;
-            config.checkout_link(&sku.slug)
+            checkout_config.checkout_link(&sku.slug)
         });
-    let mut paywall = X402Layer::new(state.facilitator.clone(), pricing)
-        .settlement_store(state.store.clone())
-        .settlement_lease(Duration::from_secs(state.config.settlement_lease))
+    let mut paywall = X402Layer::new(Arc::<dyn Facilitator>::from_ref(state), pricing)
+        .settlement_store(Store::from_ref(state))
+        .settlement_lease(Duration::from_secs(config.settlement_lease))
         // The specification's answer to a paid resource requested without a valid payment.
         .invalid_header_status(InvalidHeaderStatus::PaymentRequired)
-        .events(state.standing.clone())
+        .events(Standing::from_ref(state))
         .paywall_page(page);
-    if let Some(reconciler) = &state.reconciler {
-        paywall = paywall.reconciler(Arc::clone(reconciler));
+    if let Some(reconciler) = Option::<Arc<dyn Reconciler>>::from_ref(state) {
+        paywall = paywall.reconciler(reconciler);
     }
     // The paywall wraps the handler only (not the method router), so other methods get 405;
     // CORS wraps the method router, so the preflight (OPTIONS) is answered before it.
-    get(purchase.layer(paywall)).layer(cors(&state.config.cors_origins))
+    get(purchase.layer(paywall)).layer(cors(&config.cors_origins))
 }
 
 /// Any origin may pay unless `STORE_CORS_ORIGINS` names the allowed ones; pages may send the

@@ -13,6 +13,7 @@
 //! `GET /api/passport/{id}` does not already.
 
 use std::path::{Path as FsPath, PathBuf};
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
@@ -24,12 +25,11 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use crate::app::AppState;
-use crate::app::json_error;
-use crate::catalog::Sku;
+use crate::catalog::{Catalog, Sku};
 use crate::config::Config;
+use crate::http_errors::json_error;
 use crate::sales::passport::{self, PassportId};
-use crate::storage::{Order, unix_now};
+use crate::storage::{Order, Store, unix_now};
 
 /// Random bytes in a fulfillment key.
 const KEY_BYTES: usize = 32;
@@ -223,7 +223,9 @@ pub struct KeyQuery {
 
 /// `GET /api/fulfillment/{passport}/{file}?key=…`: one bought file.
 pub async fn download(
-    State(state): State<AppState>,
+    State(catalog): State<Arc<Catalog>>,
+    State(config): State<Arc<Config>>,
+    State(store): State<Store>,
     Path((passport, file)): Path<(String, String)>,
     query: Result<Query<KeyQuery>, QueryRejection>,
 ) -> Response {
@@ -251,18 +253,18 @@ pub async fn download(
             "malformed fulfillment key: expected 43 base64url characters",
         );
     };
-    let order = match unlock(&state, &passport, &key).await {
+    let order = match unlock(&store, &passport, &key).await {
         Ok(Some(order)) => order,
         Ok(None) => return json_error(StatusCode::FORBIDDEN, REFUSED),
         Err(response) => return response,
     };
-    let Some(sku) = state.catalog.get(&order.sku) else {
+    let Some(sku) = catalog.get(&order.sku) else {
         return json_error(
             StatusCode::NOT_FOUND,
             "this Passport's SKU is no longer in the catalog",
         );
     };
-    let Some(deliverable) = deliverables(&state.config, sku)
+    let Some(deliverable) = deliverables(&config, sku)
         .await
         .into_iter()
         .find(|d| d.name == file)
@@ -285,8 +287,7 @@ pub async fn download(
             }
         },
     };
-    if let Err(error) = state
-        .store
+    if let Err(error) = store
         .record_download(&order.passport, &deliverable.name, unix_now())
         .await
     {
@@ -297,7 +298,7 @@ pub async fn download(
 
 /// The order behind `passport` when `key` is one of its keys; `Err` is the response to send.
 async fn unlock(
-    state: &AppState,
+    store: &Store,
     passport: &PassportId,
     key: &FulfillmentKey,
 ) -> Result<Option<Order>, Response> {
@@ -308,16 +309,14 @@ async fn unlock(
             "fulfillment records are unavailable, retry later",
         )
     };
-    if !state
-        .store
+    if !store
         .grant_matches(passport.as_str(), &key.hash())
         .await
         .map_err(unavailable)?
     {
         return Ok(None);
     }
-    state
-        .store
+    store
         .order_by_passport(passport.as_str())
         .await
         .map_err(unavailable)

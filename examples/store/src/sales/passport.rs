@@ -15,11 +15,12 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::app::{AppState, json_error};
+use crate::http_errors::json_error;
 use crate::sales::fulfillment::FulfillmentKey;
-use crate::storage::Order;
+use crate::storage::{Order, Store};
 
 /// The prefix of every Passport id.
 pub const PREFIX: &str = "pp_";
@@ -173,25 +174,20 @@ pub struct HolderKey {
 /// id; 400 for a malformed one; 403 for a key that does not unlock it. Never shows the payer or
 /// any fulfillment key.
 pub async fn verify(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     Path(id): Path<String>,
     Query(holder): Query<HolderKey>,
 ) -> Response {
     let Ok(id) = PassportId::parse(&id) else {
         return json_error(StatusCode::BAD_REQUEST, MalformedPassport.to_string());
     };
-    match state.store.order_by_passport(id.as_str()).await {
+    match store.order_by_passport(id.as_str()).await {
         Ok(Some(order)) => {
             let holder = match &holder.key {
                 None => false,
                 Some(key) => {
                     let unlocks = match FulfillmentKey::parse(key) {
-                        Some(key) => {
-                            state
-                                .store
-                                .grant_matches(&order.passport, &key.hash())
-                                .await
-                        }
+                        Some(key) => store.grant_matches(&order.passport, &key.hash()).await,
                         None => Ok(false),
                     };
                     match unlocks {
@@ -244,36 +240,13 @@ pub async fn verify(
     }
 }
 
-/// Formats unix seconds as RFC 3339 UTC (`2026-09-08T12:00:00Z`).
+/// Formats unix seconds as RFC 3339 UTC (`2026-09-08T12:00:00Z`); a time outside the years
+/// -9999 to 9999 is written as the nearest one inside them.
 pub fn rfc3339(unix: i64) -> String {
-    let days = unix.div_euclid(86_400);
-    let secs = unix.rem_euclid(86_400);
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
-}
-
-/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    let (min, max) = (Timestamp::MIN.as_second(), Timestamp::MAX.as_second());
+    Timestamp::from_second(unix.clamp(min, max))
+        .unwrap_or(Timestamp::UNIX_EPOCH)
+        .to_string()
 }
 
 #[cfg(test)]
@@ -317,5 +290,10 @@ mod tests {
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339(1_788_868_800), "2026-09-08T12:00:00Z");
         assert_eq!(rfc3339(-1), "1969-12-31T23:59:59Z");
+        assert!(
+            rfc3339(i64::MAX).starts_with("9999-12-"),
+            "{}",
+            rfc3339(i64::MAX)
+        );
     }
 }

@@ -36,6 +36,8 @@
 //! the same `PAYMENT-SIGNATURE`: the retry is answered from the settlement record, not charged
 //! twice.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -48,14 +50,13 @@ use tower_x402::proto::{
     AtomicAmount, PaymentRequirements, SettleResponse, UsdAmount, UsdcDeployment,
 };
 
-use crate::app::AppState;
-use crate::app::json_error;
-use crate::catalog::Sku;
+use crate::catalog::{Catalog, Sku};
 use crate::config::Config;
+use crate::http_errors::json_error;
 use crate::sales::fulfillment::{self, FileLink, FulfillmentKey};
 use crate::sales::passport::{self, Citation, NOTICE, PassportId, SettlementSummary};
 use crate::sales::referral::{self, ReferralAnswer};
-use crate::storage::{NewOrder, Order, Recorded, unix_now};
+use crate::storage::{NewOrder, Order, Recorded, Store, unix_now};
 
 /// The 200 body of a purchase; see the [module docs](self).
 #[derive(Clone, Debug, Serialize)]
@@ -100,15 +101,22 @@ impl PurchaseBody {
 /// `GET /api/x402/{sku}` behind `X402Layer` in `SettlementMode::Before`: the layer only lets
 /// a request through once its payment has settled for this very SKU ([`SettledPayment`]).
 pub async fn purchase(
-    State(state): State<AppState>,
+    State(catalog): State<Arc<Catalog>>,
+    State(config): State<Arc<Config>>,
+    State(store): State<Store>,
     Path(slug): Path<String>,
     paid: SettledPayment,
     headers: HeaderMap,
 ) -> Response {
-    let Some(sku) = state.catalog.get(&slug) else {
+    let Some(sku) = catalog.get(&slug) else {
         return json_error(StatusCode::NOT_FOUND, "no SKU with this slug");
     };
     let (payment, settlement) = (&paid.payment, &paid.settlement);
+    let state = Shop {
+        config: &config,
+        store: &store,
+        demo: catalog.is_demo(),
+    };
     match fulfil(&state, sku, payment, settlement, &headers).await {
         Ok(body) => paid_response(body),
         Err(Failure::OtherSku) => json_error(
@@ -140,6 +148,14 @@ pub async fn purchase(
     }
 }
 
+/// What recording an order reads.
+struct Shop<'a> {
+    config: &'a Config,
+    store: &'a Store,
+    /// Whether the payment settled in the in-process sandbox.
+    demo: bool,
+}
+
 enum Failure {
     OtherSku,
     RedeliveryClosed,
@@ -155,7 +171,7 @@ impl From<crate::storage::StorageError> for Failure {
 
 /// Records the order (or finds the one this payment already bought) and builds the body.
 async fn fulfil(
-    state: &AppState,
+    state: &Shop<'_>,
     sku: &Sku,
     payment: &VerifiedPayment,
     settlement: &SettleResponse,
@@ -185,11 +201,11 @@ async fn fulfil(
                 .grant_matches(&order.passport, &key.hash())
                 .await?
             {
-                return Ok(PurchaseBody::new(&state.config, sku, order, &key, true).await);
+                return Ok(PurchaseBody::new(state.config, sku, order, &key, true).await);
             }
             None
         }
-        None => referral::evaluate(&state.store, headers, payer.as_deref(), state.demo).await?,
+        None => referral::evaluate(state.store, headers, payer.as_deref(), state.demo).await?,
     };
     let passport = match &existing {
         Some(order) => order.passport.clone(),
@@ -218,7 +234,7 @@ async fn fulfil(
     if order.sku != sku.slug {
         return Err(Failure::OtherSku);
     }
-    Ok(PurchaseBody::new(&state.config, sku, &order, &key, replayed).await)
+    Ok(PurchaseBody::new(state.config, sku, &order, &key, replayed).await)
 }
 
 /// The fulfillment key of `passport`.

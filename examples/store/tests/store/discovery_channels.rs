@@ -232,7 +232,7 @@ async fn announce_posts_the_own_origin_only_and_is_rate_limited() {
 
 async fn the_built_in_map_uses_the_specified_kinds_and_statuses() {
     let store = store().await;
-    let map = x402_store::discovery::configured_map(&store.state);
+    let map = x402_store::discovery::configured_map(&store.state.config, &store.state.catalog);
     let kinds = [
         "first_party",
         "facilitator_index",

@@ -26,8 +26,9 @@ use tower_x402::proto::{
 use tower_x402::{Facilitator, FacilitatorError};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 
-use x402_store::app::{AppState, app, build_state_with};
+use x402_store::app::app;
 use x402_store::config::Config;
+use x402_store::state::{AppState, build_state_with};
 
 /// Runs each named `async fn()` as two tests, `NAME::sqlite` and `NAME::postgres`.
 macro_rules! on_both_backends {
@@ -151,7 +152,7 @@ pub(crate) async fn store_with(
     }
 }
 
-/// The app over `database_url`, with settings adjusted by `edit` (and checked).
+/// The app over `database_url`, with settings adjusted by `edit`.
 async fn open_app(
     database_url: &str,
     edit: impl FnOnce(&mut Config),
@@ -160,7 +161,6 @@ async fn open_app(
 ) -> (AppState, Router) {
     let mut config = Config::for_tests(database_url);
     edit(&mut config);
-    config.validate().unwrap();
     let state = build_state_with(config, facilitator, demo).await.unwrap();
     (state.clone(), app(state))
 }
@@ -425,7 +425,7 @@ impl Shop {
             &self.database.url,
             edit,
             Arc::new(self.facilitator.clone()),
-            self.state.demo,
+            self.state.catalog.is_demo(),
         )
         .await;
         Self {
