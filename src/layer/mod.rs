@@ -206,6 +206,15 @@ impl X402Layer {
         self
     }
 
+    /// How long a payment the facilitator found invalid (`isValid: false`) is answered 402 from
+    /// memory, with the facilitator's reason, instead of another `/verify` (default 10 s; zero
+    /// turns it off). Only the exact payment refused is answered from it; at most 4096 are kept.
+    pub fn refusal_memory(mut self, lifetime: Duration) -> Self {
+        let payments = self.payments_mut();
+        *payments = payments.clone().refusal_memory(lifetime);
+        self
+    }
+
     /// Reports every [`PaymentEvent`](crate::PaymentEvent) to `events`.
     pub fn events(mut self, events: impl PaymentEvents) -> Self {
         self.payments_mut().events = Some(Arc::new(events));
