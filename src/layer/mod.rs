@@ -12,6 +12,7 @@
 //! | header not base64 / not JSON / wrong shape / too large / not version 2 | 400 with a JSON `error` and the challenge, or 402 with the challenge ([`X402Layer::invalid_header_status`]) |
 //! | `accepted` matches none of the offer's accepts | 402 whose `error` names the differing field |
 //! | facilitator `isValid: false` | 402 whose `error` is the facilitator's reason |
+//! | the same invalid payment again, within [`X402Layer::refusal_memory`] | the same 402, from memory; no `/verify` |
 //! | facilitator unreachable, timed out, overloaded | 503 with `Retry-After`; inner service not called, nothing settled |
 //! | facilitator answer to `/verify` malformed or an unexpected HTTP status | 502 |
 //! | `/settle` sent, outcome unknown (answer lost, timeout, 5xx, malformed, `settlement_pending` twice) | 503 with `Retry-After`: the payment is *in doubt*; a retry of the same payment recovers it |
@@ -47,6 +48,11 @@
 //! it: the identical `/settle` is re-sent, then the [`Reconciler`](crate::Reconciler) asks
 //! the chain — see [`settlement`](crate::settlement). The layer is the HTTP adapter of the
 //! [payment core](crate::payment): it reads the headers, calls the core, and writes the responses.
+//!
+//! Once a payment's *settling* intent is written, `/settle` and the recording of its outcome run
+//! on a task of their own: a client that hangs up cancels neither, and its retry is answered
+//! from the outcome. A record the store cannot take is written again in the background until it
+//! does.
 //!
 //! Every refusal is a [`Refusal`](crate::Refusal), answered with its status; [`PaymentEvents`](crate::PaymentEvents) observe them.
 //!
@@ -203,6 +209,15 @@ impl X402Layer {
     /// is answered from its record, as on the process that settled it.
     pub fn held_payment_wait(mut self, wait: Duration) -> Self {
         self.payments_mut().held_wait = wait;
+        self
+    }
+
+    /// How long a payment the facilitator found invalid (`isValid: false`) is answered 402 from
+    /// memory, with the facilitator's reason, instead of another `/verify` (default 10 s; zero
+    /// turns it off). Only the exact payment refused is answered from it; at most 4096 are kept.
+    pub fn refusal_memory(mut self, lifetime: Duration) -> Self {
+        let payments = self.payments_mut();
+        *payments = payments.clone().refusal_memory(lifetime);
         self
     }
 

@@ -78,6 +78,7 @@ use std::time::Duration;
 use tracing::Instrument as _;
 
 use self::ledger::{Claim, Hold};
+use self::refusals::RefusedPayments;
 use self::settle::Attempt;
 use self::single_flight::{Inflight, InflightGuard};
 use crate::facilitator::Facilitator;
@@ -91,6 +92,7 @@ use crate::settlement::{
 mod events;
 pub(crate) mod ledger;
 mod refusal;
+mod refusals;
 mod settle;
 mod single_flight;
 mod verified;
@@ -105,6 +107,9 @@ const RECENT_SETTLEMENTS: usize = 4096;
 
 /// How long a process holds a payment before another may take it over (default).
 const DEFAULT_LEASE: Duration = Duration::from_secs(120);
+
+/// How long a payment the facilitator found invalid is refused from memory (default).
+const DEFAULT_REFUSAL_MEMORY: Duration = Duration::from_secs(10);
 
 /// The payment core: a facilitator, a ledger and the rules that make each payment settle once.
 /// See the [module docs](self).
@@ -131,6 +136,8 @@ pub struct Payments {
     pub(crate) pending_pause: Duration,
     /// How long a request waits for the outcome of a payment another process holds.
     pub(crate) held_wait: Duration,
+    /// Payments the facilitator recently found invalid.
+    pub(crate) refused: Arc<RefusedPayments>,
 }
 
 impl Payments {
@@ -148,6 +155,7 @@ impl Payments {
             reconciler: None,
             pending_pause: Duration::from_secs(1),
             held_wait: Duration::from_secs(5),
+            refused: Arc::new(RefusedPayments::new(DEFAULT_REFUSAL_MEMORY)),
         }
     }
 
@@ -195,6 +203,15 @@ impl Payments {
     /// [`Refusal::PaymentInProgress`] (default 5 s; zero answers at once).
     pub fn held_payment_wait(mut self, wait: Duration) -> Self {
         self.held_wait = wait;
+        self
+    }
+
+    /// How long a payment the facilitator found invalid (`isValid: false`) is refused from
+    /// memory, with the facilitator's reason, instead of being sent to `/verify` again
+    /// (default 10 s; zero turns the memory off). Only the exact payment refused is answered
+    /// from it — a payment with another signature is verified — and at most 4096 are kept.
+    pub fn refusal_memory(mut self, lifetime: Duration) -> Self {
+        self.refused = Arc::new(RefusedPayments::new(lifetime));
         self
     }
 
@@ -265,6 +282,10 @@ impl Payments {
         let key = PaymentKey::with_fingerprint(&payload, &fingerprint);
         let guard = Arc::clone(&self.inflight).acquire(key.clone()).await;
 
+        if let Some(reason) = self.refused.get(&fingerprint, &payload.payload) {
+            return self.refuse(offer, Refusal::InvalidPayment { reason });
+        }
+
         if let Some(record) = self
             .recent_settlements
             .as_ref()
@@ -298,6 +319,8 @@ impl Payments {
             let reason = verified
                 .invalid_reason
                 .unwrap_or_else(|| "invalid_payment".to_owned());
+            self.refused
+                .remember(&fingerprint, &request.payment_payload.payload, &reason);
             return self.refuse(offer, Refusal::InvalidPayment { reason });
         }
         self.emit(|| PaymentEvent::Verified {
@@ -325,7 +348,9 @@ impl Payments {
                 _guard: guard,
             })));
         }
-        match settle::settle(self, offer, hold, intent, Attempt::First).await {
+        let (outcome, guard) =
+            settle::settle(self, offer, hold, intent, Attempt::First, guard).await;
+        match outcome {
             Ok(settlement) => {
                 payment.payer = payment.payer.or_else(|| settlement.payer.clone());
                 payment.settlement = Some(settlement);
@@ -344,7 +369,7 @@ impl Payments {
     /// Recovers a payment in doubt (or one whose settling process died): re-sends the identical
     /// `/settle`, then asks the reconciler. Delivered only once the settlement is proven.
     async fn recover(
-        &self,
+        self: &Arc<Self>,
         offer: &Arc<Offer>,
         hold: Hold,
         intent: SettlementIntent,
@@ -367,7 +392,9 @@ impl Payments {
         tracing::info!(key = %hold.key, "recovering a payment in doubt: re-sending the identical /settle");
         let key = hold.key.clone();
         let attempt = Attempt::Recovery;
-        let settlement = match settle::settle(self, offer, hold, intent.clone(), attempt).await {
+        let (outcome, guard) =
+            settle::settle(self, offer, hold, intent.clone(), attempt, guard).await;
+        let settlement = match outcome {
             Ok(settlement) => settlement,
             Err(refusal) => return refused(refusal),
         };
@@ -417,7 +444,7 @@ impl Payments {
             replayed: true,
             offer: Arc::clone(offer),
         };
-        Outcome::Replayed(Paid::new(payment, guard))
+        Outcome::Replayed(Paid::new(payment, Some(guard)))
     }
 }
 
@@ -468,11 +495,11 @@ pub struct Paid(Box<PaidParts>);
 #[derive(Debug)]
 struct PaidParts {
     payment: VerifiedPayment,
-    _guard: InflightGuard,
+    _guard: Option<InflightGuard>,
 }
 
 impl Paid {
-    fn new(payment: VerifiedPayment, guard: InflightGuard) -> Self {
+    fn new(payment: VerifiedPayment, guard: Option<InflightGuard>) -> Self {
         Self(Box::new(PaidParts {
             payment,
             _guard: guard,
@@ -508,18 +535,23 @@ impl Cleared {
 
     /// Settles the payment and records the outcome: [`Paid`] once settled, or the refusal
     /// ([`Refusal::SettlementInDoubt`] when the outcome is unknown).
+    ///
+    /// Once the *settling* intent is written, `/settle` and the recording of its outcome run on
+    /// a task of their own: dropping this future (a client that hung up) cancels neither, and
+    /// the same payment presented again waits for that outcome and is answered from it.
     pub async fn settle(self) -> Result<Paid, Refusal> {
         let ClearedParts {
             payments,
             mut payment,
             hold,
             intent,
-            _guard,
+            _guard: guard,
         } = *self.0;
-        let settlement =
-            settle::settle(&payments, &payment.offer, hold, intent, Attempt::First).await?;
-        payment.settlement = Some(settlement);
-        Ok(Paid::new(payment, _guard))
+        let offer = &payment.offer;
+        let (outcome, guard) =
+            settle::settle(&payments, offer, hold, intent, Attempt::First, guard).await;
+        payment.settlement = Some(outcome?);
+        Ok(Paid::new(payment, guard))
     }
 
     /// Lets go of the payment without settling it (the work failed), so that it can be used

@@ -1,9 +1,13 @@
 //! Settlement through the facilitator, recorded in the ledger so that it happens once: the
 //! write-ahead intent, the re-send on `settlement_pending`, the reconciler, and *in doubt*.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use tracing::Instrument as _;
 
 use super::ledger::{Hold, lease_until, now_ms, release};
+use super::single_flight::InflightGuard;
 use super::{PaymentEvent, Payments, Refusal};
 use crate::facilitator::FacilitatorError;
 use crate::pricing::Offer;
@@ -38,14 +42,20 @@ enum SettleAnswer {
 }
 
 /// Settles the payment held by `hold` and records the outcome. In [`Attempt::First`] the
-/// *settling* intent is written first (nothing is sent if that fails). `Err` is the response.
+/// *settling* intent is written first (nothing is sent if that fails).
+///
+/// Once the intent stands, `/settle` and the recording of its outcome run on a task of their
+/// own that holds the payment's single-flight `guard`: a request dropped meanwhile (the client
+/// hung up) cancels neither, and a retry of the same payment waits for that outcome and is
+/// answered from it. The guard comes back with the outcome (`None` only if the task panicked).
 pub(super) async fn settle(
-    config: &Payments,
-    offer: &Offer,
+    config: &Arc<Payments>,
+    offer: &Arc<Offer>,
     mut hold: Hold,
     intent: SettlementIntent,
     attempt: Attempt,
-) -> Result<SettleResponse, Refusal> {
+    guard: InflightGuard,
+) -> (Result<SettleResponse, Refusal>, Option<InflightGuard>) {
     let intent = if attempt == Attempt::First {
         // The intent moves into the state written and back out: no copy of the payment.
         let settling = PaymentState::Settling {
@@ -53,28 +63,68 @@ pub(super) async fn settle(
             lease_until: lease_until(config),
             intent,
         };
-        match config
+        let written = match config
             .store
             .replace(&hold.key, hold.version, &settling)
             .await
         {
-            Ok(true) => hold.version += 1,
+            Ok(true) => Ok(()),
             // Taken over while this layer verified (its lease ran out): nothing was sent.
-            Ok(false) => return Err(refuse(config, offer, Refusal::PaymentInProgress)),
+            Ok(false) => Err(Refusal::PaymentInProgress),
             Err(error) => {
                 tracing::warn!(%error, key = %hold.key, "settling intent could not be written; nothing sent");
-                return Err(refuse(config, offer, Refusal::RecordsUnavailable(error)));
+                Err(Refusal::RecordsUnavailable(error))
             }
-        }
+        };
         let PaymentState::Settling { intent, .. } = settling else {
             // Built as `Settling` just above; answered like a busy payment, never panicking.
-            return Err(refuse(config, offer, Refusal::PaymentInProgress));
+            return (
+                Err(refuse(config, offer, Refusal::PaymentInProgress)),
+                Some(guard),
+            );
         };
+        if let Err(refusal) = written {
+            return (Err(refuse(config, offer, refusal)), Some(guard));
+        }
+        hold.version += 1;
         intent
     } else {
         intent
     };
-    let intent = &intent;
+    let completion = {
+        let (config, offer) = (Arc::clone(config), Arc::clone(offer));
+        async move {
+            let outcome = complete(&config, &offer, hold, &intent, attempt).await;
+            (outcome, guard)
+        }
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => match runtime.spawn(completion).await {
+            Ok((outcome, guard)) => (outcome, Some(guard)),
+            Err(error) => {
+                // The task panicked: the intent stands, and a retry recovers the payment.
+                tracing::error!(%error, "settlement task failed; the payment is left to recovery");
+                let reason = format!("settlement task failed: {error}");
+                let refusal = refuse(config, offer, Refusal::SettlementInDoubt { reason });
+                (Err(refusal), None)
+            }
+        },
+        // No runtime to outlive the request on: settle in place.
+        Err(_) => {
+            let (outcome, guard) = completion.await;
+            (outcome, Some(guard))
+        }
+    }
+}
+
+/// Sends `/settle` for a payment whose *settling* intent stands and records what it answered.
+async fn complete(
+    config: &Arc<Payments>,
+    offer: &Offer,
+    hold: Hold,
+    intent: &SettlementIntent,
+    attempt: Attempt,
+) -> Result<SettleResponse, Refusal> {
     let answer = send(config, &intent.request).await;
     let reason = match answer {
         SettleAnswer::Settled(settlement) => {
@@ -140,7 +190,7 @@ fn is_uncertain(settlement: &SettleResponse) -> bool {
 
 /// Asks the reconciler; without one, or when it cannot tell, the payment stays in doubt.
 async fn reconcile(
-    config: &Payments,
+    config: &Arc<Payments>,
     offer: &Offer,
     hold: Hold,
     intent: &SettlementIntent,
@@ -209,10 +259,13 @@ fn authorization_expired(request: &FacilitatorRequest) -> bool {
         .is_some_and(|valid_before| valid_before.saturating_mul(1000) <= now_ms())
 }
 
-/// Records a settlement and reports it. The money has moved: a failure to record is logged
-/// (the in-memory recent settlements still recognise a retry) and the buyer is served anyway.
+/// Records a settlement and reports it. The money has moved: the buyer is served whatever the
+/// store says. When the record cannot be written (the store is down, its pool exhausted), the
+/// in-memory recent settlements recognise a retry here, and a background task keeps writing the
+/// record, with growing pauses, until the store takes it — so that every process sharing the
+/// store, and this one after a restart, reads the payment as settled.
 async fn settled(
-    config: &Payments,
+    config: &Arc<Payments>,
     offer: &Offer,
     hold: &Hold,
     intent: &SettlementIntent,
@@ -236,35 +289,78 @@ async fn settled(
         recent.remember(&record);
     }
     let state = PaymentState::Settled { record };
-    let mut version = hold.version;
-    // Proof of settlement wins over whatever another process wrote meanwhile (its lease ran out
-    // and it recovered the payment, perhaps into doubt): record it over any unsettled state.
+    if let Err(error) = record_settled(config, &hold.key, Some(hold.version), &state).await {
+        tracing::error!(%error, key = %hold.key, transaction = %settlement.transaction, "settled payment could not be recorded yet; writing it again in the background until the store takes it");
+        keep_recording(config, hold.key.clone(), state);
+    }
+    settlement
+}
+
+/// The first pause before writing a settlement record again, doubled up to
+/// [`RECORD_RETRY_MAX`].
+const RECORD_RETRY_FIRST: Duration = Duration::from_millis(100);
+const RECORD_RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// Writes `state` (a *settled* record) under `key`, at `version` when known. Proof of settlement
+/// wins over whatever another process wrote meanwhile (its lease ran out and it recovered the
+/// payment, perhaps into doubt): it is recorded over any unsettled state.
+async fn record_settled(
+    config: &Payments,
+    key: &crate::settlement::PaymentKey,
+    version: Option<u64>,
+    state: &PaymentState,
+) -> Result<(), String> {
+    let mut version = version;
     for _ in 0..3 {
-        match config.store.replace(&hold.key, version, &state).await {
-            Ok(true) => return settlement,
-            Ok(false) => match config.store.load(&hold.key).await {
-                Ok(Some(entry)) if !matches!(entry.state, PaymentState::Settled { .. }) => {
-                    version = entry.version;
+        let current = match version {
+            Some(current) => current,
+            None => match config.store.load(key).await {
+                Ok(Some(entry)) if matches!(entry.state, PaymentState::Settled { .. }) => {
+                    return Ok(());
                 }
-                Ok(Some(_)) => return settlement,
-                Ok(None) => {
-                    if matches!(config.store.insert(&hold.key, &state).await, Ok(true)) {
-                        return settlement;
-                    }
-                }
-                Err(error) => {
-                    tracing::error!(%error, key = %hold.key, transaction = %settlement.transaction, "settled payment could not be recorded");
-                    return settlement;
-                }
+                Ok(Some(entry)) => entry.version,
+                Ok(None) => match config.store.insert(key, state).await {
+                    Ok(true) => return Ok(()),
+                    Ok(false) => continue,
+                    Err(error) => return Err(error.to_string()),
+                },
+                Err(error) => return Err(error.to_string()),
             },
-            Err(error) => {
-                tracing::error!(%error, key = %hold.key, transaction = %settlement.transaction, "settled payment could not be recorded");
-                return settlement;
-            }
+        };
+        match config.store.replace(key, current, state).await {
+            Ok(true) => return Ok(()),
+            Ok(false) => version = None,
+            Err(error) => return Err(error.to_string()),
         }
     }
-    tracing::error!(key = %hold.key, transaction = %settlement.transaction, "settled payment could not be recorded: its entry kept changing");
-    settlement
+    Err("its entry kept changing".to_owned())
+}
+
+/// Writes a settlement record in the background until the store takes it.
+fn keep_recording(config: &Arc<Payments>, key: crate::settlement::PaymentKey, state: PaymentState) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        tracing::error!(%key, "no runtime to keep writing the settlement record on; it is kept in memory only");
+        return;
+    };
+    let config = Arc::clone(config);
+    runtime.spawn(async move {
+        let mut pause = RECORD_RETRY_FIRST;
+        let mut attempts = 1_u32;
+        loop {
+            tokio::time::sleep(pause).await;
+            attempts += 1;
+            match record_settled(&config, &key, None, &state).await {
+                Ok(()) => {
+                    tracing::info!(%key, attempts, "settled payment recorded");
+                    return;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, %key, attempts, "settled payment still not recorded; trying again");
+                }
+            }
+            pause = (pause * 2).min(RECORD_RETRY_MAX);
+        }
+    });
 }
 
 /// Marks the payment *in doubt*, logs everything an operator needs to settle it by hand, and
