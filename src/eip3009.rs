@@ -3,8 +3,8 @@
 //! `authorizationState` view, and the `AuthorizationUsed` and `Transfer` events a settlement
 //! emits.
 //!
-//! [`EvmRpcReconciler`](crate::evm_rpc::EvmRpcReconciler) reads the chain with these; a
-//! stand-in chain or a wallet can write them. The traits that encode and decode them
+//! `evm_rpc::EvmRpcReconciler` (feature `evm-rpc`) reads the chain with these; a stand-in chain
+//! or a wallet (`tower-x402-sandbox` has both) writes them. The traits that encode and decode them
 //! (`SolStruct`, `SolCall`, `SolEvent`) are `alloy-sol-types`'.
 //!
 //! ```

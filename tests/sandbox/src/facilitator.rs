@@ -5,18 +5,18 @@ use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use alloy_primitives::Address;
-
-use crate::clock::{self, Clock};
-use crate::eip712::parse_address;
-use crate::ledger::{Ledger, SandboxSettlement};
-use crate::script::{Reply, Script, Step};
-use crate::verify::{self, DEPLOYMENTS, Rejection, Signatures};
 use tower_x402::BoxFuture;
 use tower_x402::facilitator::{Endpoint, Facilitator, FacilitatorError};
 use tower_x402::proto::{
     AtomicAmount, FacilitatorRequest, SettleResponse, SupportedKind, SupportedResponse,
     VerifyResponse, X402Version,
 };
+
+use crate::clock::{self, Clock};
+use crate::eip712::parse_address;
+use crate::ledger::{Ledger, SandboxSettlement};
+use crate::script::{Reply, Script, Step};
+use crate::verify::{self, DEPLOYMENTS, Rejection, Signatures};
 
 /// What every address holds before its first transfer: 1,000 USDC.
 pub(crate) const DEFAULT_STARTING_BALANCE: AtomicAmount = AtomicAmount(1_000_000_000);

@@ -4,10 +4,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use alloy_primitives::{Address, B256, keccak256};
+use tower_x402::proto::{AtomicAmount, Network};
 
 use crate::reason;
 use crate::verify::{Authorized, Rejection};
-use tower_x402::proto::{AtomicAmount, Network};
 
 /// One settlement the sandbox performed: what a `transferWithAuthorization` transaction would
 /// have done on chain.

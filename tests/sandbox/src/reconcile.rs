@@ -1,12 +1,12 @@
 //! The sandbox answers a [`Reconciler`]'s question from its ledger, as a chain would.
 
 use alloy_primitives::B256;
-
-use crate::SandboxFacilitator;
-use crate::eip712::parse_address;
 use tower_x402::BoxFuture;
 use tower_x402::proto::FacilitatorRequest;
 use tower_x402::settlement::{Reconciler, Reconciliation};
+
+use crate::SandboxFacilitator;
+use crate::eip712::parse_address;
 
 impl SandboxFacilitator {
     /// What the ledger says about the payment in `request`: settled (with its transaction) when

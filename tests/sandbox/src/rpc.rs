@@ -6,12 +6,12 @@ use axum::Json;
 use axum::extract::State;
 use axum::routing::post;
 use serde_json::{Value, json};
+use tower_x402::eip3009::{AuthorizationUsed, Transfer, authorizationStateCall};
+use tower_x402::proto::Network;
 
 use crate::SandboxFacilitator;
 use crate::eip712::parse_address;
 use crate::ledger::SandboxSettlement;
-use tower_x402::eip3009::{AuthorizationUsed, Transfer, authorizationStateCall};
-use tower_x402::proto::Network;
 
 #[derive(Clone)]
 struct Chain {

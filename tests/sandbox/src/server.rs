@@ -12,7 +12,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Serialize;
 use tokio::net::TcpListener;
-use tower_x402::proto::FacilitatorRequest;
 
 use crate::SandboxFacilitator;
 use crate::script::Reply;
@@ -74,16 +73,16 @@ impl SandboxFacilitator {
 }
 
 async fn verify(State(facilitator): State<SandboxFacilitator>, body: Bytes) -> Response {
-    match request(&body) {
+    match serde_json::from_slice(&body) {
         Ok(request) => reply(facilitator.scripted_verify(&request).await).await,
-        Err(refused) => refused,
+        Err(error) => not_a_request(&error),
     }
 }
 
 async fn settle(State(facilitator): State<SandboxFacilitator>, body: Bytes) -> Response {
-    match request(&body) {
+    match serde_json::from_slice(&body) {
         Ok(request) => reply(facilitator.scripted_settle(&request).await).await,
-        Err(refused) => refused,
+        Err(error) => not_a_request(&error),
     }
 }
 
@@ -91,18 +90,16 @@ async fn supported(State(facilitator): State<SandboxFacilitator>) -> Response {
     Json(&*facilitator.supported_response()).into_response()
 }
 
-/// The request in `body`, or a 400 saying why `body` is not one.
-fn request(body: &[u8]) -> Result<FacilitatorRequest, Response> {
-    serde_json::from_slice(body).map_err(|error| {
-        let message = format!(
-            "body is not a facilitator request {{x402Version, paymentPayload, paymentRequirements}}: {error}"
-        );
-        (
-            StatusCode::BAD_REQUEST,
-            Json(serde_json::json!({ "error": message })),
-        )
-            .into_response()
-    })
+/// A 400 saying why the body is not a facilitator request.
+fn not_a_request(error: &serde_json::Error) -> Response {
+    let message = format!(
+        "body is not a facilitator request {{x402Version, paymentPayload, paymentRequirements}}: {error}"
+    );
+    (
+        StatusCode::BAD_REQUEST,
+        Json(serde_json::json!({ "error": message })),
+    )
+        .into_response()
 }
 
 /// `reply` on the wire.

@@ -2,12 +2,11 @@
 //! in the reference facilitator's order. The nonce and balance checks belong to the ledger.
 
 use alloy_primitives::{Address, B256, Signature, U256, hex};
-
 use alloy_sol_types::SolStruct as _;
+use tower_x402::proto::{FacilitatorRequest, Network, UsdcDeployment, X402Version};
 
 use crate::eip712::{self, DomainError};
 use crate::reason;
-use tower_x402::proto::{FacilitatorRequest, Network, UsdcDeployment, X402Version};
 
 /// The USDC deployments the sandbox settles on.
 pub(crate) const DEPLOYMENTS: [&UsdcDeployment; 2] =

@@ -3,17 +3,15 @@
 use std::fmt;
 
 use alloy_primitives::{Address, B256, Signature, U256};
-use k256::ecdsa::SigningKey;
-
-use crate::clock;
 use alloy_sol_types::SolStruct as _;
+use k256::ecdsa::SigningKey;
 use tower_x402::eip3009::TransferWithAuthorization;
-
-use crate::eip712;
 use tower_x402::proto::{
     Eip3009Authorization, ExactEvmPayload, PaymentPayload, PaymentRequired, PaymentRequirements,
     X402Version,
 };
+
+use crate::{clock, eip712};
 
 /// Seconds before now that a new authorization becomes valid, allowing for clock skew between
 /// payer and facilitator (the reference client's value).
