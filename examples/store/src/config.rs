@@ -83,6 +83,14 @@ pub struct Args {
     /// Seconds a client has to send a request's headers (also closes an idle keep-alive connection).
     #[arg(long, env = "STORE_HEADER_READ_TIMEOUT_SECS", default_value_t = 10)]
     pub header_read_timeout_secs: u64,
+    /// Seconds a new connection has to send its first bytes before it is closed.
+    #[arg(long, env = "STORE_FIRST_BYTE_TIMEOUT_SECS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub first_byte_timeout_secs: u64,
+    /// Seconds an HTTP/2 connection may stay open with no request in progress (pings do not count).
+    #[arg(long, env = "STORE_HTTP2_IDLE_TIMEOUT_SECS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub http2_idle_timeout_secs: u64,
     /// Seconds a request on a free route may take before it is answered 408.
     #[arg(long, env = "STORE_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
     pub request_timeout_secs: u64,
@@ -210,7 +218,9 @@ impl Config {
             rpc_url: args.rpc_url,
             settlement_lease: args.settlement_lease,
             limits: ServeLimits {
+                first_byte_timeout: Duration::from_secs(args.first_byte_timeout_secs),
                 header_read_timeout: Duration::from_secs(args.header_read_timeout_secs),
+                http2_idle_timeout: Duration::from_secs(args.http2_idle_timeout_secs),
                 request_timeout: Duration::from_secs(args.request_timeout_secs),
                 max_connections: args.max_connections,
             },
@@ -270,6 +280,14 @@ impl Config {
         }
         let limits = &self.limits;
         for (setting, value) in [
+            (
+                "STORE_FIRST_BYTE_TIMEOUT_SECS (--first-byte-timeout-secs)",
+                limits.first_byte_timeout.as_secs(),
+            ),
+            (
+                "STORE_HTTP2_IDLE_TIMEOUT_SECS (--http2-idle-timeout-secs)",
+                limits.http2_idle_timeout.as_secs(),
+            ),
             (
                 "STORE_HEADER_READ_TIMEOUT_SECS (--header-read-timeout-secs)",
                 limits.header_read_timeout.as_secs(),

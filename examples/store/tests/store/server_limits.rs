@@ -27,7 +27,9 @@ async fn listen(store: &TestStore, limits: ServeLimits) -> SocketAddr {
 
 fn short_limits() -> ServeLimits {
     ServeLimits {
+        first_byte_timeout: Duration::from_secs(1),
         header_read_timeout: Duration::from_secs(1),
+        http2_idle_timeout: Duration::from_secs(1),
         request_timeout: Duration::from_secs(1),
         max_connections: 64,
     }
@@ -128,6 +130,7 @@ async fn connections_beyond_the_bound_wait_for_a_free_slot() {
     let store = store().await;
     let limits = ServeLimits {
         max_connections: 1,
+        first_byte_timeout: Duration::from_secs(30),
         header_read_timeout: Duration::from_secs(30),
         ..short_limits()
     };
@@ -231,4 +234,174 @@ async fn too_many_headers_over_tcp_get_431_json() {
     let received = read_until_closed(&mut stream).await;
     assert!(received.starts_with("HTTP/1.1 431"), "{received}");
     assert!(received.contains(r#""error""#), "{received}");
+}
+
+/// Seconds from connecting to the server closing a connection that sends nothing.
+async fn seconds_until_closed(stream: &mut TcpStream) -> f64 {
+    let started = std::time::Instant::now();
+    read_until_closed(stream).await;
+    started.elapsed().as_secs_f64()
+}
+
+#[tokio::test]
+async fn a_silent_connection_is_closed_at_the_first_byte_deadline() {
+    let store = store().await;
+    let limits = ServeLimits {
+        first_byte_timeout: Duration::from_secs(1),
+        header_read_timeout: Duration::from_secs(30),
+        http2_idle_timeout: Duration::from_secs(30),
+        ..short_limits()
+    };
+    let address = listen(&store, limits).await;
+    let mut silent = TcpStream::connect(address).await.unwrap();
+    let waited = seconds_until_closed(&mut silent).await;
+    assert!((0.9..6.0).contains(&waited), "closed after {waited:.1} s");
+    // An HTTP/2 preface cut short is as silent: closed at the same deadline.
+    let mut partial = TcpStream::connect(address).await.unwrap();
+    partial.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+    let waited = seconds_until_closed(&mut partial).await;
+    assert!((0.9..6.0).contains(&waited), "closed after {waited:.1} s");
+    // A client that speaks within the deadline is served.
+    let mut prompt = TcpStream::connect(address).await.unwrap();
+    prompt
+        .write_all(b"GET /.well-known/x402 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let received = read_until_closed(&mut prompt).await;
+    assert!(received.starts_with("HTTP/1.1 200"), "{received}");
+}
+
+#[tokio::test]
+async fn an_idle_h2c_connection_answering_pings_is_closed() {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+
+    let store = store().await;
+    let limits = ServeLimits {
+        // The server pings every second (its keep-alive interval is the header-read timeout).
+        header_read_timeout: Duration::from_secs(1),
+        http2_idle_timeout: Duration::from_secs(3),
+        ..short_limits()
+    };
+    let address = listen(&store, limits).await;
+    let stream = TcpStream::connect(address).await.unwrap();
+    // Prior-knowledge h2c; the client pings too, and answers the server's pings.
+    let (mut sender, connection) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Duration::from_millis(300))
+        .keep_alive_while_idle(true)
+        .handshake::<_, Body>(TokioIo::new(stream))
+        .await
+        .unwrap();
+    let connection = tokio::spawn(connection);
+    let response = sender
+        .send_request(
+            Request::get(format!("http://{address}/.well-known/x402"))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .unwrap();
+    let idle_since = std::time::Instant::now();
+    let closed = tokio::time::timeout(PATIENCE, connection).await;
+    let waited = idle_since.elapsed().as_secs_f64();
+    assert!(closed.is_ok(), "the idle HTTP/2 connection was kept open");
+    assert!(
+        (2.5..10.0).contains(&waited),
+        "closed {waited:.1} s after its last stream"
+    );
+    assert!(sender.is_closed());
+}
+
+/// A real `store` process limited to four connections: four silent sockets hold every slot
+/// until the first-byte deadline closes them, and the store answers again.
+#[tokio::test]
+async fn a_store_process_held_by_silent_connections_recovers_at_the_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("store.db").display());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let address = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_store"))
+        .args([
+            "--listen",
+            &address.to_string(),
+            "--database-url",
+            &database,
+        ])
+        .args(["--max-connections", "4", "--first-byte-timeout-secs", "2"])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the store binary starts");
+    let _kill = KillOnDrop(&mut child);
+
+    // Ready when a request on a fresh connection is answered (and its connection closed).
+    let started = std::time::Instant::now();
+    loop {
+        if let Ok(mut stream) = TcpStream::connect(address).await {
+            let _ = stream
+                .write_all(
+                    b"GET /.well-known/x402 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                )
+                .await;
+            if read_until_closed(&mut stream)
+                .await
+                .starts_with("HTTP/1.1 200")
+            {
+                break;
+            }
+        }
+        assert!(started.elapsed() < PATIENCE, "the store did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let mut silent = Vec::new();
+    for _ in 0..4 {
+        silent.push(TcpStream::connect(address).await.unwrap());
+    }
+    let held_since = std::time::Instant::now();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut buyer = TcpStream::connect(address).await.unwrap();
+    buyer
+        .write_all(b"GET /.well-known/x402 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let early = tokio::time::timeout(Duration::from_millis(1000), buyer.peek(&mut byte)).await;
+    assert!(
+        early.is_err(),
+        "a fifth connection was served beyond the bound"
+    );
+    let received = read_until_closed(&mut buyer).await;
+    let waited = held_since.elapsed().as_secs_f64();
+    assert!(received.starts_with("HTTP/1.1 200"), "{received}");
+    assert!(
+        (1.5..10.0).contains(&waited),
+        "answered after {waited:.1} s"
+    );
+    for stream in &mut silent {
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(PATIENCE, stream.read(&mut byte)).await;
+        assert!(
+            matches!(read, Ok(Ok(0) | Err(_))),
+            "a silent connection was left open: {read:?}"
+        );
+    }
+}
+
+struct KillOnDrop<'a>(&'a mut std::process::Child);
+
+impl Drop for KillOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
