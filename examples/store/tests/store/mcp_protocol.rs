@@ -2,7 +2,7 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::support::store;
 
@@ -210,6 +210,63 @@ async fn transport_rules() {
     let mut newer = post("application/json", ok, None, Some("2025-06-18"));
     *newer.body_mut() = Body::from(batch);
     assert_eq!(store.send(newer).await.json["error"]["code"], -32600);
+}
+
+/// A batch is answered up to `MAX_BATCH` messages; a longer one is refused whole, with a
+/// JSON-RPC error and before any tool runs (the funnel counts no catalog read).
+async fn batches_are_bounded() {
+    let store = store().await;
+    let search = |id: usize| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "search_catalog", "arguments": {"limit": 100}}})
+    };
+    let full: Vec<Value> = (0..x402_store::mcp::MAX_BATCH).map(search).collect();
+    let answer = store.mcp(&Value::Array(full).to_string()).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.text);
+    assert_eq!(
+        answer.json.as_array().unwrap().len(),
+        x402_store::mcp::MAX_BATCH
+    );
+    let retrieved = store
+        .state
+        .standing
+        .snapshot()
+        .await
+        .unwrap()
+        .demo("retrieved");
+
+    let over: Vec<Value> = (0..=x402_store::mcp::MAX_BATCH).map(search).collect();
+    let refused = store.mcp(&Value::Array(over).to_string()).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.text);
+    assert_eq!(refused.json["jsonrpc"], "2.0");
+    assert_eq!(refused.json["error"]["code"], -32600);
+    assert!(
+        refused.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("at most {}", x402_store::mcp::MAX_BATCH)),
+        "{}",
+        refused.text
+    );
+    assert!(refused.bytes.len() < 512, "{}", refused.text);
+    assert_eq!(
+        store
+            .state
+            .standing
+            .snapshot()
+            .await
+            .unwrap()
+            .demo("retrieved"),
+        retrieved,
+        "no tool of the refused batch ran"
+    );
+    // 500 small messages, the size of the batch that used to answer 16 MB: refused in bytes.
+    let many: Vec<Value> = (0..500).map(search).collect();
+    let body = Value::Array(many).to_string();
+    assert!(body.len() < x402_store::app::MAX_BODY_BYTES);
+    let refused = store.mcp(&body).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    assert!(refused.bytes.len() < 512, "{}", refused.text);
 }
 
 async fn tools_are_listed_read_only_with_input_schemas() {
@@ -488,6 +545,7 @@ super::support::on_both_backends!(
     initialize_negotiates_the_protocol_version,
     json_rpc_errors_have_their_codes,
     transport_rules,
+    batches_are_bounded,
     tools_are_listed_read_only_with_input_schemas,
     tools_answer_with_text_and_structured_content,
     bad_arguments_are_tool_errors,
