@@ -124,7 +124,7 @@ pub async fn build_state_with(
     facilitator: Arc<dyn Facilitator>,
     demo: bool,
 ) -> Result<AppState, StartupError> {
-    let store = Store::open(&config.database_url)
+    let store = Store::open_with_timeout(&config.database_url, config.database_timeout)
         .await
         .map_err(|e| StartupError::Storage(e.to_string()))?;
     let supported = match tokio::time::timeout(SUPPORTED_TIMEOUT, facilitator.supported()).await {

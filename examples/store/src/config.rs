@@ -52,6 +52,12 @@ pub struct Args {
         default_value = "sqlite://data/store.db"
     )]
     pub database_url: String,
+    /// Seconds a request waits for a database connection (and, on SQLite, for another writer)
+    /// before it fails with a 503: an unreachable database is reported quickly, well within a
+    /// client's own timeout.
+    #[arg(long, env = "STORE_DATABASE_TIMEOUT_SECS", default_value_t = 2,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub database_timeout_secs: u64,
     /// Deposit address on Solana mainnet; opens the second payment door.
     #[arg(long, env = "STORE_SECOND_PAY_TO")]
     pub second_pay_to: Option<String>,
@@ -123,6 +129,8 @@ pub struct Config {
     pub facilitator_bearer: Option<String>,
     /// `sqlite:` or `postgres:` database URL.
     pub database_url: String,
+    /// How long a request waits for the database before it fails.
+    pub database_timeout: Duration,
     /// Solana deposit address (second door).
     pub second_pay_to: Option<String>,
     /// Algorand deposit address (third door).
@@ -204,6 +212,7 @@ impl Config {
                 .map(|url| url.trim_end_matches('/').to_owned()),
             facilitator_bearer: args.facilitator_bearer,
             database_url: args.database_url,
+            database_timeout: Duration::from_secs(args.database_timeout_secs),
             second_pay_to: args.second_pay_to,
             third_pay_to: args.third_pay_to,
             checkout_url: args.checkout_url,
@@ -251,6 +260,7 @@ impl Config {
             facilitator_url: None,
             facilitator_bearer: None,
             database_url: database_url.into(),
+            database_timeout: crate::storage::DEFAULT_TIMEOUT,
             second_pay_to: None,
             third_pay_to: None,
             checkout_url: None,
@@ -448,6 +458,7 @@ impl fmt::Debug for Config {
                 "database_url",
                 &crate::storage::without_password(&self.database_url),
             )
+            .field("database_timeout", &self.database_timeout)
             .field("second_pay_to", &self.second_pay_to)
             .field("third_pay_to", &self.third_pay_to)
             .field("checkout_url", &self.checkout_url)

@@ -56,6 +56,10 @@ const TABLES: [&str; 6] = [
     "counters",
 ];
 
+/// How long a request waits for the database by default (`STORE_DATABASE_TIMEOUT_SECS`): well
+/// under the 5 to 10 s after which common HTTP clients give up.
+pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The database could not be opened, migrated, read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
@@ -221,9 +225,27 @@ impl Store {
     ///
     /// An unsupported URL, an uncreatable directory, or a connection or migration failure.
     pub async fn open(database_url: &str) -> Result<Self, StorageError> {
+        Self::open_with_timeout(database_url, DEFAULT_TIMEOUT).await
+    }
+
+    /// [`Store::open`], with every later wait for the database bounded by `timeout`: for a
+    /// pooled connection (PostgreSQL down, or every connection busy) and, on SQLite, for
+    /// another writer. A request that runs out of it fails (a 503) instead of hanging.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::open`].
+    pub async fn open_with_timeout(
+        database_url: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Self, StorageError> {
         let backend = match Engine::of(database_url) {
-            Some(Engine::Sqlite) => Backend::Sqlite(SqliteBackend::open(database_url).await?),
-            Some(Engine::Postgres) => Backend::Postgres(PostgresBackend::open(database_url).await?),
+            Some(Engine::Sqlite) => {
+                Backend::Sqlite(SqliteBackend::open(database_url, timeout).await?)
+            }
+            Some(Engine::Postgres) => {
+                Backend::Postgres(PostgresBackend::open(database_url, timeout).await?)
+            }
             None => return Err(StorageError::UnsupportedUrl(without_password(database_url))),
         };
         Ok(Self { backend })

@@ -27,9 +27,6 @@ use super::{
 /// Connections per instance; the server's `max_connections` bounds the sum over instances.
 const MAX_CONNECTIONS: u32 = 16;
 
-/// How long a request waits for a free connection before failing (as a 503).
-const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// A pool of PostgreSQL connections with the store's schema.
 #[derive(Clone, Debug)]
 pub(super) struct PostgresBackend {
@@ -45,10 +42,12 @@ impl PostgresBackend {
     /// Connects to `database_url` (`postgres://…` or `postgresql://…`) and runs the migrations.
     /// Several instances may start at once: sqlx serialises their migrations with an advisory
     /// lock.
-    pub(super) async fn open(database_url: &str) -> Result<Self, StorageError> {
+    /// `timeout` bounds a request's wait for a connection (the server down, or every
+    /// connection busy): it then fails, as a 503, instead of hanging.
+    pub(super) async fn open(database_url: &str, timeout: Duration) -> Result<Self, StorageError> {
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .acquire_timeout(timeout)
             .connect(database_url)
             .await?;
         sqlx::migrate!("./migrations-postgres").run(&pool).await?;

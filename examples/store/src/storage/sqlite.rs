@@ -12,9 +12,6 @@ use super::{
     order_from_row,
 };
 
-/// How long a connection waits for another writer before giving up.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// Connections kept for a file database (SQLite serialises writers anyway).
 const MAX_CONNECTIONS: u32 = 8;
 
@@ -37,11 +34,13 @@ const ORDER_COLUMNS: &str = "SELECT o.passport, o.sku, o.resource, o.payer, o.ne
      FROM orders o LEFT JOIN referrals r ON r.passport = o.passport";
 
 impl SqliteBackend {
-    pub(super) async fn open(database_url: &str) -> Result<Self, StorageError> {
+    /// Opens the database; `timeout` bounds both the wait for a pooled connection and a
+    /// connection's wait for another writer.
+    pub(super) async fn open(database_url: &str, timeout: Duration) -> Result<Self, StorageError> {
         let options = SqliteConnectOptions::from_str(database_url)?
             .create_if_missing(true)
             .foreign_keys(true)
-            .busy_timeout(BUSY_TIMEOUT);
+            .busy_timeout(timeout);
         let in_memory = database_url.contains(":memory:") || database_url.contains("mode=memory");
         let pool_options = if in_memory {
             // Every connection to `:memory:` is a separate database: keep exactly one, forever.
@@ -62,7 +61,8 @@ impl SqliteBackend {
                 })?;
             }
             SqlitePoolOptions::new().max_connections(MAX_CONNECTIONS)
-        };
+        }
+        .acquire_timeout(timeout);
         let options = if in_memory {
             options
         } else {

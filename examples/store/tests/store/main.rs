@@ -10,6 +10,7 @@ mod browser_storefront;
 mod catalog_documents;
 mod catalog_prices;
 mod crash_recovery;
+mod database_outage;
 mod discovery_channels;
 mod mcp_protocol;
 mod multi_instance;
