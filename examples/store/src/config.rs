@@ -104,7 +104,8 @@ pub struct Args {
     #[arg(long, env = "STORE_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
     /// Secret (at least 32 characters) from which each order's fulfillment key is derived, so a
-    /// re-delivery hands out the same key, also after a restart (default: random per process).
+    /// re-delivery hands out the same key (default: one generated once and kept in the database,
+    /// shared by every instance and kept across restarts).
     #[arg(long, env = "STORE_FULFILLMENT_SECRET", hide_env_values = true)]
     pub fulfillment_secret: Option<String>,
     /// Seconds after settlement during which the same PAYMENT-SIGNATURE re-delivers the purchase.
@@ -149,15 +150,11 @@ pub struct Config {
     pub settlement_lease: u64,
     /// Header, request and connection limits of the server.
     pub limits: ServeLimits,
-    /// The secret fulfillment keys are derived from.
-    pub fulfillment_secret: Vec<u8>,
+    /// The secret fulfillment keys are derived from; `None` until start-up reads (or creates)
+    /// the one kept in the database, when `STORE_FULFILLMENT_SECRET` is unset.
+    pub fulfillment_secret: Option<Vec<u8>>,
     /// How long after settlement a replayed payment re-delivers the purchase.
     pub redelivery_window: Duration,
-}
-
-/// A random fulfillment secret, for a store started without `STORE_FULFILLMENT_SECRET`.
-fn random_secret() -> Vec<u8> {
-    rand::random::<[u8; 32]>().to_vec()
 }
 
 /// A setting that cannot be used, named the way the operator set it.
@@ -240,8 +237,8 @@ impl Config {
                         "must be at least 32 characters",
                     ));
                 }
-                Some(secret) => secret.into_bytes(),
-                None => random_secret(),
+                Some(secret) => Some(secret.into_bytes()),
+                None => None,
             },
             redelivery_window: Duration::from_secs(args.redelivery_window_secs),
         };
@@ -270,7 +267,7 @@ impl Config {
             rpc_url: None,
             settlement_lease: 120,
             limits: ServeLimits::default(),
-            fulfillment_secret: random_secret(),
+            fulfillment_secret: None,
             redelivery_window: Duration::from_secs(7 * 24 * 3600),
         }
     }

@@ -272,6 +272,17 @@ impl Store {
         }
     }
 
+    /// The store's fulfillment secret: generated (32 random bytes, hex) by the first process
+    /// that asks and kept in the database, so every instance, and every restart, derives the
+    /// same fulfillment keys.
+    pub async fn fulfillment_secret(&self) -> Result<String, StorageError> {
+        let candidate: String = rand::random::<[u8; 32]>()
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        dispatch!(self, secret("fulfillment", &candidate))
+    }
+
     /// Whether `secret_hash` is one of the fulfillment grants of `passport`.
     pub async fn grant_matches(
         &self,

@@ -135,6 +135,24 @@ impl PostgresBackend {
         Ok(Recorded::Created(order.clone()))
     }
 
+    /// The secret named `name`, stored as `candidate` if there was none yet: the first writer
+    /// wins and every later call, from any process, reads its value.
+    pub(super) async fn secret(&self, name: &str, candidate: &str) -> Result<String, StorageError> {
+        sqlx::query(
+            "INSERT INTO store_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(candidate)
+        .execute(&self.pool)
+        .await?;
+        Ok(
+            sqlx::query_scalar("SELECT value FROM store_secrets WHERE name = $1")
+                .bind(name)
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
     pub(super) async fn grant_matches(
         &self,
         passport: &str,

@@ -237,6 +237,24 @@ impl SqliteBackend {
         Ok(Recorded::Created(order.clone()))
     }
 
+    /// The secret named `name`, stored as `candidate` if there was none yet: the first writer
+    /// wins and every later call, from any process, reads its value.
+    pub(super) async fn secret(&self, name: &str, candidate: &str) -> Result<String, StorageError> {
+        sqlx::query(
+            "INSERT INTO store_secrets (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(candidate)
+        .execute(&self.pool)
+        .await?;
+        Ok(
+            sqlx::query_scalar("SELECT value FROM store_secrets WHERE name = ?")
+                .bind(name)
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
     pub(super) async fn grant_matches(
         &self,
         passport: &str,
