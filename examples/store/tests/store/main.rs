@@ -27,6 +27,7 @@ mod server_limits;
 mod settlement_in_doubt;
 mod shared_database;
 mod soak;
+mod sqlite_owner;
 mod standing_funnel;
 mod storage_atomic;
 mod support;
