@@ -405,3 +405,69 @@ impl Drop for KillOnDrop<'_> {
         let _ = self.0.wait();
     }
 }
+
+/// A request sent on a fresh connection: everything the server sent until it closed.
+async fn raw_answer(address: SocketAddr, request: &[u8]) -> String {
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    // The server may answer and close before the whole request is written.
+    let _ = stream.write_all(request).await;
+    read_until_closed(&mut stream).await
+}
+
+/// What the README says of malformed HTTP/1 framing: hyper refuses what it cannot frame before
+/// the app sees a request (empty body, connection closed); what reaches the app gets JSON.
+#[tokio::test]
+async fn malformed_http1_framing_is_answered_as_the_readme_says() {
+    let store = store().await;
+    let address = listen(&store, short_limits()).await;
+    let mut long_line = b"GET /llms.txt?q=".to_vec();
+    long_line.resize(long_line.len() + 450 * 1024, b'a');
+    long_line.extend_from_slice(b" HTTP/1.1\r\nHost: x\r\n\r\n");
+    let by_hyper: [(&str, Vec<u8>, &str); 3] = [
+        (
+            "two different Content-Length",
+            b"POST /api/discovery HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}"
+                .to_vec(),
+            "HTTP/1.1 400 Bad Request\r\n",
+        ),
+        (
+            "a Transfer-Encoding not ending in chunked",
+            b"POST /api/discovery HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"
+                .to_vec(),
+            "HTTP/1.1 400 Bad Request\r\n",
+        ),
+        (
+            "a 450 KB request line",
+            long_line,
+            "HTTP/1.1 431 Request Header Fields Too Large\r\n",
+        ),
+    ];
+    for (case, request, status_line) in by_hyper {
+        let received = raw_answer(address, &request).await;
+        assert!(received.starts_with(status_line), "{case}: {received:?}");
+        assert!(
+            received.contains("connection: close\r\n"),
+            "{case}: {received:?}"
+        );
+        assert!(
+            received.contains("content-length: 0\r\n"),
+            "{case}: {received:?}"
+        );
+        assert!(
+            received.ends_with("\r\n\r\n"),
+            "{case}: no body: {received:?}"
+        );
+    }
+    // A chunked body that turns out malformed reaches the app, which answers JSON.
+    let received = raw_answer(
+        address,
+        b"POST /api/discovery HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+    )
+    .await;
+    assert!(received.starts_with("HTTP/1.1 400 "), "{received:?}");
+    assert!(
+        received.contains("content-type: application/json"),
+        "{received:?}"
+    );
+    assert!(received.contains(r#"{"error":""#), "{received:?}");
+}
