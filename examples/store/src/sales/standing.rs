@@ -11,6 +11,10 @@
 //! | returned | orders by a payer who had bought before | the `orders` table |
 //! | referred | orders whose citation counted | the `referrals` table |
 //!
+//! `retrieved`, `considered` and `selected` count requests anyone can send for free (an invalid
+//! `PAYMENT-SIGNATURE` counts as selected), so they can be inflated; the doctrine says so. The
+//! order-derived stages rest on settled payments.
+//!
 //! Live and demo are reported separately: traffic counts under the store's mode, orders under
 //! their own `demo` flag, so a sandbox purchase never inflates a live number. `indexed` is a
 //! fact about third parties and is reported under live only.
@@ -55,9 +59,9 @@ const INDEXED: &str = STAGES[0];
 /// What each stage counts, in [`STAGES`] order.
 const MEANINGS: [&str; 8] = [
     "discovery channels that list the store, as last probed",
-    "catalog documents served",
-    "402 payment challenges served",
-    "paid attempts received (requests carrying PAYMENT-SIGNATURE)",
+    "catalog documents served (any request counts: can be inflated)",
+    "402 payment challenges served (any request counts: can be inflated)",
+    "paid attempts received: requests carrying PAYMENT-SIGNATURE, valid or not (can be inflated)",
     "orders (Passports issued)",
     "fulfillment files downloaded",
     "orders by a payer who had bought before",

@@ -353,6 +353,16 @@ async fn tools_answer_with_text_and_structured_content() {
             .iter()
             .any(|s| s.as_str().unwrap().contains("proof of purchase only"))
     );
+    // The funnel's free stages are said to be inflatable, in the doctrine and in the standing.
+    assert!(
+        statements.iter().any(|s| {
+            let s = s.as_str().unwrap();
+            s.contains("considered") && s.contains("selected") && s.contains("can be inflated")
+        }),
+        "{statements:?}"
+    );
+    let meanings = standing["structuredContent"]["stages"].to_string();
+    assert_eq!(meanings.matches("can be inflated").count(), 3, "{meanings}");
     assert_eq!(
         doctrine["structuredContent"]["referralSchema"]["header"],
         "X-REFERRER-PASSPORT"
