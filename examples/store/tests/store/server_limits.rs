@@ -12,6 +12,9 @@ use x402_store::serve::{ServeLimits, serve};
 
 use super::support::{TestStore, store, store_with};
 
+#[path = "../../../../tests/reliability/mod.rs"]
+mod reliability;
+
 /// Longest a test waits for the server to close a connection: far beyond every limit set here,
 /// so only a server that never closes fails.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -395,6 +398,20 @@ async fn a_store_process_held_by_silent_connections_recovers_at_the_deadline() {
             "a silent connection was left open: {read:?}"
         );
     }
+
+    let row = reliability::Row {
+        fault: "four silent TCP connections (no byte sent) to a store limited to four \
+                (`STORE_MAX_CONNECTIONS=4`, `STORE_FIRST_BYTE_TIMEOUT_SECS=2`); a fifth client"
+            .to_owned(),
+        mode: "before",
+        client_sees: "fifth waits in the backlog → 200 once the four are closed at the deadline"
+            .to_owned(),
+        inner_ran: 0,
+        transfers: 0,
+        delivered_unpaid: false,
+    };
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    reliability::check_section(&root, "store-connections", &[row]);
 }
 
 struct KillOnDrop<'a>(&'a mut std::process::Child);
