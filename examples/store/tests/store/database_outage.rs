@@ -14,10 +14,8 @@ use x402_store::config::Config;
 use x402_store::serve::{ServeLimits, serve};
 
 use super::postgres_server::PgServer;
+use super::reliability;
 use super::support::RECEIPT;
-
-#[path = "../../../../tests/reliability/mod.rs"]
-mod reliability;
 
 /// Far above every wait the store may take here; only a hang reaches it.
 const PATIENCE: Duration = Duration::from_secs(30);

@@ -21,6 +21,8 @@ mod paywall_paths;
 mod postgres_server;
 mod purchase_flow;
 mod referral_rules;
+#[path = "../../../../tests/reliability/mod.rs"]
+mod reliability;
 mod request_log;
 mod restart_store;
 mod server_limits;

@@ -3,10 +3,8 @@
 use axum::http::StatusCode;
 use tower_x402::sandbox::SandboxWallet;
 
+use super::reliability;
 use super::support::{RECEIPT, STAMPS, Shop, TAX, first_file_path, passport_of};
-
-#[path = "../../../../tests/reliability/mod.rs"]
-mod reliability;
 
 async fn passports_standing_and_settlements_survive_a_restart() {
     let shop = Shop::open(false).await;

@@ -10,10 +10,8 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use x402_store::serve::{ServeLimits, serve};
 
+use super::reliability;
 use super::support::{TestStore, store, store_with};
-
-#[path = "../../../../tests/reliability/mod.rs"]
-mod reliability;
 
 /// Longest a test waits for the server to close a connection: far beyond every limit set here,
 /// so only a server that never closes fails.

@@ -5,10 +5,8 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::reliability;
 use reqwest::StatusCode;
-
-#[path = "../../../../tests/reliability/mod.rs"]
-mod reliability;
 
 /// How long any one wait in this test may last.
 const PATIENCE: Duration = Duration::from_secs(30);
