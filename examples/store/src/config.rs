@@ -636,6 +636,38 @@ mod tests {
     }
 
     #[test]
+    fn new_limits_are_read_and_zero_is_refused() {
+        let config = Config::from_args(args(&[
+            "--first-byte-timeout-secs",
+            "3",
+            "--http2-idle-timeout-secs",
+            "4",
+            "--database-timeout-secs",
+            "5",
+        ]))
+        .unwrap();
+        assert_eq!(config.limits.first_byte_timeout, Duration::from_secs(3));
+        assert_eq!(config.limits.http2_idle_timeout, Duration::from_secs(4));
+        assert_eq!(config.database_timeout, Duration::from_secs(5));
+        for flag in [
+            "--first-byte-timeout-secs",
+            "--http2-idle-timeout-secs",
+            "--database-timeout-secs",
+        ] {
+            assert!(
+                Args::try_parse_from(["store", flag, "0"]).is_err(),
+                "{flag}"
+            );
+        }
+        assert!(
+            Config::from_args(args(&[]))
+                .unwrap()
+                .fulfillment_secret
+                .is_none()
+        );
+    }
+
+    #[test]
     fn debug_redacts_the_bearer() {
         let mut config = Config::for_tests("sqlite::memory:");
         config.facilitator_bearer = Some("s3cret".into());

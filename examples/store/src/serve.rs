@@ -166,10 +166,14 @@ async fn serve_connection(
     let service = {
         let activity = Arc::clone(&activity);
         hyper::service::service_fn(move |request: Request<Incoming>| {
-            let in_progress = activity.begin();
+            // Only HTTP/2 connections are closed for idleness (HTTP/1 has its header deadline).
+            let in_progress = http2.then(|| activity.begin());
             let app = app.clone();
             async move {
                 let response = app.oneshot(request).await?;
+                let Some(in_progress) = in_progress else {
+                    return Ok(response);
+                };
                 // The stream is in progress until its response body is sent (or dropped).
                 Ok::<_, std::convert::Infallible>(response.map(|body| {
                     Body::new(body.map_frame(move |frame| {
