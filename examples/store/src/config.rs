@@ -55,8 +55,12 @@ pub struct Args {
     /// Seconds a request waits for a database connection (and, on SQLite, for another writer)
     /// before it fails with a 503: an unreachable database is reported quickly, well within a
     /// client's own timeout.
-    #[arg(long, env = "STORE_DATABASE_TIMEOUT_SECS", default_value_t = 2,
-          value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(
+        long,
+        env = "STORE_DATABASE_TIMEOUT_SECS",
+        default_value_t = 2,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
     pub database_timeout_secs: u64,
     /// Deposit address on Solana mainnet; opens the second payment door.
     #[arg(long, env = "STORE_SECOND_PAY_TO")]
@@ -90,12 +94,20 @@ pub struct Args {
     #[arg(long, env = "STORE_HEADER_READ_TIMEOUT_SECS", default_value_t = 10)]
     pub header_read_timeout_secs: u64,
     /// Seconds a new connection has to send its first bytes before it is closed.
-    #[arg(long, env = "STORE_FIRST_BYTE_TIMEOUT_SECS", default_value_t = 10,
-          value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(
+        long,
+        env = "STORE_FIRST_BYTE_TIMEOUT_SECS",
+        default_value_t = 10,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
     pub first_byte_timeout_secs: u64,
     /// Seconds an HTTP/2 connection may stay open with no request in progress (pings do not count).
-    #[arg(long, env = "STORE_HTTP2_IDLE_TIMEOUT_SECS", default_value_t = 30,
-          value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(
+        long,
+        env = "STORE_HTTP2_IDLE_TIMEOUT_SECS",
+        default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
     pub http2_idle_timeout_secs: u64,
     /// Seconds a request on a free route may take before it is answered 408.
     #[arg(long, env = "STORE_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
