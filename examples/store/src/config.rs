@@ -300,6 +300,10 @@ impl Config {
         let limits = &self.limits;
         for (setting, value) in [
             (
+                "STORE_DATABASE_TIMEOUT_SECS (--database-timeout-secs)",
+                self.database_timeout.as_secs(),
+            ),
+            (
                 "STORE_FIRST_BYTE_TIMEOUT_SECS (--first-byte-timeout-secs)",
                 limits.first_byte_timeout.as_secs(),
             ),
