@@ -67,6 +67,16 @@ pub struct Args {
         value_parser = checked(database_url)
     )]
     pub database_url: String,
+    /// Seconds a request waits for a database connection (and, on SQLite, for another writer)
+    /// before it fails with a 503: an unreachable database is reported quickly, well within a
+    /// client's own timeout.
+    #[arg(
+        long,
+        env = "STORE_DATABASE_TIMEOUT_SECS",
+        default_value = "2",
+        value_parser = checked(seconds)
+    )]
+    pub database_timeout_secs: Duration,
     /// Deposit address on Solana mainnet; opens the second payment door.
     #[arg(long, env = "STORE_SECOND_PAY_TO", value_parser = checked(solana_address))]
     pub second_pay_to: Option<String>,
@@ -98,6 +108,12 @@ pub struct Args {
     /// Seconds a client has to send a request's headers (also closes an idle keep-alive connection).
     #[arg(long, env = "STORE_HEADER_READ_TIMEOUT_SECS", default_value = "10", value_parser = checked(seconds))]
     pub header_read_timeout_secs: Duration,
+    /// Seconds a new connection has to send its first bytes before it is closed.
+    #[arg(long, env = "STORE_FIRST_BYTE_TIMEOUT_SECS", default_value = "10", value_parser = checked(seconds))]
+    pub first_byte_timeout_secs: Duration,
+    /// Seconds an HTTP/2 connection may stay open with no request in progress (pings do not count).
+    #[arg(long, env = "STORE_HTTP2_IDLE_TIMEOUT_SECS", default_value = "30", value_parser = checked(seconds))]
+    pub http2_idle_timeout_secs: Duration,
     /// Seconds a request on a free route may take before it is answered 408.
     #[arg(long, env = "STORE_REQUEST_TIMEOUT_SECS", default_value = "30", value_parser = checked(seconds))]
     pub request_timeout_secs: Duration,
@@ -105,7 +121,8 @@ pub struct Args {
     #[arg(long, env = "STORE_MAX_CONNECTIONS", default_value = "1024", value_parser = checked(positive::<usize>))]
     pub max_connections: usize,
     /// Secret (at least 32 characters) from which each order's fulfillment key is derived, so a
-    /// re-delivery hands out the same key, also after a restart (default: random per process).
+    /// re-delivery hands out the same key (default: one generated once and kept in the database,
+    /// shared by every instance and kept across restarts).
     #[arg(long, env = "STORE_FULFILLMENT_SECRET", hide_env_values = true, value_parser = checked(fulfillment_secret))]
     pub fulfillment_secret: Option<String>,
     /// Seconds after settlement during which the same PAYMENT-SIGNATURE re-delivers the purchase.
@@ -134,6 +151,8 @@ pub struct Config {
     pub facilitator_bearer: Option<String>,
     /// `sqlite:` or `postgres:` database URL.
     pub database_url: String,
+    /// How long a request waits for the database before it fails.
+    pub database_timeout: Duration,
     /// Solana deposit address (second door).
     pub second_pay_to: Option<String>,
     /// Algorand deposit address (third door).
@@ -152,15 +171,11 @@ pub struct Config {
     pub settlement_lease: u64,
     /// Header, request and connection limits of the server.
     pub limits: ServeLimits,
-    /// The secret fulfillment keys are derived from.
-    pub fulfillment_secret: Vec<u8>,
+    /// The secret fulfillment keys are derived from; `None` until start-up reads (or creates)
+    /// the one kept in the database, when `STORE_FULFILLMENT_SECRET` is unset.
+    pub fulfillment_secret: Option<Vec<u8>>,
     /// How long after settlement a replayed payment re-delivers the purchase.
     pub redelivery_window: Duration,
-}
-
-/// A random fulfillment secret, for a store started without `STORE_FULFILLMENT_SECRET`.
-fn random_secret() -> Vec<u8> {
-    rand::random::<[u8; 32]>().to_vec()
 }
 
 /// Settings that cannot be used together, named the way the operator set them.
@@ -201,6 +216,7 @@ impl Config {
             facilitator_url: args.facilitator_url,
             facilitator_bearer: args.facilitator_bearer,
             database_url: args.database_url,
+            database_timeout: args.database_timeout_secs,
             second_pay_to: args.second_pay_to,
             third_pay_to: args.third_pay_to,
             checkout_url: args.checkout_url,
@@ -214,13 +230,13 @@ impl Config {
             rpc_url: args.rpc_url,
             settlement_lease: args.settlement_lease,
             limits: ServeLimits {
+                first_byte_timeout: args.first_byte_timeout_secs,
                 header_read_timeout: args.header_read_timeout_secs,
+                http2_idle_timeout: args.http2_idle_timeout_secs,
                 request_timeout: args.request_timeout_secs,
                 max_connections: args.max_connections,
             },
-            fulfillment_secret: args
-                .fulfillment_secret
-                .map_or_else(random_secret, String::into_bytes),
+            fulfillment_secret: args.fulfillment_secret.map(String::into_bytes),
             redelivery_window: Duration::from_secs(args.redelivery_window_secs),
         })
     }
@@ -236,6 +252,7 @@ impl Config {
             facilitator_url: None,
             facilitator_bearer: None,
             database_url: database_url.into(),
+            database_timeout: crate::storage::DEFAULT_TIMEOUT,
             second_pay_to: None,
             third_pay_to: None,
             checkout_url: None,
@@ -245,7 +262,7 @@ impl Config {
             rpc_url: None,
             settlement_lease: 120,
             limits: ServeLimits::default(),
-            fulfillment_secret: random_secret(),
+            fulfillment_secret: None,
             redelivery_window: Duration::from_secs(7 * 24 * 3600),
         }
     }
@@ -292,6 +309,7 @@ impl fmt::Debug for Config {
                 &self.facilitator_bearer.as_ref().map(|_| "<redacted>"),
             )
             .field("database_url", &without_password(&self.database_url))
+            .field("database_timeout", &self.database_timeout)
             .field("second_pay_to", &self.second_pay_to)
             .field("third_pay_to", &self.third_pay_to)
             .field("checkout_url", &self.checkout_url)
@@ -780,6 +798,38 @@ mod tests {
         assert_eq!(
             config.checkout_link("store-api-pack").as_deref(),
             Some("https://pay.example/buy?sku=store-api-pack&from=store")
+        );
+    }
+
+    #[test]
+    fn new_limits_are_read_and_zero_is_refused() {
+        let config = Config::from_args(args(&[
+            "--first-byte-timeout-secs",
+            "3",
+            "--http2-idle-timeout-secs",
+            "4",
+            "--database-timeout-secs",
+            "5",
+        ]))
+        .unwrap();
+        assert_eq!(config.limits.first_byte_timeout, Duration::from_secs(3));
+        assert_eq!(config.limits.http2_idle_timeout, Duration::from_secs(4));
+        assert_eq!(config.database_timeout, Duration::from_secs(5));
+        for flag in [
+            "--first-byte-timeout-secs",
+            "--http2-idle-timeout-secs",
+            "--database-timeout-secs",
+        ] {
+            assert!(
+                Args::try_parse_from(["store", flag, "0"]).is_err(),
+                "{flag}"
+            );
+        }
+        assert!(
+            Config::from_args(args(&[]))
+                .unwrap()
+                .fulfillment_secret
+                .is_none()
         );
     }
 

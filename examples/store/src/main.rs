@@ -40,6 +40,9 @@ async fn main() -> ExitCode {
 async fn run(args: Args) -> Result<(), String> {
     let base_url_given = args.base_url.is_some();
     let mut config = Config::from_args(args).map_err(|e| e.to_string())?;
+    // One process per SQLite file, for as long as this one runs.
+    let _owner = x402_store::storage::lock_sqlite_file(&config.database_url)
+        .map_err(|e| format!("STORE_DATABASE_URL: {e}"))?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("STORE_LISTEN: cannot listen on {}: {e}", config.listen))?;

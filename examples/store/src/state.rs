@@ -113,13 +113,20 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
 /// The database cannot be opened, or an offer cannot be built. A failing `/supported` is not
 /// an error: the doors that depend on it stay closed and a warning is logged.
 pub async fn build_state_with(
-    config: Config,
+    mut config: Config,
     facilitator: Arc<dyn Facilitator>,
     demo: bool,
 ) -> Result<AppState, StartupError> {
-    let store = Store::open(&config.database_url)
+    let store = Store::open_with_timeout(&config.database_url, config.database_timeout)
         .await
         .map_err(|e| StartupError::Storage(e.to_string()))?;
+    if config.fulfillment_secret.is_none() {
+        let secret = store
+            .fulfillment_secret()
+            .await
+            .map_err(|e| StartupError::Storage(e.to_string()))?;
+        config.fulfillment_secret = Some(secret.into_bytes());
+    }
     let supported = match tokio::time::timeout(SUPPORTED_TIMEOUT, facilitator.supported()).await {
         Ok(Ok(supported)) => Ok(supported),
         Ok(Err(e)) => Err(e.to_string()),

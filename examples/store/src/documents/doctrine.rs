@@ -6,7 +6,7 @@
 
 /// The doctrine of a store with an external facilitator (live mode), one statement per entry,
 /// in the order it is shown.
-pub const STATEMENTS: [&str; 7] = [
+pub const STATEMENTS: [&str; 8] = [
     PROOF,
     NO_COMMISSION,
     "The store does not bridge, mint or burn USDC, and runs no buyer agent; payments are verified and settled by an external facilitator, the only settler.",
@@ -14,10 +14,11 @@ pub const STATEMENTS: [&str; 7] = [
     NO_AGENT_CARD,
     NO_ENDORSEMENT,
     FREE_CATALOG,
+    FUNNEL,
 ];
 
 /// The doctrine in demo mode: the in-process sandbox settles, and no funds move.
-const DEMO_STATEMENTS: [&str; 7] = [
+const DEMO_STATEMENTS: [&str; 8] = [
     PROOF,
     NO_COMMISSION,
     "The store does not bridge, mint or burn USDC, and runs no buyer agent; in this demo mode payments are verified and settled by an in-process sandbox facilitator, the only settler, and no funds move.",
@@ -25,6 +26,7 @@ const DEMO_STATEMENTS: [&str; 7] = [
     NO_AGENT_CARD,
     NO_ENDORSEMENT,
     FREE_CATALOG,
+    FUNNEL,
 ];
 
 const PROOF: &str = "A Passport is proof of purchase only. It is not proof that a file is useful, and not proof that any third-party index lists this store.";
@@ -36,8 +38,10 @@ const NO_AGENT_CARD: &str = "The store hosts no agent card: /.well-known/did.jso
 const NO_ENDORSEMENT: &str = "The store never states that a file was useful, that an agent should buy, or that a citing agent is trustworthy.";
 const FREE_CATALOG: &str = "Catalog documents are free HTTP 200 resources, never paywalls; only GET /api/x402/{sku} answers 402.";
 
+const FUNNEL: &str = "The funnel's retrieved, considered and selected stages count requests anyone can send for free (catalog documents served, 402 challenges served, requests carrying a PAYMENT-SIGNATURE whether or not the payment is valid), so they can be inflated; only purchased, used, returned and referred rest on settled payments.";
+
 /// The doctrine for the store's mode (`demo`: payments settle in the in-process sandbox).
-pub fn statements(demo: bool) -> [&'static str; 7] {
+pub fn statements(demo: bool) -> [&'static str; 8] {
     if demo { DEMO_STATEMENTS } else { STATEMENTS }
 }
 

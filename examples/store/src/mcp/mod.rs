@@ -6,6 +6,7 @@
 //! | POST, one request | 200 JSON-RPC response (400 for `-32700` / `-32600`) |
 //! | POST, a notification or a client response | 202, no body |
 //! | POST, a batch (only under `2025-03-26`, or with no version header) | 200 array, or 202 if nothing to answer |
+//! | POST, a batch of more than [`MAX_BATCH`] messages | 400, `-32600`; none of them is run |
 //! | `Origin` present and not the store's | 403 |
 //! | `Content-Type` not JSON / `Accept` excluding JSON | 415 / 406 |
 //! | `MCP-Protocol-Version` not supported (including the stateless `2026-07-28`) | 400, `-32000` |
@@ -34,6 +35,11 @@ use tools::Tools;
 
 /// Protocol versions served, newest first.
 pub const SUPPORTED_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+
+/// The most messages one batch may hold. Every answer is built in memory before it is sent, so
+/// this bounds what one small request can make the store build (a `search_catalog` answer
+/// listing the whole catalog is about 30 KB).
+pub const MAX_BATCH: usize = 20;
 
 /// The version assumed when a request carries no `MCP-Protocol-Version` header.
 const ASSUMED_VERSION: &str = "2025-03-26";
@@ -208,6 +214,16 @@ pub async fn handle(
         standing: &standing,
     };
     match message {
+        Value::Array(batch) if version == ASSUMED_VERSION && batch.len() > MAX_BATCH => {
+            rpc_error_response(
+                StatusCode::BAD_REQUEST,
+                code::INVALID_REQUEST,
+                &format!(
+                    "Invalid Request: a batch holds at most {MAX_BATCH} messages (this one has {}); send them in smaller batches",
+                    batch.len()
+                ),
+            )
+        }
         Value::Array(batch) if version == ASSUMED_VERSION && !batch.is_empty() => {
             let mut answers = Vec::new();
             for message in batch {

@@ -20,9 +20,10 @@
 //!   `amountUsdc` a decimal string, `issued` RFC 3339 UTC.
 //! - `fulfillment` URLs carry a secret key: whoever holds a URL can download that file. Only the
 //!   key's hash is stored; the key itself is derived from the Passport id and the store's
-//!   fulfillment secret (`STORE_FULFILLMENT_SECRET`), so a retry of the same payment returns the
-//!   same Passport with the same key and adds no row. When the secret changed (a store started
-//!   without one, then restarted), the retry adds the new key: one key per order per secret.
+//!   fulfillment secret (`STORE_FULFILLMENT_SECRET`, or else one generated once and kept in the
+//!   database), so a retry of the same payment returns the same Passport with the same key and
+//!   adds no row, on every instance and after a restart. When the secret is rotated, the retry
+//!   adds the new key: one key per order per secret.
 //!
 //! Re-delivery is for a lost response, not a lasting credential: a retry of the same
 //! `PAYMENT-SIGNATURE` later than `STORE_REDELIVERY_WINDOW_SECS` (7 days by default) after the
@@ -182,7 +183,11 @@ async fn fulfil(
         .store
         .order_by_payment_key(payment.key.as_str())
         .await?;
-    let secret = &state.config.fulfillment_secret;
+    let secret = state
+        .config
+        .fulfillment_secret
+        .as_deref()
+        .ok_or(Failure::Unkeyed)?;
     let referral = match &existing {
         // The citation was judged when the order was first recorded.
         Some(order) => {

@@ -11,6 +11,10 @@
 //! | returned | orders by a payer who had bought before | the `orders` table |
 //! | referred | orders whose citation counted | the `referrals` table |
 //!
+//! `retrieved`, `considered` and `selected` count requests anyone can send for free (an invalid
+//! `PAYMENT-SIGNATURE` counts as selected), so they can be inflated; the doctrine says so. The
+//! order-derived stages rest on settled payments.
+//!
 //! Live and demo are reported separately: traffic counts under the store's mode, orders under
 //! their own `demo` flag, so a sandbox purchase never inflates a live number. `indexed` is a
 //! fact about third parties and is reported under live only.
@@ -18,12 +22,18 @@
 //! The layer's event hook is synchronous, so traffic counters are bumped in memory and written
 //! by a background task; [`Standing::flush`] writes what is pending and waits for it (call it at
 //! shutdown), and [`Standing::snapshot`] flushes before reading.
+//!
+//! The free routes that show the funnel (`/api/bazaar`, MCP `get_standing`) read it with
+//! [`Standing::latest`], which never holds a request up on a database that is away: the read
+//! runs in the background, the route waits for it at most [`FRESH_WAIT`] while the database
+//! answered the last read, and not at all while it did not, answering with the last counts read.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use serde::Serialize;
-use tokio::sync::{Mutex, Notify};
+use tokio::sync::{Mutex, Notify, watch};
 use tower_x402::{PaymentEvent, PaymentEvents};
 
 use crate::storage::{Mode, OrderFunnel, StorageError, Store};
@@ -40,15 +50,18 @@ pub const STAGES: [&str; 8] = [
     "referred",
 ];
 
+/// The longest a free route waits for fresh funnel counts while the database is answering.
+pub const FRESH_WAIT: Duration = Duration::from_secs(1);
+
 /// The gauge stage, set from the discovery probe rather than counted.
 const INDEXED: &str = STAGES[0];
 
 /// What each stage counts, in [`STAGES`] order.
 const MEANINGS: [&str; 8] = [
     "discovery channels that list the store, as last probed",
-    "catalog documents served",
-    "402 payment challenges served",
-    "paid attempts received (requests carrying PAYMENT-SIGNATURE)",
+    "catalog documents served (any request counts: can be inflated)",
+    "402 payment challenges served (any request counts: can be inflated)",
+    "paid attempts received: requests carrying PAYMENT-SIGNATURE, valid or not (can be inflated)",
     "orders (Passports issued)",
     "fulfillment files downloaded",
     "orders by a payer who had bought before",
@@ -87,6 +100,14 @@ struct Inner {
     indexed_dirty: AtomicBool,
     wake: Arc<Notify>,
     flushing: Mutex<()>,
+    /// The last report read, for [`Standing::latest`].
+    latest: std::sync::Mutex<Option<StandingReport>>,
+    /// Whether the last background read reached the database.
+    reachable: AtomicBool,
+    /// Whether a background read is under way.
+    reading: AtomicBool,
+    /// Bumped after each background read.
+    read: watch::Sender<u64>,
 }
 
 impl Drop for Inner {
@@ -148,6 +169,10 @@ impl Standing {
             indexed_dirty: AtomicBool::new(false),
             wake: Arc::clone(&wake),
             flushing: Mutex::new(()),
+            latest: std::sync::Mutex::new(None),
+            reachable: AtomicBool::new(true),
+            reading: AtomicBool::new(false),
+            read: watch::Sender::new(0),
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(write_behind(Arc::downgrade(&inner), wake));
@@ -179,6 +204,50 @@ impl Standing {
     /// The database refused the write; the counts stay pending for the next flush.
     pub async fn flush(&self) -> Result<(), StorageError> {
         self.inner.flush().await
+    }
+
+    /// The funnel for a free route, without hanging on the database: starts a read in the
+    /// background (one at a time) and waits for it at most [`FRESH_WAIT`] if the database
+    /// answered the last read, not at all otherwise; then answers with the latest report read
+    /// (`None` if none ever was).
+    pub async fn latest(&self) -> Option<StandingReport> {
+        let mut read = self.inner.read.subscribe();
+        self.read_in_background();
+        if self.inner.reachable.load(Ordering::Acquire) {
+            let _ = tokio::time::timeout(FRESH_WAIT, read.changed()).await;
+        }
+        self.inner
+            .latest
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn read_in_background(&self) {
+        if self.inner.reading.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let standing = self.clone();
+        tokio::spawn(async move {
+            let inner = &standing.inner;
+            match standing.snapshot().await {
+                Ok(report) => {
+                    *inner
+                        .latest
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(report);
+                    inner.reachable.store(true, Ordering::Release);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "the funnel could not be read; showing the last counts read");
+                    inner.reachable.store(false, Ordering::Release);
+                }
+            }
+            inner.reading.store(false, Ordering::Release);
+            inner
+                .read
+                .send_modify(|count| *count = count.wrapping_add(1));
+        });
     }
 
     /// The funnel now: flushes, then reads the counters and the order-derived stages.

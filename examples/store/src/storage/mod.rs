@@ -54,6 +54,36 @@ const TABLES: [&str; 6] = [
     "counters",
 ];
 
+/// The lock a store process holds on its SQLite file for as long as it runs (released by the
+/// operating system when the process ends, however it ends). See [`lock_sqlite_file`].
+#[derive(Debug)]
+pub struct SqliteOwner {
+    _lock: std::fs::File,
+}
+
+/// Makes this process the one owner of the SQLite file `database_url` names: an exclusive lock
+/// on `FILE.lock` beside it, held as long as the returned value lives. `None` for PostgreSQL
+/// and in-memory databases, which need no owner.
+///
+/// SQLite itself would let a second process open the file, but the store keeps state in
+/// memory that only one process can hold (the funnel counts pending a write, payments held
+/// while they settle), so a second process is refused instead: several instances share
+/// PostgreSQL.
+///
+/// # Errors
+///
+/// Another process holds the lock, or the lock file cannot be created.
+pub fn lock_sqlite_file(database_url: &str) -> Result<Option<SqliteOwner>, StorageError> {
+    if Engine::of(database_url) != Some(Engine::Sqlite) {
+        return Ok(None);
+    }
+    sqlite::lock_file(database_url).map(|lock| lock.map(|lock| SqliteOwner { _lock: lock }))
+}
+
+/// How long a request waits for the database by default (`STORE_DATABASE_TIMEOUT_SECS`): well
+/// under the 5 to 10 s after which common HTTP clients give up.
+pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The database could not be opened, migrated, read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
@@ -77,6 +107,23 @@ pub enum StorageError {
     /// A query failed.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// Another store process owns the SQLite file.
+    #[error(
+        "another store process is using {path} (it holds {path}.lock): one process owns a SQLite file; run several instances on PostgreSQL"
+    )]
+    Owned {
+        /// The database file.
+        path: String,
+    },
+    /// The lock file beside the SQLite file could not be created or locked.
+    #[error("cannot lock {path}: {source}")]
+    Lock {
+        /// The lock file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// A stored value could not be read back.
     #[error("stored data is unreadable: {0}")]
     Corrupt(String),
@@ -219,9 +266,27 @@ impl Store {
     ///
     /// An unsupported URL, an uncreatable directory, or a connection or migration failure.
     pub async fn open(database_url: &str) -> Result<Self, StorageError> {
+        Self::open_with_timeout(database_url, DEFAULT_TIMEOUT).await
+    }
+
+    /// [`Store::open`], with every later wait for the database bounded by `timeout`: for a
+    /// pooled connection (PostgreSQL down, or every connection busy) and, on SQLite, for
+    /// another writer. A request that runs out of it fails (a 503) instead of hanging.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::open`].
+    pub async fn open_with_timeout(
+        database_url: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Self, StorageError> {
         let backend = match Engine::of(database_url) {
-            Some(Engine::Sqlite) => Backend::Sqlite(SqliteBackend::open(database_url).await?),
-            Some(Engine::Postgres) => Backend::Postgres(PostgresBackend::open(database_url).await?),
+            Some(Engine::Sqlite) => {
+                Backend::Sqlite(SqliteBackend::open(database_url, timeout).await?)
+            }
+            Some(Engine::Postgres) => {
+                Backend::Postgres(PostgresBackend::open(database_url, timeout).await?)
+            }
             None => return Err(StorageError::UnsupportedUrl(without_password(database_url))),
         };
         Ok(Self { backend })
@@ -246,6 +311,17 @@ impl Store {
             Err(error) if error.is_unique_violation() => dispatch!(self, insert_order(new)),
             outcome => outcome,
         }
+    }
+
+    /// The store's fulfillment secret: generated (32 random bytes, hex) by the first process
+    /// that asks and kept in the database, so every instance, and every restart, derives the
+    /// same fulfillment keys.
+    pub async fn fulfillment_secret(&self) -> Result<String, StorageError> {
+        let candidate: String = rand::random::<[u8; 32]>()
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        dispatch!(self, secret("fulfillment", &candidate))
     }
 
     /// Whether `secret_hash` is one of the fulfillment grants of `passport`.

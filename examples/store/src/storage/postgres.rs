@@ -27,9 +27,6 @@ use super::{
 /// Connections per instance; the server's `max_connections` bounds the sum over instances.
 const MAX_CONNECTIONS: u32 = 16;
 
-/// How long a request waits for a free connection before failing (as a 503).
-const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// A pool of PostgreSQL connections with the store's schema.
 #[derive(Clone, Debug)]
 pub(super) struct PostgresBackend {
@@ -45,10 +42,12 @@ impl PostgresBackend {
     /// Connects to `database_url` (`postgres://…` or `postgresql://…`) and runs the migrations.
     /// Several instances may start at once: sqlx serialises their migrations with an advisory
     /// lock.
-    pub(super) async fn open(database_url: &str) -> Result<Self, StorageError> {
+    /// `timeout` bounds a request's wait for a connection (the server down, or every
+    /// connection busy): it then fails, as a 503, instead of hanging.
+    pub(super) async fn open(database_url: &str, timeout: Duration) -> Result<Self, StorageError> {
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .acquire_timeout(timeout)
             .connect(database_url)
             .await?;
         sqlx::migrate!("./migrations-postgres").run(&pool).await?;
@@ -134,6 +133,24 @@ impl PostgresBackend {
         }
         tx.commit().await?;
         Ok(Recorded::Created(order.clone()))
+    }
+
+    /// The secret named `name`, stored as `candidate` if there was none yet: the first writer
+    /// wins and every later call, from any process, reads its value.
+    pub(super) async fn secret(&self, name: &str, candidate: &str) -> Result<String, StorageError> {
+        sqlx::query(
+            "INSERT INTO store_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(candidate)
+        .execute(&self.pool)
+        .await?;
+        Ok(
+            sqlx::query_scalar("SELECT value FROM store_secrets WHERE name = $1")
+                .bind(name)
+                .fetch_one(&self.pool)
+                .await?,
+        )
     }
 
     pub(super) async fn grant_matches(

@@ -12,9 +12,6 @@ use super::{
     order_from_row,
 };
 
-/// How long a connection waits for another writer before giving up.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// Connections kept for a file database (SQLite serialises writers anyway).
 const MAX_CONNECTIONS: u32 = 8;
 
@@ -36,13 +33,63 @@ const ORDER_COLUMNS: &str = "SELECT o.passport, o.sku, o.resource, o.payer, o.ne
      o.payment_key, o.demo, o.issued, r.cited, r.counted, r.reason \
      FROM orders o LEFT JOIN referrals r ON r.passport = o.passport";
 
+/// An exclusive lock on `FILE.lock` beside the database file of `database_url`; `None` for an
+/// in-memory database.
+pub(super) fn lock_file(database_url: &str) -> Result<Option<std::fs::File>, StorageError> {
+    if is_in_memory(database_url) {
+        return Ok(None);
+    }
+    let options = SqliteConnectOptions::from_str(database_url)?;
+    let database = options.get_filename();
+    create_parent(database)?;
+    let mut name = database.as_os_str().to_owned();
+    name.push(".lock");
+    let path = std::path::PathBuf::from(name);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| StorageError::Lock {
+            path: path.display().to_string(),
+            source,
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StorageError::Owned {
+            path: database.display().to_string(),
+        }),
+        Err(std::fs::TryLockError::Error(source)) => Err(StorageError::Lock {
+            path: path.display().to_string(),
+            source,
+        }),
+    }
+}
+
+fn is_in_memory(database_url: &str) -> bool {
+    database_url.contains(":memory:") || database_url.contains("mode=memory")
+}
+
+/// Creates the directory of the database file if it is missing.
+fn create_parent(database: &std::path::Path) -> Result<(), StorageError> {
+    if let Some(dir) = database.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|source| StorageError::Directory {
+            path: dir.display().to_string(),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
 impl SqliteBackend {
-    pub(super) async fn open(database_url: &str) -> Result<Self, StorageError> {
+    /// Opens the database; `timeout` bounds both the wait for a pooled connection and a
+    /// connection's wait for another writer.
+    pub(super) async fn open(database_url: &str, timeout: Duration) -> Result<Self, StorageError> {
         let options = SqliteConnectOptions::from_str(database_url)?
             .create_if_missing(true)
             .foreign_keys(true)
-            .busy_timeout(BUSY_TIMEOUT);
-        let in_memory = database_url.contains(":memory:") || database_url.contains("mode=memory");
+            .busy_timeout(timeout);
+        let in_memory = is_in_memory(database_url);
         let pool_options = if in_memory {
             // Every connection to `:memory:` is a separate database: keep exactly one, forever.
             SqlitePoolOptions::new()
@@ -51,18 +98,10 @@ impl SqliteBackend {
                 .idle_timeout(None)
                 .max_lifetime(None)
         } else {
-            if let Some(dir) = options
-                .get_filename()
-                .parent()
-                .filter(|dir| !dir.as_os_str().is_empty())
-            {
-                std::fs::create_dir_all(dir).map_err(|source| StorageError::Directory {
-                    path: dir.display().to_string(),
-                    source,
-                })?;
-            }
+            create_parent(options.get_filename())?;
             SqlitePoolOptions::new().max_connections(MAX_CONNECTIONS)
-        };
+        }
+        .acquire_timeout(timeout);
         let options = if in_memory {
             options
         } else {
@@ -235,6 +274,24 @@ impl SqliteBackend {
         }
         tx.commit().await?;
         Ok(Recorded::Created(order.clone()))
+    }
+
+    /// The secret named `name`, stored as `candidate` if there was none yet: the first writer
+    /// wins and every later call, from any process, reads its value.
+    pub(super) async fn secret(&self, name: &str, candidate: &str) -> Result<String, StorageError> {
+        sqlx::query(
+            "INSERT INTO store_secrets (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(candidate)
+        .execute(&self.pool)
+        .await?;
+        Ok(
+            sqlx::query_scalar("SELECT value FROM store_secrets WHERE name = ?")
+                .bind(name)
+                .fetch_one(&self.pool)
+                .await?,
+        )
     }
 
     pub(super) async fn grant_matches(

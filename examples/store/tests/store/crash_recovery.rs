@@ -9,10 +9,8 @@ use tower_x402::proto::{Network, PaymentRequired, header};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
 use x402_store::storage::Store;
 
+use super::reliability;
 use super::support::RECEIPT;
-
-#[path = "../../../../tests/reliability/mod.rs"]
-mod reliability;
 
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 /// Seconds a store holds a payment it is settling.

@@ -2,7 +2,7 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::support::store;
 
@@ -212,6 +212,63 @@ async fn transport_rules() {
     assert_eq!(store.send(newer).await.json["error"]["code"], -32600);
 }
 
+/// A batch is answered up to `MAX_BATCH` messages; a longer one is refused whole, with a
+/// JSON-RPC error and before any tool runs (the funnel counts no catalog read).
+async fn batches_are_bounded() {
+    let store = store().await;
+    let search = |id: usize| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "search_catalog", "arguments": {"limit": 100}}})
+    };
+    let full: Vec<Value> = (0..x402_store::mcp::MAX_BATCH).map(search).collect();
+    let answer = store.mcp(&Value::Array(full).to_string()).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.text);
+    assert_eq!(
+        answer.json.as_array().unwrap().len(),
+        x402_store::mcp::MAX_BATCH
+    );
+    let retrieved = store
+        .state
+        .standing
+        .snapshot()
+        .await
+        .unwrap()
+        .demo("retrieved");
+
+    let over: Vec<Value> = (0..=x402_store::mcp::MAX_BATCH).map(search).collect();
+    let refused = store.mcp(&Value::Array(over).to_string()).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.text);
+    assert_eq!(refused.json["jsonrpc"], "2.0");
+    assert_eq!(refused.json["error"]["code"], -32600);
+    assert!(
+        refused.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("at most {}", x402_store::mcp::MAX_BATCH)),
+        "{}",
+        refused.text
+    );
+    assert!(refused.bytes.len() < 512, "{}", refused.text);
+    assert_eq!(
+        store
+            .state
+            .standing
+            .snapshot()
+            .await
+            .unwrap()
+            .demo("retrieved"),
+        retrieved,
+        "no tool of the refused batch ran"
+    );
+    // 500 small messages, the size of the batch that used to answer 16 MB: refused in bytes.
+    let many: Vec<Value> = (0..500).map(search).collect();
+    let body = Value::Array(many).to_string();
+    assert!(body.len() < x402_store::app::MAX_BODY_BYTES);
+    let refused = store.mcp(&body).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    assert!(refused.bytes.len() < 512, "{}", refused.text);
+}
+
 async fn tools_are_listed_read_only_with_input_schemas() {
     let store = store().await;
     let answer = store
@@ -296,6 +353,16 @@ async fn tools_answer_with_text_and_structured_content() {
             .iter()
             .any(|s| s.as_str().unwrap().contains("proof of purchase only"))
     );
+    // The funnel's free stages are said to be inflatable, in the doctrine and in the standing.
+    assert!(
+        statements.iter().any(|s| {
+            let s = s.as_str().unwrap();
+            s.contains("considered") && s.contains("selected") && s.contains("can be inflated")
+        }),
+        "{statements:?}"
+    );
+    let meanings = standing["structuredContent"]["stages"].to_string();
+    assert_eq!(meanings.matches("can be inflated").count(), 3, "{meanings}");
     assert_eq!(
         doctrine["structuredContent"]["referralSchema"]["header"],
         "X-REFERRER-PASSPORT"
@@ -488,6 +555,7 @@ super::support::on_both_backends!(
     initialize_negotiates_the_protocol_version,
     json_rpc_errors_have_their_codes,
     transport_rules,
+    batches_are_bounded,
     tools_are_listed_read_only_with_input_schemas,
     tools_answer_with_text_and_structured_content,
     bad_arguments_are_tool_errors,

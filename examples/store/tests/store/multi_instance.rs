@@ -200,12 +200,14 @@ async fn one_payment_at_three_instances_at_once_settles_once() {
         .collect();
     let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
     let mut passports = std::collections::BTreeSet::new();
+    let mut files = std::collections::BTreeSet::new();
     for copy in copies {
         let (status, body) = copy.await.unwrap();
         *statuses.entry(status.as_u16()).or_default() += 1;
         assert_ne!(status, StatusCode::PAYMENT_REQUIRED, "{body}");
         if status == StatusCode::OK {
             passports.insert(body["passport"]["passport"].as_str().unwrap().to_owned());
+            files.insert(body["fulfillment"][0]["url"].as_str().unwrap().to_owned());
         }
     }
     println!(
@@ -223,6 +225,11 @@ async fn one_payment_at_three_instances_at_once_settles_once() {
     assert_eq!(faulty.settle_calls(), 1, "one /settle over all instances");
     assert_eq!(sandbox.settlement_count(), 1, "one transfer");
     assert_eq!(passports.len(), 1, "one Passport: {passports:?}");
+    assert_eq!(
+        files.len(),
+        1,
+        "one fulfillment key on every instance: {files:?}"
+    );
 
     // What one instance sold, every other verifies and delivers.
     let passport = passports.into_iter().next().unwrap();
@@ -257,6 +264,16 @@ async fn one_payment_at_three_instances_at_once_settles_once() {
     }
     assert_eq!(stage(&client, &instances[1].base, "considered").await, 4);
     assert_eq!(stage(&client, &instances[2].base, "purchased").await, 1);
+
+    // Every instance stopped and a new one started: the re-delivery hands out the same key
+    // (the secret is the database's, not a process's), and stores no new one.
+    drop(instances);
+    let restarted = start(&database, &facilitator, &rpc).await;
+    let (status, again) = present(&client, &restarted.base, &signature).await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again["fulfillment"][0]["url"], file.as_str());
+    let store = x402_store::storage::Store::open(&database).await.unwrap();
+    assert_eq!(store.row_counts().await.unwrap()["fulfillment_grants"], 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -87,7 +87,16 @@ impl PgServer {
         format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
     }
 
-    fn stop(&self) {
+    /// A server of its own for a test that stops it: stopped when dropped, and by the
+    /// watchdog if this test binary exits first.
+    pub(crate) fn start_own() -> Result<Self, String> {
+        let server = Self::start()?;
+        server.stop_when_this_process_exits()?;
+        Ok(server)
+    }
+
+    /// Stops the server now (`pg_ctl stop -m immediate`), as a crash or an outage would.
+    pub(crate) fn stop(&self) {
         let status = as_postgres(is_root(), &self.bin.join("pg_ctl"))
             .args(["stop", "-m", "immediate", "-w", "-D"])
             .arg(&self.data)
@@ -105,7 +114,10 @@ impl PgServer {
 
 impl Drop for PgServer {
     fn drop(&mut self) {
-        self.stop();
+        // A server a test already stopped has no postmaster.pid left.
+        if self.data.join("postmaster.pid").exists() {
+            self.stop();
+        }
     }
 }
 

@@ -10,6 +10,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use x402_store::serve::{ServeLimits, serve};
 
+use super::reliability;
 use super::support::{TestStore, store, store_with};
 
 /// Longest a test waits for the server to close a connection: far beyond every limit set here,
@@ -27,7 +28,9 @@ async fn listen(store: &TestStore, limits: ServeLimits) -> SocketAddr {
 
 fn short_limits() -> ServeLimits {
     ServeLimits {
+        first_byte_timeout: Duration::from_secs(1),
         header_read_timeout: Duration::from_secs(1),
+        http2_idle_timeout: Duration::from_secs(1),
         request_timeout: Duration::from_secs(1),
         max_connections: 64,
     }
@@ -128,6 +131,7 @@ async fn connections_beyond_the_bound_wait_for_a_free_slot() {
     let store = store().await;
     let limits = ServeLimits {
         max_connections: 1,
+        first_byte_timeout: Duration::from_secs(30),
         header_read_timeout: Duration::from_secs(30),
         ..short_limits()
     };
@@ -231,4 +235,254 @@ async fn too_many_headers_over_tcp_get_431_json() {
     let received = read_until_closed(&mut stream).await;
     assert!(received.starts_with("HTTP/1.1 431"), "{received}");
     assert!(received.contains(r#""error""#), "{received}");
+}
+
+/// Seconds from connecting to the server closing a connection that sends nothing.
+async fn seconds_until_closed(stream: &mut TcpStream) -> f64 {
+    let started = std::time::Instant::now();
+    read_until_closed(stream).await;
+    started.elapsed().as_secs_f64()
+}
+
+#[tokio::test]
+async fn a_silent_connection_is_closed_at_the_first_byte_deadline() {
+    let store = store().await;
+    let limits = ServeLimits {
+        first_byte_timeout: Duration::from_secs(1),
+        header_read_timeout: Duration::from_secs(30),
+        http2_idle_timeout: Duration::from_secs(30),
+        ..short_limits()
+    };
+    let address = listen(&store, limits).await;
+    let mut silent = TcpStream::connect(address).await.unwrap();
+    let waited = seconds_until_closed(&mut silent).await;
+    assert!((0.9..6.0).contains(&waited), "closed after {waited:.1} s");
+    // An HTTP/2 preface cut short is as silent: closed at the same deadline.
+    let mut partial = TcpStream::connect(address).await.unwrap();
+    partial.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+    let waited = seconds_until_closed(&mut partial).await;
+    assert!((0.9..6.0).contains(&waited), "closed after {waited:.1} s");
+    // A client that speaks within the deadline is served.
+    let mut prompt = TcpStream::connect(address).await.unwrap();
+    prompt
+        .write_all(b"GET /.well-known/x402 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let received = read_until_closed(&mut prompt).await;
+    assert!(received.starts_with("HTTP/1.1 200"), "{received}");
+}
+
+#[tokio::test]
+async fn an_idle_h2c_connection_answering_pings_is_closed() {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+
+    let store = store().await;
+    let limits = ServeLimits {
+        // The server pings every second (its keep-alive interval is the header-read timeout).
+        header_read_timeout: Duration::from_secs(1),
+        http2_idle_timeout: Duration::from_secs(3),
+        ..short_limits()
+    };
+    let address = listen(&store, limits).await;
+    let stream = TcpStream::connect(address).await.unwrap();
+    // Prior-knowledge h2c; the client pings too, and answers the server's pings.
+    let (mut sender, connection) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Duration::from_millis(300))
+        .keep_alive_while_idle(true)
+        .handshake::<_, Body>(TokioIo::new(stream))
+        .await
+        .unwrap();
+    let connection = tokio::spawn(connection);
+    let response = sender
+        .send_request(
+            Request::get(format!("http://{address}/.well-known/x402"))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .unwrap();
+    let idle_since = std::time::Instant::now();
+    let closed = tokio::time::timeout(PATIENCE, connection).await;
+    let waited = idle_since.elapsed().as_secs_f64();
+    assert!(closed.is_ok(), "the idle HTTP/2 connection was kept open");
+    assert!(
+        (2.5..10.0).contains(&waited),
+        "closed {waited:.1} s after its last stream"
+    );
+    assert!(sender.is_closed());
+}
+
+/// A real `store` process limited to four connections: four silent sockets hold every slot
+/// until the first-byte deadline closes them, and the store answers again.
+#[tokio::test]
+async fn a_store_process_held_by_silent_connections_recovers_at_the_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("store.db").display());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let address = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_store"))
+        .args([
+            "--listen",
+            &address.to_string(),
+            "--database-url",
+            &database,
+        ])
+        .args(["--max-connections", "4", "--first-byte-timeout-secs", "2"])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the store binary starts");
+    let _kill = KillOnDrop(&mut child);
+
+    // Ready when a request on a fresh connection is answered (and its connection closed).
+    let started = std::time::Instant::now();
+    loop {
+        if let Ok(mut stream) = TcpStream::connect(address).await {
+            let _ = stream
+                .write_all(
+                    b"GET /.well-known/x402 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                )
+                .await;
+            if read_until_closed(&mut stream)
+                .await
+                .starts_with("HTTP/1.1 200")
+            {
+                break;
+            }
+        }
+        assert!(started.elapsed() < PATIENCE, "the store did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let mut silent = Vec::new();
+    for _ in 0..4 {
+        silent.push(TcpStream::connect(address).await.unwrap());
+    }
+    let held_since = std::time::Instant::now();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut buyer = TcpStream::connect(address).await.unwrap();
+    buyer
+        .write_all(b"GET /.well-known/x402 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let early = tokio::time::timeout(Duration::from_millis(1000), buyer.peek(&mut byte)).await;
+    assert!(
+        early.is_err(),
+        "a fifth connection was served beyond the bound"
+    );
+    let received = read_until_closed(&mut buyer).await;
+    let waited = held_since.elapsed().as_secs_f64();
+    assert!(received.starts_with("HTTP/1.1 200"), "{received}");
+    assert!(
+        (1.5..10.0).contains(&waited),
+        "answered after {waited:.1} s"
+    );
+    for stream in &mut silent {
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(PATIENCE, stream.read(&mut byte)).await;
+        assert!(
+            matches!(read, Ok(Ok(0) | Err(_))),
+            "a silent connection was left open: {read:?}"
+        );
+    }
+
+    let row = reliability::Row {
+        fault: "four silent TCP connections (no byte sent) to a store limited to four \
+                (`STORE_MAX_CONNECTIONS=4`, `STORE_FIRST_BYTE_TIMEOUT_SECS=2`); a fifth client"
+            .to_owned(),
+        mode: "before",
+        client_sees: "fifth waits in the backlog → 200 once the four are closed at the deadline"
+            .to_owned(),
+        inner_ran: 0,
+        transfers: 0,
+        delivered_unpaid: false,
+    };
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    reliability::check_section(&root, "store-connections", &[row]);
+}
+
+struct KillOnDrop<'a>(&'a mut std::process::Child);
+
+impl Drop for KillOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A request sent on a fresh connection: everything the server sent until it closed.
+async fn raw_answer(address: SocketAddr, request: &[u8]) -> String {
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    // The server may answer and close before the whole request is written.
+    let _ = stream.write_all(request).await;
+    read_until_closed(&mut stream).await
+}
+
+/// What the README says of malformed HTTP/1 framing: hyper refuses what it cannot frame before
+/// the app sees a request (empty body, connection closed); what reaches the app gets JSON.
+#[tokio::test]
+async fn malformed_http1_framing_is_answered_as_the_readme_says() {
+    let store = store().await;
+    let address = listen(&store, short_limits()).await;
+    let mut long_line = b"GET /llms.txt?q=".to_vec();
+    long_line.resize(long_line.len() + 450 * 1024, b'a');
+    long_line.extend_from_slice(b" HTTP/1.1\r\nHost: x\r\n\r\n");
+    let by_hyper: [(&str, Vec<u8>, &str); 3] = [
+        (
+            "two different Content-Length",
+            b"POST /api/discovery HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}"
+                .to_vec(),
+            "HTTP/1.1 400 Bad Request\r\n",
+        ),
+        (
+            "a Transfer-Encoding not ending in chunked",
+            b"POST /api/discovery HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"
+                .to_vec(),
+            "HTTP/1.1 400 Bad Request\r\n",
+        ),
+        (
+            "a 450 KB request line",
+            long_line,
+            "HTTP/1.1 431 Request Header Fields Too Large\r\n",
+        ),
+    ];
+    for (case, request, status_line) in by_hyper {
+        let received = raw_answer(address, &request).await;
+        assert!(received.starts_with(status_line), "{case}: {received:?}");
+        assert!(
+            received.contains("connection: close\r\n"),
+            "{case}: {received:?}"
+        );
+        assert!(
+            received.contains("content-length: 0\r\n"),
+            "{case}: {received:?}"
+        );
+        assert!(
+            received.ends_with("\r\n\r\n"),
+            "{case}: no body: {received:?}"
+        );
+    }
+    // A chunked body that turns out malformed reaches the app, which answers JSON.
+    let received = raw_answer(
+        address,
+        b"POST /api/discovery HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+    )
+    .await;
+    assert!(received.starts_with("HTTP/1.1 400 "), "{received:?}");
+    assert!(
+        received.contains("content-type: application/json"),
+        "{received:?}"
+    );
+    assert!(received.contains(r#"{"error":""#), "{received:?}");
 }
