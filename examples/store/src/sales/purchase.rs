@@ -239,6 +239,13 @@ async fn fulfil(
     if order.sku != sku.slug {
         return Err(Failure::OtherSku);
     }
+    // Another request for the same payment (on this instance or another) recorded its order
+    // first, under the Passport it generated: the key is that Passport's.
+    let key = if order.passport == new.order.passport {
+        key
+    } else {
+        derived_key(secret, &order.passport)?
+    };
     Ok(PurchaseBody::new(state.config, sku, &order, &key, replayed).await)
 }
 
