@@ -11,6 +11,7 @@ mod catalog_documents;
 mod catalog_prices;
 mod crash_recovery;
 mod discovery_channels;
+mod ledger_outage;
 mod mcp_protocol;
 mod multi_instance;
 mod passport_errors;
