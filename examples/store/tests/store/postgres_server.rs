@@ -66,20 +66,30 @@ impl PgServer {
             port,
             dir,
         };
-        let log = server.data.join("server.log");
-        run(as_postgres(as_root, &server.bin.join("pg_ctl"))
+        server.start_again()?;
+        Ok(server)
+    }
+
+    /// Starts the server (again, after [`stop_now`](Self::stop_now)) on its data directory.
+    pub(crate) fn start_again(&self) -> Result<(), String> {
+        let log = self.data.join("server.log");
+        run(as_postgres(is_root(), &self.bin.join("pg_ctl"))
             .arg("start")
             .arg("-w")
             .args(["-t", "60"])
             .arg("-D")
-            .arg(&server.data)
+            .arg(&self.data)
             .arg("-l")
             .arg(&log))
         .map_err(|error| {
             let log = std::fs::read_to_string(&log).unwrap_or_default();
             format!("{error}\n{log}")
-        })?;
-        Ok(server)
+        })
+    }
+
+    /// Stops the server at once (`pg_ctl stop -m immediate`), as a crash or an outage would.
+    pub(crate) fn stop_now(&self) {
+        self.stop();
     }
 
     /// The URL of `database` on this server.
