@@ -200,6 +200,5 @@ async fn killed_mid_settlement_then_restarted_delivers_once() {
         transfers,
         delivered_unpaid: transfers == 0,
     };
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    reliability::check_section(&root, "store", &[row]);
+    reliability::check("store", &[row]);
 }

@@ -121,6 +121,5 @@ async fn with_postgres_stopped_catalog_answers_at_once_and_payments_fail_fast() 
         transfers: sandbox.settlement_count(),
         delivered_unpaid: false,
     };
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    reliability::check_section(&root, "store-database", &[row]);
+    reliability::check("store-database", &[row]);
 }

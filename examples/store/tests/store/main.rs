@@ -23,7 +23,26 @@ mod postgres_server;
 mod purchase_flow;
 mod referral_rules;
 #[path = "../../../../tests/reliability/mod.rs"]
-mod reliability;
+mod reliability_table;
+
+mod reliability {
+    //! RELIABILITY.md's store sections, checked (or rewritten) one test at a time: with
+    //! `UPDATE_RELIABILITY` each rewrite reads and writes the whole file.
+
+    use super::reliability_table as table;
+
+    pub(crate) use table::Row;
+
+    /// Checks the section `name` of `tests/RELIABILITY.md` against `rows`.
+    pub(crate) fn check(name: &str, rows: &[Row]) {
+        static FILE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one_at_a_time = FILE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        table::check_section(&root, name, rows);
+    }
+}
 mod request_log;
 mod restart_store;
 mod server_limits;

@@ -408,8 +408,7 @@ async fn a_store_process_held_by_silent_connections_recovers_at_the_deadline() {
         transfers: 0,
         delivered_unpaid: false,
     };
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    reliability::check_section(&root, "store-connections", &[row]);
+    reliability::check("store-connections", &[row]);
 }
 
 struct KillOnDrop<'a>(&'a mut std::process::Child);

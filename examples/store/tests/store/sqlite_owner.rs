@@ -108,6 +108,5 @@ async fn a_second_process_on_one_sqlite_file_is_refused() {
         transfers: 0,
         delivered_unpaid: false,
     };
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    reliability::check_section(&root, "store-sqlite-owner", &[row]);
+    reliability::check("store-sqlite-owner", &[row]);
 }
