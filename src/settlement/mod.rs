@@ -25,6 +25,8 @@ mod reconciler;
 mod record;
 mod state;
 
+#[cfg(any(test, feature = "test-util"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub use conformance::check as check_conformance;
 pub use memory::MemorySettlementStore;
 #[cfg(feature = "postgres")]
