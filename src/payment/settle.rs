@@ -240,23 +240,31 @@ fn reconciled_settlement(request: &FacilitatorRequest, transaction: String) -> S
         payer: request
             .payment_payload
             .exact_evm()
-            .ok()
-            .map(|evm| evm.authorization.from),
+            .map(|evm| evm.authorization.from)
+            .or_else(|_| {
+                let upto = request.payment_payload.upto_evm()?;
+                Ok::<_, serde_json::Error>(upto.permit2_authorization.from)
+            })
+            .ok(),
         amount: Some(requirement.amount),
         extensions: None,
     }
 }
 
-/// Whether the payment's authorization can no longer be used (EIP-3009 `validBefore` passed).
-/// Payments of other schemes never count as expired, so they are never released on a
-/// reconciler's word alone.
+/// Whether the payment's authorization can no longer be used (EIP-3009 `validBefore` or the
+/// Permit2 `deadline` of an `upto` permit passed). Payments of other schemes never count as
+/// expired, so they are never released on a reconciler's word alone.
 fn authorization_expired(request: &FacilitatorRequest) -> bool {
-    request
-        .payment_payload
-        .exact_evm()
-        .ok()
-        .and_then(|evm| evm.authorization.valid_before.parse::<u64>().ok())
-        .is_some_and(|valid_before| valid_before.saturating_mul(1000) <= now_ms())
+    let payload = &request.payment_payload;
+    let last_second = match payload.exact_evm() {
+        Ok(evm) => evm.authorization.valid_before.parse::<u64>().ok(),
+        // Permit2 accepts the permit while `block.timestamp <= deadline`.
+        Err(_) => payload.upto_evm().ok().and_then(|upto| {
+            let deadline = upto.permit2_authorization.deadline.parse::<u64>().ok()?;
+            deadline.checked_add(1)
+        }),
+    };
+    last_second.is_some_and(|end| end.saturating_mul(1000) <= now_ms())
 }
 
 /// Records a settlement and reports it. The money has moved: the buyer is served whatever the
