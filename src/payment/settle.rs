@@ -16,9 +16,10 @@ use crate::settlement::{PaymentState, Reconciliation, SettlementIntent, Settleme
 
 /// `success: false` reasons that do not prove nothing moved: the transaction may be on its way
 /// (`settlement_pending`), or the authorization was used — possibly by this very payment.
-const UNCERTAIN_REASONS: [&str; 5] = [
+const UNCERTAIN_REASONS: [&str; 6] = [
     "settlement_pending",
     "invalid_exact_evm_nonce_already_used",
+    "permit2_invalid_nonce",
     "unexpected_settle_error",
     "invalid_transaction_state",
     "duplicate_settlement",
