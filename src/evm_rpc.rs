@@ -19,11 +19,10 @@
 //! `deadline` has passed and keeps it in doubt before. A consumed one is looked for among the
 //! token's `Transfer(from = payer, to = payTo)` logs over the same blocks: the newest with the
 //! settled amount, whose receipt succeeded, is [`Settled`](Reconciliation::Settled); a consumed
-//! nonce without such a transfer (the permit cancelled, or used elsewhere) is
-//! [`NotSettled`](Reconciliation::NotSettled): nothing was paid here, and the permit can never be
-//! used again. Searching fewer blocks than the settlement's age therefore reads as not settled;
-//! keep [`search_blocks`](EvmRpcReconciler::search_blocks) above the time a payment can stay in
-//! doubt.
+//! nonce without such a transfer (the permit cancelled, used for another amount, or settled
+//! before the searched blocks) is [`Unknown`](Reconciliation::Unknown), as a used EIP-3009
+//! authorization without its transfer is: the permit can never be used again, but only the chain
+//! beyond the searched range could say whether this payment was paid.
 
 use alloy_primitives::{Address, B256, Bytes, U256};
 use alloy_provider::{Provider, RootProvider};
@@ -231,10 +230,13 @@ impl EvmRpcReconciler {
                 }
             }
             if low == lowest {
-                // The nonce is consumed without this payment's transfer: cancelled
-                // (`invalidateUnorderedNonces`) or used for something else, so nothing was paid
-                // here; the permit can never be used again.
-                return Ok(Reconciliation::NotSettled);
+                // Consumed without this payment's transfer in the searched blocks: cancelled
+                // (`invalidateUnorderedNonces`), used for another amount, or settled before the
+                // searched range. Only the first two mean "not paid", so it stays in doubt.
+                return Err(format!(
+                    "the permit's nonce is consumed, but no Transfer of {} to payTo in the last {} blocks (cancelled, another amount, or older)",
+                    permit.payment.amount, self.search_blocks
+                ));
             }
             high = low - 1;
         }
