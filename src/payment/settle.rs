@@ -429,3 +429,54 @@ fn refuse(config: &Payments, offer: &Offer, refusal: Refusal) -> Refusal {
     config.report_refusal(offer, &refusal);
     refusal
 }
+
+#[cfg(test)]
+mod expiry_tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn request(payload: serde_json::Value, scheme: &str) -> FacilitatorRequest {
+        let requirements: crate::proto::PaymentRequirements = serde_json::from_value(json!({
+            "scheme": scheme, "network": "eip155:8453", "amount": "1000",
+            "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+            "payTo": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C", "maxTimeoutSeconds": 60
+        }))
+        .unwrap();
+        let payment = crate::proto::PaymentPayload {
+            x402_version: crate::proto::X402Version::V2,
+            resource: None,
+            accepted: requirements.clone(),
+            payload,
+            extensions: None,
+        };
+        FacilitatorRequest::new(payment, requirements)
+    }
+
+    fn permit(deadline: u64) -> FacilitatorRequest {
+        request(
+            json!({"signature": "0x", "permit2Authorization": {
+                "from": "0x857b06519E91e3A54538791bDbb0E22373e36b66",
+                "permitted": {"token": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", "amount": "1000"},
+                "spender": crate::proto::UPTO_PROXY_ADDRESS, "nonce": "1",
+                "deadline": deadline.to_string(),
+                "witness": {"to": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
+                            "facilitator": "0x1111111111111111111111111111111111111111", "validAfter": "0"}
+            }}),
+            "upto",
+        )
+    }
+
+    #[test]
+    fn a_permit_expires_after_its_deadline() {
+        let now = now_ms() / 1000;
+        assert!(authorization_expired(&permit(now - 2)));
+        assert!(!authorization_expired(&permit(now + 60)));
+        let settled = reconciled_settlement(&permit(now), "0xab".into());
+        assert_eq!(
+            settled.payer.as_deref(),
+            Some("0x857b06519E91e3A54538791bDbb0E22373e36b66")
+        );
+        assert!(!authorization_expired(&request(json!({}), "upto")));
+    }
+}
