@@ -367,3 +367,82 @@ async fn the_chain_view_answers_nonce_bitmap_and_shows_the_transfer() {
     assert_eq!(found.as_array().unwrap().len(), 1);
     assert_eq!(found[0]["transactionHash"], json!(settled.transaction));
 }
+
+#[tokio::test]
+async fn the_script_applies_to_upto_payments() {
+    use tower_x402::Facilitator as _;
+    use tower_x402::facilitator::FacilitatorError;
+    use tower_x402_sandbox::Step;
+
+    let facilitator = facilitator();
+    let accept = upto_accept(&facilitator);
+    let wallet = SandboxWallet::random();
+
+    // A lost answer after the money moved: one transfer; the identical re-send is refused with
+    // the nonce already used, as an EIP-3009 one is.
+    let payment = wallet.pay_at(&challenge(&accept), NOW).unwrap();
+    let request = charge(&payment, &accept, 30_000);
+    facilitator.queue_settle(Step::AnswerLost);
+    assert!(matches!(
+        facilitator.settle(&request).await,
+        Err(FacilitatorError::Status { .. })
+    ));
+    assert_eq!(facilitator.settlement_count(), 1);
+    let again = facilitator.settle(&request).await.unwrap();
+    assert_eq!(again.error_reason.as_deref(), Some(PERMIT2_INVALID_NONCE));
+    assert_eq!(again.payer, Some(wallet.address()));
+    assert_eq!(facilitator.settlement_count(), 1);
+
+    // Pending, then settled: the identical re-send gets the settlement, amount included.
+    let payment = wallet.pay_at(&challenge(&accept), NOW).unwrap();
+    let request = charge(&payment, &accept, 12_345);
+    facilitator.queue_settle(Step::PendingThenSettled);
+    let pending = facilitator.settle(&request).await.unwrap();
+    assert_eq!(pending.error_reason.as_deref(), Some("settlement_pending"));
+    let settled = facilitator.settle(&request).await.unwrap();
+    assert!(settled.success);
+    assert_eq!(settled.amount, Some(AtomicAmount(12_345)));
+    assert_eq!(facilitator.settlement_count(), 2);
+
+    // Refused by script: the claimed payer is reported, nothing moves.
+    let payment = wallet.pay_at(&challenge(&accept), NOW).unwrap();
+    facilitator.queue_settle(Step::Refuse("insufficient_funds".into()));
+    let refused = facilitator
+        .settle(&charge(&payment, &accept, 1))
+        .await
+        .unwrap();
+    assert!(!refused.success);
+    assert_eq!(refused.payer, Some(wallet.address()));
+    assert_eq!(facilitator.settlement_count(), 2);
+
+    // Trusted: the signature is not read, every other term still is.
+    let trusting = facilitator.clone().with_settle(Step::Trust);
+    let mut permit = wallet.permit_at(&accept, NOW).unwrap();
+    let mut unsigned = wallet.sign_permit(&accept, &permit).unwrap();
+    unsigned.signature = "0x00".into();
+    let forged = PaymentPayload {
+        x402_version: X402Version::V2,
+        resource: None,
+        accepted: accept.clone(),
+        payload: serde_json::to_value(&unsigned).unwrap(),
+        extensions: None,
+    };
+    assert!(
+        trusting
+            .settle(&charge(&forged, &accept, 5))
+            .await
+            .unwrap()
+            .success
+    );
+    permit.permitted.amount = "4".into();
+    unsigned.permit2_authorization = permit;
+    let over = PaymentPayload {
+        payload: serde_json::to_value(&unsigned).unwrap(),
+        ..forged
+    };
+    let refused = trusting.settle(&charge(&over, &accept, 5)).await.unwrap();
+    assert_eq!(
+        refused.error_reason.as_deref(),
+        Some(UPTO_AMOUNT_EXCEEDS_PERMITTED)
+    );
+}
