@@ -103,6 +103,7 @@ mod config;
 #[cfg(feature = "axum")]
 mod extract;
 mod future;
+mod metered;
 mod responses;
 mod service;
 
@@ -111,8 +112,9 @@ pub(crate) use config::Config;
 pub use config::InvalidHeaderStatus;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
-pub use extract::MissingPayment;
+pub use extract::{MissingCharge, MissingPayment};
 pub use future::ResponseFuture;
+pub use metered::SETTLEMENT_OVERRIDES;
 pub use service::X402;
 
 /// A [`Layer`] that puts an x402 paywall in front of a service.

@@ -269,9 +269,14 @@ async fn settled(
     offer: &Offer,
     hold: &Hold,
     intent: &SettlementIntent,
-    settlement: SettleResponse,
+    mut settlement: SettleResponse,
     attempt: Attempt,
 ) -> SettleResponse {
+    let requirement = &intent.request.payment_requirements;
+    if settlement.amount.is_none() && super::charge::is_metered(requirement) {
+        // The amount sent is the amount settled; recorded so that a repeat is answered with it.
+        settlement.amount = Some(requirement.amount);
+    }
     config.emit(|| PaymentEvent::Settled {
         offer,
         settlement: &settlement,
