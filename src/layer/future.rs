@@ -205,7 +205,7 @@ where
                             let outcome = match amount {
                                 Ok(Some(amount)) => cleared.settle_amount(amount).await,
                                 Ok(None) => cleared.settle().await,
-                                Err(refusal) => Err(cleared.refuse(refusal).await),
+                                Err(refusal) => Err(cleared.refuse(*refusal).await),
                             };
                             let outcome = outcome
                                 .map_err(|refusal| responses::refusal(&config, &offer, &refusal));

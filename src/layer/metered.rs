@@ -36,7 +36,7 @@ pub(super) fn header_amount(
     charge: &Charge,
     overrides: Result<Option<HeaderValue>, ()>,
     payment: &VerifiedPayment,
-) -> Result<Option<AtomicAmount>, Refusal> {
+) -> Result<Option<AtomicAmount>, Box<Refusal>> {
     let reason = match overrides {
         Ok(None) => return Ok(None),
         Ok(Some(value)) => {
@@ -48,7 +48,7 @@ pub(super) fn header_amount(
         Err(()) => "more than one header".to_owned(),
     };
     tracing::error!(key = %payment.key, %reason, "malformed Settlement-Overrides header; nothing settled");
-    Err(Refusal::InvalidSettlementOverride { reason })
+    Err(Box::new(Refusal::InvalidSettlementOverride { reason }))
 }
 
 /// What a metered payment is charged: the [`Charge`] the handler set, else the amount its
@@ -57,10 +57,10 @@ pub(super) fn charged(
     charge: &Charge,
     from_header: Option<AtomicAmount>,
     payment: &VerifiedPayment,
-) -> Result<AtomicAmount, Refusal> {
+) -> Result<AtomicAmount, Box<Refusal>> {
     charge.amount().or(from_header).ok_or_else(|| {
         tracing::error!(key = %payment.key, "the handler set no charge for a metered payment; nothing settled");
-        Refusal::ChargeMissing
+        Box::new(Refusal::ChargeMissing)
     })
 }
 
@@ -172,7 +172,7 @@ async fn settle(unsettled: Unsettled) -> Option<HeaderMap> {
     let outcome = match amount {
         Ok(Some(amount)) => cleared.settle_amount(amount).await,
         Ok(None) => cleared.settle().await,
-        Err(refusal) => Err(cleared.refuse(refusal).await),
+        Err(refusal) => Err(cleared.refuse(*refusal).await),
     };
     let settlement = match outcome {
         Ok(paid) => paid.payment().settlement.clone(),

@@ -317,7 +317,8 @@ mod tests {
         assert_eq!(charge.amount(), None);
         assert_eq!(charge.remaining(), AtomicAmount(100));
         charge.add(AtomicAmount(40));
-        charge.clone().add(AtomicAmount(40));
+        let shared = charge.clone();
+        shared.add(AtomicAmount(40));
         assert_eq!(charge.amount(), Some(AtomicAmount(80)));
         charge.add(AtomicAmount(u128::MAX));
         assert_eq!(charge.amount(), Some(AtomicAmount(u128::MAX)));
