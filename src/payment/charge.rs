@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::proto::{AtomicAmount, MoneyError, PaymentRequirements, UsdAmount, UsdcDeployment};
 
 /// The scheme whose payments settle an amount the work decides, up to a signed maximum.
-pub(crate) const UPTO: &str = "upto";
+pub(crate) const UPTO: &str = crate::proto::UPTO_SCHEME;
 
 /// Whether payments of `requirement` settle a metered amount (scheme `upto`).
 pub(crate) fn is_metered(requirement: &PaymentRequirements) -> bool {

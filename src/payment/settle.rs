@@ -237,26 +237,44 @@ fn reconciled_settlement(request: &FacilitatorRequest, transaction: String) -> S
         error_message: None,
         transaction,
         network: requirement.network.clone(),
-        payer: request
-            .payment_payload
-            .exact_evm()
-            .ok()
-            .map(|evm| evm.authorization.from),
+        payer: payer_of(request),
         amount: Some(requirement.amount),
         extensions: None,
     }
 }
 
-/// Whether the payment's authorization can no longer be used (EIP-3009 `validBefore` passed).
-/// Payments of other schemes never count as expired, so they are never released on a
-/// reconciler's word alone.
+/// The payer an EIP-3009 or Permit2 payload names.
+fn payer_of(request: &FacilitatorRequest) -> Option<String> {
+    let payload = &request.payment_payload;
+    match payload.exact_evm() {
+        Ok(evm) => Some(evm.authorization.from),
+        Err(_) => payload
+            .upto_evm()
+            .ok()
+            .map(|upto| upto.permit2_authorization.from),
+    }
+}
+
+/// Whether the payment's authorization can no longer be used (EIP-3009 `validBefore`, or a
+/// Permit2 `deadline`, passed). Payments of other schemes never count as expired, so they are
+/// never released on a reconciler's word alone.
 fn authorization_expired(request: &FacilitatorRequest) -> bool {
-    request
-        .payment_payload
-        .exact_evm()
-        .ok()
-        .and_then(|evm| evm.authorization.valid_before.parse::<u64>().ok())
-        .is_some_and(|valid_before| valid_before.saturating_mul(1000) <= now_ms())
+    let payload = &request.payment_payload;
+    let now = now_ms();
+    match payload.exact_evm() {
+        // EIP-3009 wants `validBefore` ahead of the block time.
+        Ok(evm) => evm
+            .authorization
+            .valid_before
+            .parse::<u64>()
+            .is_ok_and(|valid_before| valid_before.saturating_mul(1000) <= now),
+        // Permit2 accepts a deadline equal to the block time.
+        Err(_) => payload
+            .upto_evm()
+            .ok()
+            .and_then(|upto| upto.permit2_authorization.deadline.parse::<u64>().ok())
+            .is_some_and(|deadline| deadline.saturating_mul(1000) < now),
+    }
 }
 
 /// Records a settlement and reports it. The money has moved: the buyer is served whatever the
@@ -383,7 +401,23 @@ async fn in_doubt(
         .payment_payload
         .exact_evm()
         .ok()
-        .map(|evm| evm.authorization);
+        .map(|evm| evm.authorization)
+        .or_else(|| {
+            // A Permit2 permit, in the same terms: its deadline is the authorization's end.
+            let upto = request
+                .payment_payload
+                .upto_evm()
+                .ok()?
+                .permit2_authorization;
+            Some(crate::proto::Eip3009Authorization {
+                from: upto.from,
+                to: upto.witness.to,
+                value: upto.permitted.amount,
+                valid_after: upto.witness.valid_after,
+                valid_before: upto.deadline,
+                nonce: upto.nonce,
+            })
+        });
     tracing::error!(
         key = %hold.key,
         resource = %intent.resource,

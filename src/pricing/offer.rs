@@ -12,7 +12,7 @@ use crate::proto::{
 
 /// `extra` keys and values of a metered (`upto`) accept.
 const ASSET_TRANSFER_METHOD: &str = "assetTransferMethod";
-const PERMIT2: &str = "permit2";
+const PERMIT2: &str = crate::proto::PERMIT2_TRANSFER_METHOD;
 const FACILITATOR_ADDRESS: &str = "facilitatorAddress";
 
 /// The `error` text of the challenge sent when a request carries no payment.
