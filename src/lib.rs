@@ -16,6 +16,9 @@ pub mod facilitator;
 pub mod layer;
 pub mod payment;
 pub mod paywall_page;
+#[cfg(feature = "permit2")]
+#[cfg_attr(docsrs, doc(cfg(feature = "permit2")))]
+pub mod permit2;
 pub mod pricing;
 pub mod proto;
 pub mod settlement;

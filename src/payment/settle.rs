@@ -16,9 +16,10 @@ use crate::settlement::{PaymentState, Reconciliation, SettlementIntent, Settleme
 
 /// `success: false` reasons that do not prove nothing moved: the transaction may be on its way
 /// (`settlement_pending`), or the authorization was used — possibly by this very payment.
-const UNCERTAIN_REASONS: [&str; 5] = [
+const UNCERTAIN_REASONS: [&str; 6] = [
     "settlement_pending",
     "invalid_exact_evm_nonce_already_used",
+    "permit2_invalid_nonce",
     "unexpected_settle_error",
     "invalid_transaction_state",
     "duplicate_settlement",
@@ -255,26 +256,20 @@ fn payer_of(request: &FacilitatorRequest) -> Option<String> {
     }
 }
 
-/// Whether the payment's authorization can no longer be used (EIP-3009 `validBefore`, or a
-/// Permit2 `deadline`, passed). Payments of other schemes never count as expired, so they are
-/// never released on a reconciler's word alone.
+/// Whether the payment's authorization can no longer be used (EIP-3009 `validBefore` or the
+/// Permit2 `deadline` of an `upto` permit passed). Payments of other schemes never count as
+/// expired, so they are never released on a reconciler's word alone.
 fn authorization_expired(request: &FacilitatorRequest) -> bool {
     let payload = &request.payment_payload;
-    let now = now_ms();
-    match payload.exact_evm() {
-        // EIP-3009 wants `validBefore` ahead of the block time.
-        Ok(evm) => evm
-            .authorization
-            .valid_before
-            .parse::<u64>()
-            .is_ok_and(|valid_before| valid_before.saturating_mul(1000) <= now),
-        // Permit2 accepts a deadline equal to the block time.
-        Err(_) => payload
-            .upto_evm()
-            .ok()
-            .and_then(|upto| upto.permit2_authorization.deadline.parse::<u64>().ok())
-            .is_some_and(|deadline| deadline.saturating_mul(1000) < now),
-    }
+    let last_second = match payload.exact_evm() {
+        Ok(evm) => evm.authorization.valid_before.parse::<u64>().ok(),
+        // Permit2 accepts the permit while `block.timestamp <= deadline`.
+        Err(_) => payload.upto_evm().ok().and_then(|upto| {
+            let deadline = upto.permit2_authorization.deadline.parse::<u64>().ok()?;
+            deadline.checked_add(1)
+        }),
+    };
+    last_second.is_some_and(|end| end.saturating_mul(1000) <= now_ms())
 }
 
 /// Records a settlement and reports it. The money has moved: the buyer is served whatever the
