@@ -35,7 +35,7 @@ pub use evm_rpc::EvmRpcReconciler;
 pub use facilitator::HttpFacilitator;
 pub use facilitator::{Facilitator, FacilitatorError};
 pub use layer::{X402, X402Layer};
-pub use payment::{PaymentEvent, PaymentEvents, Refusal, SettledPayment, VerifiedPayment};
+pub use payment::{Charge, PaymentEvent, PaymentEvents, Refusal, SettledPayment, VerifiedPayment};
 pub use paywall_page::PaywallPage;
 pub use pricing::{Offer, Price, PriceTable, Pricing, SettlementMode};
 #[cfg(feature = "postgres")]

@@ -238,17 +238,21 @@ fn reconciled_settlement(request: &FacilitatorRequest, transaction: String) -> S
         error_message: None,
         transaction,
         network: requirement.network.clone(),
-        payer: request
-            .payment_payload
-            .exact_evm()
-            .map(|evm| evm.authorization.from)
-            .or_else(|_| {
-                let upto = request.payment_payload.upto_evm()?;
-                Ok::<_, serde_json::Error>(upto.permit2_authorization.from)
-            })
-            .ok(),
+        payer: payer_of(request),
         amount: Some(requirement.amount),
         extensions: None,
+    }
+}
+
+/// The payer an EIP-3009 or Permit2 payload names.
+fn payer_of(request: &FacilitatorRequest) -> Option<String> {
+    let payload = &request.payment_payload;
+    match payload.exact_evm() {
+        Ok(evm) => Some(evm.authorization.from),
+        Err(_) => payload
+            .upto_evm()
+            .ok()
+            .map(|upto| upto.permit2_authorization.from),
     }
 }
 
@@ -278,9 +282,14 @@ async fn settled(
     offer: &Offer,
     hold: &Hold,
     intent: &SettlementIntent,
-    settlement: SettleResponse,
+    mut settlement: SettleResponse,
     attempt: Attempt,
 ) -> SettleResponse {
+    let requirement = &intent.request.payment_requirements;
+    if settlement.amount.is_none() && super::charge::is_metered(requirement) {
+        // The amount sent is the amount settled; recorded so that a repeat is answered with it.
+        settlement.amount = Some(requirement.amount);
+    }
     config.emit(|| PaymentEvent::Settled {
         offer,
         settlement: &settlement,
@@ -387,7 +396,23 @@ async fn in_doubt(
         .payment_payload
         .exact_evm()
         .ok()
-        .map(|evm| evm.authorization);
+        .map(|evm| evm.authorization)
+        .or_else(|| {
+            // A Permit2 permit, in the same terms: its deadline is the authorization's end.
+            let upto = request
+                .payment_payload
+                .upto_evm()
+                .ok()?
+                .permit2_authorization;
+            Some(crate::proto::Eip3009Authorization {
+                from: upto.from,
+                to: upto.witness.to,
+                value: upto.permitted.amount,
+                valid_after: upto.witness.valid_after,
+                valid_before: upto.deadline,
+                nonce: upto.nonce,
+            })
+        });
     tracing::error!(
         key = %hold.key,
         resource = %intent.resource,
