@@ -126,6 +126,11 @@ impl Chain {
         else {
             return Value::Null;
         };
+        let to = if settlement.scheme == UPTO_SCHEME {
+            permit2::UPTO_PROXY.to_checksum(None)
+        } else {
+            settlement.asset.clone()
+        };
         json!({
             "type": "0x2",
             "status": "0x1",
@@ -139,11 +144,7 @@ impl Chain {
             "blockHash": block_hash(block),
             "blockNumber": format!("0x{block:x}"),
             "from": self.sandbox.signer_address(),
-            "to": if settlement.scheme == UPTO_SCHEME {
-                permit2::UPTO_PROXY.to_checksum(None)
-            } else {
-                settlement.asset.clone()
-            },
+            "to": to,
             "contractAddress": null,
         })
     }
