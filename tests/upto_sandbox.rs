@@ -170,6 +170,8 @@ async fn a_lost_answer_is_delivered_once_through_the_permit2_reconciler() {
         delivered.transaction,
         shop.sandbox.settlements()[0].transaction
     );
+    // The lost one and the identical re-send, refused as the nonce already used.
+    assert_eq!(shop.sandbox.settle_calls(), 2, "{statuses:?}");
     assert_eq!(shop.sandbox.settlement_count(), 1);
     assert_eq!(
         shop.sandbox.balance_of(&wallet.address()).get(),
