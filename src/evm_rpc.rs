@@ -1,4 +1,4 @@
-//! [`EvmRpcReconciler`]: tells whether an in-doubt EIP-3009 payment settled by asking any
+//! [`EvmRpcReconciler`]: tells whether an in-doubt EIP-3009 or Permit2 (`upto`) payment settled by asking any
 //! standard Ethereum JSON-RPC node.
 //!
 //! Only `eth_chainId`, `eth_blockNumber`, `eth_getLogs`, `eth_getTransactionReceipt` and
@@ -12,6 +12,17 @@
 //! `Transfer(from, payTo, amount)`. Anything else — a chain id other than the payment's, a
 //! used authorization without that transfer (cancelled, or paid elsewhere), a node error — is
 //! [`Unknown`](Reconciliation::Unknown): the payment stays in doubt.
+//!
+//! For an `upto` payment (a Permit2 permit) it reads Permit2's `nonceBitmap(owner, nonce >> 8)`
+//! (the `upto` proxy's `Settled()` event has no indexed field to search by). An unconsumed nonce
+//! is [`NotSettled`](Reconciliation::NotSettled) — the payment core releases it once the permit's
+//! `deadline` has passed and keeps it in doubt before. A consumed one is looked for among the
+//! token's `Transfer(from = payer, to = payTo)` logs over the same blocks: the newest with the
+//! settled amount, whose receipt succeeded, is [`Settled`](Reconciliation::Settled); a consumed
+//! nonce without such a transfer (the permit cancelled, used for another amount, or settled
+//! before the searched blocks) is [`Unknown`](Reconciliation::Unknown), as a used EIP-3009
+//! authorization without its transfer is: the permit can never be used again, but only the chain
+//! beyond the searched range could say whether this payment was paid.
 
 use alloy_primitives::{Address, B256, Bytes, U256};
 use alloy_provider::{Provider, RootProvider};
@@ -20,7 +31,8 @@ use alloy_sol_types::{SolCall, SolEvent};
 
 use crate::BoxFuture;
 use crate::eip3009::{AuthorizationUsed, Transfer, authorizationStateCall};
-use crate::proto::FacilitatorRequest;
+use crate::permit2::{self, nonceBitmapCall};
+use crate::proto::{FacilitatorRequest, UptoEvmPayload};
 use crate::settlement::{Reconciler, Reconciliation};
 
 /// Blocks searched by default: about 5.5 hours of Base blocks.
@@ -84,18 +96,12 @@ impl EvmRpcReconciler {
     }
 
     async fn find(&self, request: &FacilitatorRequest) -> Result<Reconciliation, String> {
-        let payment = Payment::of(request)?;
-        let chain = self
-            .provider
-            .get_chain_id()
-            .await
-            .map_err(|e| format!("eth_chainId: {e}"))?;
-        if chain != payment.chain_id {
-            return Err(format!(
-                "the node serves chain {chain}, the payment is on chain {}",
-                payment.chain_id
-            ));
+        if let Ok(upto) = request.payment_payload.upto_evm() {
+            let permit = Permit::of(request, &upto)?;
+            return self.find_permit(&permit).await;
         }
+        let payment = Payment::of(request)?;
+        self.check_chain(payment.chain_id).await?;
         let call = authorizationStateCall {
             authorizer: payment.from,
             nonce: payment.nonce,
@@ -113,6 +119,37 @@ impl EvmRpcReconciler {
         if !used {
             return Ok(Reconciliation::NotSettled);
         }
+        let filter = Filter::new()
+            .address(payment.asset)
+            .event_signature(AuthorizationUsed::SIGNATURE_HASH)
+            .topic1(payment.from.into_word())
+            .topic2(payment.nonce);
+        match self.first_log(filter).await? {
+            Some(hash) => self.confirm(&payment, hash).await,
+            None => Err(format!(
+                "the authorization is used, but no AuthorizationUsed log in the last {} blocks (cancelled, or older)",
+                self.search_blocks
+            )),
+        }
+    }
+
+    async fn check_chain(&self, expected: u64) -> Result<(), String> {
+        let chain = self
+            .provider
+            .get_chain_id()
+            .await
+            .map_err(|e| format!("eth_chainId: {e}"))?;
+        if chain != expected {
+            return Err(format!(
+                "the node serves chain {chain}, the payment is on chain {expected}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The transaction of the newest log matching `filter` over the searched blocks, newest
+    /// chunk first.
+    async fn first_log(&self, filter: Filter) -> Result<Option<B256>, String> {
         let latest = self
             .provider
             .get_block_number()
@@ -122,27 +159,83 @@ impl EvmRpcReconciler {
         let mut high = latest;
         loop {
             let low = high.saturating_sub(self.chunk_blocks - 1).max(lowest);
-            let filter = Filter::new()
-                .address(payment.asset)
-                .event_signature(AuthorizationUsed::SIGNATURE_HASH)
-                .topic1(payment.from.into_word())
-                .topic2(payment.nonce)
-                .from_block(low)
-                .to_block(high);
+            let chunk = filter.clone().from_block(low).to_block(high);
             let logs = self
                 .provider
-                .get_logs(&filter)
+                .get_logs(&chunk)
                 .await
                 .map_err(|e| format!("eth_getLogs {low}..={high}: {e}"))?;
-            for log in logs {
+            if let Some(hash) = logs.iter().rev().find_map(|log| log.transaction_hash) {
+                return Ok(Some(hash));
+            }
+            if low == lowest {
+                return Ok(None);
+            }
+            high = low - 1;
+        }
+    }
+
+    /// An `upto` payment: Permit2's `nonceBitmap` says whether the permit's nonce was consumed;
+    /// if so, the token's `Transfer(from, payTo)` log gives the transaction, whose amount must be
+    /// the one settled.
+    async fn find_permit(&self, permit: &Permit) -> Result<Reconciliation, String> {
+        self.check_chain(permit.chain_id).await?;
+        let (word_pos, _) = permit2::nonce_position(permit.nonce);
+        let call = nonceBitmapCall {
+            owner: permit.from,
+            wordPos: word_pos,
+        };
+        let transaction = TransactionRequest::default()
+            .to(permit2::PERMIT2)
+            .input(TransactionInput::new(Bytes::from(call.abi_encode())));
+        let answer = self
+            .provider
+            .call(transaction)
+            .await
+            .map_err(|e| format!("eth_call nonceBitmap: {e}"))?;
+        let word = nonceBitmapCall::abi_decode_returns(&answer)
+            .map_err(|e| format!("nonceBitmap answer: {e}"))?;
+        if !permit2::nonce_used(word, permit.nonce) {
+            return Ok(Reconciliation::NotSettled);
+        }
+        let filter = Filter::new()
+            .address(permit.payment.asset)
+            .event_signature(Transfer::SIGNATURE_HASH)
+            .topic1(permit.payment.from.into_word())
+            .topic2(permit.payment.pay_to.into_word());
+        // Transfers from the payer to payTo, newest first, until one carries this amount.
+        let latest = self
+            .provider
+            .get_block_number()
+            .await
+            .map_err(|e| format!("eth_blockNumber: {e}"))?;
+        let lowest = latest.saturating_sub(self.search_blocks - 1);
+        let mut high = latest;
+        loop {
+            let low = high.saturating_sub(self.chunk_blocks - 1).max(lowest);
+            let chunk = filter.clone().from_block(low).to_block(high);
+            let logs = self
+                .provider
+                .get_logs(&chunk)
+                .await
+                .map_err(|e| format!("eth_getLogs {low}..={high}: {e}"))?;
+            for log in logs.iter().rev() {
                 let Some(hash) = log.transaction_hash else {
                     continue;
                 };
-                return self.confirm(&payment, hash).await;
+                let amount_matches = Transfer::decode_log_data(log.data())
+                    .is_ok_and(|transfer| transfer.value == permit.payment.amount);
+                if amount_matches {
+                    return self.confirm(&permit.payment, hash).await;
+                }
             }
             if low == lowest {
+                // Consumed without this payment's transfer in the searched blocks: cancelled
+                // (`invalidateUnorderedNonces`), used for another amount, or settled before the
+                // searched range. Only the first two mean "not paid", so it stays in doubt.
                 return Err(format!(
-                    "the authorization is used, but no AuthorizationUsed log in blocks {lowest}..={latest} (cancelled, or older)"
+                    "the permit's nonce is consumed, but no Transfer of {} to payTo in the last {} blocks (cancelled, another amount, or older)",
+                    permit.payment.amount, self.search_blocks
                 ));
             }
             high = low - 1;
@@ -186,6 +279,46 @@ impl Reconciler for EvmRpcReconciler {
             self.find(request)
                 .await
                 .unwrap_or_else(|reason| Reconciliation::Unknown { reason })
+        })
+    }
+}
+
+/// The facts of an `upto` Permit2 payment the chain is asked about.
+struct Permit {
+    chain_id: u64,
+    payment: Payment,
+    from: Address,
+    nonce: U256,
+}
+
+impl Permit {
+    fn of(request: &FacilitatorRequest, upto: &UptoEvmPayload) -> Result<Self, String> {
+        let requirement = &request.payment_requirements;
+        let permit = &upto.permit2_authorization;
+        let address = |what: &str, text: &str| {
+            text.parse::<Address>()
+                .map_err(|_| format!("{what} `{text}` is not an address"))
+        };
+        let chain_id = requirement
+            .network
+            .evm_chain_id()
+            .ok_or_else(|| format!("{} is not an EVM network", requirement.network))?;
+        let from = address("payer", &permit.from)?;
+        Ok(Self {
+            chain_id,
+            payment: Payment {
+                chain_id,
+                asset: address("asset", &requirement.asset)?,
+                from,
+                pay_to: address("payTo", &requirement.pay_to)?,
+                amount: U256::from(requirement.amount.get()),
+                nonce: B256::ZERO,
+            },
+            from,
+            nonce: permit
+                .nonce
+                .parse()
+                .map_err(|_| format!("the Permit2 nonce `{}` is not a uint256", permit.nonce))?,
         })
     }
 }

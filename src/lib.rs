@@ -16,6 +16,9 @@ pub mod facilitator;
 pub mod layer;
 pub mod payment;
 pub mod paywall_page;
+#[cfg(feature = "permit2")]
+#[cfg_attr(docsrs, doc(cfg(feature = "permit2")))]
+pub mod permit2;
 pub mod pricing;
 pub mod proto;
 pub mod settlement;
@@ -32,7 +35,7 @@ pub use evm_rpc::EvmRpcReconciler;
 pub use facilitator::HttpFacilitator;
 pub use facilitator::{Facilitator, FacilitatorError};
 pub use layer::{X402, X402Layer};
-pub use payment::{PaymentEvent, PaymentEvents, Refusal, SettledPayment, VerifiedPayment};
+pub use payment::{Charge, PaymentEvent, PaymentEvents, Refusal, SettledPayment, VerifiedPayment};
 pub use paywall_page::PaywallPage;
 pub use pricing::{Offer, Price, PriceTable, Pricing, SettlementMode};
 #[cfg(feature = "postgres")]

@@ -1,10 +1,12 @@
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 use pin_project_lite::pin_project;
+
+use super::metered::Meter;
 
 pin_project! {
     /// Response body of [`X402`](super::X402): the inner service's body, or one the layer wrote
@@ -22,6 +24,7 @@ pin_project! {
     enum Kind<B> {
         Inner { #[pin] body: B },
         Layer { #[pin] body: Full<Bytes> },
+        Metered { #[pin] body: B, meter: Meter },
     }
 }
 
@@ -29,6 +32,12 @@ impl<B> ResponseBody<B> {
     pub(super) fn inner(body: B) -> Self {
         Self {
             kind: Kind::Inner { body },
+        }
+    }
+
+    pub(super) fn metered(body: B, meter: Meter) -> Self {
+        Self {
+            kind: Kind::Metered { body, meter },
         }
     }
 
@@ -58,6 +67,23 @@ where
             KindProj::Layer { body } => body
                 .poll_frame(cx)
                 .map(|frame| frame.map(|result| result.map_err(|never| match never {}))),
+            KindProj::Metered { mut body, meter } => {
+                while meter.is_streaming() {
+                    match ready!(body.as_mut().poll_frame(cx)) {
+                        // The handler's own trailers give way to the settlement's.
+                        Some(Ok(frame)) if frame.is_trailers() => {}
+                        Some(Ok(frame)) => return Poll::Ready(Some(Ok(frame))),
+                        Some(Err(error)) => {
+                            // Charged for what was sent, as when the client hangs up.
+                            meter.finish();
+                            return Poll::Ready(Some(Err(error)));
+                        }
+                        None => meter.finish(),
+                    }
+                }
+                let trailers = ready!(meter.poll_trailers(cx));
+                Poll::Ready(trailers.map(|trailers| Ok(Frame::trailers(trailers))))
+            }
         }
     }
 
@@ -66,6 +92,7 @@ where
         match &self.kind {
             Kind::Inner { body } => body.is_end_stream(),
             Kind::Layer { body } => body.is_end_stream(),
+            Kind::Metered { meter, .. } => meter.is_done(),
         }
     }
 
@@ -74,6 +101,12 @@ where
         match &self.kind {
             Kind::Inner { body } => body.size_hint(),
             Kind::Layer { body } => body.size_hint(),
+            // Never exact: the trailers follow, so HTTP/1.1 sends the body chunked.
+            Kind::Metered { body, .. } => {
+                let mut hint = SizeHint::new();
+                hint.set_lower(body.size_hint().lower());
+                hint
+            }
         }
     }
 }

@@ -81,3 +81,44 @@ impl<S: Send + Sync> axum_core::extract::OptionalFromRequestParts<S> for Verifie
         Ok(parts.extensions.get::<VerifiedPayment>().cloned())
     }
 }
+
+/// Rejection when a handler asks for a [`Charge`](crate::Charge) on a request that carries no
+/// metered (`upto`) payment: a server misconfiguration (no [`X402Layer`](super::X402Layer), or
+/// an offer without `upto` accepts), answered with a 500.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MissingCharge;
+
+const MISSING_CHARGE: &str = "no metered payment on this request: is `X402Layer` with an `upto` \
+     offer installed in front of this handler?";
+
+impl IntoResponse for MissingCharge {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({ "error": MISSING_CHARGE }).to_string();
+        let mut response = (StatusCode::INTERNAL_SERVER_ERROR, body).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        response
+    }
+}
+
+impl std::fmt::Display for MissingCharge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(MISSING_CHARGE)
+    }
+}
+
+impl std::error::Error for MissingCharge {}
+
+impl<S: Send + Sync> FromRequestParts<S> for crate::Charge {
+    type Rejection = MissingCharge;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<crate::Charge>()
+            .cloned()
+            .ok_or(MissingCharge)
+    }
+}

@@ -12,9 +12,12 @@ use tower_service::Service;
 
 use super::Config;
 use super::body::ResponseBody;
+use super::metered::{Meter, charged, header_amount, take_overrides};
 use super::responses::{self, into_body, mark_paid};
 use crate::BoxFuture;
-use crate::payment::{Cleared, Paid, VerifiedPayment};
+use crate::payment::charge::is_metered;
+use crate::payment::{Charge, Cleared, Paid, VerifiedPayment};
+use crate::pricing::SettlementMode;
 
 /// A payment the core let through, and what is left to do once the inner service answered.
 pub(super) enum Pass {
@@ -67,7 +70,7 @@ pin_project! {
             service: Option<S>,
             request: Option<Request<ReqBody>>,
         },
-        Inner { #[pin] future: S::Future, passed: Option<(Arc<Config>, Pass)> },
+        Inner { #[pin] future: S::Future, passed: Option<(Arc<Config>, Pass, Option<Charge>)> },
         Settle { settle: SettleFuture, response: Option<Response<ResBody>> },
         Release { release: BoxFuture<'static, ()>, response: Option<Response<ResBody>> },
     }
@@ -135,11 +138,17 @@ where
                     }),
                     Gate::Proceed(config, pass) => {
                         let mut request = request.take().expect(POLLED_AFTER_COMPLETION);
-                        request.extensions_mut().insert(pass.payment().clone());
+                        let payment = pass.payment();
+                        let charge = is_metered(&payment.payload.accepted)
+                            .then(|| Charge::for_requirement(&payment.payload.accepted));
+                        if let Some(charge) = &charge {
+                            request.extensions_mut().insert(charge.clone());
+                        }
+                        request.extensions_mut().insert(payment.clone());
                         let future = service.take().expect(POLLED_AFTER_COMPLETION).call(request);
                         this.state.set(State::Inner {
                             future,
-                            passed: Some((config, pass)),
+                            passed: Some((config, pass, charge)),
                         });
                     }
                 },
@@ -148,7 +157,9 @@ where
                     let Some(passed) = passed.take() else {
                         return Poll::Ready(Ok(response.map(ResponseBody::inner)));
                     };
-                    let (config, pass) = passed;
+                    let (config, pass, charge) = passed;
+                    // Never shown to the client, whatever happens next.
+                    let overrides = take_overrides(response.headers_mut());
                     let cleared = match pass {
                         Pass::Paid(paid) => {
                             // Settled before the handler, or a repeat answered from its record.
@@ -168,12 +179,35 @@ where
                         });
                         continue;
                     }
+                    let from_header = match &charge {
+                        Some(charge) => header_amount(charge, overrides, cleared.payment()),
+                        None => Ok(None),
+                    };
+                    let after_body =
+                        cleared.payment().offer.settlement_mode() == SettlementMode::AfterBody;
+                    if let (true, Ok(from_header)) = (after_body, &from_header) {
+                        // The head goes out now, the body streams as produced, and the payment
+                        // settles once it has ended.
+                        responses::mark_metered(&config, response.headers_mut());
+                        let meter = Meter::new(cleared, charge, *from_header);
+                        return Poll::Ready(Ok(
+                            response.map(|body| ResponseBody::metered(body, meter))
+                        ));
+                    }
+                    let amount = from_header.and_then(|from_header| {
+                        charge
+                            .map(|charge| charged(&charge, from_header, cleared.payment()))
+                            .transpose()
+                    });
                     this.state.set(State::Settle {
                         settle: Box::pin(async move {
                             let offer = Arc::clone(&cleared.payment().offer);
-                            let outcome = cleared
-                                .settle()
-                                .await
+                            let outcome = match amount {
+                                Ok(Some(amount)) => cleared.settle_amount(amount).await,
+                                Ok(None) => cleared.settle().await,
+                                Err(refusal) => Err(cleared.refuse(*refusal).await),
+                            };
+                            let outcome = outcome
                                 .map_err(|refusal| responses::refusal(&config, &offer, &refusal));
                             (config, outcome)
                         }),

@@ -166,6 +166,22 @@ pub(crate) fn mark_paid(config: &Config, headers: &mut HeaderMap, settlement: &S
     if let Ok(value) = codec::encode(settlement) {
         headers.insert(PAYMENT_RESPONSE, value);
     }
+    mark_private(config, headers);
+}
+
+/// Marks the head of a response settled after its body: `PAYMENT-RESPONSE` is announced as a
+/// trailer (so the body is sent chunked over HTTP/1.1, without `Content-Length`), `private`
+/// caching, and the exposed headers.
+pub(crate) fn mark_metered(config: &Config, headers: &mut HeaderMap) {
+    headers.remove(header::CONTENT_LENGTH);
+    headers.insert(
+        header::TRAILER,
+        HeaderValue::from_static("PAYMENT-RESPONSE"),
+    );
+    mark_private(config, headers);
+}
+
+fn mark_private(config: &Config, headers: &mut HeaderMap) {
     let cache_control = match headers.get(header::CACHE_CONTROL).map(HeaderValue::to_str) {
         None => Some(HeaderValue::from_static("private")),
         Some(Ok(existing))

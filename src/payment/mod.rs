@@ -82,13 +82,18 @@ use self::refusals::RefusedPayments;
 use self::settle::Attempt;
 use self::single_flight::{Inflight, InflightGuard};
 use crate::facilitator::Facilitator;
-use crate::pricing::{Offer, SettlementMode};
-use crate::proto::{FacilitatorRequest, PaymentPayload, PaymentRequirements};
+use crate::pricing::Offer;
+#[cfg(doc)]
+use crate::pricing::SettlementMode;
+use crate::proto::{
+    AtomicAmount, FacilitatorRequest, PaymentPayload, PaymentRequirements, SettleResponse,
+};
 use crate::settlement::{
     Fingerprint, MemorySettlementStore, PaymentKey, PaymentState, Reconciler, SettlementIntent,
     SettlementRecord, SettlementStore,
 };
 
+pub(crate) mod charge;
 mod events;
 pub(crate) mod ledger;
 mod refusal;
@@ -97,6 +102,7 @@ mod settle;
 mod single_flight;
 mod verified;
 
+pub use charge::{Charge, ChargeError};
 pub use events::{PaymentEvent, PaymentEvents};
 pub use refusal::Refusal;
 pub use verified::{SettledPayment, VerifiedPayment};
@@ -339,7 +345,7 @@ impl Payments {
         };
         let intent =
             SettlementIntent::with_fingerprint(fingerprint, offer.resource().url.clone(), request);
-        if offer.settlement_mode() == SettlementMode::After {
+        if offer.settlement_mode().settles_after_work() {
             return Outcome::Cleared(Cleared(Box::new(ClearedParts {
                 payments: Arc::clone(self),
                 payment,
@@ -552,6 +558,65 @@ impl Cleared {
             settle::settle(&payments, offer, hold, intent, Attempt::First, guard).await;
         payment.settlement = Some(outcome?);
         Ok(Paid::new(payment, guard))
+    }
+
+    /// Settles `amount` (atomic units) of a metered (`upto`) payment: the `/settle` request —
+    /// and the *settling* intent written before it — carries the server's requirement with
+    /// `amount` set to the charge, so a retry after a lost answer re-sends exactly it, and a
+    /// repeat of the settled payment is answered from its record.
+    ///
+    /// Never settles more than the buyer signed: an `amount` above the requirement's (the
+    /// signed maximum) settles nothing, releases the payment and answers
+    /// [`Refusal::ChargeAboveMaximum`]. Zero settles nothing either: no `/settle` is sent, the
+    /// payment is released (its authorization unused and usable again), and the answer is a
+    /// settlement of `amount: "0"` with no transaction. For any other scheme the amount must
+    /// be the requirement's.
+    pub async fn settle_amount(self, amount: AtomicAmount) -> Result<Paid, Refusal> {
+        let maximum = self.0.payment.requirement.amount;
+        if amount > maximum
+            || (!charge::is_metered(&self.0.payment.requirement) && amount != maximum)
+        {
+            tracing::error!(key = %self.0.hold.key, %amount, %maximum, "the charge set for this payment is above what the buyer signed; nothing settled");
+            let refusal = Refusal::ChargeAboveMaximum {
+                charged: amount,
+                maximum,
+            };
+            return Err(self.refuse(refusal).await);
+        }
+        if amount.get() == 0 {
+            let ClearedParts {
+                payments,
+                mut payment,
+                hold,
+                _guard: guard,
+                ..
+            } = *self.0;
+            ledger::release(&payments, &hold).await;
+            tracing::debug!(key = %hold.key, "metered charge of zero: nothing settled, the authorization stays unused");
+            payment.settlement = Some(SettleResponse {
+                success: true,
+                error_reason: None,
+                error_message: None,
+                transaction: String::new(),
+                network: payment.requirement.network.clone(),
+                payer: payment.payer.clone(),
+                amount: Some(amount),
+                extensions: None,
+            });
+            return Ok(Paid::new(payment, Some(guard)));
+        }
+        let mut cleared = self;
+        cleared.0.intent.request.payment_requirements.amount = amount;
+        cleared.settle().await
+    }
+
+    /// Releases the payment unsettled and reports `refusal`, a bug in the work: nothing moved.
+    pub async fn refuse(self, refusal: Refusal) -> Refusal {
+        let payments = Arc::clone(&self.0.payments);
+        let offer = Arc::clone(&self.0.payment.offer);
+        ledger::release(&payments, &self.0.hold).await;
+        payments.report_refusal(&offer, &refusal);
+        refusal
     }
 
     /// Lets go of the payment without settling it (the work failed), so that it can be used

@@ -5,8 +5,8 @@ use std::fmt;
 use http::StatusCode;
 
 use crate::facilitator::FacilitatorError;
-use crate::proto::SettleResponse;
 use crate::proto::header::HeaderError;
+use crate::proto::{AtomicAmount, SettleResponse};
 use crate::settlement::StoreError;
 
 /// Why the layer refused a priced request. Every refusal is answered from this value alone: its
@@ -29,6 +29,9 @@ use crate::settlement::StoreError;
 /// | [`SettlementInDoubt`](Self::SettlementInDoubt) | 503 | `Retry-After`; retry the same payment, never charged twice |
 /// | [`PaymentInProgress`](Self::PaymentInProgress) | 503 | `Retry-After`; retry the same payment |
 /// | [`AuthorizationExpired`](Self::AuthorizationExpired) | 402 | the challenge; nothing moved, pay again |
+/// | [`ChargeAboveMaximum`](Self::ChargeAboveMaximum) | 500 | nothing settled; the payment is released |
+/// | [`ChargeMissing`](Self::ChargeMissing) | 500 | nothing settled; the payment is released |
+/// | [`InvalidSettlementOverride`](Self::InvalidSettlementOverride) | 500 | nothing settled; the payment is released |
 ///
 /// ```
 /// use http::StatusCode;
@@ -86,6 +89,23 @@ pub enum Refusal {
     /// The payment never settled (the chain says so) and its authorization has expired: nothing
     /// moved, and the buyer may pay again.
     AuthorizationExpired,
+    /// The work set a metered charge above the maximum the buyer signed: a bug in the handler.
+    /// Nothing settled, and the payment is released.
+    ChargeAboveMaximum {
+        /// What the handler set, in atomic units.
+        charged: AtomicAmount,
+        /// What the buyer signed for.
+        maximum: AtomicAmount,
+    },
+    /// The work set no charge for a metered (`upto`) payment: a bug in the handler. Nothing
+    /// settled (never the maximum by default), and the payment is released.
+    ChargeMissing,
+    /// The work's `Settlement-Overrides` header could not be read: a bug in the handler.
+    /// Nothing settled (never the maximum by default), and the payment is released.
+    InvalidSettlementOverride {
+        /// What was wrong with it, for the logs and the response.
+        reason: String,
+    },
 }
 
 impl Refusal {
@@ -110,6 +130,9 @@ impl Refusal {
             | Self::SettledForAnotherResource
             | Self::SettlementRefused(_)
             | Self::AuthorizationExpired => StatusCode::PAYMENT_REQUIRED,
+            Self::ChargeAboveMaximum { .. }
+            | Self::ChargeMissing
+            | Self::InvalidSettlementOverride { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 }
@@ -170,6 +193,20 @@ impl fmt::Display for Refusal {
             Self::AuthorizationExpired => f.write_str(
                 "this payment never settled and its authorization has expired: nothing was \
                  charged, sign a new payment",
+            ),
+            Self::ChargeAboveMaximum { charged, maximum } => write!(
+                f,
+                "the server set a charge of {charged} above the {maximum} signed for; nothing \
+                 was charged"
+            ),
+            Self::ChargeMissing => f.write_str(
+                "the server set no amount to charge for this metered payment; nothing was \
+                 charged",
+            ),
+            Self::InvalidSettlementOverride { reason } => write!(
+                f,
+                "the server's Settlement-Overrides header is malformed ({reason}); nothing was \
+                 charged"
             ),
         }
     }

@@ -16,9 +16,10 @@ use crate::settlement::{PaymentState, Reconciliation, SettlementIntent, Settleme
 
 /// `success: false` reasons that do not prove nothing moved: the transaction may be on its way
 /// (`settlement_pending`), or the authorization was used — possibly by this very payment.
-const UNCERTAIN_REASONS: [&str; 5] = [
+const UNCERTAIN_REASONS: [&str; 6] = [
     "settlement_pending",
     "invalid_exact_evm_nonce_already_used",
+    "permit2_invalid_nonce",
     "unexpected_settle_error",
     "invalid_transaction_state",
     "duplicate_settlement",
@@ -237,26 +238,38 @@ fn reconciled_settlement(request: &FacilitatorRequest, transaction: String) -> S
         error_message: None,
         transaction,
         network: requirement.network.clone(),
-        payer: request
-            .payment_payload
-            .exact_evm()
-            .ok()
-            .map(|evm| evm.authorization.from),
+        payer: payer_of(request),
         amount: Some(requirement.amount),
         extensions: None,
     }
 }
 
-/// Whether the payment's authorization can no longer be used (EIP-3009 `validBefore` passed).
-/// Payments of other schemes never count as expired, so they are never released on a
-/// reconciler's word alone.
+/// The payer an EIP-3009 or Permit2 payload names.
+fn payer_of(request: &FacilitatorRequest) -> Option<String> {
+    let payload = &request.payment_payload;
+    match payload.exact_evm() {
+        Ok(evm) => Some(evm.authorization.from),
+        Err(_) => payload
+            .upto_evm()
+            .ok()
+            .map(|upto| upto.permit2_authorization.from),
+    }
+}
+
+/// Whether the payment's authorization can no longer be used (EIP-3009 `validBefore` or the
+/// Permit2 `deadline` of an `upto` permit passed). Payments of other schemes never count as
+/// expired, so they are never released on a reconciler's word alone.
 fn authorization_expired(request: &FacilitatorRequest) -> bool {
-    request
-        .payment_payload
-        .exact_evm()
-        .ok()
-        .and_then(|evm| evm.authorization.valid_before.parse::<u64>().ok())
-        .is_some_and(|valid_before| valid_before.saturating_mul(1000) <= now_ms())
+    let payload = &request.payment_payload;
+    let last_second = match payload.exact_evm() {
+        Ok(evm) => evm.authorization.valid_before.parse::<u64>().ok(),
+        // Permit2 accepts the permit while `block.timestamp <= deadline`.
+        Err(_) => payload.upto_evm().ok().and_then(|upto| {
+            let deadline = upto.permit2_authorization.deadline.parse::<u64>().ok()?;
+            deadline.checked_add(1)
+        }),
+    };
+    last_second.is_some_and(|end| end.saturating_mul(1000) <= now_ms())
 }
 
 /// Records a settlement and reports it. The money has moved: the buyer is served whatever the
@@ -269,9 +282,14 @@ async fn settled(
     offer: &Offer,
     hold: &Hold,
     intent: &SettlementIntent,
-    settlement: SettleResponse,
+    mut settlement: SettleResponse,
     attempt: Attempt,
 ) -> SettleResponse {
+    let requirement = &intent.request.payment_requirements;
+    if settlement.amount.is_none() && super::charge::is_metered(requirement) {
+        // The amount sent is the amount settled; recorded so that a repeat is answered with it.
+        settlement.amount = Some(requirement.amount);
+    }
     config.emit(|| PaymentEvent::Settled {
         offer,
         settlement: &settlement,
@@ -378,7 +396,23 @@ async fn in_doubt(
         .payment_payload
         .exact_evm()
         .ok()
-        .map(|evm| evm.authorization);
+        .map(|evm| evm.authorization)
+        .or_else(|| {
+            // A Permit2 permit, in the same terms: its deadline is the authorization's end.
+            let upto = request
+                .payment_payload
+                .upto_evm()
+                .ok()?
+                .permit2_authorization;
+            Some(crate::proto::Eip3009Authorization {
+                from: upto.from,
+                to: upto.witness.to,
+                value: upto.permitted.amount,
+                valid_after: upto.witness.valid_after,
+                valid_before: upto.deadline,
+                nonce: upto.nonce,
+            })
+        });
     tracing::error!(
         key = %hold.key,
         resource = %intent.resource,
@@ -419,4 +453,55 @@ async fn in_doubt(
 fn refuse(config: &Payments, offer: &Offer, refusal: Refusal) -> Refusal {
     config.report_refusal(offer, &refusal);
     refusal
+}
+
+#[cfg(test)]
+mod expiry_tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn request(payload: serde_json::Value, scheme: &str) -> FacilitatorRequest {
+        let requirements: crate::proto::PaymentRequirements = serde_json::from_value(json!({
+            "scheme": scheme, "network": "eip155:8453", "amount": "1000",
+            "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+            "payTo": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C", "maxTimeoutSeconds": 60
+        }))
+        .unwrap();
+        let payment = crate::proto::PaymentPayload {
+            x402_version: crate::proto::X402Version::V2,
+            resource: None,
+            accepted: requirements.clone(),
+            payload,
+            extensions: None,
+        };
+        FacilitatorRequest::new(payment, requirements)
+    }
+
+    fn permit(deadline: u64) -> FacilitatorRequest {
+        request(
+            json!({"signature": "0x", "permit2Authorization": {
+                "from": "0x857b06519E91e3A54538791bDbb0E22373e36b66",
+                "permitted": {"token": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", "amount": "1000"},
+                "spender": crate::proto::UPTO_PROXY_ADDRESS, "nonce": "1",
+                "deadline": deadline.to_string(),
+                "witness": {"to": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
+                            "facilitator": "0x1111111111111111111111111111111111111111", "validAfter": "0"}
+            }}),
+            "upto",
+        )
+    }
+
+    #[test]
+    fn a_permit_expires_after_its_deadline() {
+        let now = now_ms() / 1000;
+        assert!(authorization_expired(&permit(now - 2)));
+        assert!(!authorization_expired(&permit(now + 60)));
+        let settled = reconciled_settlement(&permit(now), "0xab".into());
+        assert_eq!(
+            settled.payer.as_deref(),
+            Some("0x857b06519E91e3A54538791bDbb0E22373e36b66")
+        );
+        assert!(!authorization_expired(&request(json!({}), "upto")));
+    }
 }

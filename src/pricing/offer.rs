@@ -3,10 +3,17 @@
 use bytes::Bytes;
 use http::HeaderValue;
 
+use crate::payment::charge::{UPTO, is_metered};
+
 use crate::proto::{
     Extension, Extensions, MoneyError, PaymentRequired, PaymentRequirements, ResourceInfo,
     UsdAmount, UsdcDeployment, X402Version, header,
 };
+
+/// `extra` keys and values of a metered (`upto`) accept.
+const ASSET_TRANSFER_METHOD: &str = "assetTransferMethod";
+const PERMIT2: &str = crate::proto::PERMIT2_TRANSFER_METHOD;
+const FACILITATOR_ADDRESS: &str = "facilitatorAddress";
 
 /// The `error` text of the challenge sent when a request carries no payment.
 pub(crate) const UNPAID_ERROR: &str = "PAYMENT-SIGNATURE header is required";
@@ -24,6 +31,26 @@ pub enum SettlementMode {
     /// [`VerifiedPayment`](crate::VerifiedPayment). Use it when the handler has lasting effects
     /// (issuing a receipt, recording an order) that must never happen unpaid.
     Before,
+    /// Verify, run the inner service, send the response head and stream its body as it is
+    /// produced, then settle once the body has ended: for a response whose cost is known only at
+    /// its end, such as tokens streamed as server-sent events, metered through a
+    /// [`Charge`](crate::Charge). The outcome travels in a `PAYMENT-RESPONSE` HTTP trailer
+    /// (HTTP/2, or HTTP/1.1 chunked to a client that sent `TE: trailers`), and the same payment
+    /// presented again is answered with it from the settlement record.
+    ///
+    /// The seller's risk: the content is served before the money moves. The payment was
+    /// verified first and the buyer's authorization bounds the loss; a settlement that fails
+    /// after the body is lost revenue, never a second charge. A client that disconnects
+    /// mid-stream is charged for what was sent, once: the settlement runs on a task of its own.
+    AfterBody,
+}
+
+impl SettlementMode {
+    /// Whether payments settle after the inner service ran ([`After`](Self::After) and
+    /// [`AfterBody`](Self::AfterBody)).
+    pub fn settles_after_work(self) -> bool {
+        !matches!(self, Self::Before)
+    }
 }
 
 /// Why an [`Offer`] could not be built.
@@ -50,6 +77,23 @@ pub enum OfferError {
         /// The money error.
         #[source]
         source: MoneyError,
+    },
+    /// A metered (`upto`) accept cannot be offered as built.
+    #[error("metered accept of {url}: {reason}")]
+    Metered {
+        /// The resource URL.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The facilitator's `/supported` could not be read to complete the metered accepts.
+    #[error("offer for {url}: the facilitator's /supported could not be read: {source}")]
+    Supported {
+        /// The resource URL.
+        url: String,
+        /// The facilitator's error.
+        #[source]
+        source: crate::facilitator::FacilitatorError,
     },
     /// The challenge could not be encoded.
     #[error("challenge of {url} could not be encoded: {source}")]
@@ -235,6 +279,68 @@ impl OfferBuilder {
         self
     }
 
+    /// Adds a metered `upto` USDC accept of at most `maximum` on `usdc`'s network (EVM only),
+    /// paid to `pay_to`: the buyer signs a Permit2 authorization of the maximum, the handler
+    /// decides what the request cost through a [`Charge`](crate::Charge), and the layer settles
+    /// that amount after the work.
+    ///
+    /// `extra` carries the token's EIP-712 `name` and `version`, `assetTransferMethod:
+    /// "permit2"`, and — once the offer is built with [`build_for`](Self::build_for) — the
+    /// `facilitatorAddress` the facilitator lists for `upto` on that network in `/supported`.
+    ///
+    /// ```
+    /// use tower_x402::proto::{ResourceInfo, UsdcDeployment};
+    /// use tower_x402::Offer;
+    ///
+    /// let builder = Offer::builder(ResourceInfo::new("https://api.example.com/v1/rows"))
+    ///     .usdc_upto(&UsdcDeployment::BASE, "0.50".parse()?, "0x209693Bc6afc0C5328bA36FaF03C514EF312287C");
+    /// // Without the facilitator's address no buyer could sign: `build` refuses it.
+    /// assert!(builder.build().is_err());
+    /// # Ok::<_, Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn usdc_upto(
+        mut self,
+        usdc: &UsdcDeployment,
+        maximum: UsdAmount,
+        pay_to: impl Into<String>,
+    ) -> Self {
+        let Some(domain) = usdc
+            .eip712
+            .filter(|_| usdc.network.evm_chain_id().is_some())
+        else {
+            self.error.get_or_insert(OfferError::Metered {
+                url: self.resource.url.clone(),
+                reason: format!(
+                    "`upto` is offered on EVM networks only, not {}",
+                    usdc.network
+                ),
+            });
+            return self;
+        };
+        match maximum.to_atomic(usdc.decimals) {
+            Ok(amount) => {
+                let mut extra = domain.to_extra();
+                extra.insert(ASSET_TRANSFER_METHOD.into(), PERMIT2.into());
+                self.accepts.push(PaymentRequirements {
+                    scheme: UPTO.to_owned(),
+                    network: usdc.network.clone(),
+                    amount,
+                    asset: usdc.asset.to_owned(),
+                    pay_to: pay_to.into(),
+                    max_timeout_seconds: self.max_timeout_seconds,
+                    extra: Some(extra),
+                });
+            }
+            Err(source) => {
+                self.error.get_or_insert(OfferError::Money {
+                    url: self.resource.url.clone(),
+                    source,
+                });
+            }
+        }
+        self
+    }
+
     /// `maxTimeoutSeconds` for accepts added by [`usdc`](Self::usdc) after this call
     /// (default 300, the value the TypeScript and Python reference servers use).
     pub fn max_timeout_seconds(mut self, seconds: u64) -> Self {
@@ -254,11 +360,79 @@ impl OfferBuilder {
         self
     }
 
+    /// Completes the metered (`upto`) accepts from `facilitator`'s `GET /supported`, then
+    /// [`build`](Self::build)s the offer: each gets the `facilitatorAddress` the facilitator
+    /// lists for `upto` on its network. A metered accept whose network the facilitator does not
+    /// list for `upto` (or lists without an address) is left out of the offer, and why is
+    /// logged once, here — a challenge never names a way to pay the facilitator cannot settle.
+    /// Build offers once, at start-up; without metered accepts `/supported` is not read.
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build), [`OfferError::NoAccepts`] when every accept was left out, and
+    /// [`OfferError::Supported`] when `/supported` could not be read.
+    pub async fn build_for<F>(mut self, facilitator: &F) -> Result<Offer, OfferError>
+    where
+        F: crate::Facilitator + ?Sized,
+    {
+        if self.error.is_none() && self.accepts.iter().any(is_metered) {
+            let supported =
+                facilitator
+                    .supported()
+                    .await
+                    .map_err(|source| OfferError::Supported {
+                        url: self.resource.url.clone(),
+                        source,
+                    })?;
+            let url = &self.resource.url;
+            self.accepts.retain_mut(|accept| {
+                if !is_metered(accept) {
+                    return true;
+                }
+                let address = supported
+                    .kinds
+                    .iter()
+                    .find(|kind| {
+                        kind.x402_version == X402Version::V2
+                            && kind.scheme == UPTO
+                            && kind.network == accept.network
+                    })
+                    .map(|kind| {
+                        kind.extra
+                            .as_ref()
+                            .and_then(|extra| extra.get(FACILITATOR_ADDRESS))
+                            .and_then(|address| address.as_str())
+                    });
+                match address {
+                    Some(Some(address)) => {
+                        accept
+                            .extra
+                            .get_or_insert_with(Default::default)
+                            .insert(FACILITATOR_ADDRESS.into(), address.into());
+                        true
+                    }
+                    Some(None) => {
+                        tracing::warn!(resource = %url, network = %accept.network, "the facilitator lists `upto` without a facilitatorAddress; the metered accept is not offered");
+                        false
+                    }
+                    None => {
+                        tracing::warn!(resource = %url, network = %accept.network, "the facilitator does not list `upto` on this network in /supported; the metered accept is not offered");
+                        false
+                    }
+                }
+            });
+        }
+        self.build()
+    }
+
     /// Validates the offer and precomputes its challenge.
     ///
     /// # Errors
     ///
-    /// No accepts, a relative resource URL, or a price the asset cannot represent.
+    /// No accepts, a relative resource URL, a price the asset cannot represent, or a metered
+    /// (`upto`) accept that cannot be paid as built: without an `extra.facilitatorAddress`
+    /// (build it with [`build_for`](Self::build_for)) or in [`SettlementMode::Before`] (its
+    /// amount is known only after the work).
     pub fn build(self) -> Result<Offer, OfferError> {
         if let Some(error) = self.error {
             return Err(error);
@@ -269,6 +443,25 @@ impl OfferBuilder {
         }
         if self.accepts.is_empty() {
             return Err(OfferError::NoAccepts { url: url.clone() });
+        }
+        for accept in self.accepts.iter().filter(|accept| is_metered(accept)) {
+            let reason = if self.mode == SettlementMode::Before {
+                "a metered payment settles after the work, never in SettlementMode::Before"
+            } else if !accept
+                .extra
+                .as_ref()
+                .and_then(|extra| extra.get(FACILITATOR_ADDRESS))
+                .is_some_and(serde_json::Value::is_string)
+            {
+                "no extra.facilitatorAddress, without which no buyer can sign: build the offer \
+                 with `build_for(&facilitator)`"
+            } else {
+                continue;
+            };
+            return Err(OfferError::Metered {
+                url: url.clone(),
+                reason: format!("{} on {}: {reason}", accept.scheme, accept.network),
+            });
         }
         let required = PaymentRequired {
             x402_version: X402Version::V2,

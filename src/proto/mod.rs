@@ -21,6 +21,7 @@ pub mod header;
 mod money;
 mod network;
 mod payment;
+mod upto;
 
 pub use extension::{Extension, Extensions};
 pub use facilitator::{
@@ -31,6 +32,10 @@ pub use network::{Eip712Domain, Network, NetworkError, UsdcDeployment};
 pub use payment::{
     Eip3009Authorization, ExactEvmPayload, PaymentPayload, PaymentRequired, PaymentRequirements,
     ResourceInfo, X402Version,
+};
+pub use upto::{
+    PERMIT2_ADDRESS, PERMIT2_TRANSFER_METHOD, Permit2Authorization, TokenPermissions,
+    UPTO_PROXY_ADDRESS, UPTO_SCHEME, UptoEvmPayload, UptoWitness,
 };
 
 /// Header carrying the base64 `PaymentRequired` challenge on a 402.

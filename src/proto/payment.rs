@@ -1,7 +1,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{AtomicAmount, Extensions, Network};
+use super::{AtomicAmount, Extensions, Network, UptoEvmPayload};
 
 /// The protocol version number carried as `x402Version`.
 ///
@@ -140,7 +140,8 @@ pub struct PaymentPayload {
     pub resource: Option<ResourceInfo>,
     /// The requirement the client chose, echoed from the challenge.
     pub accepted: PaymentRequirements,
-    /// Scheme-specific proof; see [`ExactEvmPayload`] for EVM `exact`.
+    /// Scheme-specific proof; see [`ExactEvmPayload`] for EVM `exact`, [`UptoEvmPayload`] for
+    /// EVM `upto`.
     pub payload: Value,
     /// The server's extensions, echoed, plus anything the client adds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -155,6 +156,15 @@ impl PaymentPayload {
     /// When `payload` does not have that shape.
     pub fn exact_evm(&self) -> Result<ExactEvmPayload, serde_json::Error> {
         ExactEvmPayload::deserialize(&self.payload)
+    }
+
+    /// The payload as an EVM `upto` Permit2 permit with its witness.
+    ///
+    /// # Errors
+    ///
+    /// When `payload` does not have that shape.
+    pub fn upto_evm(&self) -> Result<UptoEvmPayload, serde_json::Error> {
+        UptoEvmPayload::deserialize(&self.payload)
     }
 
     /// The `payment-identifier` extension id, when the client supplied one.

@@ -9,8 +9,9 @@ use crate::proto::{PaymentPayload, PaymentRequirements, SettleResponse};
 ///
 /// In order of preference: the `payment-identifier` extension id (`id:<id>`); for EIP-3009
 /// payments the authorization that the chain itself deduplicates on
-/// (`eip3009:<network>:<asset>:<from>:<nonce>`, lowercased); otherwise the scheme, network and
-/// the exact payload JSON.
+/// (`eip3009:<network>:<asset>:<from>:<nonce>`, lowercased); for Permit2 (`upto`) payments the
+/// owner's nonce (`permit2:<network>:<from>:<nonce>`); otherwise the scheme, network and the
+/// exact payload JSON.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 pub struct PaymentKey(Arc<str>);
@@ -62,19 +63,29 @@ impl Fingerprint {
     /// The fingerprint of `payload`.
     pub(crate) fn of(payload: &PaymentPayload) -> Self {
         let accepted = &payload.accepted;
-        Self(match payload.exact_evm() {
-            Ok(evm) => format!(
+        if let Ok(evm) = payload.exact_evm() {
+            return Self(format!(
                 "eip3009:{}:{}:{}:{}",
                 accepted.network,
                 accepted.asset.to_ascii_lowercase(),
                 evm.authorization.from.to_ascii_lowercase(),
                 evm.authorization.nonce.to_ascii_lowercase(),
-            ),
-            Err(_) => format!(
-                "raw:{}:{}:{}",
-                accepted.scheme, accepted.network, payload.payload
-            ),
-        })
+            ));
+        }
+        if let Ok(upto) = payload.upto_evm() {
+            // Permit2 nonces belong to the owner, whatever the token: the chain spends each once.
+            let permit = upto.permit2_authorization;
+            return Self(format!(
+                "permit2:{}:{}:{}",
+                accepted.network,
+                permit.from.to_ascii_lowercase(),
+                permit.nonce.to_ascii_lowercase(),
+            ));
+        }
+        Self(format!(
+            "raw:{}:{}:{}",
+            accepted.scheme, accepted.network, payload.payload
+        ))
     }
 
     pub(crate) fn as_str(&self) -> &str {

@@ -214,7 +214,7 @@ pub(crate) fn parse_address(text: &str) -> Option<Address> {
     Some(address)
 }
 
-fn parse_decimal(text: &str) -> Option<U256> {
+pub(crate) fn parse_decimal(text: &str) -> Option<U256> {
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }

@@ -9,7 +9,7 @@ use tower_x402::BoxFuture;
 use tower_x402::facilitator::{Endpoint, Facilitator, FacilitatorError};
 use tower_x402::proto::{
     AtomicAmount, FacilitatorRequest, SettleResponse, SupportedKind, SupportedResponse,
-    VerifyResponse, X402Version,
+    UPTO_SCHEME, VerifyResponse, X402Version,
 };
 
 use crate::clock::{self, Clock};
@@ -28,7 +28,10 @@ pub struct InvalidAddress(pub String);
 
 /// A stand-in facilitator with real cryptography and no chain.
 ///
-/// It supports scheme `exact` with EIP-3009 on Base (`eip155:8453`) and Base Sepolia
+/// It supports scheme `exact` with EIP-3009 and scheme `upto` with Permit2 (a
+/// `PermitWitnessTransferFrom` whose witness names this facilitator, settled for the
+/// requirement's `amount`, at most the permitted maximum, once per Permit2 nonce; zero moves
+/// nothing) on Base (`eip155:8453`) and Base Sepolia
 /// (`eip155:84532`), using the USDC deployments and EIP-712 domains of
 /// [`UsdcDeployment`](tower_x402::proto::UsdcDeployment). Verification recovers the signer of the
 /// EIP-712 `TransferWithAuthorization` digest and applies the reference facilitator's checks in
@@ -75,15 +78,23 @@ impl SandboxFacilitator {
     /// A facilitator on the system clock, with an empty ledger and a random signer address.
     pub fn new() -> Self {
         let signer = Address::from(rand::random::<[u8; 20]>());
-        let kinds = DEPLOYMENTS
-            .iter()
-            .map(|usdc| SupportedKind {
-                x402_version: X402Version::V2,
-                scheme: "exact".to_owned(),
-                network: usdc.network.clone(),
-                extra: None,
-            })
-            .collect();
+        let facilitator_address = serde_json::Map::from_iter([(
+            "facilitatorAddress".to_owned(),
+            serde_json::Value::String(signer.to_checksum(None)),
+        )]);
+        let exact = DEPLOYMENTS.iter().map(|usdc| SupportedKind {
+            x402_version: X402Version::V2,
+            scheme: "exact".to_owned(),
+            network: usdc.network.clone(),
+            extra: None,
+        });
+        let upto = DEPLOYMENTS.iter().map(|usdc| SupportedKind {
+            x402_version: X402Version::V2,
+            scheme: UPTO_SCHEME.to_owned(),
+            network: usdc.network.clone(),
+            extra: Some(facilitator_address.clone()),
+        });
+        let kinds = exact.chain(upto).collect();
         let signers = BTreeMap::from([("eip155:*".to_owned(), vec![signer.to_checksum(None)])]);
         Self {
             inner: Arc::new(Inner {
@@ -202,14 +213,15 @@ impl SandboxFacilitator {
         request: &FacilitatorRequest,
         signatures: Signatures,
     ) -> VerifyResponse {
-        let outcome = verify::check(request, self.now(), signatures).and_then(|payment| {
-            let payer = Some(payment.payer());
-            self.inner
-                .ledger
-                .check(&payment)
-                .map_err(|rejection| with_payer(rejection, payer))?;
-            Ok(payment.payer())
-        });
+        let outcome =
+            verify::check(request, self.now(), signatures, self.inner.signer).and_then(|payment| {
+                let payer = Some(payment.payer());
+                self.inner
+                    .ledger
+                    .check(&payment)
+                    .map_err(|rejection| with_payer(rejection, payer))?;
+                Ok(payment.payer())
+            });
         match outcome {
             Ok(payer) => VerifyResponse {
                 is_valid: true,
@@ -241,13 +253,14 @@ impl SandboxFacilitator {
         signatures: Signatures,
     ) -> SettleResponse {
         let network = request.payment_requirements.network.clone();
-        let outcome = verify::check(request, self.now(), signatures).and_then(|payment| {
-            let payer = Some(payment.payer());
-            self.inner
-                .ledger
-                .settle(&payment)
-                .map_err(|rejection| with_payer(rejection, payer))
-        });
+        let outcome =
+            verify::check(request, self.now(), signatures, self.inner.signer).and_then(|payment| {
+                let payer = Some(payment.payer());
+                self.inner
+                    .ledger
+                    .settle(&payment)
+                    .map_err(|rejection| with_payer(rejection, payer))
+            });
         match outcome {
             Ok(settlement) => SettleResponse {
                 success: true,
@@ -302,7 +315,8 @@ impl SandboxFacilitator {
         self.inner.signer.to_checksum(None)
     }
 
-    /// The `/supported` answer: `exact` on both networks, version 2, and the signer.
+    /// The `/supported` answer: `exact` and `upto` on both networks, version 2 (`upto` with
+    /// `extra.facilitatorAddress`, the signer), and the signer.
     pub fn supported_response(&self) -> Arc<SupportedResponse> {
         Arc::clone(&self.inner.supported)
     }

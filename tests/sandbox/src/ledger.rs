@@ -28,6 +28,10 @@ pub struct SandboxSettlement {
     pub nonce: String,
     /// The fake transaction hash reported to the server, `0x`-hex.
     pub transaction: String,
+    /// The scheme: `exact` (an EIP-3009 `transferWithAuthorization`) or `upto` (a Permit2
+    /// `permitWitnessTransferFrom` through the `upto` proxy, whose nonce is a uint256 written as
+    /// 32 bytes of hex).
+    pub scheme: String,
 }
 
 /// Balances, used nonces and settlements, behind one lock so that a settlement's checks and
@@ -46,7 +50,8 @@ struct State {
     settlements: Vec<SandboxSettlement>,
 }
 
-/// EIP-3009 nonces are per token and authorizer.
+/// EIP-3009 nonces are per token and authorizer; Permit2 nonces per owner, in the Permit2
+/// contract (whose address then takes the token's place).
 type NonceKey = (Network, Address, Address, B256);
 
 impl Ledger {
@@ -101,9 +106,24 @@ impl Ledger {
 
     /// Checks and performs the transfer in one step: of two settlements of the same
     /// authorization, exactly one succeeds.
+    ///
+    /// A Permit2 payment of zero moves nothing and leaves its nonce unused: it answers a
+    /// settlement with no transaction and records none.
     pub(crate) fn settle(&self, payment: &Authorized) -> Result<SandboxSettlement, Rejection> {
         let mut state = self.lock();
         state.check(payment)?;
+        if payment.permit2 && payment.amount == 0 {
+            return Ok(SandboxSettlement {
+                network: payment.network.clone(),
+                asset: payment.asset.to_checksum(None),
+                from: payment.payer(),
+                to: payment.to.to_checksum(None),
+                amount: AtomicAmount(0),
+                nonce: payment.nonce.to_string(),
+                transaction: String::new(),
+                scheme: tower_x402::proto::UPTO_SCHEME.to_owned(),
+            });
+        }
         // `check` established that the payer covers the amount.
         let payer_balance = state.balance(payment.from) - payment.amount;
         if payment.from != payment.to {
@@ -128,6 +148,7 @@ impl Ledger {
             amount: AtomicAmount(payment.amount),
             nonce: payment.nonce.to_string(),
             transaction: transaction_hash(payment).to_string(),
+            scheme: if payment.permit2 { "upto" } else { "exact" }.to_owned(),
         };
         state.settlements.push(settlement.clone());
         Ok(settlement)
@@ -149,18 +170,22 @@ impl State {
                 payment.nonce,
                 payment.payer()
             );
-            return Err(Rejection::new(
-                reason::INVALID_EXACT_EVM_NONCE_ALREADY_USED,
-                message,
-            ));
+            let code = if payment.permit2 {
+                reason::PERMIT2_INVALID_NONCE
+            } else {
+                reason::INVALID_EXACT_EVM_NONCE_ALREADY_USED
+            };
+            return Err(Rejection::new(code, message));
         }
         let balance = self.balance(payment.from);
         if balance < payment.amount {
             let message = format!("balance {balance} is below the value {}", payment.amount);
-            return Err(Rejection::new(
-                reason::INVALID_EXACT_EVM_INSUFFICIENT_BALANCE,
-                message,
-            ));
+            let code = if payment.permit2 {
+                reason::INSUFFICIENT_FUNDS
+            } else {
+                reason::INVALID_EXACT_EVM_INSUFFICIENT_BALANCE
+            };
+            return Err(Rejection::new(code, message));
         }
         Ok(())
     }
@@ -169,10 +194,19 @@ impl State {
 fn nonce_key(payment: &Authorized) -> NonceKey {
     (
         payment.network.clone(),
-        payment.asset,
+        nonce_space(payment),
         payment.from,
         payment.nonce,
     )
+}
+
+/// The contract that keeps the payment's nonce: the token, or Permit2.
+fn nonce_space(payment: &Authorized) -> Address {
+    if payment.permit2 {
+        tower_x402::permit2::PERMIT2
+    } else {
+        payment.asset
+    }
 }
 
 /// A deterministic stand-in for the transaction hash: `keccak256(network ‖ asset ‖ from ‖ nonce)`,
@@ -181,7 +215,7 @@ fn transaction_hash(payment: &Authorized) -> B256 {
     let network = payment.network.as_str().as_bytes();
     let mut preimage = Vec::with_capacity(network.len() + 20 + 20 + 32);
     preimage.extend_from_slice(network);
-    preimage.extend_from_slice(payment.asset.as_slice());
+    preimage.extend_from_slice(nonce_space(payment).as_slice());
     preimage.extend_from_slice(payment.from.as_slice());
     preimage.extend_from_slice(payment.nonce.as_slice());
     keccak256(preimage)
@@ -199,6 +233,7 @@ mod tests {
             to,
             amount,
             nonce: B256::repeat_byte(nonce),
+            permit2: false,
         }
     }
 

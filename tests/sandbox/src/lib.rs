@@ -52,6 +52,7 @@ mod reconcile;
 mod rpc;
 mod script;
 mod server;
+mod upto;
 mod verify;
 mod wallet;
 

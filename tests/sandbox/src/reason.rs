@@ -51,3 +51,33 @@ pub const INVALID_EXACT_EVM_NONCE_ALREADY_USED: &str = "invalid_exact_evm_nonce_
 pub const INVALID_EXACT_EVM_INSUFFICIENT_BALANCE: &str = "invalid_exact_evm_insufficient_balance";
 /// The transfer could not be applied (the recipient's balance would overflow).
 pub const INVALID_EXACT_EVM_TRANSACTION_FAILED: &str = "invalid_exact_evm_transaction_failed";
+
+// The `upto` scheme (Permit2), with the reference facilitators' names.
+
+/// `accepted.scheme` and the requirement's scheme disagree about `upto`.
+pub const INVALID_UPTO_EVM_SCHEME: &str = "invalid_upto_evm_scheme";
+/// `accepted.network` differs from the requirement's network.
+pub const INVALID_UPTO_EVM_NETWORK_MISMATCH: &str = "invalid_upto_evm_network_mismatch";
+/// The payload is not a Permit2 `{signature, permit2Authorization}` with well-formed values.
+pub const INVALID_UPTO_EVM_PAYLOAD: &str = "invalid_upto_evm_payload";
+/// `witness.facilitator` is not this facilitator: another one is the only party allowed to
+/// settle.
+pub const UPTO_FACILITATOR_MISMATCH: &str = "upto_facilitator_mismatch";
+/// The amount to settle is above `permitted.amount`.
+pub const UPTO_AMOUNT_EXCEEDS_PERMITTED: &str = "upto_amount_exceeds_permitted";
+/// The permit's `spender` is not the `upto` proxy.
+pub const INVALID_PERMIT2_SPENDER: &str = "invalid_permit2_spender";
+/// `witness.to` is not the requirement's `payTo`.
+pub const INVALID_PERMIT2_RECIPIENT_MISMATCH: &str = "invalid_permit2_recipient_mismatch";
+/// The `deadline` has passed, or falls within the 6-second block-time buffer.
+pub const PERMIT2_DEADLINE_EXPIRED: &str = "permit2_deadline_expired";
+/// `witness.validAfter` is still in the future.
+pub const PERMIT2_NOT_YET_VALID: &str = "permit2_not_yet_valid";
+/// `permitted.token` is not the requirement's asset (the network's USDC).
+pub const PERMIT2_TOKEN_MISMATCH: &str = "permit2_token_mismatch";
+/// The signature is malformed or does not recover to `from` under the Permit2 domain.
+pub const INVALID_PERMIT2_SIGNATURE: &str = "invalid_permit2_signature";
+/// The permit's `(from, nonce)` was already consumed in Permit2.
+pub const PERMIT2_INVALID_NONCE: &str = "permit2_invalid_nonce";
+/// The payer's balance is below the amount to settle.
+pub const INSUFFICIENT_FUNDS: &str = "insufficient_funds";

@@ -2,17 +2,24 @@
 
 use alloy_primitives::B256;
 use tower_x402::BoxFuture;
-use tower_x402::proto::FacilitatorRequest;
+use tower_x402::proto::{FacilitatorRequest, UPTO_SCHEME, UptoEvmPayload};
 use tower_x402::settlement::{Reconciler, Reconciliation};
 
 use crate::SandboxFacilitator;
-use crate::eip712::parse_address;
+use crate::eip712::{parse_address, parse_decimal};
 
 impl SandboxFacilitator {
     /// What the ledger says about the payment in `request`: settled (with its transaction) when
     /// the ledger holds a transfer of its authorization to `payTo` for the amount required, not
     /// settled when it holds none.
+    ///
+    /// For an `upto` payment: settled when the ledger holds a transfer of its Permit2 nonce to
+    /// `payTo` for the requirement's amount (the amount charged); not settled when it holds none
+    /// (a zero charge moves nothing and uses no nonce).
     pub fn reconcile_payment(&self, request: &FacilitatorRequest) -> Reconciliation {
+        if let Ok(upto) = request.payment_payload.upto_evm() {
+            return self.reconcile_permit(request, &upto);
+        }
         let Ok(evm) = request.payment_payload.exact_evm() else {
             return Reconciliation::Unknown {
                 reason: "not an exact EIP-3009 payment".to_owned(),
@@ -30,7 +37,8 @@ impl SandboxFacilitator {
             };
         };
         let found = self.settlements().into_iter().find(|settlement| {
-            settlement.network == requirement.network
+            settlement.scheme != UPTO_SCHEME
+                && settlement.network == requirement.network
                 && parse_address(&settlement.asset) == Some(asset)
                 && parse_address(&settlement.from) == Some(from)
                 && settlement.nonce.parse::<B256>().ok() == Some(nonce)
@@ -48,6 +56,49 @@ impl SandboxFacilitator {
             Some(settlement) => Reconciliation::Unknown {
                 reason: format!(
                     "the authorization was used in {} for another recipient or amount",
+                    settlement.transaction
+                ),
+            },
+        }
+    }
+}
+
+impl SandboxFacilitator {
+    fn reconcile_permit(
+        &self,
+        request: &FacilitatorRequest,
+        upto: &UptoEvmPayload,
+    ) -> Reconciliation {
+        let permit = &upto.permit2_authorization;
+        let requirement = &request.payment_requirements;
+        let (Some(from), Some(nonce)) = (
+            parse_address(&permit.from),
+            parse_decimal(&permit.nonce).map(B256::from),
+        ) else {
+            return Reconciliation::Unknown {
+                reason: "the permit's payer or nonce is malformed".to_owned(),
+            };
+        };
+        let found = self.settlements().into_iter().find(|settlement| {
+            settlement.scheme == UPTO_SCHEME
+                && settlement.network == requirement.network
+                && parse_address(&settlement.from) == Some(from)
+                && settlement.nonce.parse::<B256>().ok() == Some(nonce)
+        });
+        match found {
+            None => Reconciliation::NotSettled,
+            Some(settlement)
+                if parse_address(&settlement.to) == parse_address(&requirement.pay_to)
+                    && parse_address(&settlement.asset) == parse_address(&requirement.asset)
+                    && settlement.amount == requirement.amount =>
+            {
+                Reconciliation::Settled {
+                    transaction: settlement.transaction,
+                }
+            }
+            Some(settlement) => Reconciliation::Unknown {
+                reason: format!(
+                    "the permit's nonce was used in {} for another recipient, token or amount",
                     settlement.transaction
                 ),
             },

@@ -7,7 +7,8 @@ use axum::extract::State;
 use axum::routing::post;
 use serde_json::{Value, json};
 use tower_x402::eip3009::{AuthorizationUsed, Transfer, authorizationStateCall};
-use tower_x402::proto::Network;
+use tower_x402::permit2::{self, nonce_position, nonceBitmapCall};
+use tower_x402::proto::{Network, UPTO_SCHEME};
 
 use crate::SandboxFacilitator;
 use crate::eip712::parse_address;
@@ -24,9 +25,11 @@ impl SandboxFacilitator {
     /// This facilitator's ledger as the chain `network` (an `eip155` network) over Ethereum
     /// JSON-RPC at `POST /`: each settlement is one block holding one successful
     /// `transferWithAuthorization` transaction whose receipt carries the token's `Transfer` and
-    /// `AuthorizationUsed` logs. Answers `eth_chainId`, `eth_blockNumber`, `eth_getLogs`
-    /// (address, topics and block range), `eth_getTransactionReceipt` and `eth_call` of
-    /// `authorizationState`; other methods get JSON-RPC error -32601.
+    /// `AuthorizationUsed` logs (an `upto` settlement: one transaction to the `upto` proxy whose
+    /// receipt carries the token's `Transfer(payer, payTo, amount)`). Answers `eth_chainId`,
+    /// `eth_blockNumber`, `eth_getLogs` (address, topics and block range),
+    /// `eth_getTransactionReceipt`, and `eth_call` of the token's `authorizationState` and of
+    /// Permit2's `nonceBitmap`; other methods get JSON-RPC error -32601.
     ///
     /// ```no_run
     /// use tower_x402::proto::Network;
@@ -123,6 +126,11 @@ impl Chain {
         else {
             return Value::Null;
         };
+        let to = if settlement.scheme == UPTO_SCHEME {
+            permit2::UPTO_PROXY.to_checksum(None)
+        } else {
+            settlement.asset.clone()
+        };
         json!({
             "type": "0x2",
             "status": "0x1",
@@ -136,7 +144,7 @@ impl Chain {
             "blockHash": block_hash(block),
             "blockNumber": format!("0x{block:x}"),
             "from": self.sandbox.signer_address(),
-            "to": settlement.asset,
+            "to": to,
             "contractAddress": null,
         })
     }
@@ -147,6 +155,10 @@ impl Chain {
             .or_else(|| call["data"].as_str())
             .unwrap_or_default();
         let bytes = alloy_primitives::hex::decode(input).map_err(|e| (-32602, e.to_string()))?;
+        let to = call["to"].as_str().and_then(parse_address);
+        if to == Some(permit2::PERMIT2) {
+            return self.nonce_bitmap(&bytes);
+        }
         let Ok(authorizationStateCall { authorizer, nonce }) =
             authorizationStateCall::abi_decode(&bytes)
         else {
@@ -157,11 +169,37 @@ impl Chain {
         };
         let token = call["to"].as_str().and_then(parse_address);
         let used = self.blocks().iter().any(|(_, settlement)| {
-            token.is_some_and(|token| parse_address(&settlement.asset) == Some(token))
+            settlement.scheme == "exact"
+                && token.is_some_and(|token| parse_address(&settlement.asset) == Some(token))
                 && parse_address(&settlement.from) == Some(authorizer)
                 && settlement.nonce.parse::<B256>().ok() == Some(nonce)
         });
         let answer = authorizationStateCall::abi_encode_returns(&used);
+        Ok(json!(alloy_primitives::hex::encode_prefixed(answer)))
+    }
+}
+
+impl Chain {
+    /// Permit2's `nonceBitmap(owner, wordPos)`: bit `n` set when nonce `wordPos << 8 | n` of
+    /// `owner` was consumed by an `upto` settlement on this chain.
+    fn nonce_bitmap(&self, input: &[u8]) -> Result<Value, (i64, String)> {
+        let Ok(nonceBitmapCall { owner, wordPos }) = nonceBitmapCall::abi_decode(input) else {
+            return Err((
+                -32000,
+                "execution reverted: only nonceBitmap is served on Permit2".into(),
+            ));
+        };
+        let word = self
+            .blocks()
+            .iter()
+            .filter(|(_, settlement)| {
+                settlement.scheme == UPTO_SCHEME && parse_address(&settlement.from) == Some(owner)
+            })
+            .filter_map(|(_, settlement)| settlement.nonce.parse::<B256>().ok())
+            .map(|nonce| nonce_position(U256::from_be_bytes(nonce.0)))
+            .filter(|(word, _)| *word == wordPos)
+            .fold(U256::ZERO, |bits, (_, bit)| bits | (U256::from(1) << bit));
+        let answer = nonceBitmapCall::abi_encode_returns(&word);
         Ok(json!(alloy_primitives::hex::encode_prefixed(answer)))
     }
 }
@@ -204,8 +242,12 @@ fn logs_of(block: u64, settlement: &SandboxSettlement) -> Vec<Value> {
         authorizer: address(&settlement.from),
         nonce: settlement.nonce.parse::<B256>().unwrap_or_default(),
     };
-    [(0, transfer.encode_log_data()), (1, used.encode_log_data())]
-        .into_iter()
+    let mut logs = vec![(0, transfer.encode_log_data())];
+    // Permit2 marks its nonce in storage; only EIP-3009 emits an event for it.
+    if settlement.scheme != UPTO_SCHEME {
+        logs.push((1, used.encode_log_data()));
+    }
+    logs.into_iter()
         .map(|(index, data)| {
             let topics = data.topics().iter().map(B256::to_string).collect();
             log(

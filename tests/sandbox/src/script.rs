@@ -252,8 +252,11 @@ fn transport<T>(step: &Step, work: impl FnOnce() -> T) -> Reply<T> {
 
 /// The payer the authorization names, if it is an `exact` EVM payment.
 fn claimed_payer(request: &FacilitatorRequest) -> Option<String> {
-    let exact = request.payment_payload.exact_evm().ok()?;
-    Some(exact.authorization.from)
+    let payload = &request.payment_payload;
+    match payload.exact_evm() {
+        Ok(exact) => Some(exact.authorization.from),
+        Err(_) => Some(payload.upto_evm().ok()?.permit2_authorization.from),
+    }
 }
 
 impl SandboxFacilitator {

@@ -33,7 +33,7 @@ impl Rejection {
         }
     }
 
-    fn payer(mut self, payer: Option<String>) -> Self {
+    pub(crate) fn payer(mut self, payer: Option<String>) -> Self {
         self.payer = payer;
         self
     }
@@ -47,7 +47,10 @@ pub(crate) struct Authorized {
     pub(crate) from: Address,
     pub(crate) to: Address,
     pub(crate) amount: u128,
+    /// EIP-3009 nonce, or the Permit2 nonce's 32 bytes.
     pub(crate) nonce: B256,
+    /// A Permit2 `upto` permit: its nonce lives in Permit2, per owner, not in the token.
+    pub(crate) permit2: bool,
 }
 
 impl Authorized {
@@ -71,7 +74,11 @@ pub(crate) fn check(
     request: &FacilitatorRequest,
     now: u64,
     signatures: Signatures,
+    facilitator: Address,
 ) -> Result<Authorized, Rejection> {
+    if request.payment_requirements.scheme == tower_x402::proto::UPTO_SCHEME {
+        return crate::upto::check(request, now, signatures, facilitator);
+    }
     let payload = &request.payment_payload;
     let requirements = &request.payment_requirements;
     let accepted = &payload.accepted;
@@ -241,12 +248,13 @@ pub(crate) fn check(
         to: message.to,
         amount,
         nonce: message.nonce,
+        permit2: false,
     })
 }
 
 /// Reads a 65-byte `r ‖ s ‖ v` signature the way the USDC contract accepts it: `v` 27 or 28 and
 /// `s` in the lower half of the curve order.
-fn parse_signature(text: &str) -> Result<Signature, String> {
+pub(crate) fn parse_signature(text: &str) -> Result<Signature, String> {
     let bytes = text
         .strip_prefix("0x")
         .and_then(|digits| hex::decode(digits).ok())

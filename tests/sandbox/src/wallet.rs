@@ -6,12 +6,14 @@ use alloy_primitives::{Address, B256, Signature, U256};
 use alloy_sol_types::SolStruct as _;
 use k256::ecdsa::SigningKey;
 use tower_x402::eip3009::TransferWithAuthorization;
+use tower_x402::permit2::{self, PermitWitnessTransferFrom, TokenPermissions, Witness};
 use tower_x402::proto::{
-    Eip3009Authorization, ExactEvmPayload, PaymentPayload, PaymentRequired, PaymentRequirements,
+    Eip3009Authorization, ExactEvmPayload, PERMIT2_TRANSFER_METHOD, PaymentPayload,
+    PaymentRequired, PaymentRequirements, Permit2Authorization, UPTO_SCHEME, UptoEvmPayload,
     X402Version,
 };
 
-use crate::{clock, eip712};
+use crate::{clock, eip712, upto};
 
 /// Seconds before now that a new authorization becomes valid, allowing for clock skew between
 /// payer and facilitator (the reference client's value).
@@ -112,7 +114,9 @@ impl SandboxWallet {
 
     /// Pays `required` as of unix time `now`, with the first accept this wallet can pay: scheme
     /// `exact` on an `eip155` network, with `extra.name` and `extra.version`, and `asset` and
-    /// `payTo` that are addresses.
+    /// `payTo` that are addresses (an EIP-3009 authorization); or scheme `upto` with
+    /// `extra.assetTransferMethod = "permit2"` and `extra.facilitatorAddress` (a Permit2 permit of
+    /// the maximum, see [`permit_at`](Self::permit_at)).
     ///
     /// # Errors
     ///
@@ -126,14 +130,18 @@ impl SandboxWallet {
         for (index, accept) in required.accepts.iter().enumerate() {
             match payable(accept) {
                 Ok(()) => {
-                    let authorization = self.authorization_at(accept, now)?;
-                    let payload = self.sign_authorization(accept, &authorization)?;
+                    let payload = if accept.scheme == UPTO_SCHEME {
+                        let permit = self.permit_at(accept, now)?;
+                        serde_json::to_value(self.sign_permit(accept, &permit)?)
+                    } else {
+                        let authorization = self.authorization_at(accept, now)?;
+                        serde_json::to_value(self.sign_authorization(accept, &authorization)?)
+                    };
                     return Ok(PaymentPayload {
                         x402_version: X402Version::V2,
                         resource: Some(required.resource.clone()),
                         accepted: accept.clone(),
-                        payload: serde_json::to_value(payload)
-                            .map_err(|e| WalletError::Unsignable(e.to_string()))?,
+                        payload: payload.map_err(|e| WalletError::Unsignable(e.to_string()))?,
                         extensions: required.extensions.clone(),
                     });
                 }
@@ -199,12 +207,93 @@ impl SandboxWallet {
             authorization: authorization.clone(),
         })
     }
+    /// The unsigned `upto` permit this wallet would send for `accept` at unix time `now`: up to
+    /// `amount` of `asset`, spender the `upto` proxy, a random uint256 nonce,
+    /// `deadline = now + maxTimeoutSeconds`, witness `{to: payTo, facilitator:
+    /// extra.facilitatorAddress, validAfter: 0}` (as the reference TypeScript client). Sign it
+    /// (possibly after changing it) with [`sign_permit`](Self::sign_permit).
+    ///
+    /// # Errors
+    ///
+    /// When `payTo`, `asset` or `extra.facilitatorAddress` is not an address.
+    pub fn permit_at(
+        &self,
+        accept: &PaymentRequirements,
+        now: u64,
+    ) -> Result<Permit2Authorization, WalletError> {
+        let address = |what: &str, text: Option<&str>| {
+            text.and_then(eip712::parse_address).ok_or_else(|| {
+                WalletError::Unsignable(format!(
+                    "{what} `{}` is not an address",
+                    text.unwrap_or("")
+                ))
+            })
+        };
+        let facilitator = accept
+            .extra
+            .as_ref()
+            .and_then(|extra| extra.get("facilitatorAddress"))
+            .and_then(|value| value.as_str());
+        let message = PermitWitnessTransferFrom {
+            permitted: TokenPermissions {
+                token: address("asset", Some(&accept.asset))?,
+                amount: U256::from(accept.amount.get()),
+            },
+            spender: permit2::UPTO_PROXY,
+            nonce: U256::from_be_bytes(rand::random::<[u8; 32]>()),
+            deadline: U256::from(now.saturating_add(accept.max_timeout_seconds)),
+            witness: Witness {
+                to: address("payTo", Some(&accept.pay_to))?,
+                facilitator: address("extra.facilitatorAddress", facilitator)?,
+                validAfter: U256::ZERO,
+            },
+        };
+        Ok(upto::to_wire(self.address, &message))
+    }
+
+    /// Signs `permit` under the Permit2 EIP-712 domain of `accept`'s chain, exactly as given:
+    /// nothing is checked against `accept` or this wallet's address.
+    ///
+    /// # Errors
+    ///
+    /// When `accept` is not on an EVM chain or `permit` does not parse.
+    pub fn sign_permit(
+        &self,
+        accept: &PaymentRequirements,
+        permit: &Permit2Authorization,
+    ) -> Result<UptoEvmPayload, WalletError> {
+        let chain_id = accept.network.evm_chain_id().ok_or_else(|| {
+            WalletError::Unsignable(format!("network `{}` is not an EVM chain", accept.network))
+        })?;
+        let (_, message) =
+            upto::from_wire(permit).map_err(|e| WalletError::Unsignable(e.to_string()))?;
+        let digest = message.eip712_signing_hash(&permit2::domain(chain_id));
+        Ok(UptoEvmPayload {
+            signature: self.sign_prehash(digest)?,
+            permit2_authorization: permit.clone(),
+        })
+    }
+
+    fn sign_prehash(&self, digest: B256) -> Result<String, WalletError> {
+        let (signature, recovery) = self
+            .key
+            .sign_prehash_recoverable(digest.as_slice())
+            .map_err(|e| WalletError::Signing(e.to_string()))?;
+        let signature = Signature::from_signature_and_parity(signature, recovery.is_y_odd());
+        Ok(alloy_primitives::hex::encode_prefixed(signature.as_bytes()))
+    }
 }
 
 /// Whether the wallet can pay `accept`; `Err` says why not.
 fn payable(accept: &PaymentRequirements) -> Result<(), String> {
+    if accept.scheme == UPTO_SCHEME {
+        return payable_upto(accept);
+    }
     if accept.scheme != "exact" {
-        return Err(format!("has scheme `{}`, not `exact`", accept.scheme));
+        return Err(format!(
+            "has scheme `{}`, not `exact` or `upto`",
+            accept.scheme
+        ));
     }
     if eip712::parse_address(&accept.pay_to).is_none() {
         return Err(format!("pays to `{}`, not an EVM address", accept.pay_to));
@@ -212,6 +301,37 @@ fn payable(accept: &PaymentRequirements) -> Result<(), String> {
     eip712::domain_of(accept)
         .map(drop)
         .map_err(|error| error.to_string())
+}
+
+/// Whether the wallet can pay an `upto` accept: Permit2 on an `eip155` network, with the
+/// facilitator named (a client without `extra.facilitatorAddress` refuses to sign).
+fn payable_upto(accept: &PaymentRequirements) -> Result<(), String> {
+    let extra = |key: &str| {
+        accept
+            .extra
+            .as_ref()
+            .and_then(|extra| extra.get(key))
+            .and_then(|value| value.as_str())
+    };
+    if accept.network.evm_chain_id().is_none() {
+        return Err(format!("is on `{}`, not an EVM chain", accept.network));
+    }
+    if extra("assetTransferMethod") != Some(PERMIT2_TRANSFER_METHOD) {
+        return Err("is `upto` without `extra.assetTransferMethod` = `permit2`".to_owned());
+    }
+    if extra("facilitatorAddress")
+        .and_then(eip712::parse_address)
+        .is_none()
+    {
+        return Err("is `upto` without an `extra.facilitatorAddress`".to_owned());
+    }
+    if eip712::parse_address(&accept.pay_to).is_none() {
+        return Err(format!("pays to `{}`, not an EVM address", accept.pay_to));
+    }
+    if eip712::parse_address(&accept.asset).is_none() {
+        return Err(format!("asset `{}` is not an EVM address", accept.asset));
+    }
+    Ok(())
 }
 
 impl fmt::Debug for SandboxWallet {

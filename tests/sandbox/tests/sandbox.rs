@@ -752,7 +752,9 @@ async fn http_router_speaks_the_facilitator_wire_format() {
     let supported = client.supported().await.unwrap();
     assert!(supported.supports("exact", &Network::BASE));
     assert!(supported.supports("exact", &Network::BASE_SEPOLIA));
-    assert_eq!(supported.kinds.len(), 2);
+    assert!(supported.supports("upto", &Network::BASE));
+    assert!(supported.supports("upto", &Network::BASE_SEPOLIA));
+    assert_eq!(supported.kinds.len(), 4);
     assert_eq!(
         supported.signers["eip155:*"],
         [facilitator.signer_address()]

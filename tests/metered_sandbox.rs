@@ -1,0 +1,160 @@
+//! Metered (`upto`) payments end to end against the sandbox facilitator served over loopback
+//! HTTP: real Permit2 signatures from the sandbox wallet, `/supported` read through
+//! `HttpFacilitator`, and the sandbox's ledger telling what moved.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::Query;
+use axum::routing::get;
+use tower_x402::proto::{
+    AtomicAmount, PAYMENT_SIGNATURE, PaymentPayload, ResourceInfo, SettleResponse, UsdAmount,
+    UsdcDeployment, header,
+};
+use tower_x402::{Charge, HttpFacilitator, Offer, X402Layer};
+use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
+
+const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
+
+#[derive(serde::Deserialize)]
+struct Rows {
+    count: u32,
+}
+
+async fn rows(charge: Charge, Query(Rows { count }): Query<Rows>) -> String {
+    charge.set_usd(UsdAmount::ZERO).unwrap();
+    for _ in 0..count {
+        charge.add_usd("0.01".parse().unwrap()).unwrap();
+    }
+    format!("{count} rows")
+}
+
+struct Shop {
+    sandbox: SandboxFacilitator,
+    offer: Arc<Offer>,
+    base: String,
+}
+
+async fn shop() -> Shop {
+    let sandbox = SandboxFacilitator::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let facilitator_url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(sandbox.clone().serve(listener));
+    let facilitator = HttpFacilitator::new(facilitator_url).unwrap();
+
+    let offer = Offer::builder(ResourceInfo::new("https://api.example.com/rows"))
+        .usdc(&UsdcDeployment::BASE, "0.10".parse().unwrap(), PAY_TO)
+        .usdc_upto(&UsdcDeployment::BASE, "0.50".parse().unwrap(), PAY_TO)
+        .build_for(&facilitator)
+        .await
+        .map(Arc::new)
+        .unwrap();
+    // The sandbox answers a re-sent settle of a spent nonce with a refusal, so a lost answer
+    // is proven settled by its reconciler, which reads its ledger.
+    let layer = X402Layer::new(facilitator, Arc::clone(&offer))
+        .reconciler(sandbox.clone())
+        .pending_settlement_pause(std::time::Duration::from_millis(10));
+    let app = Router::new().route("/rows", get(rows)).layer(layer);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    Shop {
+        sandbox,
+        offer,
+        base,
+    }
+}
+
+/// A payment of the offer's `upto` accept, signed by `wallet`.
+fn upto_payment(wallet: &SandboxWallet, offer: &Offer) -> PaymentPayload {
+    let mut required = offer.payment_required().clone();
+    required.accepts.retain(|accept| accept.scheme == "upto");
+    wallet.pay(&required).unwrap()
+}
+
+async fn get_rows(shop: &Shop, count: u32, payload: &PaymentPayload) -> reqwest::Response {
+    reqwest::Client::new()
+        .get(format!("{}/rows?count={count}", shop.base))
+        .header(
+            PAYMENT_SIGNATURE.as_str(),
+            header::encode(payload).unwrap().to_str().unwrap(),
+        )
+        .send()
+        .await
+        .unwrap()
+}
+
+fn settlement(response: &reqwest::Response) -> SettleResponse {
+    header::decode(response.headers()["payment-response"].as_bytes()).unwrap()
+}
+
+#[tokio::test]
+async fn the_sandbox_settles_the_metered_amount_once() {
+    let shop = shop().await;
+    let upto = &shop.offer.accepts()[1];
+    assert_eq!(upto.scheme, "upto");
+    assert_eq!(
+        upto.extra.as_ref().unwrap()["facilitatorAddress"],
+        shop.sandbox.signer_address().as_str()
+    );
+    let wallet = SandboxWallet::random();
+    let payload = upto_payment(&wallet, &shop.offer);
+
+    let response = get_rows(&shop, 12, &payload).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(settlement(&response).amount, Some(AtomicAmount(120_000)));
+    assert_eq!(response.text().await.unwrap(), "12 rows");
+    let settled = shop.sandbox.settlements();
+    assert_eq!(settled.len(), 1);
+    assert_eq!(settled[0].amount, AtomicAmount(120_000));
+    assert_eq!(
+        shop.sandbox.balance_of(&wallet.address()),
+        AtomicAmount(1_000_000_000 - 120_000)
+    );
+
+    // Answered from the record: no second /settle.
+    let again = get_rows(&shop, 3, &payload).await;
+    assert_eq!(settlement(&again).amount, Some(AtomicAmount(120_000)));
+    assert_eq!(shop.sandbox.settle_calls(), 1);
+}
+
+#[tokio::test]
+async fn a_lost_or_pending_upto_settle_answer_is_delivered_once_with_one_transfer() {
+    for step in [Step::AnswerLost, Step::PendingThenSettled] {
+        let shop = shop().await;
+        let wallet = SandboxWallet::random();
+        let payload = upto_payment(&wallet, &shop.offer);
+        shop.sandbox.queue_settle(step.clone());
+        let first = get_rows(&shop, 5, &payload).await;
+        let delivered = if step == Step::AnswerLost {
+            // In doubt; the retry re-sends the identical /settle, refused for the spent nonce,
+            // and the reconciler finds the transfer. The retry's handler charges more: ignored.
+            assert_eq!(first.status(), 503, "{step:?}");
+            get_rows(&shop, 40, &payload).await
+        } else {
+            // `settlement_pending`, then the identical re-send is answered with the settlement.
+            first
+        };
+        assert_eq!(delivered.status(), 200, "{step:?}");
+        assert_eq!(settlement(&delivered).amount, Some(AtomicAmount(50_000)));
+        let settled = shop.sandbox.settlements();
+        assert_eq!(settled.len(), 1, "{step:?}: one transfer");
+        assert_eq!(settled[0].amount, AtomicAmount(50_000));
+        assert_eq!(
+            shop.sandbox.balance_of(&wallet.address()),
+            AtomicAmount(1_000_000_000 - 50_000)
+        );
+    }
+}
+
+#[tokio::test]
+async fn zero_rows_moves_nothing_on_the_sandbox() {
+    let shop = shop().await;
+    let wallet = SandboxWallet::random();
+    let payload = upto_payment(&wallet, &shop.offer);
+    let response = get_rows(&shop, 0, &payload).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(settlement(&response).amount, Some(AtomicAmount(0)));
+    assert_eq!(shop.sandbox.settle_calls(), 0);
+    assert_eq!(shop.sandbox.settlement_count(), 0);
+}
