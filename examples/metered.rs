@@ -1,0 +1,266 @@
+//! Metered payments (`upto`): each route is priced up to 0.50 USDC on Base, and charged for what
+//! it actually served.
+//!
+//! ```text
+//! cargo run --release --example metered -- [--listen ADDR] [--facilitator URL] [--pay-to ADDRESS]
+//! ```
+//!
+//! - `GET /v1/rows?count=N`: N rows as JSON, 0.01 USDC per row, through the typed `Charge`;
+//! - `GET /v1/rows-legacy?count=N`: the same, the amount named in a `Settlement-Overrides`
+//!   header (which the layer removes);
+//! - `GET /v1/tokens?count=N`: N tokens as `text/event-stream`, 0.001 USDC per token actually
+//!   sent, settled after the last one (`PAYMENT-RESPONSE` arrives as an HTTP trailer to a client
+//!   that sends `TE: trailers`, and again to the same payment sent again).
+//!
+//! A `count` the maximum does not cover is answered 400 before any payment is verified. Without
+//! `--facilitator` the in-process sandbox facilitator verifies and settles. The first line on
+//! stdout is `listening on http://ADDR`.
+
+use std::io::Write as _;
+use std::pin::Pin;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::extract::Query;
+use axum::http::request::Parts;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use bytes::Bytes;
+use clap::Parser;
+use serde_json::json;
+use tower_x402::facilitator::Facilitator;
+use tower_x402::proto::{AtomicAmount, ResourceInfo, UsdAmount, UsdcDeployment};
+use tower_x402::{Charge, HttpFacilitator, Offer, Price, SettlementMode, X402Layer};
+use tower_x402_sandbox::SandboxFacilitator;
+
+/// A metered x402 API: rows and streamed tokens, charged for what was served.
+#[derive(Debug, Parser)]
+#[command(name = "metered")]
+struct Args {
+    /// Address to listen on; port 0 picks a free one.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:4030")]
+    listen: String,
+    /// The facilitator's base URL; the in-process sandbox facilitator when absent.
+    #[arg(long, value_name = "URL")]
+    facilitator: Option<String>,
+    /// Who is paid.
+    #[arg(
+        long,
+        value_name = "ADDRESS",
+        default_value = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C"
+    )]
+    pay_to: String,
+}
+
+/// Every route's maximum: 0.50 USDC.
+const MAXIMUM_MICROS: u64 = 500_000;
+/// 0.01 USDC a row, 0.001 USDC a token (USDC has six decimals: micro-dollars are atomic units).
+const ROW_MICROS: u64 = 10_000;
+const TOKEN_MICROS: u64 = 1_000;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    match serve(Args::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("metered: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(args: Args) -> Result<(), String> {
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let address = listener
+        .local_addr()
+        .map_err(|e| format!("bound address: {e}"))?;
+    let facilitator: Arc<dyn Facilitator> = match &args.facilitator {
+        Some(url) => Arc::new(
+            HttpFacilitator::new(url.as_str()).map_err(|e| format!("facilitator {url}: {e}"))?,
+        ),
+        None => Arc::new(SandboxFacilitator::new()),
+    };
+    let offer = |path: &str, mode: SettlementMode| {
+        let facilitator = Arc::clone(&facilitator);
+        let (url, pay_to) = (format!("http://{address}{path}"), args.pay_to.clone());
+        async move {
+            Offer::builder(ResourceInfo::new(url))
+                .usdc_upto(
+                    &UsdcDeployment::BASE,
+                    UsdAmount::from_micros(MAXIMUM_MICROS),
+                    pay_to,
+                )
+                .settlement(mode)
+                .build_for(&*facilitator)
+                .await
+                .map(Arc::new)
+                .map_err(|e| format!("offer: {e}"))
+        }
+    };
+    let rows_offer = offer("/v1/rows", SettlementMode::After).await?;
+    let legacy_offer = offer("/v1/rows-legacy", SettlementMode::After).await?;
+    let tokens_offer = offer("/v1/tokens", SettlementMode::AfterBody).await?;
+    let paywall = |offer: Arc<Offer>, unit: u64| {
+        X402Layer::new(
+            Arc::clone(&facilitator),
+            move |parts: &Parts| match count_of(parts) {
+                Ok(count) if count.saturating_mul(unit) <= MAXIMUM_MICROS => {
+                    Price::Charge(Arc::clone(&offer))
+                }
+                Ok(count) => Price::NotSold {
+                    status: http::StatusCode::BAD_REQUEST,
+                    message: format!(
+                        "count {count} costs more than the 0.50 USDC maximum (at most {})",
+                        MAXIMUM_MICROS / unit
+                    )
+                    .into(),
+                },
+                Err(message) => Price::NotSold {
+                    status: http::StatusCode::BAD_REQUEST,
+                    message: message.into(),
+                },
+            },
+        )
+    };
+    let app = Router::new()
+        .route("/", get(index))
+        .route("/v1/rows", get(rows).layer(paywall(rows_offer, ROW_MICROS)))
+        .route(
+            "/v1/rows-legacy",
+            get(rows_legacy).layer(paywall(legacy_offer, ROW_MICROS)),
+        )
+        .route(
+            "/v1/tokens",
+            get(tokens).layer(paywall(tokens_offer, TOKEN_MICROS)),
+        );
+
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "listening on http://{address}")
+        .and_then(|()| stdout.flush())
+        .map_err(|e| format!("writing to stdout: {e}"))?;
+    drop(stdout);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            if tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        })
+        .await
+        .map_err(|e| format!("server error: {e}"))
+}
+
+/// The `count` query parameter (default 1).
+fn count_of(parts: &Parts) -> Result<u64, &'static str> {
+    let query = parts.uri.query().unwrap_or("");
+    match query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("count="))
+    {
+        None => Ok(1),
+        Some(count) => count
+            .parse()
+            .map_err(|_| "count must be a non-negative integer"),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Count {
+    #[serde(default = "one")]
+    count: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+async fn index() -> Json<serde_json::Value> {
+    Json(json!({
+        "routes": [
+            {"path": "/v1/rows?count=N", "price": "0.01 USDC per row, up to 0.50 USDC", "charged": "Charge handle"},
+            {"path": "/v1/rows-legacy?count=N", "price": "0.01 USDC per row, up to 0.50 USDC", "charged": "Settlement-Overrides header"},
+            {"path": "/v1/tokens?count=N", "price": "0.001 USDC per token sent, up to 0.50 USDC", "charged": "after the last token (trailer PAYMENT-RESPONSE)"},
+        ],
+        "network": "eip155:8453",
+        "scheme": "upto",
+    }))
+}
+
+fn rows_of(count: u64) -> Json<serde_json::Value> {
+    Json(json!(
+        (0..count).map(|n| json!({"row": n})).collect::<Vec<_>>()
+    ))
+}
+
+async fn rows(charge: Charge, Query(Count { count }): Query<Count>) -> Json<serde_json::Value> {
+    charge.set(AtomicAmount(0));
+    for _ in 0..count {
+        charge.add(AtomicAmount(u128::from(ROW_MICROS)));
+    }
+    rows_of(count)
+}
+
+async fn rows_legacy(Query(Count { count }): Query<Count>) -> axum::response::Response {
+    let amount = json!({ "amount": (count * ROW_MICROS).to_string() }).to_string();
+    let mut response = rows_of(count).into_response();
+    if let Ok(value) = http::HeaderValue::try_from(amount) {
+        response
+            .headers_mut()
+            .insert(tower_x402::layer::SETTLEMENT_OVERRIDES, value);
+    }
+    response
+}
+
+async fn tokens(charge: Charge, Query(Count { count }): Query<Count>) -> impl IntoResponse {
+    charge.set(AtomicAmount(0));
+    let body = Tokens {
+        left: count,
+        sent: 0,
+        tick: tokio::time::interval(Duration::from_millis(50)),
+        charge,
+    };
+    (
+        [(http::header::CONTENT_TYPE, "text/event-stream")],
+        axum::body::Body::new(body),
+    )
+}
+
+/// `count` server-sent events, one every 50 ms, each charged as it is handed to the connection:
+/// a client that hangs up is charged for the tokens it was sent.
+struct Tokens {
+    left: u64,
+    sent: u64,
+    tick: tokio::time::Interval,
+    charge: Charge,
+}
+
+impl http_body::Body for Tokens {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        if self.left == 0 {
+            return Poll::Ready(None);
+        }
+        std::task::ready!(self.tick.poll_tick(cx));
+        self.left -= 1;
+        let token = format!("data: token {}\n\n", self.sent);
+        self.sent += 1;
+        self.charge.add(AtomicAmount(u128::from(TOKEN_MICROS)));
+        Poll::Ready(Some(Ok(http_body::Frame::data(Bytes::from(token)))))
+    }
+}
