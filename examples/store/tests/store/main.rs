@@ -14,6 +14,7 @@ mod database_outage;
 mod discovery_channels;
 mod mcp_protocol;
 mod multi_instance;
+mod operations;
 mod passport_errors;
 mod paywall_browsers;
 mod paywall_doors;
