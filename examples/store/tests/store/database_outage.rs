@@ -124,3 +124,84 @@ async fn with_postgres_stopped_catalog_answers_at_once_and_payments_fail_fast() 
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     reliability::check_section(&root, "store-database", &[row]);
 }
+
+/// `/readyz` follows the database: 200, 503 naming the database while PostgreSQL is stopped (a
+/// paid request then gets 503 with `Retry-After`, nothing moves), 200 once it is back, and the
+/// same payment is then delivered once, without restarting the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_follows_the_database_and_the_payment_is_delivered_once_it_is_back() {
+    super::postgres_server::require();
+    let server = PgServer::start_own().unwrap();
+    let config = Config::for_tests(server.url("postgres"));
+    let sandbox = SandboxFacilitator::new();
+    let state = build_state_with(config, Arc::new(sandbox.clone()), true)
+        .await
+        .unwrap();
+    let handle = x402_store::ops::install_recorder().unwrap();
+    let ops_router = x402_store::ops::router(&state, handle, x402_store::ops::Draining::default());
+    let ops_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let ops = format!("http://{}", ops_listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(ops_listener, ops_router).await });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(serve(
+        listener,
+        app(state),
+        ServeLimits::default(),
+        std::future::pending(),
+    ));
+    let client = reqwest::Client::new();
+    let product = format!("{base}/api/x402/{RECEIPT}");
+    let readyz = format!("{ops}/readyz");
+
+    let (status, ready, _) = timed_get(&client, &readyz, None).await;
+    assert_eq!(status, StatusCode::OK, "{ready}");
+    let challenge = client.get(&product).send().await.unwrap();
+    let required: PaymentRequired =
+        header::decode(challenge.headers()["payment-required"].as_bytes()).unwrap();
+    let payment = SandboxWallet::random().pay(&required).unwrap();
+    let signature = header::encode(&payment)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+
+    server.stop();
+    let (status, down, _) = timed_get(&client, &readyz, None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{down}");
+    assert_eq!(down["checks"]["database"]["ok"], false, "{down}");
+    assert_eq!(down["checks"]["facilitator"]["ok"], true, "{down}");
+    let answer = client
+        .get(&product)
+        .header("payment-signature", &signature)
+        .send()
+        .await
+        .unwrap();
+    let during = answer.status();
+    assert_eq!(during, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(answer.headers().contains_key("retry-after"));
+    assert_eq!(sandbox.settlement_count(), 0);
+
+    server.resume().unwrap();
+    let started = Instant::now();
+    let back = loop {
+        let (status, back, _) = timed_get(&client, &readyz, None).await;
+        if status == StatusCode::OK {
+            break back;
+        }
+        assert!(started.elapsed() < PATIENCE, "never ready again: {back}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(back["status"], "ready");
+    let (after, bought, _) = timed_get(&client, &product, Some(&signature)).await;
+    assert_eq!(after, StatusCode::OK, "{bought}");
+    let (again, replayed, _) = timed_get(&client, &product, Some(&signature)).await;
+    assert_eq!(
+        (again, &replayed["replayed"]),
+        (StatusCode::OK, &true.into())
+    );
+    assert_eq!(sandbox.settlement_count(), 1, "delivered once");
+    println!(
+        "PostgreSQL stopped: /readyz 503 {down}, paid request {during} with Retry-After; restarted: /readyz 200, paid request {after}, again {again} (replayed), transfers 1"
+    );
+}

@@ -66,20 +66,25 @@ impl PgServer {
             port,
             dir,
         };
-        let log = server.data.join("server.log");
-        run(as_postgres(as_root, &server.bin.join("pg_ctl"))
+        server.resume()?;
+        Ok(server)
+    }
+
+    /// Starts the server (again, after [`stop`](Self::stop)) on its data directory and port.
+    pub(crate) fn resume(&self) -> Result<(), String> {
+        let log = self.data.join("server.log");
+        run(as_postgres(is_root(), &self.bin.join("pg_ctl"))
             .arg("start")
             .arg("-w")
             .args(["-t", "60"])
             .arg("-D")
-            .arg(&server.data)
+            .arg(&self.data)
             .arg("-l")
             .arg(&log))
         .map_err(|error| {
             let log = std::fs::read_to_string(&log).unwrap_or_default();
             format!("{error}\n{log}")
-        })?;
-        Ok(server)
+        })
     }
 
     /// The URL of `database` on this server.
