@@ -5,6 +5,7 @@
 # - PostgreSQL's binaries: the store's tests start throwaway PostgreSQL servers.
 # - Chromium: the store's browser tests render and pay its pages in it.
 # - Node.js and npm, and the browser tests' npm packages (pinned by package-lock.json).
+# - promtool (Debian's `prometheus` package): the store's tests check its metrics scrape with it.
 #
 # System packages come from Debian's (or Ubuntu's) archive through apt-get, with sudo when not
 # run as root. On a machine that already has them this only runs the tests.
@@ -16,6 +17,7 @@ step() { printf '\n==> %s\n' "$*"; }
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 # The tests look for initdb under /usr/lib/postgresql/*/bin unless PG_BIN names another place.
 if [ -z "${PG_BIN:-}" ] && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
     missing+=(postgresql)

@@ -188,7 +188,7 @@ impl X402Layer {
     /// and the authorization expired, kept in doubt (503) otherwise. Without one, in-doubt
     /// payments stay in doubt until the facilitator settles them on a retry.
     pub fn reconciler(mut self, reconciler: impl Reconciler) -> Self {
-        self.payments_mut().reconciler = Some(Arc::new(reconciler));
+        self.payments_mut().set_reconciler(Arc::new(reconciler));
         self
     }
 

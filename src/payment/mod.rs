@@ -151,8 +151,8 @@ impl Payments {
     /// [`MemorySettlementStore`], no reconciler and no event hook.
     pub fn new(facilitator: impl Facilitator) -> Self {
         Self {
-            facilitator: Arc::new(facilitator),
-            store: Arc::new(MemorySettlementStore::default()),
+            facilitator: metered_facilitator(Arc::new(facilitator)),
+            store: metered_store(Arc::new(MemorySettlementStore::default())),
             recent_settlements: None,
             events: None,
             inflight: Arc::default(),
@@ -176,7 +176,7 @@ impl Payments {
     }
 
     pub(crate) fn set_settlement_store(&mut self, store: Arc<dyn SettlementStore>) {
-        self.store = store;
+        self.store = metered_store(store);
         self.recent_settlements = Some(MemorySettlementStore::new(RECENT_SETTLEMENTS));
     }
 
@@ -185,8 +185,14 @@ impl Payments {
     /// and the authorization expired, kept in doubt (503) otherwise. Without one, in-doubt
     /// payments stay in doubt until the facilitator settles them on a retry.
     pub fn reconciler(mut self, reconciler: impl Reconciler) -> Self {
-        self.reconciler = Some(Arc::new(reconciler));
+        self.set_reconciler(Arc::new(reconciler));
         self
+    }
+
+    pub(crate) fn set_reconciler(&mut self, reconciler: Arc<dyn Reconciler>) {
+        #[cfg(feature = "metrics")]
+        let reconciler = crate::metrics::reconciler(reconciler);
+        self.reconciler = Some(reconciler);
     }
 
     /// How long this core holds a payment it is verifying or settling before another process
@@ -227,9 +233,19 @@ impl Payments {
         self
     }
 
-    /// Reports an event to the hook, building it only when there is one.
+    /// Reports an event to the hook, building it only when there is one (or, with the feature
+    /// `metrics`, always, for the metrics).
     #[inline]
     pub(crate) fn emit<'a>(&self, event: impl FnOnce() -> PaymentEvent<'a>) {
+        #[cfg(feature = "metrics")]
+        {
+            let event = event();
+            crate::metrics::record(&event);
+            if let Some(events) = &self.events {
+                events.on_event(&event);
+            }
+        }
+        #[cfg(not(feature = "metrics"))]
         if let Some(events) = &self.events {
             events.on_event(&event());
         }
@@ -464,6 +480,20 @@ impl fmt::Debug for Payments {
             .field("reconciler", &self.reconciler.is_some())
             .finish_non_exhaustive()
     }
+}
+
+/// `facilitator`, timed into the metrics when the feature `metrics` is on.
+fn metered_facilitator(facilitator: Arc<dyn Facilitator>) -> Arc<dyn Facilitator> {
+    #[cfg(feature = "metrics")]
+    let facilitator = crate::metrics::facilitator(facilitator);
+    facilitator
+}
+
+/// `store`, its failures counted in the metrics when the feature `metrics` is on.
+fn metered_store(store: Arc<dyn SettlementStore>) -> Arc<dyn SettlementStore> {
+    #[cfg(feature = "metrics")]
+    let store = crate::metrics::store(store);
+    store
 }
 
 /// What [`Payments::authorize`] decided about a payment.

@@ -128,6 +128,14 @@ pub struct Args {
     /// Seconds after settlement during which the same PAYMENT-SIGNATURE re-delivers the purchase.
     #[arg(long, env = "STORE_REDELIVERY_WINDOW_SECS", default_value = "604800", value_parser = checked(number::<u64>))]
     pub redelivery_window_secs: u64,
+    /// Address of the operator's endpoints: `/metrics` (Prometheus), `/healthz`, `/readyz`
+    /// (unset: not served). Keep it off the public network.
+    #[arg(long, env = "STORE_METRICS_LISTEN", value_parser = checked(number::<SocketAddr>))]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Seconds the requests in progress (a payment being settled) have to finish after SIGTERM
+    /// before the process exits anyway.
+    #[arg(long, env = "STORE_SHUTDOWN_GRACE_SECS", default_value = "30", value_parser = checked(seconds))]
+    pub shutdown_grace_secs: Duration,
 }
 
 /// The discovery channels read from `STORE_DISCOVERY_CHANNELS` (a name of its own, so clap takes
@@ -176,6 +184,10 @@ pub struct Config {
     pub fulfillment_secret: Option<Vec<u8>>,
     /// How long after settlement a replayed payment re-delivers the purchase.
     pub redelivery_window: Duration,
+    /// Address of `/metrics`, `/healthz` and `/readyz`, if served.
+    pub metrics_listen: Option<SocketAddr>,
+    /// How long requests in progress have to finish after a shutdown signal.
+    pub shutdown_grace: Duration,
 }
 
 /// Settings that cannot be used together, named the way the operator set them.
@@ -238,6 +250,8 @@ impl Config {
             },
             fulfillment_secret: args.fulfillment_secret.map(String::into_bytes),
             redelivery_window: Duration::from_secs(args.redelivery_window_secs),
+            metrics_listen: args.metrics_listen,
+            shutdown_grace: args.shutdown_grace_secs,
         })
     }
 
@@ -264,6 +278,8 @@ impl Config {
             limits: ServeLimits::default(),
             fulfillment_secret: None,
             redelivery_window: Duration::from_secs(7 * 24 * 3600),
+            metrics_listen: None,
+            shutdown_grace: Duration::from_secs(30),
         }
     }
 
@@ -324,6 +340,8 @@ impl fmt::Debug for Config {
             .field("limits", &self.limits)
             .field("fulfillment_secret", &"<redacted>")
             .field("redelivery_window", &self.redelivery_window)
+            .field("metrics_listen", &self.metrics_listen)
+            .field("shutdown_grace", &self.shutdown_grace)
             .finish()
     }
 }
@@ -700,6 +718,14 @@ mod tests {
             (
                 &["--fulfillment-secret", "short"],
                 "STORE_FULFILLMENT_SECRET (--fulfillment-secret)",
+            ),
+            (
+                &["--metrics-listen", "localhost"],
+                "STORE_METRICS_LISTEN (--metrics-listen)",
+            ),
+            (
+                &["--shutdown-grace-secs", "0"],
+                "STORE_SHUTDOWN_GRACE_SECS (--shutdown-grace-secs)",
             ),
             (
                 &["--redelivery-window-secs", "a week"],

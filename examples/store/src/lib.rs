@@ -14,6 +14,7 @@
 //! | [`discovery`] | the channels the store can be found through, probed and announced to |
 //! | [`mcp`] | the read-only MCP discovery server |
 //! | [`storage`] | the database |
+//! | [`ops`] | the operator's address: `/metrics`, `/healthz`, `/readyz` |
 //! | [`serve`] | serving on TCP with header, request and connection limits |
 //! | [`http_errors`] | the store's JSON error answers, including those the router and middleware write |
 //! | [`request_log`] | the request log, with secrets redacted from every URI |
@@ -25,6 +26,7 @@ pub mod discovery;
 pub mod documents;
 pub mod http_errors;
 pub mod mcp;
+pub mod ops;
 pub mod paywall;
 pub mod request_log;
 pub mod sales;

@@ -16,7 +16,7 @@ use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
 use x402_store::config::{Args, Config};
-use x402_store::{app, serve, state};
+use x402_store::{app, ops, serve, state};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -58,13 +58,41 @@ async fn run(args: Args) -> Result<(), String> {
              No real funds move and every Passport is marked demo."
         );
     }
+    // Installed before the state is built, so that start-up's calls are counted too.
+    let metrics = match config.metrics_listen {
+        Some(metrics_listen) => {
+            let handle = ops::install_recorder().map_err(|e| format!("metrics: {e}"))?;
+            let listener = tokio::net::TcpListener::bind(metrics_listen)
+                .await
+                .map_err(|e| {
+                    format!("STORE_METRICS_LISTEN: cannot listen on {metrics_listen}: {e}")
+                })?;
+            Some((listener, handle))
+        }
+        None => None,
+    };
     let state = state::build_state(config)
         .await
         .map_err(|e| e.to_string())?;
+    let draining = ops::Draining::default();
+    if let Some((listener, handle)) = metrics {
+        let local = listener
+            .local_addr()
+            .map_err(|e| format!("STORE_METRICS_LISTEN: {e}"))?;
+        let router = ops::router(&state, handle, draining.clone());
+        // Served until the process exits: `/readyz` says 503 while the shop drains.
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        println!("metrics on http://{local}");
+    }
     println!("listening on http://{address}");
     let standing = state.standing.clone();
     let limits = state.config.limits;
-    serve::serve(listener, app::app(state), limits, shutdown_signal())
+    let grace = state.config.shutdown_grace;
+    let shutdown = async move {
+        shutdown_signal().await;
+        draining.start();
+    };
+    serve::serve_with_grace(listener, app::app(state), limits, Some(grace), shutdown)
         .await
         .map_err(|e| format!("server error: {e}"))?;
     // Persist the last funnel counts before exiting.

@@ -11,6 +11,9 @@
 //! | one request, headers received to response ready (free routes) | `STORE_REQUEST_TIMEOUT_SECS` | 30 s |
 //! | connections open at once (more wait in the listen backlog) | `STORE_MAX_CONNECTIONS` | 1024 |
 //!
+//! On shutdown (SIGTERM, Ctrl-C) the listener closes at once and the requests in progress finish
+//! within `STORE_SHUTDOWN_GRACE_SECS` (default 30 s).
+//!
 //! The paid route has no request deadline: it is bounded by the facilitator client's own
 //! timeouts.
 
@@ -73,7 +76,7 @@ impl Default for ServeLimits {
 }
 
 /// Serves `app` on `listener` within the connection limits of `limits` until `shutdown`
-/// resolves, then lets the open connections finish their requests.
+/// resolves, then lets the open connections finish their requests, however long they take.
 ///
 /// # Errors
 ///
@@ -82,6 +85,23 @@ pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: ServeLimits,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    serve_with_grace(listener, app, limits, None, shutdown).await
+}
+
+/// [`serve`], waiting at most `grace` (`STORE_SHUTDOWN_GRACE_SECS`) for the open connections
+/// once `shutdown` resolves: the listener closes at once, requests in progress (a payment being
+/// settled) finish within the grace, and whatever still runs after it is abandoned.
+///
+/// # Errors
+///
+/// Never at present: a failing `accept` is logged and retried after a pause.
+pub async fn serve_with_grace(
+    listener: TcpListener,
+    app: Router,
+    limits: ServeLimits,
+    grace: Option<Duration>,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -132,7 +152,18 @@ pub async fn serve(
     // Ask every connection to finish, then wait until each has returned its slot.
     let _ = stop.send(true);
     let all = u32::try_from(max_connections).unwrap_or(u32::MAX);
-    let _ = slots.acquire_many(all).await;
+    let drained = slots.acquire_many(all);
+    match grace {
+        None => drop(drained.await),
+        Some(grace) => {
+            if tokio::time::timeout(grace, drained).await.is_err() {
+                tracing::warn!(
+                    ?grace,
+                    "shutdown grace over: abandoning the connections still open"
+                );
+            }
+        }
+    }
     Ok(())
 }
 

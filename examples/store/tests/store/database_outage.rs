@@ -123,3 +123,173 @@ async fn with_postgres_stopped_catalog_answers_at_once_and_payments_fail_fast() 
     };
     reliability::check("store-database", &[row]);
 }
+
+/// `/readyz` follows the database: 200, 503 naming the database while PostgreSQL is stopped (a
+/// paid request then gets 503 with `Retry-After`, nothing moves), 200 once it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_follows_the_database() {
+    super::postgres_server::require();
+    let server = PgServer::start_own().unwrap();
+    let config = Config::for_tests(server.url("postgres"));
+    let sandbox = SandboxFacilitator::new();
+    let state = build_state_with(config, Arc::new(sandbox.clone()), true)
+        .await
+        .unwrap();
+    let handle = x402_store::ops::install_recorder().unwrap();
+    let ops_router = x402_store::ops::router(&state, handle, x402_store::ops::Draining::default());
+    let ops_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let ops = format!("http://{}", ops_listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(ops_listener, ops_router).await });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(serve(
+        listener,
+        app(state),
+        ServeLimits::default(),
+        std::future::pending(),
+    ));
+    let client = reqwest::Client::new();
+    let product = format!("{base}/api/x402/{RECEIPT}");
+    let readyz = format!("{ops}/readyz");
+
+    let (status, ready, _) = timed_get(&client, &readyz, None).await;
+    assert_eq!(status, StatusCode::OK, "{ready}");
+    let challenge = client.get(&product).send().await.unwrap();
+    let required: PaymentRequired =
+        header::decode(challenge.headers()["payment-required"].as_bytes()).unwrap();
+    let payment = SandboxWallet::random().pay(&required).unwrap();
+    let signature = header::encode(&payment)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+
+    server.stop();
+    let (status, down, _) = timed_get(&client, &readyz, None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{down}");
+    assert_eq!(down["checks"]["database"]["ok"], false, "{down}");
+    assert_eq!(down["checks"]["facilitator"]["ok"], true, "{down}");
+    let answer = client
+        .get(&product)
+        .header("payment-signature", &signature)
+        .send()
+        .await
+        .unwrap();
+    let during = answer.status();
+    assert_eq!(during, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(answer.headers().contains_key("retry-after"));
+    assert_eq!(sandbox.settlement_count(), 0);
+
+    server.start_again().unwrap();
+    let started = Instant::now();
+    let back = loop {
+        let (status, back, _) = timed_get(&client, &readyz, None).await;
+        if status == StatusCode::OK {
+            break back;
+        }
+        assert!(started.elapsed() < PATIENCE, "never ready again: {back}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(back["status"], "ready");
+    assert_eq!(sandbox.settlement_count(), 0);
+    println!(
+        "PostgreSQL stopped: /readyz 503 {down}, paid request {during} with Retry-After, nothing moved; restarted: /readyz 200"
+    );
+}
+
+/// PostgreSQL stopped while `/settle` is under way (the *settling* intent written, the settled
+/// record not yet): never a 402, never a second `/settle`; during the outage the payment is a 503
+/// with `Retry-After` or, once settled, delivered; after the restart the same payment is
+/// delivered from its record, with one transfer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_stopped_while_settling_never_settles_twice_and_delivers_after() {
+    super::postgres_server::require();
+    let server = PgServer::start_own().unwrap();
+    let config = Config::for_tests(server.url("postgres"));
+    let sandbox = SandboxFacilitator::new();
+    let state = build_state_with(config, Arc::new(sandbox.clone()), true)
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(serve(
+        listener,
+        app(state),
+        ServeLimits::default(),
+        std::future::pending(),
+    ));
+    let client = reqwest::Client::new();
+    let product = format!("{base}/api/x402/{RECEIPT}");
+    let challenge = client.get(&product).send().await.unwrap();
+    let required: PaymentRequired =
+        header::decode(challenge.headers()["payment-required"].as_bytes()).unwrap();
+    let payment = SandboxWallet::random().pay(&required).unwrap();
+    let signature = header::encode(&payment)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+
+    sandbox.queue_settle(tower_x402_sandbox::Step::Answer.after(Duration::from_secs(2)));
+    let first = {
+        let (client, product, signature) = (client.clone(), product.clone(), signature.clone());
+        tokio::spawn(async move {
+            let answer = client
+                .get(&product)
+                .header("payment-signature", &signature)
+                .send()
+                .await
+                .unwrap();
+            (
+                answer.status(),
+                answer.headers().contains_key("retry-after"),
+            )
+        })
+    };
+    let started = Instant::now();
+    while sandbox.settle_calls() == 0 {
+        assert!(started.elapsed() < PATIENCE, "/settle never came");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.stop();
+    let (during, retry_after) = first.await.unwrap();
+    let mut seen = vec![during.as_u16()];
+    assert_ne!(during, StatusCode::PAYMENT_REQUIRED);
+    if during != StatusCode::OK {
+        assert_eq!(during, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(retry_after, "503 with Retry-After");
+    }
+    let (retry, _, _) = timed_get(&client, &product, Some(&signature)).await;
+    seen.push(retry.as_u16());
+    assert!(
+        retry == StatusCode::SERVICE_UNAVAILABLE || retry == StatusCode::OK,
+        "{retry}"
+    );
+    assert_eq!(
+        sandbox.settle_calls(),
+        1,
+        "no second /settle during the outage"
+    );
+
+    server.start_again().unwrap();
+    let started = Instant::now();
+    let delivered = loop {
+        let (status, body, _) = timed_get(&client, &product, Some(&signature)).await;
+        assert_ne!(status, StatusCode::PAYMENT_REQUIRED, "{body}");
+        if status == StatusCode::OK {
+            break body;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "never delivered: {status} {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    seen.push(200);
+    assert!(delivered["passport"].is_object(), "{delivered}");
+    assert_eq!(sandbox.settle_calls(), 1, "one /settle in all");
+    assert_eq!(sandbox.settlement_count(), 1, "one transfer");
+    println!(
+        "PostgreSQL stopped while /settle was under way: answers {seen:?}, /settle calls 1, transfers 1"
+    );
+}

@@ -15,6 +15,7 @@ mod discovery_channels;
 mod ledger_outage;
 mod mcp_protocol;
 mod multi_instance;
+mod operations;
 mod passport_errors;
 mod paywall_browsers;
 mod paywall_doors;

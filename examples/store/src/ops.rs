@@ -1,0 +1,150 @@
+//! The operator's address (`STORE_METRICS_LISTEN`): Prometheus metrics and health checks, on a
+//! listener of their own so that they are never exposed with the shop.
+//!
+//! | path | answers |
+//! |---|---|
+//! | `GET /metrics` | the metrics of [`tower_x402::metrics`] in the Prometheus text format |
+//! | `GET /healthz` | 200 `{"status":"ok"}` while the process answers |
+//! | `GET /readyz` | 200 `{"status":"ready",…}` when the database answers a query and the facilitator's `/supported` is read (within its cache lifetime); 503 `{"status":"not_ready",…}` naming the failing check otherwise, and while the store shuts down |
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use serde_json::json;
+use tower_x402::Facilitator;
+
+use crate::state::AppState;
+use crate::storage::Store;
+
+/// How long `/readyz` waits for each of its checks.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Bucket bounds of the facilitator duration histogram, in seconds.
+const DURATION_BUCKETS: [f64; 13] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// Installs the Prometheus recorder as the process's `metrics` recorder (once; later calls get
+/// the same handle) and keeps its histograms up to date.
+///
+/// # Errors
+///
+/// Another recorder was installed first.
+pub fn install_recorder() -> Result<PrometheusHandle, String> {
+    static HANDLE: std::sync::OnceLock<Result<PrometheusHandle, String>> =
+        std::sync::OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets(&DURATION_BUCKETS)
+                .map_err(|e| e.to_string())?
+                .build_recorder();
+            let handle = recorder.handle();
+            metrics::set_global_recorder(recorder).map_err(|e| e.to_string())?;
+            tower_x402::metrics::describe();
+            let upkeep = handle.clone();
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(Duration::from_secs(5));
+                loop {
+                    every.tick().await;
+                    upkeep.run_upkeep();
+                }
+            });
+            Ok(handle)
+        })
+        .clone()
+}
+
+/// Whether the store is shutting down; `/readyz` answers 503 from then on.
+#[derive(Clone, Debug, Default)]
+pub struct Draining(Arc<AtomicBool>);
+
+impl Draining {
+    /// Marks the store as shutting down.
+    pub fn start(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    fn is_on(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Clone)]
+struct Ops {
+    handle: PrometheusHandle,
+    store: Store,
+    facilitator: Arc<dyn Facilitator>,
+    draining: Draining,
+}
+
+/// The operator's router: `/metrics`, `/healthz`, `/readyz`.
+pub fn router(state: &AppState, handle: PrometheusHandle, draining: Draining) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_text))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .fallback(|| async {
+            crate::http_errors::json_error(StatusCode::NOT_FOUND, "no such route")
+        })
+        .with_state(Ops {
+            handle,
+            store: state.store.clone(),
+            facilitator: Arc::clone(&state.facilitator),
+            draining,
+        })
+}
+
+async fn metrics_text(State(ops): State<Ops>) -> Response {
+    tower_x402::metrics::refresh();
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        ops.handle.render(),
+    )
+        .into_response()
+}
+
+async fn healthz() -> Response {
+    Json(json!({ "status": "ok" })).into_response()
+}
+
+async fn readyz(State(ops): State<Ops>) -> Response {
+    let database = match tokio::time::timeout(CHECK_TIMEOUT, ops.store.fulfillment_secret()).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(_) => Err(format!("no answer within {CHECK_TIMEOUT:?}")),
+    };
+    let facilitator = match tokio::time::timeout(CHECK_TIMEOUT, ops.facilitator.supported()).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => Err(error.public_summary()),
+        Err(_) => Err(format!("no answer within {CHECK_TIMEOUT:?}")),
+    };
+    let check = |result: &Result<(), String>| match result {
+        Ok(()) => json!({ "ok": true }),
+        Err(reason) => json!({ "ok": false, "error": reason }),
+    };
+    let draining = ops.draining.is_on();
+    let ready = database.is_ok() && facilitator.is_ok() && !draining;
+    let body = json!({
+        "status": if ready { "ready" } else { "not_ready" },
+        "shutting_down": draining,
+        "checks": { "database": check(&database), "facilitator": check(&facilitator) },
+    });
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body)).into_response()
+}
