@@ -25,6 +25,7 @@ mod reconciler;
 mod record;
 mod state;
 
+#[cfg(any(test, feature = "test-util"))]
 pub use conformance::check as check_conformance;
 pub use memory::MemorySettlementStore;
 #[cfg(feature = "postgres")]
