@@ -19,10 +19,12 @@ use std::convert::Infallible;
 use tokio::runtime::Runtime;
 use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt};
-use tower_x402::X402Layer;
 use tower_x402::layer::ResponseBody;
+use tower_x402::proto::{AtomicAmount, FacilitatorRequest};
 use tower_x402::proto::{PaymentPayload, UsdcDeployment, header};
+use tower_x402::{Facilitator, HttpFacilitator, X402Layer};
 use tower_x402_benches::{InstantFacilitator, inner, offer, request, unsigned_payment};
+use tower_x402_sandbox::{SandboxFacilitator, Step};
 
 #[path = "budgets.rs"]
 mod budgets;
@@ -120,5 +122,94 @@ fn header_decode_and_match(
     }
 }
 
+/// A facilitator client's case: the sandbox facilitator served over loopback HTTP by a thread of
+/// its own (not counted: callgrind counts the benchmark's thread only), a client on a
+/// current-thread runtime that has already made one `/verify` + `/settle` (its connection is
+/// open), and the next payment with a fresh nonce.
+struct ClientCase {
+    runtime: Runtime,
+    facilitator: HttpFacilitator,
+    request: FacilitatorRequest,
+}
+
+/// The sandbox facilitator, trusting the made-up signatures, on a loopback port served by its
+/// own thread; returns its base URL.
+fn serve_sandbox() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let url = format!("http://{}", listener.local_addr().expect("address"));
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+            let facilitator = SandboxFacilitator::new()
+                .with_starting_balance(AtomicAmount(u128::from(u64::MAX)))
+                .with_verify(Step::Trust)
+                .with_settle(Step::Trust);
+            facilitator.serve(listener).await
+        })
+    });
+    url
+}
+
+fn facilitator_request(offer: &tower_x402::Offer, nonce: u64) -> FacilitatorRequest {
+    let value = unsigned_payment(offer, nonce);
+    let payload = header::decode::<PaymentPayload>(value.as_bytes()).expect("payment");
+    FacilitatorRequest::new(payload, offer.accepts()[0].clone())
+}
+
+async fn verify_and_settle(facilitator: &HttpFacilitator, request: &FacilitatorRequest) -> bool {
+    let verified = facilitator.verify(request).await;
+    let settled = facilitator.settle(request).await;
+    matches!(verified, Ok(ref answer) if answer.is_valid)
+        && matches!(settled, Ok(ref answer) if answer.success)
+}
+
+fn client_case(http2: bool) -> ClientCase {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let facilitator = HttpFacilitator::builder(serve_sandbox())
+        .http2(http2)
+        .build()
+        .expect("facilitator");
+    let offer = offer(&UsdcDeployment::BASE);
+    let warm_up = facilitator_request(&offer, 1);
+    assert!(
+        runtime.block_on(verify_and_settle(&facilitator, &warm_up)),
+        "warm-up payment refused"
+    );
+    ClientCase {
+        runtime,
+        facilitator,
+        request: facilitator_request(&offer, 2),
+    }
+}
+
+fn http1_case() -> ClientCase {
+    client_case(false)
+}
+
+fn http2_case() -> ClientCase {
+    client_case(true)
+}
+
+#[library_benchmark]
+#[bench::http1(setup = http1_case, config = budget(budgets::CLIENT_HTTP1))]
+#[bench::http2(setup = http2_case, config = budget(budgets::CLIENT_HTTP2))]
+fn facilitator_client(case: ClientCase) -> ClientCase {
+    let settled = case.runtime.block_on(verify_and_settle(
+        &case.facilitator,
+        black_box(&case.request),
+    ));
+    assert!(settled, "payment refused");
+    case
+}
+
 library_benchmark_group!(name = paths; benchmarks = layer, header_decode_and_match);
-main!(library_benchmark_groups = paths);
+library_benchmark_group!(name = client; benchmarks = facilitator_client);
+main!(library_benchmark_groups = paths, client);

@@ -1,8 +1,6 @@
 //! The measured app: a bare route and the same handler behind the layer, in both settlement
 //! modes, paid through the stub facilitator over loopback HTTP.
 
-use std::net::SocketAddr;
-
 use axum::Router;
 use axum::routing::get;
 use bytes::Bytes;
@@ -29,9 +27,12 @@ async fn handler() -> &'static str {
     "the report"
 }
 
-/// The app's router, paying through the facilitator at `facilitator`.
-pub(crate) fn router(facilitator: SocketAddr) -> Result<Router, String> {
-    let client = HttpFacilitator::new(format!("http://{facilitator}"))
+/// The app's router, paying through the facilitator at the base URL `facilitator`, in HTTP/2
+/// when `http2`.
+pub(crate) fn router(facilitator: &str, http2: bool) -> Result<Router, String> {
+    let client = HttpFacilitator::builder(facilitator)
+        .http2(http2)
+        .build()
         .map_err(|error| format!("facilitator client: {error}"))?;
     let after = offer_with(&UsdcDeployment::BASE, SettlementMode::After);
     let before = offer_with(&UsdcDeployment::BASE, SettlementMode::Before);

@@ -40,6 +40,50 @@ enum Cli {
     Memory(memory::Options),
     /// The stub facilitator (prints its address).
     Stub,
+    /// tower-x402's app alone (prints its address): `/bare`, and `/paid/after` and
+    /// `/paid/before` paying through the facilitator at `--facilitator`.
+    App {
+        /// The facilitator's base URL, `http://127.0.0.1:PORT`.
+        #[arg(long, value_name = "URL")]
+        facilitator: String,
+        /// Speak HTTP/2 (prior knowledge) to the facilitator.
+        #[arg(long)]
+        http2: bool,
+    },
+    /// The example store alone in demo mode on a fresh SQLite file (prints its address, then the
+    /// path of one SKU's paid route).
+    Store,
+    /// Writes wrk's Lua script paying `URL` (a payment built from its own 402, a fresh nonce per
+    /// request) to `--out`.
+    Script {
+        /// The paid route.
+        url: String,
+        /// A number no other run against the same facilitator used (part of every nonce).
+        #[arg(long, value_name = "N")]
+        run: u32,
+        /// Where the script goes.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
+    /// Writes a curl config (`curl -K FILE`) of `--count` requests for `URL`, each paid with its
+    /// own nonce (a payment built from the route's own 402), sent one after another on one
+    /// connection: an exact number of paid requests.
+    Curl {
+        /// The paid route.
+        url: String,
+        /// How many requests.
+        #[arg(long, value_name = "N")]
+        count: u32,
+        /// A number no other run against the same facilitator used (part of every nonce).
+        #[arg(long, value_name = "N")]
+        run: u32,
+        /// Send no payment (the bare route, or the 402).
+        #[arg(long)]
+        unpaid: bool,
+        /// Where the config goes.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
 }
 
 /// One measured case: what wrk asks for.
@@ -94,6 +138,16 @@ struct Options {
 fn main() {
     let result = match Cli::parse() {
         Cli::Stub => run_stub(),
+        Cli::App { facilitator, http2 } => run_app(&facilitator, http2),
+        Cli::Store => run_store(),
+        Cli::Script { url, run, out } => write_payment_script(url, run, &out),
+        Cli::Curl {
+            url,
+            count,
+            run,
+            unpaid,
+            out,
+        } => write_curl_config(url, count, run, unpaid, &out),
         Cli::Run(options) => run(&options),
         Cli::Memory(options) => {
             runtime().and_then(|runtime| runtime.block_on(memory::run(&options)))
@@ -134,6 +188,79 @@ fn run_stub() -> Result<(), String> {
             .await
             .map_err(|error| format!("stub: {error}"))
     })
+}
+
+fn run_app(facilitator: &str, http2: bool) -> Result<(), String> {
+    runtime()?.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|error| format!("app: {error}"))?;
+        let address = listener.local_addr().map_err(|error| error.to_string())?;
+        let router = app::router(facilitator, http2)?;
+        println!("{address}");
+        std::io::stdout()
+            .flush()
+            .map_err(|error| error.to_string())?;
+        axum::serve(listener, router)
+            .await
+            .map_err(|error| format!("app: {error}"))
+    })
+}
+
+fn run_store() -> Result<(), String> {
+    let dir = std::env::temp_dir().join(format!("x402-load-store-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|error| error.to_string())?;
+    runtime()?.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|error| format!("store: {error}"))?;
+        let address = listener.local_addr().map_err(|error| error.to_string())?;
+        let routes = store_app::start(listener, &dir).await?;
+        println!("{address}\n{}", routes.sku);
+        std::io::stdout()
+            .flush()
+            .map_err(|error| error.to_string())?;
+        std::future::pending::<()>().await;
+        Ok(())
+    })
+}
+
+fn write_payment_script(url: String, run: u32, out: &Path) -> Result<(), String> {
+    let payment = runtime()?.block_on(payment_for(&reqwest::Client::new(), url.clone()))?;
+    let path = reqwest::Url::parse(&url)
+        .map_err(|error| format!("{url}: {error}"))?
+        .path()
+        .to_owned();
+    std::fs::write(out, script_text(&payment, &path, run))
+        .map_err(|error| format!("{}: {error}", out.display()))
+}
+
+fn write_curl_config(
+    url: String,
+    count: u32,
+    run: u32,
+    unpaid: bool,
+    out: &Path,
+) -> Result<(), String> {
+    let payment = if unpaid {
+        None
+    } else {
+        Some(runtime()?.block_on(payment_for(&reqwest::Client::new(), url.clone()))?)
+    };
+    let mut config = String::new();
+    for request in 1..=count {
+        if request > 1 {
+            config.push_str("next\n");
+        }
+        config.push_str(&format!("url = \"{url}\"\noutput = \"/dev/null\"\n"));
+        if let Some(payment) = &payment {
+            config.push_str(&format!(
+                "header = \"Payment-Signature: {}\"\n",
+                payment.with_nonce(0xff, run, request)
+            ));
+        }
+    }
+    std::fs::write(out, config).map_err(|error| format!("{}: {error}", out.display()))
 }
 
 /// What the stub has counted so far.
@@ -192,7 +319,7 @@ async fn local_targets(
     let bind = || tokio::net::TcpListener::bind("127.0.0.1:0");
     let listener = bind().await.map_err(|error| format!("app: {error}"))?;
     let layer = listener.local_addr().map_err(|error| error.to_string())?;
-    let router = app::router(stub)?;
+    let router = app::router(&format!("http://{stub}"), false)?;
     tokio::spawn(async move { axum::serve(listener, router).await });
     let listener = bind().await.map_err(|error| format!("store: {error}"))?;
     let store = listener.local_addr().map_err(|error| error.to_string())?;
@@ -467,13 +594,18 @@ fn write_script(
     tag: u32,
 ) -> Result<PathBuf, String> {
     let path = dir.join(format!("{}-{tag}.lua", case.name));
-    let script = format!(
+    std::fs::write(&path, script_text(payment, &case.path, tag))
+        .map_err(|error| format!("{}: {error}", path.display()))?;
+    Ok(path)
+}
+
+/// wrk's Lua script sending `payment` to `path` with a fresh nonce per request; `tag` is the run.
+fn script_text(payment: &PaymentTemplate, path: &str, tag: u32) -> String {
+    format!(
         "TEMPLATE = \"{}\"\nOFFSET = {}\nPATH = \"{}\"\nRUN = {tag}\n{}",
         payment.header,
         payment.offset,
-        case.path,
+        path,
         include_str!("nonce.lua")
-    );
-    std::fs::write(&path, script).map_err(|error| format!("{}: {error}", path.display()))?;
-    Ok(path)
+    )
 }

@@ -20,6 +20,18 @@ pub(crate) struct PaymentTemplate {
     pub(crate) offset: usize,
 }
 
+impl PaymentTemplate {
+    /// The header with 12 of its nonce's hex digits set from `thread` (2 digits), `run` (3) and
+    /// `request` (7), as wrk's script `nonce.lua` sets them.
+    pub(crate) fn with_nonce(&self, thread: u32, run: u32, request: u32) -> String {
+        let digits = format!("{thread:02x}{run:03x}{request:07x}");
+        let start = self.offset - 1;
+        let mut header = self.header.clone();
+        header.replace_range(start..start + 16, &STANDARD.encode(digits.as_bytes()));
+        header
+    }
+}
+
 /// Builds the payment for the challenge in a 402's `PAYMENT-REQUIRED` header (base64 JSON).
 pub(crate) fn from_challenge(payment_required: &str) -> Result<PaymentTemplate, String> {
     let challenge: Value = STANDARD

@@ -146,6 +146,11 @@ pub(super) struct Auth {
 }
 
 impl Auth {
+    /// Whether no call carries any auth header (no fixed header, no provider).
+    pub(super) fn is_empty(&self) -> bool {
+        self.fixed.is_empty() && self.provider.is_none()
+    }
+
     /// The headers for one attempt at `endpoint`.
     pub(super) async fn headers(&self, endpoint: Endpoint) -> Result<HeaderMap, BoxError> {
         let mut headers = self.fixed.for_endpoint(endpoint);

@@ -111,6 +111,8 @@ pub struct HttpFacilitatorBuilder {
     cache: CachePolicy,
     auth: Auth,
     client: Option<reqwest::Client>,
+    /// `Some(true)`: HTTP/2 only; `Some(false)`: HTTP/1.1 only; `None`: reqwest's default.
+    http2: Option<bool>,
     /// The first invalid header given, reported by `build`.
     header_error: Option<http::Error>,
 }
@@ -124,6 +126,7 @@ impl HttpFacilitatorBuilder {
             cache: CachePolicy::default(),
             auth: Auth::default(),
             client: None,
+            http2: None,
             header_error: None,
         }
     }
@@ -260,6 +263,20 @@ impl HttpFacilitatorBuilder {
         self
     }
 
+    /// Speaks HTTP/2 to the facilitator (`true`) or HTTP/1.1 only (`false`). Not applied to a
+    /// client given with [`reqwest_client`](Self::reqwest_client).
+    ///
+    /// By default an `https://` facilitator is offered both through ALPN and picks one, and an
+    /// `http://` one is spoken to in HTTP/1.1. With `http2(true)`, an `http://` facilitator is
+    /// spoken to in HTTP/2 from the first byte (prior knowledge, h2c: the facilitator must
+    /// support it) and an `https://` one is still asked through ALPN, which falls back to
+    /// HTTP/1.1 when the facilitator does not offer h2. Over HTTP/2 every call shares one
+    /// multiplexed connection, so bursts of calls open no further connections.
+    pub fn http2(mut self, enabled: bool) -> Self {
+        self.http2 = Some(enabled);
+        self
+    }
+
     /// Builds the client.
     ///
     /// # Errors
@@ -274,10 +291,7 @@ impl HttpFacilitatorBuilder {
         let base = parse_base_url(&self.base_url)?;
         let client = match self.client {
             Some(client) => client,
-            None => reqwest::Client::builder()
-                .connect_timeout(self.timeouts.connect)
-                .user_agent(concat!("tower-x402/", env!("CARGO_PKG_VERSION")))
-                .redirect(super::redirect::policy())
+            None => client_builder(&self.timeouts, self.http2, base.scheme() == "http")
                 .build()
                 .map_err(FacilitatorConfigError::Client)?,
         };
@@ -330,7 +344,36 @@ impl fmt::Debug for HttpFacilitatorBuilder {
             .field("cache", &self.cache)
             .field("auth", &self.auth)
             .field("custom_client", &self.client.is_some())
+            .field("http2", &self.http2)
             .finish()
+    }
+}
+
+/// How long an idle pooled connection is kept: longer than the gaps between payments on a
+/// quiet server, shorter than the idle timeouts of common load balancers (60–350 s).
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(55);
+/// TCP keep-alive probes on facilitator connections, so that a connection dropped by a
+/// middlebox is noticed before a payment is sent on it.
+const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
+
+/// The client built when none is given: connect timeout, user agent, redirect policy, pooling,
+/// and the HTTP version (see [`HttpFacilitatorBuilder::http2`]).
+fn client_builder(
+    timeouts: &Timeouts,
+    http2: Option<bool>,
+    cleartext: bool,
+) -> reqwest::ClientBuilder {
+    let builder = reqwest::Client::builder()
+        .connect_timeout(timeouts.connect)
+        .user_agent(concat!("tower-x402/", env!("CARGO_PKG_VERSION")))
+        .redirect(super::redirect::policy())
+        .tcp_nodelay(true)
+        .tcp_keepalive(TCP_KEEPALIVE)
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT);
+    match http2 {
+        Some(true) if cleartext => builder.http2_prior_knowledge(),
+        Some(true) | None => builder,
+        Some(false) => builder.http1_only(),
     }
 }
 

@@ -1,10 +1,8 @@
 //! One facilitator call: headers, deadline, retries, and reading and classifying the answer.
 
-use std::time::Instant as StdInstant;
-
 use bytes::{Bytes, BytesMut};
-use http::StatusCode;
 use http::header::{ACCEPT, CONTENT_TYPE};
+use http::{HeaderValue, Method, StatusCode};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
@@ -16,6 +14,11 @@ use crate::facilitator::{Endpoint, FacilitatorError};
 const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// How much of an unexpected body is kept in an error, in characters.
 const BODY_EXCERPT_CHARS: usize = 512;
+
+/// The `Accept` of every call and the `Content-Type` of every request body (no copy: static).
+fn application_json() -> HeaderValue {
+    HeaderValue::from_static("application/json")
+}
 
 /// How one attempt ended.
 enum Outcome<T> {
@@ -37,14 +40,16 @@ impl Inner {
         body: Option<Bytes>,
     ) -> Result<T, FacilitatorError> {
         let budget = self.timeouts.for_endpoint(endpoint);
-        let deadline = Instant::now() + budget;
+        let mut started = Instant::now();
+        let deadline = started + budget;
         let max_attempts = match endpoint {
             Endpoint::Settle => 1,
             Endpoint::Verify | Endpoint::Supported => self.retry.max_attempts,
         };
         let mut attempt = 1;
         loop {
-            let outcome = tokio::time::timeout_at(deadline, self.attempt(endpoint, body.clone()))
+            let pending = self.attempt(endpoint, body.clone(), started);
+            let outcome = tokio::time::timeout_at(deadline, pending)
                 .await
                 .unwrap_or_else(|_elapsed| {
                     tracing::debug!(%endpoint, attempt, ?budget, "facilitator call timed out");
@@ -71,44 +76,49 @@ impl Inner {
             }
             tracing::debug!(%endpoint, attempt, wait_ms = wait.as_millis(), %error, "retrying facilitator call");
             tokio::time::sleep(wait).await;
+            started = Instant::now();
             attempt += 1;
         }
     }
 
+    /// One attempt, begun at `started` (for the logged latency). The request is built directly
+    /// (no request builder): its method, URL and static headers without copies, the body as
+    /// encoded, and the auth headers only when some are configured.
     async fn attempt<T: DeserializeOwned>(
         &self,
         endpoint: Endpoint,
         body: Option<Bytes>,
+        started: Instant,
     ) -> Outcome<T> {
-        let headers = match self.auth.headers(endpoint).await {
-            Ok(headers) => headers,
-            Err(source) => {
-                tracing::debug!(%endpoint, "facilitator auth provider failed");
-                return Outcome::Failed {
-                    error: FacilitatorError::Auth {
-                        endpoint,
-                        source: source.into(),
-                    },
-                    retryable: false,
-                };
+        let method = if body.is_some() {
+            Method::POST
+        } else {
+            Method::GET
+        };
+        // reqwest takes the URL by value: one copy of a short string per call.
+        let mut request = reqwest::Request::new(method, self.urls.get(endpoint).clone());
+        let headers = request.headers_mut();
+        headers.insert(ACCEPT, application_json());
+        if let Some(body) = body {
+            headers.insert(CONTENT_TYPE, application_json());
+            *request.body_mut() = Some(body.into());
+        }
+        if !self.auth.is_empty() {
+            match self.auth.headers(endpoint).await {
+                Ok(auth) => request.headers_mut().extend(auth),
+                Err(source) => {
+                    tracing::debug!(%endpoint, "facilitator auth provider failed");
+                    return Outcome::Failed {
+                        error: FacilitatorError::Auth {
+                            endpoint,
+                            source: source.into(),
+                        },
+                        retryable: false,
+                    };
+                }
             }
-        };
-        let url = self.urls.get(endpoint).clone();
-        let request = match body {
-            Some(body) => self
-                .client
-                .post(url)
-                .header(CONTENT_TYPE, "application/json")
-                .body(body),
-            None => self.client.get(url),
-        };
-        let started = StdInstant::now();
-        let sent = request
-            .header(ACCEPT, "application/json")
-            .headers(headers)
-            .send()
-            .await;
-        let response = match sent {
+        }
+        let response = match self.client.execute(request).await {
             Ok(response) => response,
             Err(error) => {
                 tracing::debug!(%endpoint, latency_ms = started.elapsed().as_millis(), %error, "facilitator request failed");

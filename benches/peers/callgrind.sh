@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Deterministic counts of whole requests over loopback HTTP, for tower-x402 and the peers:
+#   bash benches/peers/callgrind.sh [--requests N] [--seconds S] [--apps NAME,...]
+#
+# For each app (tower-x402, x402-axum, r402, and x402-axum paying through an in-process
+# facilitator that answers at once), every paid request with its own nonce, all paying through
+# one stub facilitator (`x402-load stub`) over loopback HTTP:
+#
+# - instructions: the app runs under valgrind's callgrind with instrumentation off; after a
+#   warm-up, curl sends exactly N requests one after another on one kept-alive connection
+#   (`x402-load curl` writes them) with instrumentation on; the row is the app's instructions
+#   (`Ir`, every thread) divided by N, for `/bare` and for the paid route.
+# - kernel side: the app runs natively under wrk (-t2 -c64, as the load benchmark) for S
+#   seconds; context switches are summed over /proc/PID/task/*/status (voluntary and
+#   nonvoluntary) before and after, and syscalls are counted by `strace -c -f` attached during a
+#   second run of S seconds. Both are divided by the requests wrk completed.
+#
+# Needs valgrind, strace, wrk and curl. Builds x402-load and benches/peers in release mode.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+requests=200
+seconds=3
+apps="tower-x402,x402-axum,r402,x402-axum-instant"
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --requests) requests=$2; shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    --apps) apps=$2; shift 2 ;;
+    *) echo "usage: $0 [--requests N] [--seconds S] [--apps NAME,...]" >&2; exit 2 ;;
+    esac
+done
+
+cargo build --release --quiet -p tower-x402-benches --bin x402-load
+cargo build --release --quiet --locked --manifest-path benches/peers/Cargo.toml
+load=target/release/x402-load
+peers=benches/peers/target/release
+
+work=$(mktemp -d)
+children=()
+cleanup() {
+    for pid in "${children[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Waits for the first line of FILE (an address a process prints) and echoes it.
+address_in() {
+    for _ in $(seq 1 600); do
+        if [ -s "$1" ]; then head -n1 "$1"; return; fi
+        sleep 0.1
+    done
+    echo "no address in $1" >&2
+    exit 1
+}
+
+"$load" stub >"$work/stub.addr" &
+children+=($!)
+stub="http://$(address_in "$work/stub.addr")"
+
+command_of() {
+    case "$1" in
+    tower-x402) echo "$load app --facilitator $stub" ;;
+    x402-axum) echo "$peers/peer-x402-axum --facilitator $stub" ;;
+    r402) echo "$peers/peer-r402 --facilitator $stub" ;;
+    x402-axum-instant) echo "$peers/peer-x402-axum-instant --facilitator $stub" ;;
+    *) echo "unknown app $1" >&2; exit 2 ;;
+    esac
+}
+
+paid_path_of() {
+    case "$1" in
+    tower-x402) echo /paid/after ;;
+    *) echo /paid ;;
+    esac
+}
+
+run=0
+next_run() { run=$((run + 1)); }
+
+# Instructions of the app PID for the requests in curl config FILE, divided by COUNT.
+instructions_per_request() {
+    local pid=$1 config=$2 count=$3 before after
+    callgrind_control --zero "$pid" >/dev/null
+    callgrind_control --instr=on "$pid" >/dev/null
+    curl --silent --fail --config "$config"
+    callgrind_control --instr=off "$pid" >/dev/null
+    callgrind_control --dump="measured" "$pid" >/dev/null
+    # The newest dump of this process holds the counts since --zero.
+    local dump
+    dump=$(ls -t "$work"/callgrind.out."$pid".* | head -n1)
+    local total
+    total=$(awk '/^totals:/ {print $2}' "$dump")
+    echo $((total / count))
+}
+
+printf '%-18s %-6s %14s %14s %14s\n' app case "Ir/request" "syscalls/req" "ctxt sw/req"
+results=()
+IFS=',' read -r -a app_list <<<"$apps"
+for app in "${app_list[@]}"; do
+    path=$(paid_path_of "$app")
+    # shellcheck disable=SC2046
+    valgrind --tool=callgrind --instr-atstart=no \
+        --callgrind-out-file="$work/callgrind.out.%p" $(command_of "$app") \
+        >"$work/$app.addr" 2>"$work/$app.valgrind" &
+    pid=$!
+    children+=("$pid")
+    address=$(address_in "$work/$app.addr")
+    for case in bare paid; do
+        url="http://$address/bare"
+        unpaid=(--unpaid)
+        if [ "$case" = paid ]; then url="http://$address$path"; unpaid=(); fi
+        next_run
+        "$load" curl "$url" --count 20 --run "$run" "${unpaid[@]}" --out "$work/warm.curl"
+        curl --silent --fail --config "$work/warm.curl"
+        next_run
+        "$load" curl "$url" --count "$requests" --run "$run" "${unpaid[@]}" --out "$work/measured.curl"
+        ir=$(instructions_per_request "$pid" "$work/measured.curl" "$requests")
+        results+=("$app $case $ir")
+    done
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+
+    # The kernel side, natively.
+    # shellcheck disable=SC2046
+    $(command_of "$app") >"$work/$app.native.addr" &
+    pid=$!
+    children+=("$pid")
+    address=$(address_in "$work/$app.native.addr")
+    for case in bare paid; do
+        url="http://$address/bare"
+        script=()
+        if [ "$case" = paid ]; then
+            url="http://$address$path"
+            next_run
+            "$load" script "$url" --run "$run" --out "$work/warm.lua"
+            script=(-s "$work/warm.lua")
+        fi
+        wrk -t2 -c64 -d1s "${script[@]}" "$url" >/dev/null
+        switches() {
+            cat /proc/"$pid"/task/*/status 2>/dev/null |
+                awk '/ctxt_switches/ {sum += $2} END {print sum}'
+        }
+        if [ "$case" = paid ]; then
+            next_run
+            "$load" script "$url" --run "$run" --out "$work/measured.lua"
+            script=(-s "$work/measured.lua")
+        fi
+        before=$(switches)
+        done_requests=$(wrk -t2 -c64 -d"${seconds}s" "${script[@]}" "$url" |
+            awk '/requests in/ {print $1}')
+        after=$(switches)
+        ctxt=$(awk -v a="$after" -v b="$before" -v n="$done_requests" 'BEGIN {printf "%.2f", (a - b) / n}')
+        if [ "$case" = paid ]; then
+            next_run
+            "$load" script "$url" --run "$run" --out "$work/measured.lua"
+        fi
+        strace -c -f -q -p "$pid" -o "$work/$app.$case.strace" &
+        tracer=$!
+        sleep 0.5
+        traced_requests=$(wrk -t2 -c64 -d"${seconds}s" "${script[@]}" "$url" |
+            awk '/requests in/ {print $1}')
+        kill -INT "$tracer"
+        wait "$tracer" 2>/dev/null || true
+        calls=$(awk '$NF == "total" {print $4}' "$work/$app.$case.strace")
+        syscalls=$(awk -v c="$calls" -v n="$traced_requests" 'BEGIN {printf "%.2f", c / n}')
+        for i in "${!results[@]}"; do
+            read -r a c ir <<<"${results[$i]}"
+            if [ "$a" = "$app" ] && [ "$c" = "$case" ]; then
+                printf '%-18s %-6s %14s %14s %14s\n' "$app" "$case" "$ir" "$syscalls" "$ctxt"
+                cp "$work/$app.$case.strace" "target/peers-$app-$case.strace" 2>/dev/null || true
+            fi
+        done
+    done
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+done
