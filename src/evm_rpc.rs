@@ -29,7 +29,7 @@ use alloy_provider::{Provider, RootProvider};
 use alloy_rpc_types_eth::{Filter, TransactionInput, TransactionRequest};
 use alloy_sol_types::{SolCall, SolEvent};
 
-use crate::BoxFuture;
+use crate::boxed::BoxFuture;
 use crate::eip3009::{AuthorizationUsed, Transfer, authorizationStateCall};
 use crate::permit2::{self, nonceBitmapCall};
 use crate::proto::{FacilitatorRequest, UptoEvmPayload};

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge};
 
-use crate::BoxFuture;
+use crate::boxed::BoxFuture;
 use crate::facilitator::{Facilitator, FacilitatorError};
 use crate::payment::{PaymentEvent, Refusal};
 use crate::proto::{FacilitatorRequest, SettleResponse, SupportedResponse, VerifyResponse};

@@ -9,7 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::BoxFuture;
+use crate::boxed::BoxFuture;
 use crate::proto::{FacilitatorRequest, SettleResponse, SupportedResponse, VerifyResponse};
 
 #[cfg(feature = "reqwest")]

@@ -14,7 +14,7 @@ use super::Config;
 use super::body::ResponseBody;
 use super::metered::{Meter, charged, header_amount, take_overrides};
 use super::responses::{self, into_body, mark_paid};
-use crate::BoxFuture;
+use crate::boxed::BoxFuture;
 use crate::payment::charge::is_metered;
 use crate::payment::{Charge, Cleared, Paid, VerifiedPayment};
 use crate::pricing::SettlementMode;

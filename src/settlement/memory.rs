@@ -4,7 +4,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{LedgerEntry, PaymentKey, PaymentState, SettlementRecord, SettlementStore, StoreError};
-use crate::BoxFuture;
+use crate::boxed::BoxFuture;
 
 /// An in-memory [`SettlementStore`] holding at most `capacity` settled payments; payments that
 /// are not settled yet are never evicted.

@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use crate::{BoxError, BoxFuture};
+use crate::boxed::{BoxError, BoxFuture};
 
 #[cfg(any(test, feature = "test-util"))]
 mod conformance;

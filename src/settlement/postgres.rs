@@ -5,7 +5,7 @@ use sqlx::postgres::PgPool;
 use sqlx::{Executor as _, Row as _};
 
 use super::{LedgerEntry, PaymentKey, PaymentState, SettlementStore, StoreError};
-use crate::BoxFuture;
+use crate::boxed::BoxFuture;
 
 /// The table, created by [`PostgresSettlementStore::migrate`].
 const CREATE_TABLE: &str = "\

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::BoxFuture;
+use crate::boxed::BoxFuture;
 use crate::proto::FacilitatorRequest;
 
 /// What the chain says about a payment.

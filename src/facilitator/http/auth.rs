@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 
+use crate::boxed::{BoxError, BoxFuture};
 use crate::facilitator::Endpoint;
-use crate::{BoxError, BoxFuture};
 
 /// Fixed headers sent to a facilitator: some on every call, some on one endpoint only.
 ///

@@ -20,7 +20,7 @@ pub use self::builder::{FacilitatorConfigError, HttpFacilitatorBuilder};
 use self::retry::RetryPolicy;
 use self::supported_cache::SupportedCache;
 use super::{Endpoint, Facilitator, FacilitatorError};
-use crate::BoxFuture;
+use crate::boxed::BoxFuture;
 use crate::proto::{FacilitatorRequest, SettleResponse, SupportedResponse, VerifyResponse};
 
 /// A facilitator reached over HTTP.

@@ -195,7 +195,7 @@ mod tests {
                 if fail {
                     Err(FacilitatorError::Unreachable {
                         endpoint: Endpoint::Supported,
-                        source: Arc::from(crate::BoxError::from("connection refused")),
+                        source: Arc::from(crate::boxed::BoxError::from("connection refused")),
                     })
                 } else {
                     Ok(n)
