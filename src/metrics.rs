@@ -12,8 +12,8 @@
 //! | `x402_facilitator_request_duration_seconds` | histogram | `endpoint`, `outcome` | facilitator calls: `endpoint` `verify`, `settle` or `supported`; `outcome` `ok`, `rejected` (`isValid: false`, `success: false`), `unavailable` (unreachable, timed out, overloaded) or `error` (any other failure) |
 //! | `x402_payments_in_doubt` | gauge | — | payments this process put in doubt and has not seen resolved |
 //! | `x402_payments_in_doubt_oldest_age_seconds` | gauge | — | how long the oldest of them has been in doubt (0 when none); refreshed on every payment event and by [`refresh`] |
-//! | `x402_reconciliations_total` | counter | `result` | answers of the [`Reconciler`](crate::Reconciler): `settled`, `not_settled`, `unknown` |
-//! | `x402_ledger_errors_total` | counter | `operation` | failed [`SettlementStore`](crate::SettlementStore) calls: `load`, `insert`, `replace`, `remove` |
+//! | `x402_reconciliations_total` | counter | `result` | answers of the [`Reconciler`]: `settled`, `not_settled`, `unknown` |
+//! | `x402_ledger_errors_total` | counter | `operation` | failed [`SettlementStore`] calls: `load`, `insert`, `replace`, `remove` |
 //!
 //! Refusal kinds (`refusal` label): `invalid_header`, `other_resource`,
 //! `no_matching_requirement`, `invalid_payment`, `identifier_reused`,

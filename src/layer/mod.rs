@@ -1,6 +1,6 @@
 //! [`X402Layer`]: the paywall middleware.
 //!
-//! For each request the layer asks its [`Pricing`](crate::Pricing) what the request costs
+//! For each request the layer asks its [`Pricing`] what the request costs
 //! ([`Price`](crate::Price)).
 //!
 //! | request | response |
@@ -16,7 +16,7 @@
 //! | facilitator unreachable, timed out, overloaded | 503 with `Retry-After`; inner service not called, nothing settled |
 //! | facilitator answer to `/verify` malformed or an unexpected HTTP status | 502 |
 //! | `/settle` sent, outcome unknown (answer lost, timeout, 5xx, malformed, `settlement_pending` twice) | 503 with `Retry-After`: the payment is *in doubt*; a retry of the same payment recovers it |
-//! | in doubt, and the [`Reconciler`](crate::Reconciler) proves nothing moved and the authorization expired | 402; the payment is released |
+//! | in doubt, and the [`Reconciler`] proves nothing moved and the authorization expired | 402; the payment is released |
 //! | settled | the inner response with `PAYMENT-RESPONSE` and `Cache-Control: private` |
 //! | settlement refused (`success: false`) | 402 with the failure in `PAYMENT-RESPONSE`; the inner response is dropped |
 //! | the same payment again, already settled | answered from its [`SettlementRecord`](crate::settlement::SettlementRecord): inner service runs, no facilitator call |
@@ -44,11 +44,11 @@
 //!
 //! Requests carrying the same payment ([`PaymentKey`](crate::PaymentKey)) are processed one
 //! at a time: duplicates wait for the first one's outcome, and once a payment has settled,
-//! repeats are answered from the [`SettlementStore`](crate::SettlementStore) without calling the facilitator. The
+//! repeats are answered from the [`SettlementStore`] without calling the facilitator. The
 //! single-flight lock is per process; across processes sharing one store, the store's
 //! compare-and-set operations and leases decide (in memory by default, a database if you give
 //! it one). A payment whose settlement outcome is unknown stays *in doubt* until a retry settles
-//! it: the identical `/settle` is re-sent, then the [`Reconciler`](crate::Reconciler) asks
+//! it: the identical `/settle` is re-sent, then the [`Reconciler`] asks
 //! the chain — see [`settlement`](crate::settlement). The layer is the HTTP adapter of the
 //! [payment core](crate::payment): it reads the headers, calls the core, and writes the responses.
 //!
@@ -57,7 +57,7 @@
 //! from the outcome. A record the store cannot take is written again in the background until it
 //! does.
 //!
-//! Every refusal is a [`Refusal`](crate::Refusal), answered with its status; [`PaymentEvents`](crate::PaymentEvents) observe them.
+//! Every refusal is a [`Refusal`](crate::Refusal), answered with its status; [`PaymentEvents`] observe them.
 //!
 //! # Example
 //!
