@@ -26,7 +26,7 @@
 
 use alloy_primitives::{Address, B256, Bytes, U256};
 use alloy_provider::{Provider, RootProvider};
-use alloy_rpc_types_eth::{Filter, TransactionInput, TransactionRequest};
+use alloy_rpc_types_eth::{Filter, Log, TransactionInput, TransactionRequest};
 use alloy_sol_types::{SolCall, SolEvent};
 
 use crate::boxed::BoxFuture;
@@ -124,7 +124,7 @@ impl EvmRpcReconciler {
             .event_signature(AuthorizationUsed::SIGNATURE_HASH)
             .topic1(payment.from.into_word())
             .topic2(payment.nonce);
-        match self.first_log(filter).await? {
+        match self.newest_log(filter, |_| true).await? {
             Some(hash) => self.confirm(&payment, hash).await,
             None => Err(format!(
                 "the authorization is used, but no AuthorizationUsed log in the last {} blocks (cancelled, or older)",
@@ -147,9 +147,13 @@ impl EvmRpcReconciler {
         Ok(())
     }
 
-    /// The transaction of the newest log matching `filter` over the searched blocks, newest
-    /// chunk first.
-    async fn first_log(&self, filter: Filter) -> Result<Option<B256>, String> {
+    /// The transaction of the newest log matching `filter` and `wanted` over the searched
+    /// blocks, newest chunk first.
+    async fn newest_log(
+        &self,
+        filter: Filter,
+        wanted: impl Fn(&Log) -> bool,
+    ) -> Result<Option<B256>, String> {
         let latest = self
             .provider
             .get_block_number()
@@ -165,7 +169,8 @@ impl EvmRpcReconciler {
                 .get_logs(&chunk)
                 .await
                 .map_err(|e| format!("eth_getLogs {low}..={high}: {e}"))?;
-            if let Some(hash) = logs.iter().rev().find_map(|log| log.transaction_hash) {
+            let newest = logs.iter().rev().filter(|log| wanted(log));
+            if let Some(hash) = newest.filter_map(|log| log.transaction_hash).next() {
                 return Ok(Some(hash));
             }
             if low == lowest {
@@ -204,41 +209,19 @@ impl EvmRpcReconciler {
             .topic1(permit.payment.from.into_word())
             .topic2(permit.payment.pay_to.into_word());
         // Transfers from the payer to payTo, newest first, until one carries this amount.
-        let latest = self
-            .provider
-            .get_block_number()
-            .await
-            .map_err(|e| format!("eth_blockNumber: {e}"))?;
-        let lowest = latest.saturating_sub(self.search_blocks - 1);
-        let mut high = latest;
-        loop {
-            let low = high.saturating_sub(self.chunk_blocks - 1).max(lowest);
-            let chunk = filter.clone().from_block(low).to_block(high);
-            let logs = self
-                .provider
-                .get_logs(&chunk)
-                .await
-                .map_err(|e| format!("eth_getLogs {low}..={high}: {e}"))?;
-            for log in logs.iter().rev() {
-                let Some(hash) = log.transaction_hash else {
-                    continue;
-                };
-                let amount_matches = Transfer::decode_log_data(log.data())
-                    .is_ok_and(|transfer| transfer.value == permit.payment.amount);
-                if amount_matches {
-                    return self.confirm(&permit.payment, hash).await;
-                }
-            }
-            if low == lowest {
-                // Consumed without this payment's transfer in the searched blocks: cancelled
-                // (`invalidateUnorderedNonces`), used for another amount, or settled before the
-                // searched range. Only the first two mean "not paid", so it stays in doubt.
-                return Err(format!(
-                    "the permit's nonce is consumed, but no Transfer of {} to payTo in the last {} blocks (cancelled, another amount, or older)",
-                    permit.payment.amount, self.search_blocks
-                ));
-            }
-            high = low - 1;
+        let amount = permit.payment.amount;
+        let carries_amount = |log: &Log| {
+            Transfer::decode_log_data(log.data()).is_ok_and(|transfer| transfer.value == amount)
+        };
+        match self.newest_log(filter, carries_amount).await? {
+            Some(hash) => self.confirm(&permit.payment, hash).await,
+            // Consumed without this payment's transfer in the searched blocks: cancelled
+            // (`invalidateUnorderedNonces`), used for another amount, or settled before the
+            // searched range. Only the first two mean "not paid", so it stays in doubt.
+            None => Err(format!(
+                "the permit's nonce is consumed, but no Transfer of {} to payTo in the last {} blocks (cancelled, another amount, or older)",
+                permit.payment.amount, self.search_blocks
+            )),
         }
     }
 
