@@ -9,7 +9,9 @@
 //!
 //! Faults: `answer-lost` (settles, answers 504), `connection-reset` (settles, resets),
 //! `no-answer` (settles, never answers), `lost-before-settling`, `pending-then-settled`,
-//! `stays-pending`, `refused`, `none`. Later `/settle` calls answer normally. The chain id of the JSON-RPC
+//! `stays-pending`, `refused`, `none`. Later `/settle` calls answer normally. `--delay-ms` holds the
+//! first `/settle` open that long before its fault (with `--fault none`: a slow settlement, for trying
+//! a buyer who hangs up mid-settlement). The chain id of the JSON-RPC
 //! endpoint is Base's (`--network` to change). Prints `facilitator http://…` and `rpc http://…`,
 //! then one line per settlement.
 
@@ -34,6 +36,9 @@ struct Args {
     /// lost-before-settling, pending-then-settled, stays-pending, refused or none.
     #[arg(long, value_name = "NAME", default_value = "answer-lost")]
     fault: String,
+    /// How long the first /settle is held open before its fault, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    delay_ms: u64,
     /// The chain the JSON-RPC endpoint serves.
     #[arg(long, value_name = "CAIP2", default_value = "eip155:8453", value_parser = network)]
     network: Network,
@@ -52,7 +57,10 @@ async fn main() -> ExitCode {
         return ExitCode::FAILURE;
     };
     let sandbox = SandboxFacilitator::new();
-    sandbox.queue_settle(fault);
+    sandbox.queue_settle(match args.delay_ms {
+        0 => fault,
+        delay => fault.after(Duration::from_millis(delay)),
+    });
     let (facilitator, rpc) = match (
         tokio::net::TcpListener::bind(&args.listen).await,
         tokio::net::TcpListener::bind(&args.rpc_listen).await,

@@ -43,6 +43,13 @@ struct Args {
     /// `Retry-After`): the server is asking for the same `PAYMENT-SIGNATURE` again.
     #[arg(long, value_name = "N", default_value_t = 3)]
     retries: u32,
+    /// How long to wait for each answer before hanging up, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    timeout: u64,
+    /// Write the `PAYMENT-SIGNATURE` value to this file before sending it, so that the same
+    /// payment can be sent again by hand (`curl -H "PAYMENT-SIGNATURE: $(cat FILE)" URL`).
+    #[arg(long, value_name = "FILE")]
+    save_signature: Option<std::path::PathBuf>,
 }
 
 fn parse_header(text: &str) -> Result<(HeaderName, HeaderValue), String> {
@@ -70,7 +77,7 @@ async fn main() -> ExitCode {
 async fn run(args: Args) -> Result<(), String> {
     let wallet = wallet()?;
     let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
+        .timeout(Duration::from_secs(args.timeout))
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
     let get = || {
@@ -118,6 +125,10 @@ async fn run(args: Args) -> Result<(), String> {
         accepted.amount, accepted.asset, accepted.network, accepted.pay_to
     );
     let signature = header::encode(&payment).map_err(|e| format!("encoding the payment: {e}"))?;
+    if let Some(path) = &args.save_signature {
+        std::fs::write(path, signature.as_bytes())
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
 
     let mut attempt = 0;
     let paid = loop {

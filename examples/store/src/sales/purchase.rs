@@ -35,9 +35,11 @@
 //!
 //! Any failure after settlement (the database unavailable) is a 503 asking the client to retry
 //! the same `PAYMENT-SIGNATURE`: the retry is answered from the settlement record, not charged
-//! twice.
+//! twice. The order is also written in the background as soon as the database takes it, so a
+//! paid order exists even when the buyer never comes back; the buyer's retry then finds it.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -136,7 +138,15 @@ pub async fn purchase(
             ),
         ),
         Err(Failure::Storage(error)) => {
-            tracing::error!(%error, sku = %slug, key = %payment.key, "settled payment could not be recorded as an order");
+            tracing::error!(%error, sku = %slug, key = %payment.key, "settled payment could not be recorded as an order; writing it in the background");
+            record_later(
+                Arc::clone(&catalog),
+                Arc::clone(&config),
+                store.clone(),
+                slug.clone(),
+                paid.clone(),
+                headers,
+            );
             let mut response = json_error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "the payment settled but the order could not be recorded; retry with the same PAYMENT-SIGNATURE (it will not be charged again)",
@@ -147,6 +157,55 @@ pub async fn purchase(
             response
         }
     }
+}
+
+/// How long the background write of an order keeps trying before leaving it to the buyer's retry.
+const RECORD_LATER_FOR: Duration = Duration::from_secs(3600);
+
+/// Writes the order of a settled payment that could not be recorded while the buyer waited,
+/// retrying with backoff (0.5 s doubling to 10 s) for [`RECORD_LATER_FOR`]. Recording is
+/// idempotent per payment key, so this and the buyer's own retry (on any instance) end with the
+/// one order, under one Passport.
+fn record_later(
+    catalog: Arc<Catalog>,
+    config: Arc<Config>,
+    store: Store,
+    slug: String,
+    paid: SettledPayment,
+    headers: HeaderMap,
+) {
+    tokio::spawn(async move {
+        let Some(sku) = catalog.get(&slug) else {
+            return;
+        };
+        let state = Shop {
+            config: &config,
+            store: &store,
+            demo: catalog.is_demo(),
+        };
+        let key = paid.payment.key.as_str();
+        let started = Instant::now();
+        let mut wait = Duration::from_millis(500);
+        loop {
+            tokio::time::sleep(wait).await;
+            match fulfil(&state, sku, &paid.payment, &paid.settlement, &headers).await {
+                Ok(_) => {
+                    tracing::info!(sku = %slug, %key, "order of a settled payment recorded after the database came back");
+                    return;
+                }
+                Err(Failure::Storage(error)) if started.elapsed() < RECORD_LATER_FOR => {
+                    tracing::warn!(%error, sku = %slug, %key, "order of a settled payment still not recorded; trying again");
+                    wait = (wait * 2).min(Duration::from_secs(10));
+                }
+                Err(Failure::Storage(error)) => {
+                    tracing::error!(%error, sku = %slug, %key, "order of a settled payment not recorded; the buyer's retry with the same payment records it");
+                    return;
+                }
+                // Nothing to write: another SKU's order, a closed window or no key.
+                Err(Failure::OtherSku | Failure::RedeliveryClosed | Failure::Unkeyed) => return,
+            }
+        }
+    });
 }
 
 /// What recording an order reads.

@@ -16,6 +16,7 @@ mod ledger_outage;
 mod mcp_protocol;
 mod multi_instance;
 mod operations;
+mod orders_outage;
 mod passport_errors;
 mod paywall_browsers;
 mod paywall_doors;
