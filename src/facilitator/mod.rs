@@ -16,7 +16,7 @@ use crate::proto::{FacilitatorRequest, SettleResponse, SupportedResponse, Verify
 mod http;
 #[cfg(feature = "reqwest")]
 pub use self::http::{
-    AuthHeaders, AuthProvider, FacilitatorConfigError, HttpFacilitator, HttpFacilitatorBuilder,
+    AuthProvider, FacilitatorConfigError, HttpFacilitator, HttpFacilitatorBuilder,
 };
 
 /// Verifies and settles payments. The facilitator is the only settler: the layer never moves

@@ -6,13 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::proto::{AtomicAmount, MoneyError, PaymentRequirements, UsdAmount, UsdcDeployment};
 
-/// The scheme whose payments settle an amount the work decides, up to a signed maximum.
-pub(crate) const UPTO: &str = crate::proto::UPTO_SCHEME;
-
-/// Whether payments of `requirement` settle a metered amount (scheme `upto`).
-pub(crate) fn is_metered(requirement: &PaymentRequirements) -> bool {
-    requirement.scheme == UPTO
-}
+pub(crate) use crate::proto::is_metered;
 
 /// The fraction digits of `requirement`'s asset, when it is a known USDC deployment.
 pub(crate) fn asset_decimals(requirement: &PaymentRequirements) -> Option<u8> {

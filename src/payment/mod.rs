@@ -95,6 +95,8 @@ use crate::settlement::{
 
 pub(crate) mod charge;
 mod events;
+#[cfg(feature = "metrics")]
+mod instruments;
 pub(crate) mod ledger;
 mod refusal;
 mod refusals;
@@ -191,7 +193,7 @@ impl Payments {
 
     pub(crate) fn set_reconciler(&mut self, reconciler: Arc<dyn Reconciler>) {
         #[cfg(feature = "metrics")]
-        let reconciler = crate::metrics::reconciler(reconciler);
+        let reconciler = instruments::reconciler(reconciler);
         self.reconciler = Some(reconciler);
     }
 
@@ -240,7 +242,7 @@ impl Payments {
         #[cfg(feature = "metrics")]
         {
             let event = event();
-            crate::metrics::record(&event);
+            instruments::record(&event);
             if let Some(events) = &self.events {
                 events.on_event(&event);
             }
@@ -485,14 +487,14 @@ impl fmt::Debug for Payments {
 /// `facilitator`, timed into the metrics when the feature `metrics` is on.
 fn metered_facilitator(facilitator: Arc<dyn Facilitator>) -> Arc<dyn Facilitator> {
     #[cfg(feature = "metrics")]
-    let facilitator = crate::metrics::facilitator(facilitator);
+    let facilitator = instruments::facilitator(facilitator);
     facilitator
 }
 
 /// `store`, its failures counted in the metrics when the feature `metrics` is on.
 fn metered_store(store: Arc<dyn SettlementStore>) -> Arc<dyn SettlementStore> {
     #[cfg(feature = "metrics")]
-    let store = crate::metrics::store(store);
+    let store = instruments::store(store);
     store
 }
 

@@ -2,12 +2,11 @@
 
 use bytes::Bytes;
 use http::HeaderValue;
-
-use crate::payment::charge::{UPTO, is_metered};
+use serde_json::{Map, Value};
 
 use crate::proto::{
-    Extension, Extensions, MoneyError, PaymentRequired, PaymentRequirements, ResourceInfo,
-    UsdAmount, UsdcDeployment, X402Version, header,
+    Extension, MoneyError, PaymentRequired, PaymentRequirements, ResourceInfo, UPTO_SCHEME as UPTO,
+    UsdAmount, UsdcDeployment, X402Version, header, is_metered,
 };
 
 /// `extra` keys and values of a metered (`upto`) accept.
@@ -136,7 +135,7 @@ impl Offer {
         OfferBuilder {
             resource,
             accepts: Vec::new(),
-            extensions: Extensions::new(),
+            extensions: Map::new(),
             mode: SettlementMode::default(),
             max_timeout_seconds: DEFAULT_MAX_TIMEOUT_SECONDS,
             error: None,
@@ -160,7 +159,7 @@ impl Offer {
     }
 
     /// The extensions declared in the challenge.
-    pub fn extensions(&self) -> Option<&Extensions> {
+    pub fn extensions(&self) -> Option<&Map<String, Value>> {
         self.required.extensions.as_ref()
     }
 
@@ -236,7 +235,7 @@ const DEFAULT_MAX_TIMEOUT_SECONDS: u64 = 300;
 pub struct OfferBuilder {
     resource: ResourceInfo,
     accepts: Vec<PaymentRequirements>,
-    extensions: Extensions,
+    extensions: Map<String, Value>,
     mode: SettlementMode,
     max_timeout_seconds: u64,
     error: Option<OfferError>,

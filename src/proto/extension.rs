@@ -1,12 +1,6 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// The `extensions` object of a challenge or payload: extension key → extension value.
-///
-/// Kept as raw JSON so that a payload echoes exactly what the server sent, including extensions
-/// this crate does not know.
-pub type Extensions = Map<String, Value>;
-
 /// One extension value in its usual `{info, schema}` shape.
 ///
 /// Keys besides `info` and `schema` (some extensions put e.g. `supportedChains` beside them) are
@@ -41,7 +35,7 @@ impl Extension {
         }
     }
 
-    /// This extension as a JSON value, ready to insert into an [`Extensions`] map.
+    /// This extension as a JSON value, ready to insert into an `extensions` map (extension key → value).
     pub fn into_value(self) -> Value {
         let mut map = Map::with_capacity(2 + self.other.len());
         map.insert("info".into(), self.info);

@@ -3,7 +3,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
-use super::{AtomicAmount, Extensions, Network, PaymentPayload, PaymentRequirements, X402Version};
+use super::{AtomicAmount, Network, PaymentPayload, PaymentRequirements, X402Version};
 
 /// Body of `POST /verify` and `POST /settle` on a facilitator.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -45,7 +45,7 @@ pub struct VerifyResponse {
     pub payer: Option<String>,
     /// Per-extension data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub extensions: Option<Extensions>,
+    pub extensions: Option<Map<String, Value>>,
 }
 
 /// A facilitator's answer to `/settle`, also the JSON inside `PAYMENT-RESPONSE`.
@@ -76,7 +76,7 @@ pub struct SettleResponse {
     pub amount: Option<AtomicAmount>,
     /// Per-extension data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub extensions: Option<Extensions>,
+    pub extensions: Option<Map<String, Value>>,
 }
 
 impl SettleResponse {

@@ -23,7 +23,7 @@ mod network;
 mod payment;
 mod upto;
 
-pub use extension::{Extension, Extensions};
+pub use extension::Extension;
 pub use facilitator::{
     FacilitatorRequest, SettleResponse, SupportedKind, SupportedResponse, VerifyResponse,
 };
@@ -33,6 +33,7 @@ pub use payment::{
     Eip3009Authorization, ExactEvmPayload, PaymentPayload, PaymentRequired, PaymentRequirements,
     ResourceInfo, X402Version,
 };
+pub(crate) use upto::is_metered;
 pub use upto::{
     PERMIT2_ADDRESS, PERMIT2_TRANSFER_METHOD, Permit2Authorization, TokenPermissions,
     UPTO_PROXY_ADDRESS, UPTO_SCHEME, UptoEvmPayload, UptoWitness,

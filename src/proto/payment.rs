@@ -1,7 +1,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{AtomicAmount, Extensions, Network, UptoEvmPayload};
+use super::{AtomicAmount, Network, UptoEvmPayload};
 
 /// The protocol version number carried as `x402Version`.
 ///
@@ -37,7 +37,7 @@ pub struct PaymentRequired {
     pub accepts: Vec<PaymentRequirements>,
     /// Extension declarations (e.g. `bazaar`), echoed by the client in its payload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub extensions: Option<Extensions>,
+    pub extensions: Option<Map<String, Value>>,
 }
 
 /// Describes the resource a challenge or payment is about.
@@ -145,7 +145,7 @@ pub struct PaymentPayload {
     pub payload: Value,
     /// The server's extensions, echoed, plus anything the client adds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub extensions: Option<Extensions>,
+    pub extensions: Option<Map<String, Value>>,
 }
 
 impl PaymentPayload {

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::PaymentRequirements;
+
 /// Scheme name of metered payments (`PaymentRequirements::scheme`).
 pub const UPTO_SCHEME: &str = "upto";
 
@@ -87,6 +89,12 @@ pub struct UptoWitness {
     pub facilitator: String,
     /// Unix seconds before which the permit is not valid, decimal.
     pub valid_after: String,
+}
+
+/// Whether payments of `requirement` settle a metered amount (scheme `upto`): an amount the
+/// work decides, up to the signed maximum.
+pub(crate) fn is_metered(requirement: &PaymentRequirements) -> bool {
+    requirement.scheme == UPTO_SCHEME
 }
 
 #[cfg(test)]

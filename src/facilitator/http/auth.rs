@@ -9,25 +9,14 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use crate::boxed::{BoxError, BoxFuture};
 use crate::facilitator::Endpoint;
 
-/// Fixed headers sent to a facilitator: some on every call, some on one endpoint only.
+/// Fixed headers sent to a facilitator: some on every call, some on one endpoint only (set with
+/// [`HttpFacilitatorBuilder::header`](super::HttpFacilitatorBuilder::header) and
+/// [`endpoint_header`](super::HttpFacilitatorBuilder::endpoint_header)).
 ///
 /// Every value is marked [sensitive](HeaderValue::set_sensitive), and `Debug` shows header names
 /// only, never values.
-///
-/// ```
-/// use http::{HeaderName, HeaderValue};
-/// use tower_x402::facilitator::{AuthHeaders, Endpoint};
-///
-/// let mut headers = AuthHeaders::new();
-/// headers.insert(HeaderName::from_static("x-api-key"), HeaderValue::from_static("secret"));
-/// headers.insert_for(Endpoint::Settle, HeaderName::from_static("x-settle-key"), HeaderValue::from_static("other"));
-///
-/// assert_eq!(headers.for_endpoint(Endpoint::Verify).len(), 1);
-/// assert_eq!(headers.for_endpoint(Endpoint::Settle).len(), 2);
-/// assert!(!format!("{headers:?}").contains("secret"));
-/// ```
 #[derive(Clone, Default)]
-pub struct AuthHeaders {
+pub(crate) struct AuthHeaders {
     all: HeaderMap,
     verify: HeaderMap,
     settle: HeaderMap,
@@ -35,20 +24,15 @@ pub struct AuthHeaders {
 }
 
 impl AuthHeaders {
-    /// No headers.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// Sends `name: value` on every call, replacing an earlier value for `name`.
-    pub fn insert(&mut self, name: HeaderName, value: HeaderValue) -> &mut Self {
+    pub(crate) fn insert(&mut self, name: HeaderName, value: HeaderValue) -> &mut Self {
         self.all.insert(name, sensitive(value));
         self
     }
 
     /// Sends `name: value` on calls to `endpoint` only; it wins over an [`insert`](Self::insert)ed
     /// value of the same name.
-    pub fn insert_for(
+    pub(crate) fn insert_for(
         &mut self,
         endpoint: Endpoint,
         name: HeaderName,
@@ -59,14 +43,14 @@ impl AuthHeaders {
     }
 
     /// The headers a call to `endpoint` carries.
-    pub fn for_endpoint(&self, endpoint: Endpoint) -> HeaderMap {
+    pub(crate) fn for_endpoint(&self, endpoint: Endpoint) -> HeaderMap {
         let mut headers = self.all.clone();
         merge(&mut headers, self.endpoint(endpoint).clone());
         headers
     }
 
     /// Whether no header is set for any endpoint.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.all.is_empty()
             && self.verify.is_empty()
             && self.settle.is_empty()
@@ -194,8 +178,23 @@ mod tests {
     }
 
     #[test]
+    fn common_headers_go_everywhere_and_endpoint_ones_to_their_endpoint() {
+        let mut headers = AuthHeaders::default();
+        headers.insert(name("x-api-key"), HeaderValue::from_static("secret"));
+        headers.insert_for(
+            Endpoint::Settle,
+            name("x-settle-key"),
+            HeaderValue::from_static("other"),
+        );
+
+        assert_eq!(headers.for_endpoint(Endpoint::Verify).len(), 1);
+        assert_eq!(headers.for_endpoint(Endpoint::Settle).len(), 2);
+        assert!(!format!("{headers:?}").contains("secret"));
+    }
+
+    #[test]
     fn endpoint_headers_override_common_ones() {
-        let mut headers = AuthHeaders::new();
+        let mut headers = AuthHeaders::default();
         headers
             .insert(name("x-key"), HeaderValue::from_static("common"))
             .insert_for(
@@ -214,7 +213,7 @@ mod tests {
 
     #[tokio::test]
     async fn provider_headers_win_and_are_marked_sensitive() {
-        let mut fixed = AuthHeaders::new();
+        let mut fixed = AuthHeaders::default();
         fixed.insert(
             http::header::AUTHORIZATION,
             HeaderValue::from_static("Bearer fixed"),
@@ -242,7 +241,7 @@ mod tests {
 
     #[test]
     fn debug_shows_names_but_never_values() {
-        let mut fixed = AuthHeaders::new();
+        let mut fixed = AuthHeaders::default();
         fixed.insert_for(
             Endpoint::Verify,
             name("x-api-key"),

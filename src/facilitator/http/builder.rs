@@ -7,7 +7,7 @@ use std::time::Duration;
 use http::{HeaderName, HeaderValue};
 use reqwest::Url;
 
-use super::auth::{Auth, AuthHeaders, AuthProvider};
+use super::auth::{Auth, AuthProvider};
 use super::retry::RetryPolicy;
 use super::supported_cache::SupportedCache;
 use super::{EndpointUrls, HttpFacilitator, Inner};
@@ -218,12 +218,6 @@ impl HttpFacilitatorBuilder {
     /// Sends `Authorization: Bearer <token>` on every call.
     pub fn bearer(self, token: impl fmt::Display) -> Self {
         self.header(http::header::AUTHORIZATION, format!("Bearer {token}"))
-    }
-
-    /// Replaces all fixed headers with `headers`.
-    pub fn auth_headers(mut self, headers: AuthHeaders) -> Self {
-        self.auth.fixed = headers;
-        self
     }
 
     /// Produces headers for every call, e.g. a JWT minted per request. Its headers are added to

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use reqwest::Url;
 use serde::Serialize;
 
-pub use self::auth::{AuthHeaders, AuthProvider};
+pub use self::auth::AuthProvider;
 use self::builder::Timeouts;
 pub use self::builder::{FacilitatorConfigError, HttpFacilitatorBuilder};
 use self::retry::RetryPolicy;

@@ -12,8 +12,9 @@ use std::str::FromStr;
 use alloy_primitives::{Address, B256, U256};
 use alloy_sol_types::{Eip712Domain, SolStruct};
 
-use tower_x402::eip3009::TransferWithAuthorization;
 use tower_x402::proto::{Eip3009Authorization, PaymentRequirements};
+
+use crate::typed_data::TransferWithAuthorization;
 
 /// Why a requirement does not name a usable EIP-712 domain.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

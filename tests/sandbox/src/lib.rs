@@ -52,6 +52,7 @@ mod reconcile;
 mod rpc;
 mod script;
 mod server;
+mod typed_data;
 mod upto;
 mod verify;
 mod wallet;

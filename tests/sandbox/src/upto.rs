@@ -3,7 +3,7 @@
 
 use alloy_primitives::{Address, B256, U256};
 use alloy_sol_types::SolStruct as _;
-use tower_x402::permit2::{self, PermitWitnessTransferFrom, TokenPermissions, Witness};
+use tower_x402::permit2;
 use tower_x402::proto::{
     FacilitatorRequest, Permit2Authorization, TokenPermissions as WireTokenPermissions,
     UPTO_SCHEME, UptoWitness, X402Version,
@@ -11,6 +11,7 @@ use tower_x402::proto::{
 
 use crate::eip712::{AuthorizationError, parse_address, parse_decimal};
 use crate::reason;
+use crate::typed_data::{PermitWitnessTransferFrom, TokenPermissions, Witness, permit2_domain};
 use crate::verify::{Authorized, DEPLOYMENTS, Rejection, Signatures, VALID_BEFORE_BUFFER_SECS};
 
 /// Reads a wire permit as typed data.
@@ -185,7 +186,7 @@ pub(crate) fn check(
     if signatures == Signatures::Recover {
         let signature = crate::verify::parse_signature(&upto.signature)
             .map_err(|text| reject(reason::INVALID_PERMIT2_SIGNATURE, text))?;
-        let digest = message.eip712_signing_hash(&permit2::domain(chain_id));
+        let digest = message.eip712_signing_hash(&permit2_domain(chain_id));
         match signature.recover_address_from_prehash(&digest) {
             Ok(signer) if signer == from => {}
             Ok(signer) => {

@@ -5,14 +5,16 @@ use std::fmt;
 use alloy_primitives::{Address, B256, Signature, U256};
 use alloy_sol_types::SolStruct as _;
 use k256::ecdsa::SigningKey;
-use tower_x402::eip3009::TransferWithAuthorization;
-use tower_x402::permit2::{self, PermitWitnessTransferFrom, TokenPermissions, Witness};
+use tower_x402::permit2;
 use tower_x402::proto::{
     Eip3009Authorization, ExactEvmPayload, PERMIT2_TRANSFER_METHOD, PaymentPayload,
     PaymentRequired, PaymentRequirements, Permit2Authorization, UPTO_SCHEME, UptoEvmPayload,
     X402Version,
 };
 
+use crate::typed_data::{
+    PermitWitnessTransferFrom, TokenPermissions, TransferWithAuthorization, Witness, permit2_domain,
+};
 use crate::{clock, eip712, upto};
 
 /// Seconds before now that a new authorization becomes valid, allowing for clock skew between
@@ -267,7 +269,7 @@ impl SandboxWallet {
         })?;
         let (_, message) =
             upto::from_wire(permit).map_err(|e| WalletError::Unsignable(e.to_string()))?;
-        let digest = message.eip712_signing_hash(&permit2::domain(chain_id));
+        let digest = message.eip712_signing_hash(&permit2_domain(chain_id));
         Ok(UptoEvmPayload {
             signature: self.sign_prehash(digest)?,
             permit2_authorization: permit.clone(),

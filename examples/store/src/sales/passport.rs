@@ -19,7 +19,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::http_errors::json_error;
-use crate::sales::fulfillment::FulfillmentKey;
+use crate::sales::fulfillment_key::FulfillmentKey;
 use crate::storage::{Order, Store};
 
 /// The prefix of every Passport id.

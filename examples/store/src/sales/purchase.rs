@@ -56,7 +56,8 @@ use tower_x402::proto::{
 use crate::catalog::{Catalog, Sku};
 use crate::config::Config;
 use crate::http_errors::json_error;
-use crate::sales::fulfillment::{self, FileLink, FulfillmentKey};
+use crate::sales::fulfillment::{self, FileLink};
+use crate::sales::fulfillment_key::FulfillmentKey;
 use crate::sales::passport::{self, Citation, NOTICE, PassportId, SettlementSummary};
 use crate::sales::referral::{self, ReferralAnswer};
 use crate::storage::{NewOrder, Order, Recorded, Store, unix_now};

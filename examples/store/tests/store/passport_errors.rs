@@ -4,7 +4,7 @@ use axum::http::StatusCode;
 use tower_x402_sandbox::SandboxWallet;
 
 use super::support::{RECEIPT, Shop, first_file_path, passport_of};
-use x402_store::sales::fulfillment::FulfillmentKey;
+use x402_store::sales::fulfillment_key::FulfillmentKey;
 use x402_store::sales::passport::PassportId;
 
 fn assert_json_error(answer: &super::support::Answer, status: StatusCode) {

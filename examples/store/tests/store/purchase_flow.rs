@@ -5,7 +5,7 @@ use tower_x402::proto::{PAYMENT_RESPONSE, SettleResponse, header};
 use tower_x402_sandbox::SandboxWallet;
 
 use super::support::{RECEIPT, STAMPS, Shop, TAX, first_file_path, passport_of};
-use x402_store::sales::fulfillment::FulfillmentKey;
+use x402_store::sales::fulfillment_key::FulfillmentKey;
 use x402_store::sales::passport::CITATION_FIELDS;
 
 async fn a_purchase_issues_a_passport_that_verifies_and_unlocks_its_files() {

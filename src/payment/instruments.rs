@@ -1,0 +1,205 @@
+//! What the payment core reports through the `metrics` facade (feature `metrics`). The names and
+//! labels are documented, and the in-doubt gauges kept, in [`crate::metrics`].
+
+use std::sync::{Arc, PoisonError};
+use std::time::Instant;
+
+use metrics::counter;
+
+use crate::boxed::BoxFuture;
+use crate::facilitator::{Facilitator, FacilitatorError};
+use crate::metrics::{
+    CHALLENGES, FACILITATOR_DURATION, LEDGER_ERRORS, PAYMENTS, RECONCILIATIONS, in_doubt, publish,
+};
+use crate::payment::{PaymentEvent, Refusal};
+use crate::proto::{FacilitatorRequest, SettleResponse, SupportedResponse, VerifyResponse};
+use crate::settlement::{
+    LedgerEntry, PaymentKey, PaymentState, Reconciler, Reconciliation, SettlementStore, StoreError,
+};
+
+/// Records what `event` says.
+pub(crate) fn record(event: &PaymentEvent<'_>) {
+    match event {
+        PaymentEvent::ChallengeServed { .. } => counter!(CHALLENGES).increment(1),
+        PaymentEvent::Settled { .. } => payment("settled", "none"),
+        PaymentEvent::Replayed { .. } => payment("replayed", "none"),
+        PaymentEvent::Failed { refusal, .. } => match refusal {
+            Refusal::SettlementInDoubt { .. } => payment("in_doubt", "none"),
+            refusal => payment("refused", refusal_kind(refusal)),
+        },
+        PaymentEvent::InDoubt { key, .. } => {
+            let mut doubts = in_doubt().lock().unwrap_or_else(PoisonError::into_inner);
+            doubts.entry((*key).clone()).or_insert_with(Instant::now);
+            publish(&doubts);
+        }
+        PaymentEvent::DoubtResolved { key, .. } => {
+            let mut doubts = in_doubt().lock().unwrap_or_else(PoisonError::into_inner);
+            doubts.remove(*key);
+            publish(&doubts);
+        }
+        _ => {}
+    }
+}
+
+fn payment(outcome: &'static str, refusal: &'static str) {
+    counter!(PAYMENTS, "outcome" => outcome, "refusal" => refusal).increment(1);
+}
+
+/// The `refusal` label of a refusal.
+fn refusal_kind(refusal: &Refusal) -> &'static str {
+    match refusal {
+        Refusal::PaymentMissing => "payment_missing",
+        Refusal::InvalidHeader(_) => "invalid_header",
+        Refusal::OtherResource => "other_resource",
+        Refusal::NoMatchingRequirement { .. } => "no_matching_requirement",
+        Refusal::InvalidPayment { .. } => "invalid_payment",
+        Refusal::IdentifierReused => "identifier_reused",
+        Refusal::SettledForAnotherResource => "settled_for_another_resource",
+        Refusal::Facilitator(failure) if failure.is_unavailable() => "facilitator_unavailable",
+        Refusal::Facilitator(_) => "facilitator_error",
+        Refusal::SettlementRefused(_) => "settlement_refused",
+        Refusal::RecordsUnavailable(_) => "records_unavailable",
+        Refusal::SettlementInDoubt { .. } => "settlement_in_doubt",
+        Refusal::PaymentInProgress => "payment_in_progress",
+        Refusal::AuthorizationExpired => "authorization_expired",
+        Refusal::ChargeAboveMaximum { .. } => "charge_above_maximum",
+        Refusal::ChargeMissing => "charge_missing",
+        Refusal::InvalidSettlementOverride { .. } => "invalid_settlement_override",
+    }
+}
+
+/// A facilitator whose calls are timed into `x402_facilitator_request_duration_seconds`.
+pub(crate) struct Metered<T: ?Sized>(pub(crate) Arc<T>);
+
+fn timed(endpoint: &'static str, started: Instant, outcome: &'static str) {
+    metrics::histogram!(FACILITATOR_DURATION, "endpoint" => endpoint, "outcome" => outcome)
+        .record(started.elapsed().as_secs_f64());
+}
+
+fn failure_outcome(failure: &FacilitatorError) -> &'static str {
+    if failure.is_unavailable() {
+        "unavailable"
+    } else {
+        "error"
+    }
+}
+
+impl Facilitator for Metered<dyn Facilitator> {
+    fn verify<'a>(
+        &'a self,
+        request: &'a FacilitatorRequest,
+    ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
+        Box::pin(async move {
+            let started = Instant::now();
+            let answer = self.0.verify(request).await;
+            let outcome = match &answer {
+                Ok(verified) if verified.is_valid => "ok",
+                Ok(_) => "rejected",
+                Err(failure) => failure_outcome(failure),
+            };
+            timed("verify", started, outcome);
+            answer
+        })
+    }
+
+    fn settle<'a>(
+        &'a self,
+        request: &'a FacilitatorRequest,
+    ) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
+        Box::pin(async move {
+            let started = Instant::now();
+            let answer = self.0.settle(request).await;
+            let outcome = match &answer {
+                Ok(settled) if settled.success => "ok",
+                Ok(_) => "rejected",
+                Err(failure) => failure_outcome(failure),
+            };
+            timed("settle", started, outcome);
+            answer
+        })
+    }
+
+    fn supported(&self) -> BoxFuture<'_, Result<Arc<SupportedResponse>, FacilitatorError>> {
+        Box::pin(async move {
+            let started = Instant::now();
+            let answer = self.0.supported().await;
+            let outcome = match &answer {
+                Ok(_) => "ok",
+                Err(failure) => failure_outcome(failure),
+            };
+            timed("supported", started, outcome);
+            answer
+        })
+    }
+}
+
+impl Reconciler for Metered<dyn Reconciler> {
+    fn reconcile<'a>(&'a self, request: &'a FacilitatorRequest) -> BoxFuture<'a, Reconciliation> {
+        Box::pin(async move {
+            let answer = self.0.reconcile(request).await;
+            let result = match &answer {
+                Reconciliation::Settled { .. } => "settled",
+                Reconciliation::NotSettled => "not_settled",
+                Reconciliation::Unknown { .. } => "unknown",
+            };
+            counter!(RECONCILIATIONS, "result" => result).increment(1);
+            answer
+        })
+    }
+}
+
+fn ledger<T>(operation: &'static str, result: Result<T, StoreError>) -> Result<T, StoreError> {
+    if result.is_err() {
+        counter!(LEDGER_ERRORS, "operation" => operation).increment(1);
+    }
+    result
+}
+
+impl SettlementStore for Metered<dyn SettlementStore> {
+    fn load<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+    ) -> BoxFuture<'a, Result<Option<LedgerEntry>, StoreError>> {
+        Box::pin(async move { ledger("load", self.0.load(key).await) })
+    }
+
+    fn insert<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+        state: &'a PaymentState,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move { ledger("insert", self.0.insert(key, state).await) })
+    }
+
+    fn replace<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+        version: u64,
+        state: &'a PaymentState,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move { ledger("replace", self.0.replace(key, version, state).await) })
+    }
+
+    fn remove<'a>(
+        &'a self,
+        key: &'a PaymentKey,
+        version: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move { ledger("remove", self.0.remove(key, version).await) })
+    }
+}
+
+/// Times `facilitator`'s calls.
+pub(crate) fn facilitator(facilitator: Arc<dyn Facilitator>) -> Arc<dyn Facilitator> {
+    Arc::new(Metered(facilitator))
+}
+
+/// Counts `reconciler`'s answers.
+pub(crate) fn reconciler(reconciler: Arc<dyn Reconciler>) -> Arc<dyn Reconciler> {
+    Arc::new(Metered(reconciler))
+}
+
+/// Counts `store`'s failures.
+pub(crate) fn store(store: Arc<dyn SettlementStore>) -> Arc<dyn SettlementStore> {
+    Arc::new(Metered(store))
+}
