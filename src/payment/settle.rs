@@ -275,7 +275,7 @@ fn authorization_expired(request: &FacilitatorRequest) -> bool {
 /// Records a settlement and reports it. The money has moved: the buyer is served whatever the
 /// store says. When the record cannot be written (the store is down, its pool exhausted), the
 /// in-memory recent settlements recognise a retry here, and a background task keeps writing the
-/// record, with growing pauses, until the store takes it — so that every process sharing the
+/// record, with pauses growing to a second, until the store takes it — so that every process sharing the
 /// store, and this one after a restart, reads the payment as settled.
 async fn settled(
     config: &Arc<Payments>,
@@ -317,7 +317,11 @@ async fn settled(
 /// The first pause before writing a settlement record again, doubled up to
 /// [`RECORD_RETRY_MAX`].
 const RECORD_RETRY_FIRST: Duration = Duration::from_millis(100);
-const RECORD_RETRY_MAX: Duration = Duration::from_secs(30);
+/// Short: until the record is written, every other process sharing the store finds the payment
+/// *settling* under this one's lease and answers it 503, so the record must land within a second
+/// of the store coming back, however long it was away. One row per unrecorded settlement, and
+/// each attempt already waits for the store's own connection timeout.
+const RECORD_RETRY_MAX: Duration = Duration::from_secs(1);
 
 /// Writes `state` (a *settled* record) under `key`, at `version` when known. Proof of settlement
 /// wins over whatever another process wrote meanwhile (its lease ran out and it recovered the

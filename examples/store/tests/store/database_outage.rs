@@ -20,6 +20,10 @@ use super::support::RECEIPT;
 
 /// Far above every wait the store may take here; only a hang reaches it.
 const PATIENCE: Duration = Duration::from_secs(30);
+/// How soon after PostgreSQL is back a paid request is delivered again.
+const RESTART_DELIVERY: Duration = Duration::from_secs(5);
+/// How long the database stays away in the longest outage tried.
+const OUTAGE: Duration = Duration::from_secs(15);
 
 async fn timed_get(
     client: &reqwest::Client,
@@ -157,12 +161,26 @@ async fn readyz_follows_the_database() {
     let challenge = client.get(&product).send().await.unwrap();
     let required: PaymentRequired =
         header::decode(challenge.headers()["payment-required"].as_bytes()).unwrap();
-    let payment = SandboxWallet::random().pay(&required).unwrap();
-    let signature = header::encode(&payment)
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let sign = || {
+        let payment = SandboxWallet::random().pay(&required).unwrap();
+        header::encode(&payment)
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    // Sales before the outage, several at once: the pool holds several connections, every one
+    // of them dead once the server goes.
+    let warm: Vec<_> = (0..4)
+        .map(|_| {
+            let (client, product, signature) = (client.clone(), product.clone(), sign());
+            tokio::spawn(async move { timed_get(&client, &product, Some(&signature)).await.0 })
+        })
+        .collect();
+    for sale in warm {
+        assert_eq!(sale.await.unwrap(), StatusCode::OK);
+    }
+    let signature = sign();
 
     server.stop();
     let (status, down, _) = timed_get(&client, &readyz, None).await;
@@ -178,7 +196,7 @@ async fn readyz_follows_the_database() {
     let during = answer.status();
     assert_eq!(during, StatusCode::SERVICE_UNAVAILABLE);
     assert!(answer.headers().contains_key("retry-after"));
-    assert_eq!(sandbox.settlement_count(), 0);
+    assert_eq!(sandbox.settlement_count(), 4);
 
     server.start_again().unwrap();
     let started = Instant::now();
@@ -191,9 +209,29 @@ async fn readyz_follows_the_database() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert_eq!(back["status"], "ready");
-    assert_eq!(sandbox.settlement_count(), 0);
+    assert_eq!(sandbox.settlement_count(), 4);
+    let ready_after = started.elapsed();
+    // The payment refused during the outage is delivered within seconds of the restart.
+    let delivered = loop {
+        let (status, body, _) = timed_get(&client, &product, Some(&signature)).await;
+        assert_ne!(status, StatusCode::PAYMENT_REQUIRED, "{body}");
+        if status == StatusCode::OK {
+            break started.elapsed();
+        }
+        assert!(
+            started.elapsed() < RESTART_DELIVERY,
+            "still {status} {}s after the restart: {body}",
+            started.elapsed().as_secs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        sandbox.settlement_count(),
+        5,
+        "one transfer for the payment"
+    );
     println!(
-        "PostgreSQL stopped: /readyz 503 {down}, paid request {during} with Retry-After, nothing moved; restarted: /readyz 200"
+        "PostgreSQL stopped: /readyz 503 {down}, paid request {during} with Retry-After, nothing moved; restarted: /readyz 200 after {ready_after:?}, the payment delivered {delivered:?} after the restart"
     );
 }
 
@@ -280,16 +318,279 @@ async fn postgres_stopped_while_settling_never_settles_twice_and_delivers_after(
             break body;
         }
         assert!(
-            started.elapsed() < PATIENCE,
-            "never delivered: {status} {body}"
+            started.elapsed() < RESTART_DELIVERY,
+            "still {status} {}s after the restart: {body}",
+            started.elapsed().as_secs()
         );
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    let delivered_after = started.elapsed();
     seen.push(200);
     assert!(delivered["passport"].is_object(), "{delivered}");
     assert_eq!(sandbox.settle_calls(), 1, "one /settle in all");
     assert_eq!(sandbox.settlement_count(), 1, "one transfer");
     println!(
-        "PostgreSQL stopped while /settle was under way: answers {seen:?}, /settle calls 1, transfers 1"
+        "PostgreSQL stopped while /settle was under way: answers {seen:?}, delivered {delivered_after:?} after the restart, /settle calls 1, transfers 1"
     );
+
+    let row = reliability::Row {
+        fault: "PostgreSQL stopped (immediate) while a payment is settling, /settle under way"
+            .to_owned(),
+        mode: "before",
+        client_sees: format!(
+            "503 + Retry-After or 200; 200 within {} s of the restart",
+            RESTART_DELIVERY.as_secs()
+        ),
+        inner_ran: 1,
+        transfers: sandbox.settlement_count(),
+        delivered_unpaid: false,
+    };
+    reliability::check("store-database-settling", &[row]);
+}
+
+/// A store over `server` with its operator's address: (the product's URL, `/readyz`'s URL).
+async fn open_store(server: &PgServer, sandbox: &SandboxFacilitator) -> (String, String) {
+    let config = Config::for_tests(server.url("postgres"));
+    let state = build_state_with(config, Arc::new(sandbox.clone()), true)
+        .await
+        .unwrap();
+    let handle = x402_store::ops::install_recorder().unwrap();
+    let ops_router = x402_store::ops::router(&state, handle, x402_store::ops::Draining::default());
+    let ops_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let readyz = format!("http://{}/readyz", ops_listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(ops_listener, ops_router).await });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let product = format!(
+        "http://{}/api/x402/{RECEIPT}",
+        listener.local_addr().unwrap()
+    );
+    tokio::spawn(serve(
+        listener,
+        app(state),
+        ServeLimits::default(),
+        std::future::pending(),
+    ));
+    (product, readyz)
+}
+
+/// A new signed payment for `product`.
+async fn new_payment(client: &reqwest::Client, product: &str) -> String {
+    let challenge = client.get(product).send().await.unwrap();
+    assert_eq!(challenge.status(), StatusCode::PAYMENT_REQUIRED);
+    let required: PaymentRequired =
+        header::decode(challenge.headers()["payment-required"].as_bytes()).unwrap();
+    let payment = SandboxWallet::random().pay(&required).unwrap();
+    header::encode(&payment)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Presents `signature` in the background: (status, whether `Retry-After` came, body).
+fn present(
+    client: &reqwest::Client,
+    product: &str,
+    signature: &str,
+) -> tokio::task::JoinHandle<(StatusCode, bool, Value)> {
+    let (client, product, signature) = (client.clone(), product.to_owned(), signature.to_owned());
+    tokio::spawn(async move {
+        let answer = client
+            .get(&product)
+            .header("payment-signature", &signature)
+            .send()
+            .await
+            .unwrap();
+        let status = answer.status();
+        let retry_after = answer.headers().contains_key("retry-after");
+        (
+            status,
+            retry_after,
+            answer.json().await.unwrap_or(Value::Null),
+        )
+    })
+}
+
+/// Retries `signature` until it is delivered, within [`RESTART_DELIVERY`] of `since`: never a
+/// 402. Returns the body and how long after `since` it came.
+async fn delivered_after_restart(
+    client: &reqwest::Client,
+    product: &str,
+    signature: &str,
+    since: Instant,
+) -> (Value, Duration) {
+    loop {
+        let (status, body, _) = timed_get(client, product, Some(signature)).await;
+        assert_ne!(status, StatusCode::PAYMENT_REQUIRED, "{body}");
+        if status == StatusCode::OK {
+            return (body, since.elapsed());
+        }
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert!(
+            since.elapsed() < RESTART_DELIVERY,
+            "still {status} {}s after the restart: {body}",
+            since.elapsed().as_secs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `/readyz`'s status once it settles on one: polled until `want` or [`PATIENCE`].
+async fn readyz_becomes(client: &reqwest::Client, readyz: &str, want: StatusCode) {
+    let started = Instant::now();
+    loop {
+        let (status, body, _) = timed_get(client, readyz, None).await;
+        if status == want {
+            return;
+        }
+        assert!(started.elapsed() < PATIENCE, "/readyz never {want}: {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// PostgreSQL stopped while a payment is *claimed* (held in progress, `/verify` under way):
+/// nothing reaches `/settle`; the payment and its retries are 503 with `Retry-After`, never 402;
+/// `/readyz` is 503 until the restart; then the same payment is delivered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_stopped_while_a_payment_is_claimed_settles_nothing_and_delivers_after() {
+    super::postgres_server::require();
+    let server = PgServer::start_own().unwrap();
+    let sandbox = SandboxFacilitator::new();
+    let (product, readyz) = open_store(&server, &sandbox).await;
+    let client = reqwest::Client::new();
+    let signature = new_payment(&client, &product).await;
+
+    sandbox.queue_verify(tower_x402_sandbox::Step::Answer.after(Duration::from_secs(1)));
+    let first = present(&client, &product, &signature);
+    let started = Instant::now();
+    while sandbox.verify_calls() == 0 {
+        assert!(started.elapsed() < PATIENCE, "/verify never came");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    server.stop();
+    let (during, retry_after, body) = first.await.unwrap();
+    assert_eq!(during, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(retry_after, "503 with Retry-After");
+    assert!(body.get("passport").is_none(), "no content: {body}");
+    let retry = present(&client, &product, &signature).await.unwrap();
+    assert_eq!(retry.0, StatusCode::SERVICE_UNAVAILABLE, "{}", retry.2);
+    assert!(retry.1, "503 with Retry-After");
+    readyz_becomes(&client, &readyz, StatusCode::SERVICE_UNAVAILABLE).await;
+    assert_eq!(sandbox.settle_calls(), 0, "nothing sent to /settle");
+
+    server.start_again().unwrap();
+    let restarted = Instant::now();
+    let (delivered, after) =
+        delivered_after_restart(&client, &product, &signature, restarted).await;
+    assert!(delivered["passport"].is_object(), "{delivered}");
+    readyz_becomes(&client, &readyz, StatusCode::OK).await;
+    let again = present(&client, &product, &signature).await.unwrap();
+    assert_eq!(again.0, StatusCode::OK, "{}", again.2);
+    assert_eq!(
+        again.2["passport"], delivered["passport"],
+        "the same purchase"
+    );
+    assert_eq!(sandbox.settle_calls(), 1, "one /settle in all");
+    assert_eq!(sandbox.settlement_count(), 1, "one transfer");
+    println!(
+        "PostgreSQL stopped while the payment was claimed: answers [503, 503] with Retry-After, /readyz 503, /settle calls 0; restarted: delivered {after:?} after, /readyz 200, /settle calls 1, transfers 1"
+    );
+
+    let row = reliability::Row {
+        fault: "PostgreSQL stopped (immediate) while a payment is claimed, /verify under way"
+            .to_owned(),
+        mode: "before",
+        client_sees: format!(
+            "503 + Retry-After; 200 within {} s of the restart",
+            RESTART_DELIVERY.as_secs()
+        ),
+        inner_ran: 1,
+        transfers: sandbox.settlement_count(),
+        delivered_unpaid: false,
+    };
+    reliability::check("store-database-claimed", &[row]);
+}
+
+/// PostgreSQL stopped while `/settle` answers (settled, the outcome not yet written or
+/// answered): during the outage never a 402, never a second `/settle`, `/readyz` 503; after the
+/// restart the settled record reaches the database within seconds, so that another instance
+/// sharing it (no memory of the payment) delivers it from the record, and this one too, with one
+/// transfer in all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_stopped_as_the_settlement_arrives_records_it_and_another_instance_delivers() {
+    super::postgres_server::require();
+    let server = PgServer::start_own().unwrap();
+    let sandbox = SandboxFacilitator::new();
+    let (product, readyz) = open_store(&server, &sandbox).await;
+    let client = reqwest::Client::new();
+    let signature = new_payment(&client, &product).await;
+
+    sandbox.queue_settle(tower_x402_sandbox::Step::Answer.after(Duration::from_millis(500)));
+    let first = present(&client, &product, &signature);
+    let started = Instant::now();
+    while sandbox.settle_calls() == 0 {
+        assert!(started.elapsed() < PATIENCE, "/settle never came");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    server.stop();
+    let (during, retry_after, body) = first.await.unwrap();
+    assert_ne!(during, StatusCode::PAYMENT_REQUIRED, "{body}");
+    if during != StatusCode::OK {
+        assert_eq!(during, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert!(retry_after, "503 with Retry-After");
+        assert!(body.get("passport").is_none(), "no content: {body}");
+    }
+    readyz_becomes(&client, &readyz, StatusCode::SERVICE_UNAVAILABLE).await;
+    // An outage long enough for the record's rewrites to back off many times: the record still
+    // lands within seconds of the restart.
+    tokio::time::sleep(OUTAGE).await;
+    let retry = present(&client, &product, &signature).await.unwrap();
+    assert!(
+        retry.0 == StatusCode::SERVICE_UNAVAILABLE && retry.1 || retry.0 == StatusCode::OK,
+        "{} {}",
+        retry.0,
+        retry.2
+    );
+    assert_eq!(sandbox.settle_calls(), 1, "no second /settle in the outage");
+
+    server.start_again().unwrap();
+    let restarted = Instant::now();
+    // Another instance: the same database, no memory of this payment.
+    let other = SandboxFacilitator::new();
+    let (other_product, _) = open_store(&server, &other).await;
+    let (from_record, after) =
+        delivered_after_restart(&client, &other_product, &signature, restarted).await;
+    assert!(from_record["passport"].is_object(), "{from_record}");
+    assert_eq!(
+        other.settle_calls(),
+        0,
+        "the other instance answered from the record"
+    );
+    let (delivered, _) = delivered_after_restart(&client, &product, &signature, restarted).await;
+    assert_eq!(
+        delivered["passport"], from_record["passport"],
+        "one purchase"
+    );
+    readyz_becomes(&client, &readyz, StatusCode::OK).await;
+    assert_eq!(sandbox.settle_calls(), 1, "one /settle in all");
+    assert_eq!(sandbox.settlement_count(), 1, "one transfer");
+    println!(
+        "PostgreSQL stopped as /settle answered: answers [{}, {}], /settle calls 1; restarted: another instance delivered from the record {after:?} after, /settle calls 1, transfers 1",
+        during.as_u16(),
+        retry.0.as_u16()
+    );
+
+    let row = reliability::Row {
+        fault: "PostgreSQL stopped (immediate) as /settle answers; the outcome written after the restart"
+            .to_owned(),
+        mode: "before",
+        client_sees: format!(
+            "503 + Retry-After or 200; another instance 200 within {} s of the restart",
+            RESTART_DELIVERY.as_secs()
+        ),
+        inner_ran: 1,
+        transfers: sandbox.settlement_count(),
+        delivered_unpaid: false,
+    };
+    reliability::check("store-database-settled", &[row]);
 }

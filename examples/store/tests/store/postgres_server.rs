@@ -286,7 +286,12 @@ fn free_port() -> Result<u16, String> {
         .map_err(|e| format!("free port: {e}"))
 }
 
-/// Loopback only, no Unix socket, room for every test's pool, no durability.
+/// Loopback only, no Unix socket, room for every test's pool, no `fsync`. Commits stay
+/// synchronous: a server stopped in immediate mode (as the outage tests do) keeps every
+/// transaction it acknowledged, as a crashed production server does. With asynchronous commits it
+/// silently lost the last fraction of a second of them — even the ledger's table when a test
+/// stopped it right after start-up — and the restarted database answered "relation does not
+/// exist" for good.
 fn append_settings(data: &Path, port: u16) -> Result<(), String> {
     let mut conf = std::fs::OpenOptions::new()
         .append(true)
@@ -295,7 +300,7 @@ fn append_settings(data: &Path, port: u16) -> Result<(), String> {
     writeln!(
         conf,
         "\nlisten_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = ''\n\
-         max_connections = 400\nfsync = off\nsynchronous_commit = off\nfull_page_writes = off"
+         max_connections = 400\nfsync = off\nfull_page_writes = off"
     )
     .map_err(|e| format!("postgresql.conf: {e}"))
 }
