@@ -1,5 +1,6 @@
 //! What the benchmarks share: the inner service, an offer, an in-process facilitator that
-//! accepts everything at once, and syntactically valid payments with fresh nonces.
+//! accepts everything at once, and syntactically valid payments with fresh nonces — `exact`
+//! (EIP-3009) and metered `upto` (Permit2).
 //!
 //! ```
 //! use tower_x402_benches::{offer, unsigned_payment};
@@ -17,10 +18,11 @@ use http::{HeaderValue, Request, Response};
 use http_body_util::Full;
 use tower_x402::BoxFuture;
 use tower_x402::proto::{
-    FacilitatorRequest, PaymentPayload, ResourceInfo, SettleResponse, SupportedResponse,
-    UsdcDeployment, VerifyResponse, X402Version, header,
+    AtomicAmount, FacilitatorRequest, Network, PaymentPayload, ResourceInfo, SettleResponse,
+    SupportedKind, SupportedResponse, UPTO_PROXY_ADDRESS, UPTO_SCHEME, UsdcDeployment,
+    VerifyResponse, X402Version, header,
 };
-use tower_x402::{Facilitator, FacilitatorError, Offer, SettlementMode};
+use tower_x402::{Charge, Facilitator, FacilitatorError, Offer, SettlementMode};
 
 /// Where every benchmark's payments go.
 pub const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
@@ -28,6 +30,41 @@ pub const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 /// The inner service: a fixed small body.
 pub async fn inner(_request: Request<Full<Bytes>>) -> Result<Response<Full<Bytes>>, Infallible> {
     Ok(Response::new(Full::new(Bytes::from_static(b"the report"))))
+}
+
+/// What a metered request costs in the benchmarks: 0.25 USDC, set by [`inner_metered`].
+pub const METERED_CHARGE: AtomicAmount = AtomicAmount(250_000);
+
+/// The address [`InstantFacilitator`] lists in `/supported` for `upto` (its `facilitatorAddress`,
+/// which `upto` payments name as their witness' `facilitator`).
+pub const INSTANT_FACILITATOR_ADDRESS: &str = "0x1111111111111111111111111111111111111111";
+
+/// The inner service of a metered route: sets the request's [`Charge`] to
+/// [`METERED_CHARGE`], then answers as [`inner`] does.
+pub async fn inner_metered(
+    request: Request<Full<Bytes>>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    if let Some(charge) = request.extensions().get::<Charge>() {
+        charge.set(METERED_CHARGE);
+    }
+    inner(request).await
+}
+
+/// Up to 1.00 USDC on `network` for `/report` (`upto`), settled after the inner service
+/// answers, built for `facilitator`'s `/supported` (which must list `upto` on that network).
+///
+/// # Errors
+///
+/// The offer's, e.g. when the facilitator does not list `upto` on `network`.
+pub async fn upto_offer<F: Facilitator>(
+    network: &UsdcDeployment,
+    facilitator: &F,
+) -> Result<Arc<Offer>, tower_x402::pricing::OfferError> {
+    Offer::builder(ResourceInfo::new("https://shop.example/report"))
+        .usdc_upto(network, "1.00".parse().expect("price"), PAY_TO)
+        .build_for(facilitator)
+        .await
+        .map(Arc::new)
 }
 
 /// 1.00 USDC on `network` for `/report`, settled after the inner service answers.
@@ -81,8 +118,25 @@ impl Facilitator for InstantFacilitator {
         })
     }
 
+    /// `exact` and `upto` on Base, `upto` with [`INSTANT_FACILITATOR_ADDRESS`].
     fn supported(&self) -> BoxFuture<'_, Result<Arc<SupportedResponse>, FacilitatorError>> {
-        Box::pin(async { Ok(Arc::default()) })
+        Box::pin(async {
+            let kind = |scheme: &str, extra| SupportedKind {
+                x402_version: X402Version::V2,
+                scheme: scheme.to_owned(),
+                network: Network::BASE,
+                extra,
+            };
+            let mut upto = serde_json::Map::new();
+            upto.insert(
+                "facilitatorAddress".into(),
+                INSTANT_FACILITATOR_ADDRESS.into(),
+            );
+            Ok(Arc::new(SupportedResponse {
+                kinds: vec![kind("exact", None), kind(UPTO_SCHEME, Some(upto))],
+                ..SupportedResponse::default()
+            }))
+        })
     }
 }
 
@@ -102,6 +156,38 @@ pub fn unsigned_payment(offer: &Offer, nonce: u64) -> HeaderValue {
                 "validAfter": "0",
                 "validBefore": "99999999999",
                 "nonce": format!("0x{nonce:064x}"),
+            }
+        }),
+        accepted,
+        extensions: None,
+    };
+    header::encode(&payload).expect("encode")
+}
+
+/// A syntactically valid `upto` payment for `offer`'s first accept (which must be `upto`): a
+/// Permit2 authorization of the accept's maximum with `nonce` as its Permit2 nonce and a
+/// signature that is not real (the instant facilitator and the load benchmark's stub do not
+/// check it).
+pub fn unsigned_upto_payment(offer: &Offer, nonce: u64) -> HeaderValue {
+    let accepted = offer.accepts()[0].clone();
+    let facilitator = accepted
+        .extra
+        .as_ref()
+        .and_then(|extra| extra.get("facilitatorAddress"))
+        .cloned()
+        .expect("an upto accept built for its facilitator");
+    let payload = PaymentPayload {
+        x402_version: X402Version::V2,
+        resource: Some(offer.resource().clone()),
+        payload: serde_json::json!({
+            "signature": format!("0x{}", "ab".repeat(65)),
+            "permit2Authorization": {
+                "from": "0x857b06519E91e3A54538791bDbb0E22373e36b66",
+                "permitted": {"token": accepted.asset, "amount": accepted.amount},
+                "spender": UPTO_PROXY_ADDRESS,
+                "nonce": nonce.to_string(),
+                "deadline": "99999999999",
+                "witness": {"to": accepted.pay_to, "facilitator": facilitator, "validAfter": "0"},
             }
         }),
         accepted,

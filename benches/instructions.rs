@@ -23,7 +23,10 @@ use tower_x402::layer::ResponseBody;
 use tower_x402::proto::{AtomicAmount, FacilitatorRequest};
 use tower_x402::proto::{PaymentPayload, UsdcDeployment, header};
 use tower_x402::{Facilitator, HttpFacilitator, X402Layer};
-use tower_x402_benches::{InstantFacilitator, inner, offer, request, unsigned_payment};
+use tower_x402_benches::{
+    InstantFacilitator, inner, inner_metered, offer, request, unsigned_payment,
+    unsigned_upto_payment, upto_offer,
+};
 use tower_x402_sandbox::{SandboxFacilitator, Step};
 
 #[path = "budgets.rs"]
@@ -81,6 +84,40 @@ fn paid_case() -> Case {
     case("/report", Some(unsigned_payment(&offer, 2)), warm_up)
 }
 
+/// A paid metered (`upto`) request: the offer built for the instant facilitator's
+/// `/supported`, an inner service that sets the charge, and a Permit2 payment with a fresh nonce
+/// after one warm-up payment.
+fn paid_upto_case() -> Case {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let priced = runtime
+        .block_on(upto_offer(&UsdcDeployment::BASE, &InstantFacilitator))
+        .expect("upto offer");
+    let warm_up = request("/report", Some(&unsigned_upto_payment(&priced, 1)));
+    let payment = unsigned_upto_payment(&priced, 2);
+    let pricing =
+        move |parts: &http::request::Parts| (parts.uri.path() == "/report").then(|| priced.clone());
+    let service = BoxCloneService::new(
+        ServiceBuilder::new()
+            .layer(X402Layer::new(InstantFacilitator, pricing))
+            .service_fn(inner_metered),
+    );
+    let response = runtime.block_on(service.clone().oneshot(warm_up));
+    assert!(
+        response
+            .as_ref()
+            .is_ok_and(|r| r.status() == http::StatusCode::OK),
+        "the warm-up metered payment was not served"
+    );
+    drop(black_box(response));
+    Case {
+        runtime,
+        service,
+        request: request("/report", Some(&payment)),
+    }
+}
+
 fn run(case: Case) -> Case {
     let Case {
         runtime,
@@ -101,6 +138,7 @@ fn run(case: Case) -> Case {
 #[bench::free(setup = free_case, config = budget(budgets::FREE_PATH))]
 #[bench::challenge(setup = challenge_case, config = budget(budgets::CHALLENGE_PATH))]
 #[bench::paid(setup = paid_case, config = budget(budgets::PAID_PATH))]
+#[bench::paid_upto(setup = paid_upto_case, config = budget(budgets::PAID_UPTO_PATH))]
 fn layer(case: Case) -> Case {
     run(case)
 }

@@ -1,6 +1,7 @@
 //! Runs the sandbox facilitator as its own HTTP process: `POST /verify`, `POST /settle` and
 //! `GET /supported` in the facilitator wire format, with real signature checks and an in-memory
-//! ledger.
+//! ledger, and that ledger as the Base chain over Ethereum JSON-RPC at `POST /rpc` (the
+//! transfers as `Transfer` logs, `nonceBitmap` and `authorizationState` through `eth_call`).
 //!
 //! ```text
 //! cargo run --example sandbox_facilitator                       # 127.0.0.1:4021
@@ -15,7 +16,7 @@ use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
 
 use clap::Parser;
-use tower_x402::proto::AtomicAmount;
+use tower_x402::proto::{AtomicAmount, Network};
 use tower_x402_sandbox::SandboxFacilitator;
 use tracing_subscriber::EnvFilter;
 
@@ -75,7 +76,10 @@ async fn serve(args: Args) -> Result<(), String> {
     drop(stdout);
     tracing::info!(signer = %facilitator.signer_address(), "sandbox facilitator ready");
 
-    axum::serve(listener, facilitator.router())
+    let app = facilitator
+        .router()
+        .nest("/rpc", facilitator.rpc_router(Network::BASE));
+    axum::serve(listener, app)
         .with_graceful_shutdown(async {
             // If Ctrl-C cannot be watched, run until killed.
             if tokio::signal::ctrl_c().await.is_err() {

@@ -1,6 +1,7 @@
 //! Metered (`upto`) payments end to end against the sandbox facilitator served over loopback
 //! HTTP: real Permit2 signatures from the sandbox wallet, `/supported` read through
-//! `HttpFacilitator`, and the sandbox's ledger telling what moved.
+//! `HttpFacilitator`, and the sandbox's ledger telling what moved (for the streamed body, read
+//! as the chain over JSON-RPC).
 
 use std::sync::Arc;
 
@@ -8,10 +9,10 @@ use axum::Router;
 use axum::extract::Query;
 use axum::routing::get;
 use tower_x402::proto::{
-    AtomicAmount, PAYMENT_SIGNATURE, PaymentPayload, ResourceInfo, SettleResponse, UsdAmount,
-    UsdcDeployment, header,
+    AtomicAmount, Network, PAYMENT_SIGNATURE, PaymentPayload, ResourceInfo, SettleResponse,
+    UsdAmount, UsdcDeployment, header,
 };
-use tower_x402::{Charge, HttpFacilitator, Offer, X402Layer};
+use tower_x402::{Charge, HttpFacilitator, Offer, SettlementMode, X402Layer};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
 
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
@@ -157,4 +158,271 @@ async fn zero_rows_moves_nothing_on_the_sandbox() {
     assert_eq!(settlement(&response).amount, Some(AtomicAmount(0)));
     assert_eq!(shop.sandbox.settle_calls(), 0);
     assert_eq!(shop.sandbox.settlement_count(), 0);
+}
+
+/// The streamed route's body: tokens from a channel, each charged 0.001 USDC as it is handed to
+/// the connection.
+struct Tokens {
+    tokens: tokio::sync::mpsc::Receiver<bytes::Bytes>,
+    charge: Charge,
+}
+
+impl http_body::Body for Tokens {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        self.tokens.poll_recv(cx).map(|token| {
+            token.map(|token| {
+                self.charge.add(AtomicAmount(1_000));
+                Ok(http_body::Frame::data(token))
+            })
+        })
+    }
+}
+
+/// A streamed shop settling after the body (`SettlementMode::AfterBody`) through the sandbox
+/// facilitator over HTTP, whose ledger is also served as the Base chain over JSON-RPC: `/tokens`
+/// sends one token each time the test releases one.
+struct Stream {
+    sandbox: SandboxFacilitator,
+    offer: Arc<Offer>,
+    addr: std::net::SocketAddr,
+    rpc: String,
+    gate: Arc<tokio::sync::Semaphore>,
+}
+
+async fn streamed() -> Stream {
+    let sandbox = SandboxFacilitator::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let facilitator_url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(sandbox.clone().serve(listener));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let rpc = format!("http://{}", listener.local_addr().unwrap());
+    let chain = sandbox.rpc_router(Network::BASE);
+    tokio::spawn(async move { axum::serve(listener, chain).await.unwrap() });
+    let facilitator = HttpFacilitator::new(facilitator_url).unwrap();
+
+    let offer = Offer::builder(ResourceInfo::new("https://api.example.com/tokens"))
+        .usdc_upto(&UsdcDeployment::BASE, "0.50".parse().unwrap(), PAY_TO)
+        .settlement(SettlementMode::AfterBody)
+        .build_for(&facilitator)
+        .await
+        .map(Arc::new)
+        .unwrap();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let tokens = {
+        let gate = Arc::clone(&gate);
+        move |charge: Charge| async move {
+            charge.set(AtomicAmount(0));
+            let (sender, receiver) = tokio::sync::mpsc::channel(1);
+            tokio::spawn(async move {
+                for n in 0..100 {
+                    let Ok(permit) = gate.acquire().await else {
+                        return;
+                    };
+                    permit.forget();
+                    let token = bytes::Bytes::from(format!("data: token {n}\n\n"));
+                    if sender.send(token).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            let body = axum::body::Body::new(Tokens {
+                tokens: receiver,
+                charge,
+            });
+            ([("content-type", "text/event-stream")], body)
+        }
+    };
+    let layer = X402Layer::new(facilitator, Arc::clone(&offer));
+    let app = Router::new().route("/tokens", get(tokens)).layer(layer);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    Stream {
+        sandbox,
+        offer,
+        addr,
+        rpc,
+        gate,
+    }
+}
+
+impl Stream {
+    /// Sends the paid request over a fresh HTTP/1.1 connection (asking for trailers); returns
+    /// the response and the task driving the connection (abort it to hang up).
+    async fn pay(
+        &self,
+        payload: &PaymentPayload,
+    ) -> (
+        http::Response<hyper::body::Incoming>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let stream = tokio::net::TcpStream::connect(self.addr).await.unwrap();
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .unwrap();
+        let driver = tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        let request = http::Request::get("/tokens")
+            .header("host", "api.example.com")
+            .header("te", "trailers")
+            .header("payment-signature", header::encode(payload).unwrap())
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap();
+        (sender.send_request(request).await.unwrap(), driver)
+    }
+
+    /// The USDC amounts `payer` sent [`PAY_TO`] on the chain view: the token's
+    /// `Transfer(payer, payTo)` logs, read through `eth_getLogs`.
+    async fn transfers(&self, payer: &str) -> Vec<u128> {
+        let topic = |address: &str| {
+            format!(
+                "0x{:0>64}",
+                address.trim_start_matches("0x").to_ascii_lowercase()
+            )
+        };
+        let request = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "eth_getLogs",
+            "params": [{
+                "address": UsdcDeployment::BASE.asset,
+                "fromBlock": "0x0",
+                "toBlock": "latest",
+                "topics": [
+                    "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef",
+                    topic(payer),
+                    topic(PAY_TO),
+                ],
+            }],
+        });
+        let answer: serde_json::Value = reqwest::Client::new()
+            .post(&self.rpc)
+            .json(&request)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        answer["result"]
+            .as_array()
+            .unwrap_or_else(|| panic!("eth_getLogs: {answer}"))
+            .iter()
+            .map(|log| {
+                let data = log["data"].as_str().unwrap().trim_start_matches("0x");
+                u128::from_str_radix(data.trim_start_matches('0'), 16).unwrap_or(0)
+            })
+            .collect()
+    }
+
+    /// Waits (up to 5 s) for the first `/settle` to reach the sandbox.
+    async fn settled(&self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while self.sandbox.settle_calls() == 0 {
+            assert!(std::time::Instant::now() < deadline, "never settled");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// The next data frame of `body`, as text.
+async fn next_token(body: &mut hyper::body::Incoming) -> String {
+    use http_body_util::BodyExt;
+    loop {
+        let frame = body.frame().await.unwrap().unwrap();
+        if let Ok(data) = frame.into_data() {
+            return String::from_utf8(data.to_vec()).unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_body_settles_on_the_sandbox_after_its_last_token_with_a_trailer() {
+    use http_body_util::BodyExt;
+    let shop = streamed().await;
+    let wallet = SandboxWallet::random();
+    let payload = upto_payment(&wallet, &shop.offer);
+    let (response, _driver) = shop.pay(&payload).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["trailer"], "PAYMENT-RESPONSE");
+    assert!(!response.headers().contains_key("payment-response"));
+    let mut body = response.into_body();
+
+    // Streamed as produced: tokens arrive with the stream open and nothing settled.
+    shop.gate.add_permits(7);
+    for n in 0..7 {
+        assert_eq!(next_token(&mut body).await, format!("data: token {n}\n\n"));
+    }
+    assert_eq!(shop.sandbox.settle_calls(), 0);
+    assert!(shop.transfers(&wallet.address()).await.is_empty());
+
+    // The stream ends after 7 tokens: settled for 7 × 0.001 USDC, told in the trailer.
+    shop.gate.close();
+    let rest = body.collect().await.unwrap();
+    let trailers = rest
+        .trailers()
+        .expect("the settlement in a trailer")
+        .clone();
+    let settled: SettleResponse = header::decode(trailers["payment-response"].as_bytes()).unwrap();
+    assert!(settled.success);
+    assert_eq!(settled.amount, Some(AtomicAmount(7_000)));
+    assert_eq!(shop.sandbox.settle_calls(), 1);
+    assert_eq!(shop.transfers(&wallet.address()).await, vec![7_000]);
+    assert_eq!(
+        shop.sandbox.balance_of(&wallet.address()),
+        AtomicAmount(1_000_000_000 - 7_000)
+    );
+
+    // The same payment sent again is answered from the record, not settled again.
+    let (again, _driver) = shop.pay(&payload).await;
+    assert_eq!(again.status(), 200);
+    let replayed: SettleResponse =
+        header::decode(again.headers()["payment-response"].as_bytes()).unwrap();
+    assert_eq!(replayed, settled);
+    assert_eq!(shop.sandbox.settle_calls(), 1);
+    assert_eq!(shop.transfers(&wallet.address()).await, vec![7_000]);
+}
+
+#[tokio::test]
+async fn a_client_that_hangs_up_after_k_tokens_is_charged_k_tokens_once_on_the_sandbox() {
+    const K: u32 = 4;
+    let shop = streamed().await;
+    let wallet = SandboxWallet::random();
+    let payload = upto_payment(&wallet, &shop.offer);
+    let (response, driver) = shop.pay(&payload).await;
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    shop.gate.add_permits(K as usize);
+    for n in 0..K {
+        assert_eq!(next_token(&mut body).await, format!("data: token {n}\n\n"));
+    }
+    // Hang up with the stream still open.
+    driver.abort();
+    drop(body);
+    shop.settled().await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(shop.sandbox.settle_calls(), 1, "settled once");
+    assert_eq!(
+        shop.transfers(&wallet.address()).await,
+        vec![u128::from(K) * 1_000]
+    );
+    assert_eq!(
+        shop.sandbox.balance_of(&wallet.address()),
+        AtomicAmount(1_000_000_000 - u128::from(K) * 1_000)
+    );
+
+    // The buyer's retry learns the settlement from the record.
+    let (again, _driver) = shop.pay(&payload).await;
+    let replayed: SettleResponse =
+        header::decode(again.headers()["payment-response"].as_bytes()).unwrap();
+    assert_eq!(replayed.amount, Some(AtomicAmount(u128::from(K) * 1_000)));
+    assert_eq!(shop.sandbox.settle_calls(), 1);
 }

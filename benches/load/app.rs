@@ -1,5 +1,5 @@
 //! The measured app: a bare route and the same handler behind the layer, in both settlement
-//! modes, paid through the stub facilitator over loopback HTTP.
+//! modes and metered (`upto`), paid through the stub facilitator over loopback HTTP.
 
 use axum::Router;
 use axum::routing::get;
@@ -10,13 +10,16 @@ use http::header::{
 };
 use tower_x402::Offer;
 use tower_x402::proto::{self, UsdcDeployment};
-use tower_x402::{HttpFacilitator, SettlementMode, X402Layer};
-use tower_x402_benches::offer_with;
+use tower_x402::{Charge, HttpFacilitator, SettlementMode, X402Layer};
+use tower_x402_benches::{METERED_CHARGE, offer_with, upto_offer};
 
 /// The paid route settled after the handler answers; unpaid, it is the 402 path.
 pub(crate) const PAID_AFTER: &str = "/paid/after";
 /// The paid route settled before the handler runs.
 pub(crate) const PAID_BEFORE: &str = "/paid/before";
+/// The paid route metered (`upto`): the buyer signs up to 1.00 USDC, the handler charges
+/// 0.25 USDC, settled after it answers.
+pub(crate) const PAID_UPTO: &str = "/paid/upto";
 /// The same handler without the layer.
 pub(crate) const BARE: &str = "/bare";
 /// A handler writing, without the layer, the very response the layer's 402 is: what the bytes
@@ -27,19 +30,29 @@ async fn handler() -> &'static str {
     "the report"
 }
 
+/// The same handler, charging [`METERED_CHARGE`] for it.
+async fn metered(charge: Charge) -> &'static str {
+    charge.set(METERED_CHARGE);
+    handler().await
+}
+
 /// The app's router, paying through the facilitator at the base URL `facilitator`, in HTTP/2
-/// when `http2`.
-pub(crate) fn router(facilitator: &str, http2: bool) -> Result<Router, String> {
+/// when `http2` (its `/supported` is read once, for the metered offer).
+pub(crate) async fn router(facilitator: &str, http2: bool) -> Result<Router, String> {
     let client = HttpFacilitator::builder(facilitator)
         .http2(http2)
         .build()
         .map_err(|error| format!("facilitator client: {error}"))?;
     let after = offer_with(&UsdcDeployment::BASE, SettlementMode::After);
     let before = offer_with(&UsdcDeployment::BASE, SettlementMode::Before);
+    let upto = upto_offer(&UsdcDeployment::BASE, &client)
+        .await
+        .map_err(|error| format!("metered offer: {error}"))?;
     let challenge = challenge_response(&after)?;
     let pricing = move |parts: &http::request::Parts| match parts.uri.path() {
         PAID_AFTER => Some(after.clone()),
         PAID_BEFORE => Some(before.clone()),
+        PAID_UPTO => Some(upto.clone()),
         _ => None,
     };
     let bare_402 = move || {
@@ -49,6 +62,7 @@ pub(crate) fn router(facilitator: &str, http2: bool) -> Result<Router, String> {
     let paid = Router::new()
         .route(PAID_AFTER, get(handler))
         .route(PAID_BEFORE, get(handler))
+        .route(PAID_UPTO, get(metered))
         .layer(X402Layer::new(client, pricing));
     Ok(Router::new()
         .route(BARE, get(handler))

@@ -196,7 +196,7 @@ fn run_app(facilitator: &str, http2: bool) -> Result<(), String> {
             .await
             .map_err(|error| format!("app: {error}"))?;
         let address = listener.local_addr().map_err(|error| error.to_string())?;
-        let router = app::router(facilitator, http2)?;
+        let router = app::router(facilitator, http2).await?;
         println!("{address}");
         std::io::stdout()
             .flush()
@@ -319,7 +319,7 @@ async fn local_targets(
     let bind = || tokio::net::TcpListener::bind("127.0.0.1:0");
     let listener = bind().await.map_err(|error| format!("app: {error}"))?;
     let layer = listener.local_addr().map_err(|error| error.to_string())?;
-    let router = app::router(&format!("http://{stub}"), false)?;
+    let router = app::router(&format!("http://{stub}"), false).await?;
     tokio::spawn(async move { axum::serve(listener, router).await });
     let listener = bind().await.map_err(|error| format!("store: {error}"))?;
     let store = listener.local_addr().map_err(|error| error.to_string())?;
@@ -335,6 +335,7 @@ async fn local_targets(
             app::PAID_BEFORE,
             paid(app::PAID_BEFORE).await?,
         ),
+        Case::paid("paid_upto", app::PAID_UPTO, paid(app::PAID_UPTO).await?),
     ];
     Ok(vec![
         Target::local("tower-x402", layer, cases),
@@ -602,10 +603,11 @@ fn write_script(
 /// wrk's Lua script sending `payment` to `path` with a fresh nonce per request; `tag` is the run.
 fn script_text(payment: &PaymentTemplate, path: &str, tag: u32) -> String {
     format!(
-        "TEMPLATE = \"{}\"\nOFFSET = {}\nPATH = \"{}\"\nRUN = {tag}\n{}",
+        "TEMPLATE = \"{}\"\nOFFSET = {}\nPATH = \"{}\"\nRUN = {tag}\nDECIMAL = {}\n{}",
         payment.header,
         payment.offset,
         path,
+        payment.decimal,
         include_str!("nonce.lua")
     )
 }

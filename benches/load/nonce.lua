@@ -1,8 +1,9 @@
--- Gives every paid request its own EIP-3009 nonce by rewriting 16 base64 characters of the
--- PAYMENT-SIGNATURE header in place. Those characters encode 12 hex digits of the nonce that
--- start on a 3-byte boundary of the JSON, so each 3 hex digits become 4 base64 characters.
+-- Gives every paid request its own nonce (EIP-3009 or Permit2) by rewriting 16 base64 characters
+-- of the PAYMENT-SIGNATURE header in place. Those characters encode 12 digits of the nonce that
+-- start on a 3-byte boundary of the JSON, so each 3 digits become 4 base64 characters.
 -- Set by the benchmark above this text: TEMPLATE (the header), OFFSET (1-based index of the
--- first character), PATH (the paid route), RUN (a number no other run of this stub used).
+-- first character), PATH (the paid route), RUN (a number no other run of this stub used),
+-- DECIMAL (true for a Permit2 nonce, a decimal number; false for an EIP-3009 nonce, hex).
 -- A nonce's 12 digits: 2 for the wrk thread, 3 for the run, 7 for the request.
 local alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 local prefix, suffix
@@ -35,7 +36,12 @@ end
 
 function request()
     counter = counter + 1
-    local digits = string.format("%02x%03x%07x", thread_tag, RUN, counter)
+    local digits
+    if DECIMAL then
+        digits = string.format("%02d%03d%07d", thread_tag % 100, RUN % 1000, counter % 10000000)
+    else
+        digits = string.format("%02x%03x%07x", thread_tag, RUN, counter)
+    end
     local encoded = encode3(digits:sub(1, 3)) .. encode3(digits:sub(4, 6))
         .. encode3(digits:sub(7, 9)) .. encode3(digits:sub(10, 12))
     wrk.headers["Payment-Signature"] = prefix .. encoded .. suffix

@@ -119,6 +119,12 @@ start store-python env $(store_env store-python) STORE_FACILITATOR_URL="$python_
   STORE_PAY_TO="$pay_to" "$store_bin"
 python_store="$started_url"
 
+# Metered payments (upto): the crate's example `metered` against the sandbox facilitator over
+# HTTP, paid by upto_checks.py (X402_METERED, X402_METERED_PAY_TO).
+(cd "$root" && cargo build --quiet --release -p tower-x402 --example metered) || setup_failed "cargo build metered"
+start metered "$target/release/examples/metered" --listen 127.0.0.1:0 --facilitator "$sandbox_url" --pay-to "$pay_to"
+export X402_METERED="$started_url" X402_METERED_PAY_TO="$pay_to"
+
 # 4. Checks.
 status=0
 X402_DEMO_STORE="$demo_store" X402_LIVE_STORE="$live_store" X402_PYTHON_STORE="$python_store" \
