@@ -328,7 +328,7 @@ impl Payments {
             Claim::Refuse(refusal) => return self.refuse(offer, *refusal),
         };
 
-        let request = FacilitatorRequest::new(payload, requirement.clone());
+        let request = Arc::new(FacilitatorRequest::new(payload, requirement.clone()));
         let span = tracing::info_span!("x402.verify", network = %requirement.network, scheme = %requirement.scheme);
         let verified = match self.facilitator.verify(&request).instrument(span).await {
             Ok(verified) => verified,
@@ -426,7 +426,7 @@ impl Payments {
             // Settled for the resource it was signed for; a retry there delivers it.
             return self.refuse(offer, Refusal::SettledForAnotherResource);
         }
-        let request = intent.request;
+        let request = Arc::unwrap_or_clone(intent.request);
         let payment = VerifiedPayment {
             key,
             payer: settlement.payer.clone(),
@@ -638,7 +638,9 @@ impl Cleared {
             return Ok(Paid::new(payment, Some(guard)));
         }
         let mut cleared = self;
-        cleared.0.intent.request.payment_requirements.amount = amount;
+        Arc::make_mut(&mut cleared.0.intent.request)
+            .payment_requirements
+            .amount = amount;
         cleared.settle().await
     }
 

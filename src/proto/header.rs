@@ -11,6 +11,8 @@
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 
+use std::cell::RefCell;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use http::HeaderValue;
@@ -96,7 +98,10 @@ impl HeaderObject for SettleResponse {
 ///
 /// Only if serialization fails, which this crate's types never do.
 pub fn encode<T: HeaderObject>(object: &T) -> Result<HeaderValue, HeaderError> {
-    let json = serde_json::to_vec(object).map_err(HeaderError::Encode)?;
+    // Sized for the usual object (a `PAYMENT-RESPONSE` is about 150 bytes of JSON), so that
+    // writing it does not grow the buffer step by step.
+    let mut json = Vec::with_capacity(256);
+    serde_json::to_writer(&mut json, object).map_err(HeaderError::Encode)?;
     let encoded = STANDARD.encode(json);
     // Base64 output is always a valid header value.
     HeaderValue::try_from(encoded).map_err(|_| unreachable_invalid_header())
@@ -133,15 +138,40 @@ pub fn decode_with_limit<T: HeaderObject>(value: &[u8], limit: usize) -> Result<
             limit,
         });
     }
-    let json = STANDARD.decode(value).map_err(HeaderError::NotBase64)?;
-    match serde_json::from_slice::<T>(&json) {
+    DECODED.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut scratch) => {
+            let decoded = decode_json(value, &mut scratch);
+            if scratch.capacity() > DEFAULT_MAX_LEN {
+                // A larger limit let a large header through: do not keep its buffer.
+                *scratch = Vec::new();
+            }
+            decoded
+        }
+        // Only if decoding re-entered itself: decode into a buffer of its own.
+        Err(_) => decode_json(value, &mut Vec::new()),
+    })
+}
+
+thread_local! {
+    /// The decoded JSON of the last header, kept so that decoding the next one allocates no
+    /// buffer (at most [`DEFAULT_MAX_LEN`] bytes per thread).
+    static DECODED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Decodes the base64 `value` into `json` (emptied first), then the object from it.
+fn decode_json<T: HeaderObject>(value: &[u8], json: &mut Vec<u8>) -> Result<T, HeaderError> {
+    json.clear();
+    STANDARD
+        .decode_vec(value, json)
+        .map_err(HeaderError::NotBase64)?;
+    match serde_json::from_slice::<T>(json) {
         Ok(object) => match object.x402_version() {
             Some(version) if version != X402Version::V2 => Err(HeaderError::WrongVersion {
                 found: version.0.to_string(),
             }),
             _ => Ok(object),
         },
-        Err(source) => Err(explain_failure::<T>(&json, source)),
+        Err(source) => Err(explain_failure::<T>(json, source)),
     }
 }
 

@@ -183,8 +183,7 @@ impl Serialize for UsdAmount {
 
 impl<'de> Deserialize<'de> for UsdAmount {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
+        parsed(deserializer)
     }
 }
 
@@ -247,8 +246,7 @@ impl Serialize for AtomicAmount {
 
 impl<'de> Deserialize<'de> for AtomicAmount {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
+        parsed(deserializer)
     }
 }
 
@@ -298,6 +296,36 @@ impl CheckedDecimal for u128 {
     fn checked_mul_add(self, digit: Self) -> Option<Self> {
         self.checked_mul(10)?.checked_add(digit)
     }
+}
+
+/// A string parsed as `T` from the text as it lies in the input (no copy), with the errors a
+/// `String` field would give.
+pub(crate) fn parsed<'de, T, D>(deserializer: D) -> Result<T, D::Error>
+where
+    T: FromStr,
+    T::Err: fmt::Display,
+    D: Deserializer<'de>,
+{
+    struct Text<T>(std::marker::PhantomData<T>);
+    impl<T: FromStr> serde::de::Visitor<'_> for Text<T>
+    where
+        T::Err: fmt::Display,
+    {
+        type Value = T;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<T, E> {
+            text.parse().map_err(E::custom)
+        }
+        fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<T, E> {
+            match std::str::from_utf8(bytes) {
+                Ok(text) => self.visit_str(text),
+                Err(_) => Err(E::invalid_value(serde::de::Unexpected::Bytes(bytes), &self)),
+            }
+        }
+    }
+    deserializer.deserialize_string(Text(std::marker::PhantomData))
 }
 
 #[cfg(test)]

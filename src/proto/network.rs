@@ -95,6 +95,11 @@ impl FromStr for Network {
         let reference_ok = (1..=64).contains(&reference.len())
             && reference.bytes().all(|b| b.is_ascii_graphic() && b != b':');
         if namespace_ok && reference_ok {
+            // A network this crate knows is shared, not copied: parsing and cloning it allocate
+            // nothing.
+            if let Some(known) = UsdcDeployment::ALL.iter().find(|usdc| usdc.network.0 == id) {
+                return Ok(known.network.clone());
+            }
             Ok(Self(Cow::Owned(id.to_owned())))
         } else {
             Err(error())
@@ -122,8 +127,7 @@ impl Serialize for Network {
 
 impl<'de> Deserialize<'de> for Network {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = <Cow<'de, str>>::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
+        super::money::parsed(deserializer)
     }
 }
 

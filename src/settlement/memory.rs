@@ -1,5 +1,6 @@
 //! The default settlement store: a bounded map in memory.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -90,16 +91,23 @@ impl MemorySettlementStore {
     }
 
     fn insert_state(&self, key: &PaymentKey, state: &PaymentState) -> bool {
-        let mut inner = self.lock();
-        if inner.entries.contains_key(key) {
-            return false;
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        if inner.entries.len() >= self.capacity {
+            if inner.entries.contains_key(key) {
+                return false;
+            }
+            inner.evict_settled(self.capacity);
         }
-        inner.evict_settled(self.capacity);
-        inner.order.push_back(key.clone());
-        inner
-            .entries
-            .insert(key.clone(), LedgerEntry::new(state.clone(), 1));
-        true
+        // One lookup: the key is hashed once.
+        match inner.entries.entry(key.clone()) {
+            Entry::Occupied(_) => false,
+            Entry::Vacant(vacant) => {
+                vacant.insert(LedgerEntry::new(state.clone(), 1));
+                inner.order.push_back(key.clone());
+                true
+            }
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, MemoryInner> {
@@ -178,9 +186,9 @@ impl SettlementStore for MemorySettlementStore {
         version: u64,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         let mut inner = self.lock();
-        let removed = match inner.entries.get(key) {
-            Some(entry) if entry.version == version => {
-                inner.entries.remove(key);
+        let removed = match inner.entries.entry(key.clone()) {
+            Entry::Occupied(entry) if entry.get().version == version => {
+                entry.remove();
                 true
             }
             _ => false,

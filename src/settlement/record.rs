@@ -3,6 +3,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use serde::Deserialize as _;
+
 use crate::proto::{PaymentPayload, PaymentRequirements, SettleResponse};
 
 /// Identifies one payment, whatever request carries it.
@@ -63,14 +65,27 @@ impl Fingerprint {
     /// The fingerprint of `payload`.
     pub(crate) fn of(payload: &PaymentPayload) -> Self {
         let accepted = &payload.accepted;
-        if let Ok(evm) = payload.exact_evm() {
-            return Self(format!(
-                "eip3009:{}:{}:{}:{}",
-                accepted.network,
-                accepted.asset.to_ascii_lowercase(),
-                evm.authorization.from.to_ascii_lowercase(),
-                evm.authorization.nonce.to_ascii_lowercase(),
-            ));
+        // Read in place: the same shape `exact_evm` accepts, without copying its strings.
+        if let Ok(evm) = ExactEvmView::deserialize(&payload.payload) {
+            let authorization = evm.authorization;
+            let parts = [
+                accepted.asset.as_str(),
+                authorization.from,
+                authorization.nonce,
+            ];
+            let network = accepted.network.as_str();
+            let len =
+                "eip3009:".len() + network.len() + parts.iter().map(|p| p.len() + 1).sum::<usize>();
+            let mut text = String::with_capacity(len);
+            text.push_str("eip3009:");
+            text.push_str(network);
+            for part in parts {
+                text.push(':');
+                let start = text.len();
+                text.push_str(part);
+                text[start..].make_ascii_lowercase();
+            }
+            return Self(text);
         }
         if let Ok(upto) = payload.upto_evm() {
             // Permit2 nonces belong to the owner, whatever the token: the chain spends each once.
@@ -95,6 +110,29 @@ impl Fingerprint {
     pub(crate) fn into_string(self) -> String {
         self.0
     }
+}
+
+/// An EIP-3009 `exact` payload borrowed from its JSON: the shape of
+/// [`ExactEvmPayload`](crate::proto::ExactEvmPayload), every string left where it is.
+#[derive(serde::Deserialize)]
+#[allow(dead_code)] // Every field is read, to accept exactly what `exact_evm` accepts.
+struct ExactEvmView<'a> {
+    signature: &'a str,
+    #[serde(borrow)]
+    authorization: AuthorizationView<'a>,
+}
+
+/// [`Eip3009Authorization`](crate::proto::Eip3009Authorization), borrowed.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+struct AuthorizationView<'a> {
+    from: &'a str,
+    to: &'a str,
+    value: &'a str,
+    valid_after: &'a str,
+    valid_before: &'a str,
+    nonce: &'a str,
 }
 
 impl PartialEq<str> for Fingerprint {

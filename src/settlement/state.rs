@@ -1,5 +1,7 @@
 //! The states a payment goes through in the ledger, and the entry a store keeps per key.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use super::SettlementRecord;
@@ -21,6 +23,8 @@ use crate::proto::FacilitatorRequest;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "phase", rename_all = "snake_case")]
 #[non_exhaustive]
+// The settled record is stored by value (a public shape); the other states share their payment.
+#[allow(clippy::large_enum_variant)]
 pub enum PaymentState {
     /// A process is verifying the payment (or, after settlement, waiting for its handler).
     /// Nothing has been sent to `/settle`.
@@ -89,8 +93,9 @@ pub struct SettlementIntent {
     pub fingerprint: String,
     /// URL of the resource being bought.
     pub resource: String,
-    /// The exact `/settle` request body.
-    pub request: FacilitatorRequest,
+    /// The exact `/settle` request body, shared (not copied) by every state and answer that
+    /// carries it.
+    pub request: Arc<FacilitatorRequest>,
 }
 
 impl SettlementIntent {
@@ -99,7 +104,7 @@ impl SettlementIntent {
         Self {
             fingerprint: super::Fingerprint::of(&request.payment_payload).into_string(),
             resource: resource.into(),
-            request,
+            request: Arc::new(request),
         }
     }
 
@@ -107,7 +112,7 @@ impl SettlementIntent {
     pub(crate) fn with_fingerprint(
         fingerprint: super::Fingerprint,
         resource: String,
-        request: FacilitatorRequest,
+        request: Arc<FacilitatorRequest>,
     ) -> Self {
         Self {
             fingerprint: fingerprint.into_string(),
