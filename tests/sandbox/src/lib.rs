@@ -52,6 +52,7 @@ mod reconcile;
 mod rpc;
 mod script;
 mod server;
+pub mod siwx;
 mod upto;
 mod verify;
 mod wallet;
@@ -62,4 +63,5 @@ pub use eip712::{
 pub use facilitator::{InvalidAddress, SandboxFacilitator};
 pub use ledger::SandboxSettlement;
 pub use script::Step;
+pub use siwx::SandboxSolanaWallet;
 pub use wallet::{SandboxWallet, WalletError};

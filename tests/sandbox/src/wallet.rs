@@ -61,7 +61,7 @@ pub enum WalletError {
 /// ```
 #[derive(Clone)]
 pub struct SandboxWallet {
-    key: SigningKey,
+    pub(crate) key: SigningKey,
     address: Address,
 }
 
