@@ -120,27 +120,23 @@ where
             None => (offer, None),
         };
         #[cfg(feature = "siwx")]
-        let proof = proof.map(|proof| {
-            let paying =
-                parts.method != Method::HEAD && parts.headers.contains_key(PAYMENT_SIGNATURE);
-            (proof, Arc::clone(&offer), paying)
-        });
-        let start = start(&self.config, offer, &parts);
-        #[cfg(feature = "siwx")]
         let start = match proof {
-            Some(((siwx, proof, path), offer, paying)) => Start::Gate(sign_in(
-                Arc::clone(&self.config),
-                siwx,
-                offer,
-                SignInRequest {
-                    proof,
-                    path,
-                    paying,
-                },
-                start,
-            )),
-            None => start,
+            // Without a payment there is nothing to start unless the proof fails.
+            Some((siwx, proof, path)) => {
+                let paying = parts.headers.contains_key(PAYMENT_SIGNATURE);
+                let payment = paying.then(|| start(&self.config, Arc::clone(&offer), &parts));
+                Start::Gate(sign_in(
+                    Arc::clone(&self.config),
+                    siwx,
+                    offer,
+                    SignInRequest { proof, path },
+                    payment,
+                ))
+            }
+            None => start(&self.config, offer, &parts),
         };
+        #[cfg(not(feature = "siwx"))]
+        let start = start(&self.config, offer, &parts);
         let gate = match start {
             Start::Respond(response) => return ResponseFuture::respond(response),
             Start::Gate(gate) => gate,
@@ -225,19 +221,17 @@ struct SignInRequest {
     proof: http::HeaderValue,
     /// The path and query the challenge was issued for.
     path: String,
-    /// Whether it also carries a payment.
-    paying: bool,
 }
 
 /// The gate of a request carrying a sign-in proof: the proof first; when it fails, the payment
-/// the request also carries, else the 402 whose `error` says why the proof failed.
+/// the request also carries (`payment`), else the 402 whose `error` says why the proof failed.
 #[cfg(feature = "siwx")]
 fn sign_in(
     config: Arc<Config>,
     siwx: Arc<crate::siwx::SignInWithX>,
     offer: Arc<Offer>,
     request: SignInRequest,
-    payment: Start,
+    payment: Option<Start>,
 ) -> BoxFuture<'static, Gate> {
     Box::pin(async move {
         let rejection = match siwx
@@ -252,13 +246,18 @@ fn sign_in(
         };
         tracing::debug!(%rejection, "sign-in proof refused");
         match payment {
-            Start::Gate(gate) => gate.await,
-            Start::Respond(response) if request.paying => Gate::Refuse(response),
-            Start::Respond(_) => Gate::Refuse(responses::challenge_explained(
-                &config,
-                &offer,
-                &rejection.to_string(),
-            )),
+            Some(Start::Gate(gate)) => gate.await,
+            Some(Start::Respond(response)) => Gate::Refuse(response),
+            None => {
+                config
+                    .payments
+                    .report_refusal(&offer, &Refusal::PaymentMissing);
+                Gate::Refuse(responses::challenge_explained(
+                    &config,
+                    &offer,
+                    &rejection.to_string(),
+                ))
+            }
         }
     })
 }
