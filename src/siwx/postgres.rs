@@ -35,7 +35,7 @@ const MIGRATION_LOCK: i64 = 0x7834_3032_7369_7778; // "x402siwx"
 /// then by the same call.
 ///
 /// ```no_run
-/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// # async fn run() -> Result<(), tower_x402::BoxError> {
 /// use tower_x402::siwx::{PostgresEntitlementStore, SignInWithX};
 ///
 /// let pool = sqlx::PgPool::connect("postgres://app@db/shop").await?;
