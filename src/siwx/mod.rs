@@ -734,7 +734,7 @@ mod tests {
     #[test]
     fn timestamps_round_trip() {
         let text = timestamp(1_795_000_000_123);
-        assert_eq!(text, "2026-11-18T07:06:40.123Z");
+        assert_eq!(text, "2026-11-18T11:06:40.123Z");
         assert_eq!(parse_timestamp(&text), Some(1_795_000_000_123));
         assert_eq!(parse_timestamp("yesterday"), None);
     }
