@@ -25,6 +25,9 @@ pub mod permit2;
 pub mod pricing;
 pub mod proto;
 pub mod settlement;
+#[cfg(feature = "siwx")]
+#[cfg_attr(docsrs, doc(cfg(feature = "siwx")))]
+pub mod siwx;
 
 pub use boxed::{BoxError, BoxFuture};
 #[cfg(feature = "cors")]

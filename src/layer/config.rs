@@ -20,17 +20,23 @@ pub(crate) struct Config {
     pub(crate) max_header_len: usize,
     pub(crate) invalid_header: InvalidHeaderStatus,
     pub(crate) retry_after: Duration,
+    /// Sign-in-with-x, when on.
+    #[cfg(feature = "siwx")]
+    pub(crate) siwx: Option<Arc<crate::siwx::SignInWithX>>,
 }
 
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("X402Layer")
+        let mut debug = f.debug_struct("X402Layer");
+        debug
             .field("payments", &self.payments)
             .field("expose_headers", &self.expose_headers)
             .field("paywall_page", &self.paywall_page)
             .field("max_header_len", &self.max_header_len)
-            .field("retry_after", &self.retry_after)
-            .finish_non_exhaustive()
+            .field("retry_after", &self.retry_after);
+        #[cfg(feature = "siwx")]
+        debug.field("siwx", &self.siwx);
+        debug.finish_non_exhaustive()
     }
 }
 

@@ -122,3 +122,34 @@ impl<S: Send + Sync> FromRequestParts<S> for crate::Charge {
             .ok_or(MissingCharge)
     }
 }
+
+/// [`SignedIn`](crate::siwx::SignedIn) as an extractor: `Option<SignedIn>` in a handler that
+/// serves both payments and sign-ins; `SignedIn` alone answers 500 when the layer put none (a
+/// handler reached without a sign-in).
+#[cfg(feature = "siwx")]
+impl<S: Send + Sync> FromRequestParts<S> for crate::siwx::SignedIn {
+    type Rejection = (StatusCode, &'static str);
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<crate::siwx::SignedIn>()
+            .cloned()
+            .ok_or((
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "no sign-in on this request: is `X402Layer::sign_in_with_x` installed in front of this handler?",
+            ))
+    }
+}
+
+#[cfg(feature = "siwx")]
+impl<S: Send + Sync> axum_core::extract::OptionalFromRequestParts<S> for crate::siwx::SignedIn {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _state: &S,
+    ) -> Result<Option<Self>, Self::Rejection> {
+        Ok(parts.extensions.get::<crate::siwx::SignedIn>().cloned())
+    }
+}

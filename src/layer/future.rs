@@ -40,6 +40,9 @@ impl Pass {
 pub(super) enum Gate {
     Proceed(Arc<Config>, Pass),
     Refuse(Response<Bytes>),
+    /// A sign-in proof was accepted: served without payment.
+    #[cfg(feature = "siwx")]
+    SignedIn(crate::siwx::SignedIn),
 }
 
 type SettleFuture = BoxFuture<'static, (Arc<Config>, Result<Paid, Response<Bytes>>)>;
@@ -136,6 +139,16 @@ where
                     Gate::Refuse(response) => this.state.set(State::Respond {
                         response: Some(response),
                     }),
+                    #[cfg(feature = "siwx")]
+                    Gate::SignedIn(signed_in) => {
+                        let mut request = request.take().expect(POLLED_AFTER_COMPLETION);
+                        request.extensions_mut().insert(signed_in);
+                        let future = service.take().expect(POLLED_AFTER_COMPLETION).call(request);
+                        this.state.set(State::Inner {
+                            future,
+                            passed: None,
+                        });
+                    }
                     Gate::Proceed(config, pass) => {
                         let mut request = request.take().expect(POLLED_AFTER_COMPLETION);
                         let payment = pass.payment();

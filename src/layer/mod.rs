@@ -155,6 +155,8 @@ impl X402Layer {
                 max_header_len: DEFAULT_MAX_LEN,
                 invalid_header: InvalidHeaderStatus::BadRequest,
                 retry_after: Duration::from_secs(5),
+                #[cfg(feature = "siwx")]
+                siwx: None,
             }),
         }
     }
@@ -273,6 +275,19 @@ impl X402Layer {
     /// ```
     pub fn invalid_header_status(mut self, answer: InvalidHeaderStatus) -> Self {
         self.config_mut().invalid_header = answer;
+        self
+    }
+
+    /// Turns on sign-in-with-x ([`siwx`](crate::siwx), feature `siwx`): every 402 carries a
+    /// sign-in challenge; a request whose `SIGN-IN-WITH-X` proof comes from a wallet that paid
+    /// for the resource is served without payment and without calling the facilitator (the
+    /// inner service finds [`SignedIn`](crate::siwx::SignedIn) in its extensions); every
+    /// payment this layer settles records its payer's entitlement in `siwx`'s store.
+    #[cfg(feature = "siwx")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "siwx")))]
+    pub fn sign_in_with_x(mut self, siwx: crate::siwx::SignInWithX) -> Self {
+        self.payments_mut().entitlements = Some(Arc::clone(&siwx.store));
+        self.config_mut().siwx = Some(Arc::new(siwx));
         self
     }
 

@@ -69,7 +69,7 @@ fn challenge(config: &Config, offer: &Offer) -> Response<Bytes> {
 }
 
 /// A 402 whose challenge explains what was wrong with the payment presented.
-fn challenge_explained(config: &Config, offer: &Offer, error: &str) -> Response<Bytes> {
+pub(crate) fn challenge_explained(config: &Config, offer: &Offer, error: &str) -> Response<Bytes> {
     let required = offer.challenge_with_error(error);
     match (codec::encode(&required), serde_json::to_vec(&required)) {
         (Ok(value), Ok(body)) => {

@@ -4,12 +4,14 @@ use std::mem;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use bytes::Bytes;
 use http::{Method, Request, Response};
 use tower_service::Service;
 
 use super::body::ResponseBody;
 use super::future::{Gate, Pass, ResponseFuture};
 use super::{Config, X402Layer, responses};
+use crate::boxed::BoxFuture;
 use crate::facilitator::Facilitator;
 use crate::payment::{Outcome, PaymentEvent, Payments, Refusal};
 use crate::paywall_page;
@@ -98,61 +100,47 @@ where
                 return ResponseFuture::respond(responses::not_sold(status, &message));
             }
         };
-        let config = &self.config;
-        // A HEAD has no body to deliver, so it never pays: it is answered like an unpaid GET,
-        // whatever it carries.
-        let signature = match parts.method {
-            Method::HEAD => None,
-            _ => parts.headers.get(PAYMENT_SIGNATURE),
-        };
-        let Some(value) = signature else {
-            if let Some(page) = &config.paywall_page
-                && parts.method == Method::GET
-                && paywall_page::prefers_html(&parts.headers)
-            {
-                let payments = &config.payments;
-                payments.emit(|| PaymentEvent::ChallengeServed { offer: &offer });
-                let mut response = page.challenge(&offer);
-                if let Some(expose) = &config.expose_headers {
-                    response
-                        .headers_mut()
-                        .insert(http::header::ACCESS_CONTROL_EXPOSE_HEADERS, expose.clone());
-                }
-                return ResponseFuture::respond(response);
+        #[cfg(feature = "siwx")]
+        let (offer, proof) = match &self.config.siwx {
+            Some(siwx) => {
+                let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+                let offer = siwx
+                    .decorate(&offer, path)
+                    .map_or(offer, std::sync::Arc::new);
+                // A HEAD never signs in, as it never pays.
+                let proof = match parts.method {
+                    Method::HEAD => None,
+                    _ => parts
+                        .headers
+                        .get(crate::siwx::SIGN_IN_WITH_X)
+                        .map(|value| (Arc::clone(siwx), value.clone(), path.to_owned())),
+                };
+                (offer, proof)
             }
-            return refuse(config, &offer, Refusal::PaymentMissing);
+            None => (offer, None),
         };
-        let payload = match header::decode_with_limit::<PaymentPayload>(
-            value.as_bytes(),
-            config.max_header_len,
-        ) {
-            Ok(payload) => payload,
-            Err(error) => return refuse(config, &offer, Refusal::InvalidHeader(error)),
+        #[cfg(feature = "siwx")]
+        let start = match proof {
+            // Without a payment there is nothing to start unless the proof fails.
+            Some((siwx, proof, path)) => {
+                let paying = parts.headers.contains_key(PAYMENT_SIGNATURE);
+                let payment = paying.then(|| start(&self.config, Arc::clone(&offer), &parts));
+                Start::Gate(sign_in(
+                    Arc::clone(&self.config),
+                    siwx,
+                    offer,
+                    SignInRequest { proof, path },
+                    payment,
+                ))
+            }
+            None => start(&self.config, offer, &parts),
         };
-        config.payments.emit(|| PaymentEvent::PaymentReceived {
-            offer: &offer,
-            payload: &payload,
-        });
-        let requirement = match Payments::accepted(&offer, &payload) {
-            Ok(requirement) => requirement.clone(),
-            Err(refusal) => return refuse(config, &offer, refusal),
+        #[cfg(not(feature = "siwx"))]
+        let start = start(&self.config, offer, &parts);
+        let gate = match start {
+            Start::Respond(response) => return ResponseFuture::respond(response),
+            Start::Gate(gate) => gate,
         };
-
-        let config = Arc::clone(config);
-        let gate = Box::pin(async move {
-            let outcome = config
-                .payments
-                .authorize(&offer, payload, requirement)
-                .await;
-            let pass = match outcome {
-                Outcome::Settled(paid) | Outcome::Replayed(paid) => Pass::Paid(paid),
-                Outcome::Cleared(cleared) => Pass::Cleared(cleared),
-                Outcome::InDoubt(refusal) | Outcome::Refused(refusal) => {
-                    return Gate::Refuse(responses::refusal(&config, &offer, &refusal));
-                }
-            };
-            Gate::Proceed(config, pass)
-        });
         // The inner service is called later, from the future: move the service that `poll_ready`
         // prepared into it and keep a fresh clone here.
         // See https://docs.rs/tower/latest/tower/trait.Service.html#be-careful-when-cloning-inner-services
@@ -162,15 +150,120 @@ where
     }
 }
 
+/// How a priced request goes on: answered at once, or through a gate that decides.
+enum Start {
+    Respond(Response<Bytes>),
+    Gate(BoxFuture<'static, Gate>),
+}
+
+/// The payment side of a priced request: the challenge (JSON or the paywall page) without a
+/// payment, a refusal of an unusable one, or the gate that authorizes it.
+fn start(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) -> Start {
+    // A HEAD has no body to deliver, so it never pays: it is answered like an unpaid GET,
+    // whatever it carries.
+    let signature = match parts.method {
+        Method::HEAD => None,
+        _ => parts.headers.get(PAYMENT_SIGNATURE),
+    };
+    let Some(value) = signature else {
+        if let Some(page) = &config.paywall_page
+            && parts.method == Method::GET
+            && paywall_page::prefers_html(&parts.headers)
+        {
+            let payments = &config.payments;
+            payments.emit(|| PaymentEvent::ChallengeServed { offer: &offer });
+            let mut response = page.challenge(&offer);
+            if let Some(expose) = &config.expose_headers {
+                response
+                    .headers_mut()
+                    .insert(http::header::ACCESS_CONTROL_EXPOSE_HEADERS, expose.clone());
+            }
+            return Start::Respond(response);
+        }
+        return refuse(config, &offer, Refusal::PaymentMissing);
+    };
+    let payload = match header::decode_with_limit::<PaymentPayload>(
+        value.as_bytes(),
+        config.max_header_len,
+    ) {
+        Ok(payload) => payload,
+        Err(error) => return refuse(config, &offer, Refusal::InvalidHeader(error)),
+    };
+    config.payments.emit(|| PaymentEvent::PaymentReceived {
+        offer: &offer,
+        payload: &payload,
+    });
+    let requirement = match Payments::accepted(&offer, &payload) {
+        Ok(requirement) => requirement.clone(),
+        Err(refusal) => return refuse(config, &offer, refusal),
+    };
+
+    let config = Arc::clone(config);
+    Start::Gate(Box::pin(async move {
+        let outcome = config
+            .payments
+            .authorize(&offer, payload, requirement)
+            .await;
+        let pass = match outcome {
+            Outcome::Settled(paid) | Outcome::Replayed(paid) => Pass::Paid(paid),
+            Outcome::Cleared(cleared) => Pass::Cleared(cleared),
+            Outcome::InDoubt(refusal) | Outcome::Refused(refusal) => {
+                return Gate::Refuse(responses::refusal(&config, &offer, &refusal));
+            }
+        };
+        Gate::Proceed(config, pass)
+    }))
+}
+
+/// What a request carrying a sign-in proof brings.
+#[cfg(feature = "siwx")]
+struct SignInRequest {
+    proof: http::HeaderValue,
+    /// The path and query the challenge was issued for.
+    path: String,
+}
+
+/// The gate of a request carrying a sign-in proof: the proof first; when it fails, the payment
+/// the request also carries (`payment`), else the 402 whose `error` says why the proof failed.
+#[cfg(feature = "siwx")]
+fn sign_in(
+    config: Arc<Config>,
+    siwx: Arc<crate::siwx::SignInWithX>,
+    offer: Arc<Offer>,
+    request: SignInRequest,
+    payment: Option<Start>,
+) -> BoxFuture<'static, Gate> {
+    Box::pin(async move {
+        let rejection = match siwx
+            .check(&offer, request.proof.as_bytes(), &request.path)
+            .await
+        {
+            Ok(signed_in) => {
+                tracing::debug!(address = %signed_in.address(), resource = %signed_in.resource(), "signed in");
+                return Gate::SignedIn(signed_in);
+            }
+            Err(rejection) => rejection,
+        };
+        tracing::debug!(%rejection, "sign-in proof refused");
+        match payment {
+            Some(Start::Gate(gate)) => gate.await,
+            Some(Start::Respond(response)) => Gate::Refuse(response),
+            None => {
+                config
+                    .payments
+                    .report_refusal(&offer, &Refusal::PaymentMissing);
+                Gate::Refuse(responses::challenge_explained(
+                    &config,
+                    &offer,
+                    &rejection.to_string(),
+                ))
+            }
+        }
+    })
+}
+
 /// Reports `refusal` and answers it.
-fn refuse<S, ReqBody, ResBody>(
-    config: &Config,
-    offer: &Offer,
-    refusal: Refusal,
-) -> ResponseFuture<S, ReqBody, ResBody>
-where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-{
+fn refuse(config: &Config, offer: &Offer, refusal: Refusal) -> Start {
     config.payments.report_refusal(offer, &refusal);
-    ResponseFuture::respond(responses::refusal(config, offer, &refusal))
+    Start::Respond(responses::refusal(config, offer, &refusal))
 }

@@ -146,6 +146,9 @@ pub struct Payments {
     pub(crate) held_wait: Duration,
     /// Payments the facilitator recently found invalid.
     pub(crate) refused: Arc<RefusedPayments>,
+    /// Where each settled payment records its payer's entitlement (sign-in-with-x).
+    #[cfg(feature = "siwx")]
+    pub(crate) entitlements: Option<Arc<dyn crate::siwx::EntitlementStore>>,
 }
 
 impl Payments {
@@ -164,6 +167,8 @@ impl Payments {
             pending_pause: Duration::from_secs(1),
             held_wait: Duration::from_secs(5),
             refused: Arc::new(RefusedPayments::new(DEFAULT_REFUSAL_MEMORY)),
+            #[cfg(feature = "siwx")]
+            entitlements: None,
         }
     }
 

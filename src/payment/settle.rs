@@ -302,6 +302,15 @@ async fn settled(
             settlement: Some(&settlement),
         });
     }
+    #[cfg(feature = "siwx")]
+    if let Some(entitlements) = &config.entitlements
+        && let Some(payer) = settlement
+            .payer
+            .clone()
+            .or_else(|| payer_of(&intent.request))
+    {
+        crate::siwx::record_purchase(entitlements.as_ref(), &intent.resource, &payer).await;
+    }
     let record = SettlementRecord::of_intent(hold.key.clone(), intent, settlement.clone());
     if let Some(recent) = &config.recent_settlements {
         recent.remember(&record);

@@ -217,6 +217,25 @@ impl Offer {
             .find(|own| own.matches(accepted))
     }
 
+    /// This offer with `extension` under `key` in its challenge (header and body encoded
+    /// again): a per-request challenge such as a sign-in nonce. `None` if it cannot be encoded.
+    #[cfg(feature = "siwx")]
+    pub(crate) fn with_extension(&self, key: &str, extension: serde_json::Value) -> Option<Self> {
+        let mut required = self.required.clone();
+        required
+            .extensions
+            .get_or_insert_with(Map::new)
+            .insert(key.to_owned(), extension);
+        let header = header::encode(&required).ok()?;
+        let body = serde_json::to_vec(&required).ok()?.into();
+        Some(Self {
+            required,
+            mode: self.mode,
+            header,
+            body,
+        })
+    }
+
     /// The challenge with a different `error` text, for rejections that explain themselves.
     pub(crate) fn challenge_with_error(&self, error: impl Into<String>) -> PaymentRequired {
         let mut required = self.required.clone();

@@ -128,6 +128,10 @@ pub struct Args {
     /// Seconds after settlement during which the same PAYMENT-SIGNATURE re-delivers the purchase.
     #[arg(long, env = "STORE_REDELIVERY_WINDOW_SECS", default_value = "604800", value_parser = checked(number::<u64>))]
     pub redelivery_window_secs: u64,
+    /// Seconds after a purchase during which its buyer may sign in with the same wallet
+    /// (sign-in-with-x) and get it again without paying; 0: for ever.
+    #[arg(long, env = "STORE_SIWX_ENTITLEMENT_SECS", default_value = "31536000", value_parser = checked(number::<u64>))]
+    pub siwx_entitlement_secs: u64,
     /// Address of the operator's endpoints: `/metrics` (Prometheus), `/healthz`, `/readyz`
     /// (unset: not served). Keep it off the public network.
     #[arg(long, env = "STORE_METRICS_LISTEN", value_parser = checked(number::<SocketAddr>))]
@@ -184,6 +188,8 @@ pub struct Config {
     pub fulfillment_secret: Option<Vec<u8>>,
     /// How long after settlement a replayed payment re-delivers the purchase.
     pub redelivery_window: Duration,
+    /// How long a purchase entitles its buyer to sign in (`None`: for ever).
+    pub siwx_entitlement: Option<Duration>,
     /// Address of `/metrics`, `/healthz` and `/readyz`, if served.
     pub metrics_listen: Option<SocketAddr>,
     /// How long requests in progress have to finish after a shutdown signal.
@@ -250,6 +256,8 @@ impl Config {
             },
             fulfillment_secret: args.fulfillment_secret.map(String::into_bytes),
             redelivery_window: Duration::from_secs(args.redelivery_window_secs),
+            siwx_entitlement: (args.siwx_entitlement_secs > 0)
+                .then(|| Duration::from_secs(args.siwx_entitlement_secs)),
             metrics_listen: args.metrics_listen,
             shutdown_grace: args.shutdown_grace_secs,
         })
@@ -278,6 +286,7 @@ impl Config {
             limits: ServeLimits::default(),
             fulfillment_secret: None,
             redelivery_window: Duration::from_secs(7 * 24 * 3600),
+            siwx_entitlement: Some(Duration::from_secs(365 * 24 * 3600)),
             metrics_listen: None,
             shutdown_grace: Duration::from_secs(30),
         }
@@ -340,6 +349,7 @@ impl fmt::Debug for Config {
             .field("limits", &self.limits)
             .field("fulfillment_secret", &"<redacted>")
             .field("redelivery_window", &self.redelivery_window)
+            .field("siwx_entitlement", &self.siwx_entitlement)
             .field("metrics_listen", &self.metrics_listen)
             .field("shutdown_grace", &self.shutdown_grace)
             .finish()

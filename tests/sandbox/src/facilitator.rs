@@ -63,15 +63,17 @@ pub struct InvalidAddress(pub String);
 /// ```
 #[derive(Clone)]
 pub struct SandboxFacilitator {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     clock: RwLock<Clock>,
     ledger: Ledger,
     signer: Address,
     supported: Arc<SupportedResponse>,
     script: Script,
+    /// Smart-contract wallets on the chain view: wallet address → owner key's address.
+    pub(crate) contract_wallets: RwLock<std::collections::HashMap<Address, Address>>,
 }
 
 impl SandboxFacilitator {
@@ -107,8 +109,28 @@ impl SandboxFacilitator {
                     signers,
                 }),
                 script: Script::default(),
+                contract_wallets: RwLock::default(),
             }),
         }
+    }
+
+    /// Deploys a smart-contract wallet owned by the key of `owner` on the chain view
+    /// ([`rpc_router`](Self::rpc_router)) and answers its address: its EIP-1271
+    /// `isValidSignature(hash, signature)`, asked with `eth_call`, returns the magic value
+    /// `0x1626ba7e` when `signature` recovers to `owner` over `hash`, else `0xffffffff`.
+    ///
+    /// # Errors
+    ///
+    /// When `owner` is not an address.
+    pub fn deploy_contract_wallet(&self, owner: &str) -> Result<String, InvalidAddress> {
+        let owner = parse_address(owner).ok_or_else(|| InvalidAddress(owner.to_owned()))?;
+        let wallet = Address::from(rand::random::<[u8; 20]>());
+        self.inner
+            .contract_wallets
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(wallet, owner);
+        Ok(wallet.to_checksum(None))
     }
 
     /// Reads the time (unix seconds) from `clock` instead of the system clock, for this

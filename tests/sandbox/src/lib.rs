@@ -53,6 +53,7 @@ mod rpc;
 mod script;
 mod server;
 mod typed_data;
+pub mod siwx;
 mod upto;
 mod verify;
 mod wallet;
@@ -63,4 +64,5 @@ pub use eip712::{
 pub use facilitator::{InvalidAddress, SandboxFacilitator};
 pub use ledger::SandboxSettlement;
 pub use script::Step;
+pub use siwx::SandboxSolanaWallet;
 pub use wallet::{SandboxWallet, WalletError};

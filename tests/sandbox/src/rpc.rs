@@ -14,6 +14,11 @@ use crate::SandboxFacilitator;
 use crate::eip712::parse_address;
 use crate::ledger::SandboxSettlement;
 
+alloy_sol_types::sol! {
+    /// EIP-1271: whether `signature` is valid for `hash`, asked of a smart-contract wallet.
+    function isValidSignature(bytes32 hash, bytes signature) external view returns (bytes4);
+}
+
 #[derive(Clone)]
 struct Chain {
     sandbox: SandboxFacilitator,
@@ -156,6 +161,24 @@ impl Chain {
             .unwrap_or_default();
         let bytes = alloy_primitives::hex::decode(input).map_err(|e| (-32602, e.to_string()))?;
         let to = call["to"].as_str().and_then(parse_address);
+        let owner = to.and_then(|to| {
+            self.sandbox
+                .inner
+                .contract_wallets
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(&to)
+                .copied()
+        });
+        if let Some(owner) = owner {
+            let Ok(isValidSignatureCall { hash, signature }) =
+                isValidSignatureCall::abi_decode(&bytes)
+            else {
+                return Err((-32000, "execution reverted: not isValidSignature".into()));
+            };
+            let answer = crate::siwx::contract_wallet_answer(owner, &hash.0, &signature);
+            return Ok(json!(alloy_primitives::hex::encode_prefixed(answer)));
+        }
         if to == Some(permit2::PERMIT2) {
             return self.nonce_bitmap(&bytes);
         }

@@ -63,7 +63,7 @@ pub enum WalletError {
 /// ```
 #[derive(Clone)]
 pub struct SandboxWallet {
-    key: SigningKey,
+    pub(crate) key: SigningKey,
     address: Address,
 }
 

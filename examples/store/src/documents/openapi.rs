@@ -52,6 +52,13 @@ pub fn build(config: &Config, catalog: &Catalog, demo: bool) -> Value {
                     "schema": {"type": "string", "contentEncoding": "base64"},
                 },
                 {
+                    "name": "SIGN-IN-WITH-X",
+                    "in": "header",
+                    "required": false,
+                    "description": "Sign-in-with-x: for a wallet that already paid for this product. Every 402 carries extensions[\"sign-in-with-x\"] (info with domain, uri, version, a one-time nonce, issuedAt, expirationTime; supportedChains; the proof's JSON schema). Sign its EIP-4361 message (personal_sign) with the wallet that paid and send base64 of the JSON {info fields, address, chainId, type, signature} within five minutes: the answer is the purchase again (same Passport and fulfillment URLs, replayed: true), without paying. Each proof works once; an invalid or unentitled proof gets the 402 whose error starts with an invalid_siwx_* code.",
+                    "schema": {"type": "string", "contentEncoding": "base64"},
+                },
+                {
                     "name": "X-REFERRER-PASSPORT",
                     "in": "header",
                     "required": false,

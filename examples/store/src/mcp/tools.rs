@@ -67,7 +67,7 @@ pub(super) fn definitions() -> Vec<Value> {
         (
             "get_payment_required",
             "Get payment challenge",
-            "The exact PaymentRequired object (x402 v2) that an unpaid GET of the product answers with in its PAYMENT-REQUIRED header.",
+            "The exact PaymentRequired object (x402 v2) that an unpaid GET of the product answers with in its PAYMENT-REQUIRED header. Over HTTP the 402 also carries extensions[\"sign-in-with-x\"], a one-time challenge (fresh nonce per 402, so fetch it with a GET): a wallet that already paid signs its EIP-4361 message and repeats the GET with the SIGN-IN-WITH-X header (base64 JSON of the challenge's info plus address, chainId, type, signature) to get the purchase again without paying.",
             slug,
         ),
         (

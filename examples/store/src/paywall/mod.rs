@@ -28,6 +28,7 @@ use tower_x402::Facilitator;
 use tower_x402::cors::PAYMENT_REQUEST_HEADERS;
 use tower_x402::layer::InvalidHeaderStatus;
 use tower_x402::settlement::Reconciler;
+use tower_x402::siwx::SignInWithX;
 use tower_x402::{PaywallPage, Price, X402Layer, payment_cors};
 
 use crate::catalog::Catalog;
@@ -81,17 +82,48 @@ where
     if let Some(reconciler) = Option::<Arc<dyn Reconciler>>::from_ref(state) {
         paywall = paywall.reconciler(reconciler);
     }
+    match sign_in(&config, &Store::from_ref(state)) {
+        Ok(siwx) => paywall = paywall.sign_in_with_x(siwx),
+        Err(error) => {
+            tracing::error!(%error, "sign-in-with-x is off: its settings are unusable");
+        }
+    }
     // The paywall wraps the handler only (not the method router), so other methods get 405;
     // CORS wraps the method router, so the preflight (OPTIONS) is answered before it.
     get(purchase.layer(paywall)).layer(cors(&config.cors_origins))
 }
 
+/// Sign-in-with-x on every SKU: the challenge bound to the store's public origin (the base
+/// URL's), nonces derived from the fulfillment secret (shared by every instance), entitlements
+/// and consumed nonces in the store's database ([`Store::entitlements`]), smart-contract
+/// wallets checked through `STORE_RPC_URL` when it is set.
+fn sign_in(config: &Config, store: &Store) -> Result<SignInWithX, tower_x402::BoxError> {
+    use hmac::{Hmac, Mac as _};
+    let secret = config
+        .fulfillment_secret
+        .as_deref()
+        .ok_or("no fulfillment secret to derive the sign-in secret from")?;
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret)?;
+    mac.update(b"x402-store sign-in-with-x nonces");
+    let mut siwx = SignInWithX::new(&config.origin(), mac.finalize().into_bytes())?
+        .statement("Sign in with the wallet that paid to get your purchase again")
+        .entitlement_store(store.entitlements())
+        .entitlement_lifetime(config.siwx_entitlement);
+    if let Some(rpc) = &config.rpc_url {
+        siwx = siwx.evm_rpc(rpc)?;
+    }
+    Ok(siwx)
+}
+
 /// Any origin may pay unless `STORE_CORS_ORIGINS` names the allowed ones; pages may send the
-/// referral header beside the payment's.
+/// referral and sign-in headers beside the payment's.
 fn cors(origins: &[String]) -> CorsLayer {
     let headers: Vec<HeaderName> = PAYMENT_REQUEST_HEADERS
         .into_iter()
-        .chain([crate::sales::referral::HEADER])
+        .chain([
+            crate::sales::referral::HEADER,
+            tower_x402::siwx::SIGN_IN_WITH_X,
+        ])
         .collect();
     let cors = payment_cors().allow_headers(headers);
     if origins.is_empty() {

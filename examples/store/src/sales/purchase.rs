@@ -52,6 +52,7 @@ use tower_x402::VerifiedPayment;
 use tower_x402::proto::{
     AtomicAmount, PaymentRequirements, SettleResponse, UsdAmount, UsdcDeployment,
 };
+use tower_x402::siwx::SignedIn;
 
 use crate::catalog::{Catalog, Sku};
 use crate::config::Config;
@@ -109,18 +110,28 @@ pub async fn purchase(
     State(config): State<Arc<Config>>,
     State(store): State<Store>,
     Path(slug): Path<String>,
-    paid: SettledPayment,
+    paid: Option<VerifiedPayment>,
+    signed_in: Option<SignedIn>,
     headers: HeaderMap,
 ) -> Response {
     let Some(sku) = catalog.get(&slug) else {
         return json_error(StatusCode::NOT_FOUND, "no SKU with this slug");
     };
-    let (payment, settlement) = (&paid.payment, &paid.settlement);
     let state = Shop {
         config: &config,
         store: &store,
         demo: catalog.is_demo(),
     };
+    if let Some(signed_in) = signed_in {
+        return redeliver(&state, sku, &signed_in).await;
+    }
+    let Some(paid) = paid.and_then(|payment| SettledPayment::try_from(payment).ok()) else {
+        return json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "no settled payment on this request: the paywall is not in front of this handler",
+        );
+    };
+    let (payment, settlement) = (&paid.payment, &paid.settlement);
     match fulfil(&state, sku, payment, settlement, &headers).await {
         Ok(body) => paid_response(body),
         Err(Failure::OtherSku) => json_error(
@@ -207,6 +218,71 @@ fn record_later(
             }
         }
     });
+}
+
+/// A buyer signed in (sign-in-with-x) with the wallet that paid for `sku`: the same answer as
+/// a re-delivery of the first order — its Passport, its fulfillment URLs (the same key), no new
+/// order, nothing settled. The layer let the request through only for an address entitled to
+/// this very SKU's resource.
+async fn redeliver(state: &Shop<'_>, sku: &Sku, signed_in: &SignedIn) -> Response {
+    let found = state
+        .store
+        .order_of_buyer(&sku.slug, signed_in.address())
+        .await;
+    let order = match found {
+        Ok(Some(order)) => order,
+        Ok(None) => {
+            return json_error(
+                StatusCode::CONFLICT,
+                "signed in, but no order of this SKU is recorded for this wallet yet: retry the original PAYMENT-SIGNATURE (it will not be charged again)",
+            );
+        }
+        Err(error) => return storage_unavailable(&error, &sku.slug),
+    };
+    let Some(key) = state
+        .config
+        .fulfillment_secret
+        .as_deref()
+        .and_then(|secret| FulfillmentKey::derive(secret, &order.passport))
+    else {
+        return json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the fulfillment key could not be derived",
+        );
+    };
+    // The key is the order's under the current secret; after a rotation, its grant is added.
+    let granted = match state
+        .store
+        .grant_matches(&order.passport, &key.hash())
+        .await
+    {
+        Ok(true) => Ok(()),
+        Ok(false) => state
+            .store
+            .record_order(&NewOrder {
+                order: order.clone(),
+                secret_hash: key.hash(),
+            })
+            .await
+            .map(drop),
+        Err(error) => Err(error),
+    };
+    if let Err(error) = granted {
+        return storage_unavailable(&error, &sku.slug);
+    }
+    paid_response(PurchaseBody::new(state.config, sku, &order, &key, true).await)
+}
+
+fn storage_unavailable(error: &crate::storage::StorageError, slug: &str) -> Response {
+    tracing::error!(%error, sku = %slug, "order of a signed-in buyer could not be read");
+    let mut response = json_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the order could not be read; sign in again",
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
+    response
 }
 
 /// What recording an order reads.

@@ -13,9 +13,12 @@
 mod postgres;
 mod sqlite;
 
+use std::sync::Arc;
+
 use tower_x402::BoxFuture;
 use tower_x402::proto::UsdAmount;
 use tower_x402::settlement::{LedgerEntry, PaymentKey, PaymentState, SettlementStore, StoreError};
+use tower_x402::siwx::{EntitlementStore, MemoryEntitlementStore};
 
 use self::postgres::PostgresBackend;
 use self::sqlite::{OrderLookup, SqliteBackend};
@@ -24,6 +27,7 @@ use self::sqlite::{OrderLookup, SqliteBackend};
 #[derive(Clone, Debug)]
 pub struct Store {
     backend: Backend,
+    memory_entitlements: Arc<MemoryEntitlementStore>,
 }
 
 /// The database engine behind a [`Store`].
@@ -289,12 +293,50 @@ impl Store {
             }
             None => return Err(StorageError::UnsupportedUrl(without_password(database_url))),
         };
-        Ok(Self { backend })
+        Ok(Self {
+            backend,
+            memory_entitlements: Arc::default(),
+        })
     }
 
     /// The order a payment bought, if any.
     pub async fn order_by_payment_key(&self, key: &str) -> Result<Option<Order>, StorageError> {
         dispatch!(self, order_by(OrderLookup::PaymentKey(key)))
+    }
+
+    /// The first order of `sku` paid by `payer` (any case of an EVM address), if any: what a
+    /// buyer signing in gets again.
+    pub async fn order_of_buyer(
+        &self,
+        sku: &str,
+        payer: &str,
+    ) -> Result<Option<Order>, StorageError> {
+        let payer_norm = payer.to_ascii_lowercase();
+        dispatch!(
+            self,
+            order_by(OrderLookup::Buyer {
+                sku,
+                payer_norm: &payer_norm
+            })
+        )
+    }
+
+    /// Where sign-in-with-x keeps entitlements and consumed nonces: on PostgreSQL, its tables in
+    /// the store's database (shared by every instance); on SQLite, this process's memory (one
+    /// instance; a restart forgets them, and buyers pay again or re-use their payment).
+    pub fn entitlements(&self) -> Arc<dyn EntitlementStore> {
+        match &self.backend {
+            Backend::Sqlite(_) => {
+                Arc::clone(&self.memory_entitlements) as Arc<dyn EntitlementStore>
+            }
+            Backend::Postgres(backend) => Arc::new(backend.entitlements()),
+        }
+    }
+
+    /// Whether [`entitlements`](Self::entitlements) are shared by every instance on this
+    /// database (PostgreSQL) rather than kept by this process (SQLite).
+    pub fn entitlements_shared(&self) -> bool {
+        matches!(self.backend, Backend::Postgres(_))
     }
 
     /// The order behind a Passport, if any.

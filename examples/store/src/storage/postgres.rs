@@ -18,6 +18,7 @@ use std::time::Duration;
 use sqlx::Row as _;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use tower_x402::settlement::{PaymentState, PostgresSettlementStore};
+use tower_x402::siwx::PostgresEntitlementStore;
 
 use super::{
     Counter, Mode, NewOrder, Order, OrderFunnel, Recorded, StorageError, corrupt, count,
@@ -53,10 +54,18 @@ impl PostgresBackend {
         sqlx::migrate!("./migrations-postgres").run(&pool).await?;
         let ledger = PostgresSettlementStore::new(pool.clone());
         ledger.migrate().await?;
+        PostgresEntitlementStore::new(pool.clone())
+            .migrate()
+            .await?;
         Ok(Self { pool, ledger })
     }
 
     /// The layer's payment ledger, in this database.
+    /// Entitlements and consumed sign-in nonces, in this database.
+    pub(super) fn entitlements(&self) -> PostgresEntitlementStore {
+        PostgresEntitlementStore::new(self.pool.clone())
+    }
+
     pub(super) fn ledger(&self) -> &PostgresSettlementStore {
         &self.ledger
     }
@@ -76,14 +85,27 @@ impl PostgresBackend {
         &self,
         lookup: super::OrderLookup<'_>,
     ) -> Result<Option<Order>, StorageError> {
-        let (column, value) = match lookup {
-            super::OrderLookup::PaymentKey(key) => ("payment_key", key),
-            super::OrderLookup::Passport(passport) => ("passport", passport),
+        let (sql, values) = match lookup {
+            super::OrderLookup::PaymentKey(key) => (
+                format!("{ORDER_COLUMNS} WHERE o.payment_key = $1"),
+                vec![key],
+            ),
+            super::OrderLookup::Passport(passport) => (
+                format!("{ORDER_COLUMNS} WHERE o.passport = $1"),
+                vec![passport],
+            ),
+            super::OrderLookup::Buyer { sku, payer_norm } => (
+                format!(
+                    "{ORDER_COLUMNS} WHERE o.sku = $1 AND o.payer_norm = $2 ORDER BY o.issued, o.passport LIMIT 1"
+                ),
+                vec![sku, payer_norm],
+            ),
         };
-        let row = sqlx::query(&format!("{ORDER_COLUMNS} WHERE o.{column} = $1"))
-            .bind(value)
-            .fetch_optional(&self.pool)
-            .await?;
+        let mut query = sqlx::query(&sql);
+        for value in values {
+            query = query.bind(value);
+        }
+        let row = query.fetch_optional(&self.pool).await?;
         row.map(|row| order_from_row(&row)).transpose()
     }
 

@@ -27,6 +27,8 @@ pub(super) enum OrderLookup<'a> {
     PaymentKey(&'a str),
     /// By its Passport id.
     Passport(&'a str),
+    /// The first order of a SKU by a payer (lower-cased address).
+    Buyer { sku: &'a str, payer_norm: &'a str },
 }
 
 const ORDER_COLUMNS: &str = "SELECT o.passport, o.sku, o.resource, o.payer, o.network, o.tx, o.amount_micros, \
@@ -211,18 +213,27 @@ impl SqliteBackend {
         &self,
         lookup: OrderLookup<'_>,
     ) -> Result<Option<Order>, StorageError> {
-        let (sql, value) = match lookup {
-            OrderLookup::PaymentKey(key) => {
-                (format!("{ORDER_COLUMNS} WHERE o.payment_key = ?"), key)
-            }
-            OrderLookup::Passport(passport) => {
-                (format!("{ORDER_COLUMNS} WHERE o.passport = ?"), passport)
-            }
+        let (sql, values) = match lookup {
+            OrderLookup::PaymentKey(key) => (
+                format!("{ORDER_COLUMNS} WHERE o.payment_key = ?"),
+                vec![key],
+            ),
+            OrderLookup::Passport(passport) => (
+                format!("{ORDER_COLUMNS} WHERE o.passport = ?"),
+                vec![passport],
+            ),
+            OrderLookup::Buyer { sku, payer_norm } => (
+                format!(
+                    "{ORDER_COLUMNS} WHERE o.sku = ? AND o.payer_norm = ? ORDER BY o.issued, o.passport LIMIT 1"
+                ),
+                vec![sku, payer_norm],
+            ),
         };
-        let row = sqlx::query(&sql)
-            .bind(value)
-            .fetch_optional(&self.pool)
-            .await?;
+        let mut query = sqlx::query(&sql);
+        for value in values {
+            query = query.bind(value);
+        }
+        let row = query.fetch_optional(&self.pool).await?;
         row.map(|row| order_from_row(&row)).transpose()
     }
 

@@ -34,7 +34,17 @@ async fn accepts_agree_byte_for_byte_across_every_surface() {
     for (entry, sku) in resources.iter().zip(store.state.catalog.iter()) {
         let live = store.get(&format!("/api/x402/{}", sku.slug)).await;
         assert_eq!(live.status, StatusCode::PAYMENT_REQUIRED);
-        let challenge = live.challenge();
+        let mut challenge = live.challenge();
+        // Each 402 adds its own sign-in challenge (a fresh nonce) to the published extensions.
+        let sign_in = challenge["extensions"]
+            .as_object_mut()
+            .unwrap()
+            .remove("sign-in-with-x");
+        assert!(
+            sign_in.is_some_and(|sign_in| sign_in["info"]["nonce"].is_string()),
+            "{}",
+            sku.slug
+        );
         let live_accepts = serde_json::to_string(&challenge["accepts"]).unwrap();
         let live_extensions = serde_json::to_string(&challenge["extensions"]).unwrap();
 
@@ -230,6 +240,7 @@ async fn llms_txt_follows_the_llmstxt_layout() {
     assert!(lines.next().unwrap().starts_with("> "));
     assert!(text.contains("proof of purchase only"));
     assert!(text.contains("PAYMENT-SIGNATURE"));
+    assert!(text.contains("SIGN-IN-WITH-X"));
     // Only the H1 and `##` headings; under each `##`, only link items.
     let mut in_section = false;
     let mut products = 0;
@@ -476,7 +487,10 @@ async fn openapi_describes_the_payment_headers_and_the_fulfillment_route() {
         .filter(|p| p["in"] == "header")
         .map(|p| p["name"].as_str().unwrap())
         .collect();
-    assert_eq!(headers, ["PAYMENT-SIGNATURE", "X-REFERRER-PASSPORT"]);
+    assert_eq!(
+        headers,
+        ["PAYMENT-SIGNATURE", "SIGN-IN-WITH-X", "X-REFERRER-PASSPORT"]
+    );
     assert!(operation["responses"]["200"]["headers"]["PAYMENT-RESPONSE"].is_object());
     let download = &paths["/api/fulfillment/{passport}/{file}"]["get"];
     let names: Vec<&str> = download["parameters"]

@@ -26,6 +26,7 @@ mod purchase_flow;
 mod referral_rules;
 #[path = "../../../../tests/reliability/mod.rs"]
 mod reliability_table;
+mod sign_in;
 
 mod reliability {
     //! RELIABILITY.md's store sections, checked (or rewritten) one test at a time: with

@@ -39,6 +39,7 @@ async fn preflight_for_a_payment_is_200_for_any_origin() {
     for name in [
         "payment-signature",
         "x-referrer-passport",
+        "sign-in-with-x",
         "access-control-expose-headers",
     ] {
         assert!(allowed.contains(name), "{name} not in {allowed}");
@@ -128,9 +129,21 @@ async fn navigation_gets_the_page_other_clients_the_same_json() {
         Some("text/html; charset=utf-8")
     );
     assert_eq!(page.header("cache-control"), Some("no-store"));
+    // The same challenge, but for the sign-in challenge each 402 issues afresh (its nonce).
+    let without_sign_in = |value: Option<&str>| {
+        let challenge: tower_x402::proto::PaymentRequired =
+            tower_x402::proto::header::decode(value.unwrap().as_bytes()).unwrap();
+        let mut challenge = serde_json::to_value(challenge).unwrap();
+        let sign_in = challenge["extensions"]
+            .as_object_mut()
+            .unwrap()
+            .remove("sign-in-with-x");
+        assert!(sign_in.is_some_and(|s| s["info"]["nonce"].is_string()));
+        challenge
+    };
     assert_eq!(
-        page.header("payment-required"),
-        plain.header("payment-required")
+        without_sign_in(page.header("payment-required")),
+        without_sign_in(plain.header("payment-required"))
     );
     let policy = page.header("content-security-policy").unwrap();
     assert!(policy.starts_with("default-src 'none'; script-src 'sha256-"));
@@ -153,10 +166,18 @@ async fn navigation_gets_the_page_other_clients_the_same_json() {
             .await;
         assert_eq!(json.status, StatusCode::PAYMENT_REQUIRED);
         assert_eq!(json.header("content-type"), Some("application/json"));
-        assert_eq!(json.bytes, plain.bytes, "{accept}");
+        let mut body = json.json.clone();
+        let mut plain_body = plain.json.clone();
+        for body in [&mut body, &mut plain_body] {
+            body["extensions"]
+                .as_object_mut()
+                .unwrap()
+                .remove("sign-in-with-x");
+        }
+        assert_eq!(body, plain_body, "{accept}");
         assert_eq!(
-            json.headers.get("payment-required"),
-            plain.headers.get("payment-required")
+            without_sign_in(json.header("payment-required")),
+            without_sign_in(plain.header("payment-required"))
         );
     }
 }

@@ -1,0 +1,779 @@
+//! Sign-in-with-x (SIWX, feature `siwx`): a wallet that already paid for a resource signs a
+//! challenge and is served again without paying.
+//!
+//! With [`X402Layer::sign_in_with_x`](crate::X402Layer::sign_in_with_x), every 402 the layer
+//! answers carries `extensions["sign-in-with-x"]`: `info` (the configured domain, the URI of
+//! the request on the configured origin, version `1`, a nonce, `issuedAt`, `expirationTime`,
+//! the statement if any, `resources`), `supportedChains` (the networks of the route's accepts:
+//! `eip191` on `eip155:*`, `ed25519` on `solana:*`) and the JSON schema of a proof. The wallet
+//! signs the EIP-4361 message (EVM) or the SIWS message (Solana) built from those fields and
+//! sends them back, with `address`, `chainId`, `type` and `signature`, as base64 JSON in the
+//! [`SIGN_IN_WITH_X`] header.
+//!
+//! The layer checks a proof in this order, and any failure answers the normal 402 whose
+//! `error` starts with the code:
+//!
+//! | check | code |
+//! |---|---|
+//! | base64 JSON of the proof's shape | `invalid_siwx_header` |
+//! | `domain` is the configured origin's host | `invalid_siwx_domain_mismatch` |
+//! | `uri` is this request's URI on the configured origin | `invalid_siwx_uri_mismatch` |
+//! | `version` is `1` | `invalid_siwx_version` |
+//! | `issuedAt` is a timestamp, not older than the proof lifetime (5 min), not in the future | `invalid_siwx_issued_at`, `invalid_siwx_issued_at_too_old`, `invalid_siwx_issued_at_in_future` |
+//! | `expirationTime` (if any) in the future, `notBefore` (if any) in the past | `invalid_siwx_expiration_time`, `invalid_siwx_expired`, `invalid_siwx_not_before`, `invalid_siwx_not_yet_valid` |
+//! | the nonce is one this server issued for this `issuedAt`, `expirationTime`, URI and resource | `invalid_siwx_nonce` |
+//! | `chainId` is one of `supportedChains`, with its `type` | `invalid_siwx_unsupported_chain`, `invalid_siwx_chain_id` |
+//! | the signature (EOA by recovery; EIP-1271 through the JSON-RPC endpoint; ed25519) | `invalid_siwx_signature`, `invalid_siwx_malformed_signature`, `invalid_siwx_verifier_error` |
+//! | the address paid for this resource, within the entitlement lifetime | `invalid_siwx_not_entitled`, `invalid_siwx_entitlement_lapsed` |
+//! | the proof was not used before (on any instance sharing the store) | `invalid_siwx_nonce_used` |
+//! | the store answered | `siwx_store_unavailable` |
+//!
+//! The nonce is `r ‖ HMAC-SHA256(secret, r, issuedAt, expirationTime, uri, resource, origin)`
+//! (8 random bytes and 12 bytes of the MAC, 40 hex digits): a proof whose nonce this server did
+//! not issue — for this very resource and URI — is refused without a storage lookup. Every
+//! instance serving the same resources must share the secret.
+//!
+//! A valid proof from an entitled address is served **without payment and without calling the
+//! facilitator**: the inner service finds [`SignedIn`] in the request's extensions (an axum
+//! extractor with the feature `axum`). A request that carries both a proof and a
+//! `PAYMENT-SIGNATURE` is decided by the proof first; when the proof fails, the payment is
+//! processed as usual.
+//!
+//! Every payment the layer settles (`exact` and `upto`) records an entitlement in the
+//! [`EntitlementStore`]: the payer (EVM addresses lower-cased), the ledger's canonical resource
+//! key (the offer's resource URL) and the time. An entitlement lapses after the entitlement
+//! lifetime (default 365 days; [`SignInWithX::entitlement_lifetime`]).
+//!
+//! The origin is configured, never derived from `Host` or `X-Forwarded-*`.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use hmac::{Hmac, Mac as _};
+use http::HeaderName;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::Sha256;
+
+use crate::BoxError;
+use crate::pricing::Offer;
+use crate::settlement::StoreError;
+
+#[cfg(any(test, feature = "test-util"))]
+mod conformance;
+mod message;
+#[cfg(feature = "postgres")]
+mod postgres;
+mod store;
+mod verify;
+
+#[cfg(any(test, feature = "test-util"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
+pub use conformance::check as check_conformance;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use postgres::PostgresEntitlementStore;
+pub use store::{EntitlementStore, MemoryEntitlementStore};
+
+/// The request header carrying a sign-in proof: base64 of its JSON.
+pub const SIGN_IN_WITH_X: HeaderName = HeaderName::from_static("sign-in-with-x");
+
+/// The key of the extension in a 402's `extensions`.
+pub(crate) const EXTENSION: &str = "sign-in-with-x";
+
+/// How long a sign-in challenge may be answered (default), as the reference servers.
+const DEFAULT_PROOF_LIFETIME: Duration = Duration::from_secs(300);
+
+/// How long a purchase entitles its payer to sign in (default): a year.
+const DEFAULT_ENTITLEMENT_LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// How far in the future an `issuedAt` may be, for clocks of instances that differ a little.
+const CLOCK_SKEW: Duration = Duration::from_secs(5);
+
+/// The largest `SIGN-IN-WITH-X` value read, in encoded bytes.
+const MAX_HEADER_LEN: usize = 8 * 1024;
+
+/// Bytes of randomness and of MAC in a nonce.
+const NONCE_RANDOM: usize = 8;
+const NONCE_MAC: usize = 12;
+
+/// Sign-in-with-x settings for [`X402Layer::sign_in_with_x`](crate::X402Layer::sign_in_with_x):
+/// the server's public origin, the secret nonces are derived from, and where entitlements and
+/// consumed nonces are kept. See the [module docs](self).
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_x402::siwx::{MemoryEntitlementStore, SignInWithX};
+///
+/// let siwx = SignInWithX::new("https://shop.example", b"a secret every instance shares!!")?
+///     .statement("Sign in to download what you bought")
+///     .entitlement_store(MemoryEntitlementStore::default())
+///     .entitlement_lifetime(Some(Duration::from_secs(30 * 24 * 3600)));
+/// assert!(SignInWithX::new("https://shop.example/path", b"a secret every instance shares!!").is_err());
+/// assert!(SignInWithX::new("https://shop.example", b"short").is_err());
+/// # let _ = siwx;
+/// # Ok::<_, tower_x402::BoxError>(())
+/// ```
+#[derive(Clone)]
+#[must_use]
+pub struct SignInWithX {
+    /// `scheme://host[:port]`.
+    origin: Arc<str>,
+    /// `host[:port]`: the `domain` of the challenge.
+    host: Arc<str>,
+    key: Arc<[u8]>,
+    statement: Option<Arc<str>>,
+    pub(crate) store: Arc<dyn EntitlementStore>,
+    entitlement_lifetime: Option<Duration>,
+    proof_lifetime: Duration,
+    rpc: Option<verify::EvmRpc>,
+}
+
+impl SignInWithX {
+    /// Sign-in for the server whose public origin is `origin` (`https://api.example.com`, a
+    /// port allowed; no path, query or credentials), with nonces derived from `secret` (at
+    /// least 32 bytes; every instance must use the same). Entitlements and consumed nonces are
+    /// kept in a [`MemoryEntitlementStore`] until [`entitlement_store`](Self::entitlement_store)
+    /// names another; entitlements lapse after 365 days; a challenge may be answered for five
+    /// minutes; smart-contract wallets are refused until [`evm_rpc`](Self::evm_rpc) names a
+    /// JSON-RPC endpoint.
+    ///
+    /// # Errors
+    ///
+    /// An origin that is not `http(s)://host[:port]`, or a secret shorter than 32 bytes.
+    pub fn new(origin: &str, secret: impl AsRef<[u8]>) -> Result<Self, BoxError> {
+        let (origin, host) = parse_origin(origin)?;
+        let secret = secret.as_ref();
+        if secret.len() < 32 {
+            return Err("the sign-in secret must be at least 32 bytes".into());
+        }
+        Ok(Self {
+            origin: origin.into(),
+            host: host.into(),
+            key: secret.into(),
+            statement: None,
+            store: Arc::new(MemoryEntitlementStore::default()),
+            entitlement_lifetime: Some(DEFAULT_ENTITLEMENT_LIFETIME),
+            proof_lifetime: DEFAULT_PROOF_LIFETIME,
+            rpc: None,
+        })
+    }
+
+    /// The `statement` of the challenge (shown by wallets above the message's fields).
+    pub fn statement(mut self, statement: impl Into<String>) -> Self {
+        self.statement = Some(statement.into().into());
+        self
+    }
+
+    /// Keeps entitlements and consumed nonces in `store` (shared by every instance) instead of
+    /// this process's memory.
+    pub fn entitlement_store(mut self, store: impl EntitlementStore) -> Self {
+        self.store = Arc::new(store);
+        self
+    }
+
+    /// How long after a payment its payer may sign in (default 365 days); `None`: for ever.
+    pub fn entitlement_lifetime(mut self, lifetime: Option<Duration>) -> Self {
+        self.entitlement_lifetime = lifetime;
+        self
+    }
+
+    /// How long a challenge may be answered: its `expirationTime` is `issuedAt` plus this, and
+    /// an older proof is refused (default five minutes).
+    pub fn proof_lifetime(mut self, lifetime: Duration) -> Self {
+        self.proof_lifetime = lifetime;
+        self
+    }
+
+    /// Asks the Ethereum JSON-RPC endpoint at `url` (`eth_call isValidSignature`, EIP-1271)
+    /// about signatures that do not recover to the signing address: smart-contract wallets.
+    ///
+    /// # Errors
+    ///
+    /// A URL that is not `http(s)`, or an HTTP client that cannot be built.
+    pub fn evm_rpc(mut self, url: &str) -> Result<Self, BoxError> {
+        self.rpc = Some(verify::EvmRpc::new(url)?);
+        Ok(self)
+    }
+
+    /// The configured origin, `scheme://host[:port]`.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// `offer` with a fresh sign-in challenge for the request URI `path_and_query`.
+    pub(crate) fn decorate(&self, offer: &Offer, path_and_query: &str) -> Option<Offer> {
+        offer.with_extension(EXTENSION, self.challenge(offer, path_and_query))
+    }
+
+    /// The `sign-in-with-x` extension for `offer` at `path_and_query`.
+    pub(crate) fn challenge(&self, offer: &Offer, path_and_query: &str) -> Value {
+        let uri = format!("{}{path_and_query}", self.origin);
+        let now = now_ms();
+        let issued_at = timestamp(now);
+        let expires = timestamp(now + self.proof_lifetime.as_millis());
+        let random: [u8; NONCE_RANDOM] = rand::random();
+        let random = alloy_primitives::hex::encode(random);
+        let nonce = self.nonce(
+            &random,
+            &issued_at,
+            Some(&expires),
+            &uri,
+            &offer.resource().url,
+        );
+        let mut info = serde_json::Map::new();
+        info.insert("domain".into(), self.host.as_ref().into());
+        info.insert("uri".into(), uri.clone().into());
+        info.insert("version".into(), "1".into());
+        info.insert("nonce".into(), nonce.into());
+        info.insert("issuedAt".into(), issued_at.into());
+        info.insert("expirationTime".into(), expires.into());
+        if let Some(statement) = &self.statement {
+            info.insert("statement".into(), statement.as_ref().into());
+        }
+        info.insert("resources".into(), json!([uri]));
+        json!({
+            "info": info,
+            "supportedChains": supported_chains(offer),
+            "schema": schema(),
+        })
+    }
+
+    /// The nonce this server issues for those fields: `random` (hex) and the MAC (hex).
+    fn nonce(
+        &self,
+        random: &str,
+        issued_at: &str,
+        expires: Option<&str>,
+        uri: &str,
+        resource: &str,
+    ) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key)
+            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+        for part in [
+            "x402-siwx-nonce/1",
+            random,
+            issued_at,
+            expires.unwrap_or(""),
+            uri,
+            resource,
+            &self.origin,
+        ] {
+            mac.update(&(part.len() as u64).to_be_bytes());
+            mac.update(part.as_bytes());
+        }
+        let tag = mac.finalize().into_bytes();
+        format!(
+            "{random}{}",
+            alloy_primitives::hex::encode(&tag[..NONCE_MAC])
+        )
+    }
+
+    /// Checks the proof `header` for `offer` at `path_and_query`: the address signed in, or why
+    /// not.
+    pub(crate) async fn check(
+        &self,
+        offer: &Offer,
+        header: &[u8],
+        path_and_query: &str,
+    ) -> Result<SignedIn, Rejection> {
+        let proof = decode(header)?;
+        if proof.domain != *self.host {
+            return Err(Rejection::new(
+                Code::DomainMismatch,
+                format!("expected {:?}, got {:?}", self.host, proof.domain),
+            ));
+        }
+        let uri = format!("{}{path_and_query}", self.origin);
+        if proof.uri != uri {
+            return Err(Rejection::new(
+                Code::UriMismatch,
+                format!("expected {uri:?}, got {:?}", proof.uri),
+            ));
+        }
+        if proof.version != "1" {
+            return Err(Rejection::new(Code::Version, "the version must be \"1\""));
+        }
+        let now = now_ms();
+        let issued = parse_timestamp(&proof.issued_at)
+            .ok_or_else(|| Rejection::new(Code::IssuedAt, "issuedAt is not an RFC 3339 time"))?;
+        if issued > now as i128 + CLOCK_SKEW.as_millis() as i128 {
+            return Err(Rejection::new(
+                Code::IssuedAtInFuture,
+                "issuedAt is in the future",
+            ));
+        }
+        if now as i128 - issued > self.proof_lifetime.as_millis() as i128 {
+            return Err(Rejection::new(
+                Code::IssuedAtTooOld,
+                format!(
+                    "issued more than {} s ago",
+                    self.proof_lifetime.as_secs_f64()
+                ),
+            ));
+        }
+        if let Some(expiration) = &proof.expiration_time {
+            let expiration = parse_timestamp(expiration).ok_or_else(|| {
+                Rejection::new(
+                    Code::ExpirationTime,
+                    "expirationTime is not an RFC 3339 time",
+                )
+            })?;
+            if expiration <= now as i128 {
+                return Err(Rejection::new(Code::Expired, "the proof has expired"));
+            }
+        }
+        if let Some(not_before) = &proof.not_before {
+            let not_before = parse_timestamp(not_before).ok_or_else(|| {
+                Rejection::new(Code::NotBefore, "notBefore is not an RFC 3339 time")
+            })?;
+            if not_before > now as i128 {
+                return Err(Rejection::new(
+                    Code::NotYetValid,
+                    "the proof is not valid yet (notBefore)",
+                ));
+            }
+        }
+        let resource = &offer.resource().url;
+        let random = proof
+            .nonce
+            .get(..NONCE_RANDOM * 2)
+            .filter(|_| proof.nonce.len() == (NONCE_RANDOM + NONCE_MAC) * 2)
+            .ok_or_else(|| Rejection::new(Code::Nonce, "not a nonce this server issued"))?;
+        let expected = self.nonce(
+            random,
+            &proof.issued_at,
+            proof.expiration_time.as_deref(),
+            &proof.uri,
+            resource,
+        );
+        if !constant_time_eq(expected.as_bytes(), proof.nonce.as_bytes()) {
+            return Err(Rejection::new(
+                Code::Nonce,
+                "not a nonce this server issued for this resource and time",
+            ));
+        }
+        let chains = supported_chains(offer);
+        let Some(chain) = chains
+            .iter()
+            .find(|chain| chain["chainId"].as_str() == Some(proof.chain_id.as_str()))
+        else {
+            return Err(Rejection::new(
+                Code::UnsupportedChain,
+                format!("{} is not among the supported chains", proof.chain_id),
+            ));
+        };
+        if chain["type"].as_str() != Some(proof.kind.as_str()) {
+            return Err(Rejection::new(
+                Code::ChainId,
+                format!("{} signs with {}", proof.chain_id, chain["type"]),
+            ));
+        }
+        let verified = if let Some(reference) = proof.chain_id.strip_prefix("eip155:") {
+            let chain_id: u64 = reference
+                .parse()
+                .map_err(|_| Rejection::new(Code::ChainId, "not a numeric EVM chain id"))?;
+            let message = message::siwe(&proof, chain_id);
+            verify::evm(
+                &proof.address,
+                &proof.signature,
+                &message,
+                self.rpc.as_ref(),
+            )
+            .await
+        } else if let Some(reference) = proof.chain_id.strip_prefix("solana:") {
+            let message = message::siws(&proof, reference);
+            verify::solana(&proof.address, &proof.signature, &message)
+        } else {
+            Err((
+                Code::UnsupportedChain,
+                "no signature scheme for this chain".to_owned(),
+            ))
+        };
+        verified.map_err(|(code, detail)| Rejection::new(code, detail))?;
+
+        let address = normalise_address(&proof.address);
+        let last = self
+            .store
+            .last_purchase(resource, &address)
+            .await
+            .map_err(unavailable)?;
+        let Some(last) = last else {
+            return Err(Rejection::new(
+                Code::NotEntitled,
+                "this address has not paid for this resource",
+            ));
+        };
+        if let Some(lifetime) = self.entitlement_lifetime
+            && last.saturating_add(lifetime.as_secs()) < unix_now()
+        {
+            return Err(Rejection::new(
+                Code::EntitlementLapsed,
+                format!(
+                    "this address paid for this resource more than {} s ago",
+                    lifetime.as_secs()
+                ),
+            ));
+        }
+        let issued_secs = u64::try_from(issued.max(0) / 1000).unwrap_or(0);
+        let until = issued_secs + self.proof_lifetime.as_secs() + CLOCK_SKEW.as_secs() + 1;
+        if !self
+            .store
+            .consume_nonce(&proof.nonce, until)
+            .await
+            .map_err(unavailable)?
+        {
+            return Err(Rejection::new(
+                Code::NonceUsed,
+                "this proof was used already: sign a new challenge",
+            ));
+        }
+        Ok(SignedIn {
+            address: proof.address,
+            chain_id: proof.chain_id,
+            resource: resource.clone(),
+        })
+    }
+}
+
+impl fmt::Debug for SignInWithX {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SignInWithX")
+            .field("origin", &self.origin)
+            .field("statement", &self.statement)
+            .field("entitlement_lifetime", &self.entitlement_lifetime)
+            .field("proof_lifetime", &self.proof_lifetime)
+            .field("rpc", &self.rpc.as_ref().map(|rpc| &rpc.url))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Who signed in: put in the request's extensions by the layer when a sign-in proof was
+/// accepted (the request was served without payment). With the feature `axum`, an extractor
+/// (`Option<SignedIn>` in a handler that also serves payments).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignedIn {
+    address: String,
+    chain_id: String,
+    resource: String,
+}
+
+impl SignedIn {
+    /// The address that signed, as the proof wrote it (EIP-55 for EVM, base58 for Solana).
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The CAIP-2 chain it signed on (`eip155:8453`, `solana:5eykt4…`).
+    pub fn chain_id(&self) -> &str {
+        &self.chain_id
+    }
+
+    /// The resource it is entitled to: the offer's resource URL, the key its payment was
+    /// recorded under.
+    pub fn resource(&self) -> &str {
+        &self.resource
+    }
+}
+
+/// Why a proof was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Code {
+    Header,
+    DomainMismatch,
+    UriMismatch,
+    Version,
+    IssuedAt,
+    IssuedAtTooOld,
+    IssuedAtInFuture,
+    ExpirationTime,
+    Expired,
+    NotBefore,
+    NotYetValid,
+    Nonce,
+    UnsupportedChain,
+    ChainId,
+    Signature,
+    MalformedSignature,
+    VerifierError,
+    NotEntitled,
+    EntitlementLapsed,
+    NonceUsed,
+    StoreUnavailable,
+}
+
+impl Code {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Header => "invalid_siwx_header",
+            Self::DomainMismatch => "invalid_siwx_domain_mismatch",
+            Self::UriMismatch => "invalid_siwx_uri_mismatch",
+            Self::Version => "invalid_siwx_version",
+            Self::IssuedAt => "invalid_siwx_issued_at",
+            Self::IssuedAtTooOld => "invalid_siwx_issued_at_too_old",
+            Self::IssuedAtInFuture => "invalid_siwx_issued_at_in_future",
+            Self::ExpirationTime => "invalid_siwx_expiration_time",
+            Self::Expired => "invalid_siwx_expired",
+            Self::NotBefore => "invalid_siwx_not_before",
+            Self::NotYetValid => "invalid_siwx_not_yet_valid",
+            Self::Nonce => "invalid_siwx_nonce",
+            Self::UnsupportedChain => "invalid_siwx_unsupported_chain",
+            Self::ChainId => "invalid_siwx_chain_id",
+            Self::Signature => "invalid_siwx_signature",
+            Self::MalformedSignature => "invalid_siwx_malformed_signature",
+            Self::VerifierError => "invalid_siwx_verifier_error",
+            Self::NotEntitled => "invalid_siwx_not_entitled",
+            Self::EntitlementLapsed => "invalid_siwx_entitlement_lapsed",
+            Self::NonceUsed => "invalid_siwx_nonce_used",
+            Self::StoreUnavailable => "siwx_store_unavailable",
+        }
+    }
+}
+
+/// A refused proof: the code and what was wrong, for the 402's `error`.
+#[derive(Clone, Debug)]
+pub(crate) struct Rejection {
+    pub(crate) code: Code,
+    detail: String,
+}
+
+impl Rejection {
+    fn new(code: Code, detail: impl Into<String>) -> Self {
+        Self {
+            code,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.detail)
+    }
+}
+
+fn unavailable(error: StoreError) -> Rejection {
+    tracing::warn!(%error, "entitlement store failed; sign-in refused");
+    Rejection::new(
+        Code::StoreUnavailable,
+        "entitlements cannot be read right now; try again, or pay",
+    )
+}
+
+/// A sign-in proof as sent.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Proof {
+    pub(crate) domain: String,
+    pub(crate) address: String,
+    pub(crate) uri: String,
+    pub(crate) version: String,
+    pub(crate) chain_id: String,
+    #[serde(rename = "type")]
+    pub(crate) kind: String,
+    pub(crate) nonce: String,
+    pub(crate) issued_at: String,
+    #[serde(default)]
+    pub(crate) statement: Option<String>,
+    #[serde(default)]
+    pub(crate) expiration_time: Option<String>,
+    #[serde(default)]
+    pub(crate) not_before: Option<String>,
+    #[serde(default)]
+    pub(crate) request_id: Option<String>,
+    #[serde(default)]
+    pub(crate) resources: Option<Vec<String>>,
+    pub(crate) signature: String,
+}
+
+fn decode(header: &[u8]) -> Result<Proof, Rejection> {
+    if header.len() > MAX_HEADER_LEN {
+        return Err(Rejection::new(Code::Header, "the header is too large"));
+    }
+    let json = base64::engine::general_purpose::STANDARD
+        .decode(header.trim_ascii())
+        .map_err(|_| Rejection::new(Code::Header, "the header is not base64"))?;
+    serde_json::from_slice(&json)
+        .map_err(|error| Rejection::new(Code::Header, format!("not a sign-in proof: {error}")))
+}
+
+/// `supportedChains`: each network of the offer's accepts once, with its signature type.
+fn supported_chains(offer: &Offer) -> Vec<Value> {
+    let mut chains: Vec<Value> = Vec::new();
+    for accept in offer.accepts() {
+        let network = accept.network.to_string();
+        let kind = if network.starts_with("eip155:") {
+            "eip191"
+        } else if network.starts_with("solana:") {
+            "ed25519"
+        } else {
+            continue;
+        };
+        if chains
+            .iter()
+            .all(|chain| chain["chainId"] != network.as_str())
+        {
+            chains.push(json!({"chainId": network, "type": kind}));
+        }
+    }
+    chains
+}
+
+/// The JSON Schema (2020-12) of a proof.
+fn schema() -> Value {
+    let string = json!({"type": "string"});
+    let time = json!({"type": "string", "format": "date-time"});
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {
+            "domain": string,
+            "address": string,
+            "statement": string,
+            "uri": {"type": "string", "format": "uri"},
+            "version": string,
+            "chainId": string,
+            "type": string,
+            "nonce": string,
+            "issuedAt": time,
+            "expirationTime": time,
+            "notBefore": time,
+            "requestId": string,
+            "resources": {"type": "array", "items": {"type": "string", "format": "uri"}},
+            "signature": string
+        },
+        "required": ["domain", "address", "uri", "version", "chainId", "type", "nonce", "issuedAt", "signature"]
+    })
+}
+
+/// Records that `payer` paid for `resource` now; failures are logged (the payment stands).
+pub(crate) async fn record_purchase(store: &dyn EntitlementStore, resource: &str, payer: &str) {
+    let address = normalise_address(payer);
+    if let Err(error) = store.record_purchase(resource, &address, unix_now()).await {
+        tracing::error!(%error, %resource, payer = %address, "entitlement could not be recorded: this payer cannot sign in for this resource");
+    }
+}
+
+/// An EVM address lower-cased; anything else (base58) as is.
+fn normalise_address(address: &str) -> String {
+    if address.len() == 42 && (address.starts_with("0x") || address.starts_with("0X")) {
+        address.to_ascii_lowercase()
+    } else {
+        address.to_owned()
+    }
+}
+
+fn parse_origin(origin: &str) -> Result<(String, String), BoxError> {
+    let uri: http::Uri = origin.parse()?;
+    let scheme = match uri.scheme_str() {
+        Some(scheme @ ("http" | "https")) => scheme,
+        _ => {
+            return Err(format!("the origin must start with https:// or http://: {origin}").into());
+        }
+    };
+    let authority = uri
+        .authority()
+        .ok_or_else(|| format!("the origin has no host: {origin}"))?;
+    if authority.as_str().contains('@') {
+        return Err("the origin must not carry credentials".into());
+    }
+    if uri.query().is_some() || !matches!(uri.path(), "" | "/") {
+        return Err(format!("the origin must have no path or query: {origin}").into());
+    }
+    let host = authority.as_str().to_ascii_lowercase();
+    Ok((format!("{scheme}://{host}"), host))
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
+}
+
+fn now_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis())
+}
+
+/// `2026-11-23T21:46:52.123Z`: RFC 3339 in UTC with milliseconds, as browsers write it.
+fn timestamp(ms: u128) -> String {
+    let at = i128::try_from(ms)
+        .ok()
+        .and_then(|ms| time::OffsetDateTime::from_unix_timestamp_nanos(ms * 1_000_000).ok())
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        at.year(),
+        u8::from(at.month()),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second(),
+        at.millisecond()
+    )
+}
+
+/// Milliseconds since the epoch of an RFC 3339 time.
+fn parse_timestamp(text: &str) -> Option<i128> {
+    let at =
+        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
+    Some(at.unix_timestamp_nanos() / 1_000_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_round_trip() {
+        let text = timestamp(1_795_000_000_123);
+        assert_eq!(text, "2026-11-18T11:06:40.123Z");
+        assert_eq!(parse_timestamp(&text), Some(1_795_000_000_123));
+        assert_eq!(parse_timestamp("yesterday"), None);
+    }
+
+    #[test]
+    fn origins_are_bare() {
+        assert_eq!(
+            parse_origin("https://Shop.Example:8443").unwrap(),
+            (
+                "https://shop.example:8443".to_owned(),
+                "shop.example:8443".to_owned()
+            )
+        );
+        assert!(parse_origin("https://shop.example/").is_ok());
+        for bad in [
+            "shop.example",
+            "ftp://shop.example",
+            "https://user:pw@shop.example",
+            "https://shop.example/a",
+            "https://shop.example?q",
+        ] {
+            assert!(parse_origin(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn evm_addresses_are_lower_cased() {
+        assert_eq!(
+            normalise_address("0x209693Bc6afc0C5328bA36FaF03C514EF312287C"),
+            "0x209693bc6afc0c5328ba36faf03c514ef312287c"
+        );
+        assert_eq!(
+            normalise_address("9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM"),
+            "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_memory_store_conforms() {
+        check_conformance(Arc::new(MemoryEntitlementStore::default())).await;
+    }
+}

@@ -1,0 +1,550 @@
+//! Sign-in-with-x through the layer: the challenge in every 402, a buyer signing in with real
+//! keys (secp256k1, EIP-1271 contract wallets over JSON-RPC on loopback, ed25519) and being
+//! served without payment, and every kind of proof the layer must refuse.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::routing::get;
+use http::{Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+use tower_x402::proto::{Network, PaymentRequired, ResourceInfo, UsdcDeployment, header};
+use tower_x402::siwx::{EntitlementStore, MemoryEntitlementStore, SignInWithX, SignedIn};
+use tower_x402::{Offer, SettlementMode, X402Layer};
+use tower_x402_sandbox::siwx::{encode, proof_fields};
+use tower_x402_sandbox::{SandboxFacilitator, SandboxSolanaWallet, SandboxWallet};
+
+const ORIGIN: &str = "https://shop.example";
+const SECRET: &[u8] = b"the secret every instance shares";
+const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
+const SOLANA_PAY_TO: &str = "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM";
+
+fn offer(name: &str, solana: bool) -> Arc<Offer> {
+    let mut builder = Offer::builder(ResourceInfo::new(format!("{ORIGIN}/{name}")))
+        .usdc(&UsdcDeployment::BASE, "0.50".parse().unwrap(), PAY_TO)
+        .settlement(SettlementMode::Before);
+    if solana {
+        builder = builder.usdc(
+            &UsdcDeployment::SOLANA,
+            "0.50".parse().unwrap(),
+            SOLANA_PAY_TO,
+        );
+    }
+    Arc::new(builder.build().unwrap())
+}
+
+async fn who(signed_in: Option<SignedIn>) -> String {
+    match signed_in {
+        Some(signed_in) => {
+            json!({"signedIn": signed_in.address(), "resource": signed_in.resource()})
+        }
+        None => json!({"signedIn": null}),
+    }
+    .to_string()
+}
+
+fn app(facilitator: &SandboxFacilitator, siwx: SignInWithX) -> Router {
+    let (a, b) = (offer("a", true), offer("b", false));
+    Router::new()
+        .route(
+            "/a",
+            get(who).layer(X402Layer::new(facilitator.clone(), a).sign_in_with_x(siwx.clone())),
+        )
+        .route(
+            "/b",
+            get(who).layer(X402Layer::new(facilitator.clone(), b).sign_in_with_x(siwx)),
+        )
+}
+
+async fn send(app: &Router, path: &str, headers: &[(&str, &str)]) -> Response<Body> {
+    let mut request = Request::get(path);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    app.clone()
+        .oneshot(request.body(Body::empty()).unwrap())
+        .await
+        .unwrap()
+}
+
+async fn json_body(response: Response<Body>) -> Value {
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+/// A 402's challenge and its sign-in extension.
+async fn challenge(app: &Router, path: &str) -> (PaymentRequired, Value) {
+    let response = send(app, path, &[]).await;
+    assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED);
+    let required: PaymentRequired =
+        header::decode(response.headers()["payment-required"].as_bytes()).unwrap();
+    let body = json_body(response).await;
+    let extension = required.extensions.as_ref().unwrap()["sign-in-with-x"].clone();
+    assert_eq!(
+        body["extensions"]["sign-in-with-x"], extension,
+        "header and body agree"
+    );
+    (required, extension)
+}
+
+async fn buy(app: &Router, path: &str, wallet: &SandboxWallet) {
+    let (required, _) = challenge(app, path).await;
+    let payment = header::encode(&wallet.pay(&required).unwrap()).unwrap();
+    let response = send(
+        app,
+        path,
+        &[("payment-signature", payment.to_str().unwrap())],
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+}
+
+/// The `error` of a refusal, which must be a 402 carrying a fresh sign-in challenge.
+async fn refused(response: Response<Body>) -> String {
+    assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED);
+    let required: PaymentRequired =
+        header::decode(response.headers()["payment-required"].as_bytes()).unwrap();
+    assert!(required.extensions.unwrap().contains_key("sign-in-with-x"));
+    json_body(response).await["error"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn siwx() -> SignInWithX {
+    SignInWithX::new(ORIGIN, SECRET).unwrap()
+}
+
+#[tokio::test]
+async fn the_challenge_is_bound_to_the_configured_origin_and_the_route() {
+    let facilitator = SandboxFacilitator::new();
+    let app = app(
+        &facilitator,
+        siwx().statement("Sign in to get what you bought"),
+    );
+    let (_, extension) = challenge(&app, "/a?format=pdf").await;
+    let info = &extension["info"];
+    assert_eq!(info["domain"], "shop.example");
+    assert_eq!(info["uri"], "https://shop.example/a?format=pdf");
+    assert_eq!(info["version"], "1");
+    assert_eq!(info["statement"], "Sign in to get what you bought");
+    assert_eq!(
+        info["resources"],
+        json!(["https://shop.example/a?format=pdf"])
+    );
+    assert_eq!(info["nonce"].as_str().unwrap().len(), 40);
+    assert!(info["issuedAt"].as_str().unwrap().ends_with('Z'));
+    assert!(info["expirationTime"].as_str().unwrap() > info["issuedAt"].as_str().unwrap());
+    assert_eq!(
+        extension["supportedChains"],
+        json!([
+            {"chainId": "eip155:8453", "type": "eip191"},
+            {"chainId": UsdcDeployment::SOLANA.network.to_string(), "type": "ed25519"}
+        ])
+    );
+    assert!(
+        extension["schema"]["required"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("nonce"))
+    );
+    // A Host header never moves the origin.
+    let response = app
+        .clone()
+        .oneshot(
+            Request::get("/a")
+                .header("host", "evil.example")
+                .header("x-forwarded-host", "evil.example")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let required: PaymentRequired =
+        header::decode(response.headers()["payment-required"].as_bytes()).unwrap();
+    assert_eq!(
+        required.extensions.unwrap()["sign-in-with-x"]["info"]["domain"],
+        "shop.example"
+    );
+    // Each 402 has its own nonce.
+    let (_, again) = challenge(&app, "/a?format=pdf").await;
+    assert_ne!(again["info"]["nonce"], info["nonce"]);
+}
+
+#[tokio::test]
+async fn a_buyer_signs_in_without_paying_and_each_proof_works_once() {
+    let facilitator = SandboxFacilitator::new();
+    let app = app(&facilitator, siwx());
+    let buyer = SandboxWallet::random();
+    buy(&app, "/a", &buyer).await;
+    let settled = facilitator.settlements().len();
+    let balance = facilitator.balance_of(&buyer.address());
+
+    let (_, extension) = challenge(&app, "/a").await;
+    let proof = buyer.sign_in(&extension).unwrap();
+    let response = send(&app, "/a", &[("sign-in-with-x", &proof)]).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = json_body(response).await;
+    assert_eq!(body["signedIn"], buyer.address());
+    assert_eq!(body["resource"], "https://shop.example/a");
+    assert_eq!(
+        facilitator.settlements().len(),
+        settled,
+        "nothing settled again"
+    );
+    assert_eq!(facilitator.balance_of(&buyer.address()), balance);
+
+    // The same proof again: refused, on this or any instance sharing the store.
+    let error = refused(send(&app, "/a", &[("sign-in-with-x", &proof)]).await).await;
+    assert!(error.starts_with("invalid_siwx_nonce_used"), "{error}");
+
+    // A fresh proof works again.
+    let (_, extension) = challenge(&app, "/a").await;
+    let proof = buyer.sign_in(&extension).unwrap();
+    assert_eq!(
+        send(&app, "/a", &[("sign-in-with-x", &proof)])
+            .await
+            .status(),
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn a_valid_proof_beats_a_payment_and_a_failed_one_lets_the_payment_through() {
+    let facilitator = SandboxFacilitator::new();
+    let app = app(&facilitator, siwx());
+    let buyer = SandboxWallet::random();
+    buy(&app, "/a", &buyer).await;
+    let settled = facilitator.settlements().len();
+
+    let (required, extension) = challenge(&app, "/a").await;
+    let proof = buyer.sign_in(&extension).unwrap();
+    let payment = header::encode(&buyer.pay(&required).unwrap()).unwrap();
+    let payment = payment.to_str().unwrap();
+    let response = send(
+        &app,
+        "/a",
+        &[("sign-in-with-x", &proof), ("payment-signature", payment)],
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(
+        !response.headers().contains_key("payment-response"),
+        "not paid"
+    );
+    assert_eq!(facilitator.settlements().len(), settled);
+
+    // The same proof is now used: the payment it came with is processed instead.
+    let response = send(
+        &app,
+        "/a",
+        &[("sign-in-with-x", &proof), ("payment-signature", payment)],
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers().contains_key("payment-response"), "paid");
+    assert_eq!(facilitator.settlements().len(), settled + 1);
+}
+
+#[tokio::test]
+async fn proofs_the_layer_must_refuse() {
+    let facilitator = SandboxFacilitator::new();
+    let app = app(&facilitator, siwx());
+    let buyer = SandboxWallet::random();
+    buy(&app, "/a", &buyer).await;
+
+    // Another wallet, validly signed: not entitled.
+    let (_, extension) = challenge(&app, "/a").await;
+    let stranger = SandboxWallet::random().sign_in(&extension).unwrap();
+    let error = refused(send(&app, "/a", &[("sign-in-with-x", &stranger)]).await).await;
+    assert!(error.starts_with("invalid_siwx_not_entitled"), "{error}");
+
+    // A nonce this server did not issue, validly signed.
+    let (_, extension) = challenge(&app, "/a").await;
+    let mut fields = proof_fields(&extension, "eip155:", &buyer.address()).unwrap();
+    fields.insert(
+        "nonce".into(),
+        "0123456789abcdef0123456789abcdef01234567".into(),
+    );
+    buyer.sign_proof(&mut fields).unwrap();
+    let error = refused(send(&app, "/a", &[("sign-in-with-x", &encode(&fields))]).await).await;
+    assert!(error.starts_with("invalid_siwx_nonce:"), "{error}");
+
+    // Issued in the future.
+    let (_, extension) = challenge(&app, "/a").await;
+    let mut fields = proof_fields(&extension, "eip155:", &buyer.address()).unwrap();
+    fields.insert("issuedAt".into(), "2099-01-01T00:00:00.000Z".into());
+    buyer.sign_proof(&mut fields).unwrap();
+    let error = refused(send(&app, "/a", &[("sign-in-with-x", &encode(&fields))]).await).await;
+    assert!(
+        error.starts_with("invalid_siwx_issued_at_in_future"),
+        "{error}"
+    );
+
+    // Issued long ago.
+    let (_, extension) = challenge(&app, "/a").await;
+    let mut fields = proof_fields(&extension, "eip155:", &buyer.address()).unwrap();
+    fields.insert("issuedAt".into(), "2020-01-01T00:00:00.000Z".into());
+    buyer.sign_proof(&mut fields).unwrap();
+    let error = refused(send(&app, "/a", &[("sign-in-with-x", &encode(&fields))]).await).await;
+    assert!(
+        error.starts_with("invalid_siwx_issued_at_too_old"),
+        "{error}"
+    );
+
+    // Signed by another key than the address's.
+    let (_, extension) = challenge(&app, "/a").await;
+    let mut fields = proof_fields(&extension, "eip155:", &buyer.address()).unwrap();
+    SandboxWallet::random().sign_proof(&mut fields).unwrap();
+    let error = refused(send(&app, "/a", &[("sign-in-with-x", &encode(&fields))]).await).await;
+    assert!(error.starts_with("invalid_siwx_signature"), "{error}");
+
+    // Another domain.
+    let (_, extension) = challenge(&app, "/a").await;
+    let mut fields = proof_fields(&extension, "eip155:", &buyer.address()).unwrap();
+    fields.insert("domain".into(), "evil.example".into());
+    buyer.sign_proof(&mut fields).unwrap();
+    let error = refused(send(&app, "/a", &[("sign-in-with-x", &encode(&fields))]).await).await;
+    assert!(error.starts_with("invalid_siwx_domain_mismatch"), "{error}");
+
+    // Not base64 JSON.
+    let error = refused(send(&app, "/a", &[("sign-in-with-x", "not a proof")]).await).await;
+    assert!(error.starts_with("invalid_siwx_header"), "{error}");
+
+    // A chain the route does not take.
+    let (_, extension) = challenge(&app, "/a").await;
+    let mut fields = proof_fields(&extension, "eip155:", &buyer.address()).unwrap();
+    fields.insert("chainId".into(), "eip155:1".into());
+    buyer.sign_proof(&mut fields).unwrap();
+    let error = refused(send(&app, "/a", &[("sign-in-with-x", &encode(&fields))]).await).await;
+    assert!(
+        error.starts_with("invalid_siwx_unsupported_chain"),
+        "{error}"
+    );
+
+    // And the buyer's own valid proof still works: none of the above consumed anything.
+    let (_, extension) = challenge(&app, "/a").await;
+    let proof = buyer.sign_in(&extension).unwrap();
+    assert_eq!(
+        send(&app, "/a", &[("sign-in-with-x", &proof)])
+            .await
+            .status(),
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn a_proof_for_one_resource_never_unlocks_another() {
+    let facilitator = SandboxFacilitator::new();
+    let app = app(&facilitator, siwx());
+    let buyer = SandboxWallet::random();
+    buy(&app, "/a", &buyer).await;
+
+    // Bought A; B's challenge signed: not entitled to B.
+    let (_, extension) = challenge(&app, "/b").await;
+    let proof = buyer.sign_in(&extension).unwrap();
+    let error = refused(send(&app, "/b", &[("sign-in-with-x", &proof)]).await).await;
+    assert!(error.starts_with("invalid_siwx_not_entitled"), "{error}");
+
+    // A's proof sent to B: refused (its URI is A's).
+    let (_, extension) = challenge(&app, "/a").await;
+    let proof = buyer.sign_in(&extension).unwrap();
+    let error = refused(send(&app, "/b", &[("sign-in-with-x", &proof)]).await).await;
+    assert!(error.starts_with("invalid_siwx_uri_mismatch"), "{error}");
+
+    // A's nonce with B's URI, re-signed: the nonce is bound to A.
+    let (_, extension) = challenge(&app, "/a").await;
+    let mut fields = proof_fields(&extension, "eip155:", &buyer.address()).unwrap();
+    fields.insert("uri".into(), "https://shop.example/b".into());
+    fields.insert("resources".into(), json!(["https://shop.example/b"]));
+    buyer.sign_proof(&mut fields).unwrap();
+    let error = refused(send(&app, "/b", &[("sign-in-with-x", &encode(&fields))]).await).await;
+    assert!(error.starts_with("invalid_siwx_nonce:"), "{error}");
+
+    // A's proof still works on A.
+    assert_eq!(
+        send(&app, "/a", &[("sign-in-with-x", &proof)])
+            .await
+            .status(),
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn proofs_and_entitlements_lapse() {
+    let facilitator = SandboxFacilitator::new();
+    let store = MemoryEntitlementStore::default();
+    let app = app(
+        &facilitator,
+        siwx()
+            .proof_lifetime(Duration::from_secs(1))
+            .entitlement_store(store.clone())
+            .entitlement_lifetime(Some(Duration::from_secs(3600))),
+    );
+    let buyer = SandboxWallet::random();
+    buy(&app, "/a", &buyer).await;
+
+    // A challenge answered too late.
+    let (_, extension) = challenge(&app, "/a").await;
+    let proof = buyer.sign_in(&extension).unwrap();
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    let error = refused(send(&app, "/a", &[("sign-in-with-x", &proof)]).await).await;
+    assert!(
+        error.starts_with("invalid_siwx_issued_at_too_old"),
+        "{error}"
+    );
+
+    // A purchase older than the entitlement lifetime.
+    let stale = SandboxWallet::random();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    store
+        .record_purchase(
+            "https://shop.example/a",
+            &stale.address().to_lowercase(),
+            now - 3_700,
+        )
+        .await
+        .unwrap();
+    let (_, extension) = challenge(&app, "/a").await;
+    let proof = stale.sign_in(&extension).unwrap();
+    let error = refused(send(&app, "/a", &[("sign-in-with-x", &proof)]).await).await;
+    assert!(
+        error.starts_with("invalid_siwx_entitlement_lapsed"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn smart_contract_wallets_sign_in_through_the_json_rpc_endpoint_only() {
+    let facilitator = SandboxFacilitator::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let rpc = format!("http://{}", listener.local_addr().unwrap());
+    let chain = facilitator.rpc_router(Network::BASE);
+    tokio::spawn(async move { axum::serve(listener, chain).await });
+
+    let owner = SandboxWallet::random();
+    let wallet = facilitator
+        .deploy_contract_wallet(&owner.address())
+        .unwrap();
+    let store = MemoryEntitlementStore::default();
+    store
+        .record_purchase("https://shop.example/a", &wallet.to_lowercase(), now())
+        .await
+        .unwrap();
+
+    let sign = |extension: &Value, signer: &SandboxWallet| {
+        let mut fields = proof_fields(extension, "eip155:", &wallet).unwrap();
+        signer.sign_proof(&mut fields).unwrap();
+        encode(&fields)
+    };
+
+    // Without an endpoint: refused.
+    let without = app(&facilitator, siwx().entitlement_store(store.clone()));
+    let (_, extension) = challenge(&without, "/a").await;
+    let error = refused(
+        send(
+            &without,
+            "/a",
+            &[("sign-in-with-x", &sign(&extension, &owner))],
+        )
+        .await,
+    )
+    .await;
+    assert!(error.starts_with("invalid_siwx_signature"), "{error}");
+
+    // With one: the contract accepts its owner's signature...
+    let with = app(
+        &facilitator,
+        siwx()
+            .entitlement_store(store.clone())
+            .evm_rpc(&rpc)
+            .unwrap(),
+    );
+    let (_, extension) = challenge(&with, "/a").await;
+    let response = send(
+        &with,
+        "/a",
+        &[("sign-in-with-x", &sign(&extension, &owner))],
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(json_body(response).await["signedIn"], wallet);
+
+    // ...and refuses anyone else's.
+    let (_, extension) = challenge(&with, "/a").await;
+    let proof = sign(&extension, &SandboxWallet::random());
+    let error = refused(send(&with, "/a", &[("sign-in-with-x", &proof)]).await).await;
+    assert!(error.starts_with("invalid_siwx_signature"), "{error}");
+
+    // An endpoint that cannot be reached: the verifier's error, refused.
+    let unreachable = app(
+        &facilitator,
+        siwx()
+            .entitlement_store(store)
+            .evm_rpc("http://127.0.0.1:9")
+            .unwrap(),
+    );
+    let (_, extension) = challenge(&unreachable, "/a").await;
+    let error = refused(
+        send(
+            &unreachable,
+            "/a",
+            &[("sign-in-with-x", &sign(&extension, &owner))],
+        )
+        .await,
+    )
+    .await;
+    assert!(error.starts_with("invalid_siwx_verifier_error"), "{error}");
+}
+
+#[tokio::test]
+async fn a_solana_signer_signs_in_with_ed25519() {
+    let facilitator = SandboxFacilitator::new();
+    let store = MemoryEntitlementStore::default();
+    let app = app(&facilitator, siwx().entitlement_store(store.clone()));
+    let buyer = SandboxSolanaWallet::random();
+    // Solana payments are not settled by the sandbox: the purchase is recorded as the layer
+    // records a settled one (base58 kept as is).
+    store
+        .record_purchase("https://shop.example/a", &buyer.address(), now())
+        .await
+        .unwrap();
+
+    let (_, extension) = challenge(&app, "/a").await;
+    let proof = buyer.sign_in(&extension).unwrap();
+    let response = send(&app, "/a", &[("sign-in-with-x", &proof)]).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(json_body(response).await["signedIn"], buyer.address());
+
+    // Another Solana key: not entitled; the buyer's address with another key's signature:
+    // refused.
+    let (_, extension) = challenge(&app, "/a").await;
+    let stranger = SandboxSolanaWallet::random().sign_in(&extension).unwrap();
+    let error = refused(send(&app, "/a", &[("sign-in-with-x", &stranger)]).await).await;
+    assert!(error.starts_with("invalid_siwx_not_entitled"), "{error}");
+    let mut forged: serde_json::Map<String, Value> = serde_json::from_slice(
+        &base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &stranger).unwrap(),
+    )
+    .unwrap();
+    forged.insert("address".into(), buyer.address().into());
+    let error = refused(send(&app, "/a", &[("sign-in-with-x", &encode(&forged))]).await).await;
+    assert!(error.starts_with("invalid_siwx_signature"), "{error}");
+
+    // Route B has no Solana accept: no Solana sign-in there.
+    let (_, extension) = challenge(&app, "/b").await;
+    assert!(buyer.sign_in(&extension).is_err());
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
