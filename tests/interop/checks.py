@@ -32,6 +32,7 @@ def main() -> int:
         services = store_checks.Services.from_env()
         sandbox_checks.register(suite, services.sandbox_facilitator)
         store_checks.register(suite, services)
+        __import__("mcp_checks").register(suite)
     passed, failed = suite.run()
     if args.results:
         args.results.write_text(f"{passed} {failed}\n")

@@ -119,6 +119,12 @@ start store-python env $(store_env store-python) STORE_FACILITATOR_URL="$python_
   STORE_PAY_TO="$pay_to" "$store_bin"
 python_store="$started_url"
 
+# Paid MCP tools: the paid_mcp example, its payments settled by the sandbox facilitator process.
+(cd "$root" && cargo build --quiet --release -p tower-x402 --features mcp --example paid_mcp) \
+  || setup_failed "cargo build --example paid_mcp"
+start paid-mcp "$target/release/examples/paid_mcp" --listen 127.0.0.1:0 --facilitator "$sandbox_url" --pay-to "$pay_to"
+export X402_PAID_MCP="$started_url"
+
 # 4. Checks.
 status=0
 X402_DEMO_STORE="$demo_store" X402_LIVE_STORE="$live_store" X402_PYTHON_STORE="$python_store" \
