@@ -14,6 +14,9 @@ pub mod eip3009;
 pub mod evm_rpc;
 pub mod facilitator;
 pub mod layer;
+#[cfg(feature = "mcp")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
+pub mod mcp;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;

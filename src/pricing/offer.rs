@@ -63,7 +63,7 @@ pub enum OfferError {
         url: String,
     },
     /// The resource URL is not absolute.
-    #[error("resource URL `{url}` is not an absolute http(s) URL")]
+    #[error("resource URL `{url}` is not an absolute http(s) or mcp URL")]
     RelativeUrl {
         /// The URL given.
         url: String,
@@ -447,7 +447,7 @@ impl OfferBuilder {
     ///
     /// # Errors
     ///
-    /// No accepts, a relative resource URL, a price the asset cannot represent, or a metered
+    /// No accepts, a resource URL that is neither absolute `http(s)` nor `mcp://`, a price the asset cannot represent, or a metered
     /// (`upto`) accept that cannot be paid as built: without an `extra.facilitatorAddress`
     /// (build it with [`build_for`](Self::build_for)) or in [`SettlementMode::Before`] (its
     /// amount is known only after the work).
@@ -456,7 +456,11 @@ impl OfferBuilder {
             return Err(error);
         }
         let url = &self.resource.url;
-        if !(url.starts_with("https://") || url.starts_with("http://")) {
+        // `mcp://tool/{name}` names a paid MCP tool (the MCP transport's default).
+        if !["https://", "http://", "mcp://"]
+            .iter()
+            .any(|scheme| url.starts_with(scheme))
+        {
             return Err(OfferError::RelativeUrl { url: url.clone() });
         }
         if self.accepts.is_empty() {

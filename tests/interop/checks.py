@@ -28,12 +28,14 @@ def main() -> int:
     if not args.offline:
         import sandbox_checks
         import store_checks
+        import mcp_checks
         import upto_checks
 
         services = store_checks.Services.from_env()
         sandbox_checks.register(suite, services.sandbox_facilitator)
         store_checks.register(suite, services)
         upto_checks.register(suite)  # metered payments: the example `metered`
+        mcp_checks.register(suite)  # paid MCP tools: the example `paid_mcp`
     passed, failed = suite.run()
     if args.results:
         args.results.write_text(f"{passed} {failed}\n")

@@ -1,0 +1,445 @@
+//! Paid MCP tools: x402 over the Model Context Protocol, on the same payment core as the HTTP
+//! layer.
+//!
+//! [`PaidTools`] puts a price ([`Offer`], `exact` or `upto`) on a tool of an [`rmcp`] server.
+//! A `tools/call` of a priced tool is answered as the x402 MCP transport says:
+//!
+//! - **without a payment**: a tool result with `isError: true` whose `structuredContent` is the
+//!   `PaymentRequired` and whose `content[0].text` is the same object as JSON text;
+//! - **with a payment** in `params._meta["x402/payment"]` (the `PaymentPayload` as a plain JSON
+//!   object, not base64): the payment goes through the same [`Payments`] core as
+//!   [`X402Layer`](crate::X402Layer)'s — bound to the accept it names, single-flighted, claimed
+//!   in the ledger, verified, settled, recovered when in doubt and answered from its record
+//!   when it already settled — and the tool's own result comes back with the settlement in
+//!   `_meta["x402/payment-response"]`.
+//!
+//! Settlement follows the offer's [`SettlementMode`]: in
+//! [`After`](crate::SettlementMode::After) (the default) the tool runs on a verified payment and
+//! the payment settles only when the tool's result is not an error: **a result with `isError:
+//! true` (or a JSON-RPC error) is never settled**, and the payment is released for another
+//! call. For `upto`, the tool names what the call cost through a [`Charge`] it takes from the
+//! request's extensions (`rmcp::handler::server::tool::Extension<Charge>`); that amount is
+//! settled, never more than the buyer signed, and a tool that names none is answered with an
+//! error and charged nothing.
+//!
+//! | what happened | the answer (`isError: true` unless said) |
+//! |---|---|
+//! | no payment, a malformed one, a payment for another offer or refused by the facilitator | `PaymentRequired` in both fields, its `error` saying why |
+//! | the facilitator refused to settle | `PaymentRequired` with the reason; the tool's content is withheld |
+//! | settled (or answered from the record) | the tool's result (as it was) with `_meta["x402/payment-response"]` |
+//! | **settlement not confirmed** (in doubt) | `{"x402Version": 2, "error": "settlement_not_confirmed", "retryWithSamePayment": true, "message": …}`; the tool's content is withheld |
+//! | the payment is being settled elsewhere, the facilitator or the ledger unavailable | the same shape with `retryWithSamePayment: true` and the reason as `error` |
+//! | anything else (a bug in the tool's charge, a conflicting payment identifier) | `{"x402Version": 2, "error": …}` |
+//!
+//! **Settlements in doubt.** HTTP answers a settlement whose outcome is unknown (its answer was
+//! lost, or the facilitator said it is pending) with a 503 and `Retry-After`; MCP has no such
+//! status, and the x402 MCP transport no such state. A tool result is answered instead, marked
+//! `isError` so that no client takes it for a delivery, and without `accepts` so that no
+//! client takes it for a request to pay again: its `structuredContent` says the outcome is not
+//! confirmed and asks the client to **call the tool again with the same payment**. That call
+//! recovers the payment from the ledger — the identical `/settle` is re-sent, or the
+//! [`Reconciler`](crate::Reconciler) asked — and delivers once the settlement is proven; the
+//! payment is never settled twice.
+//!
+//! The resource URL of a paid tool is `mcp://tool/{name}` by default ([`PaidTools::resource`]),
+//! and [`PaidTools::price`] declares the tool in the challenge's `bazaar` extension in its MCP
+//! form (`info.input = {"type": "mcp", "toolName", "inputSchema", "description",
+//! "transport": "streamable-http"}`) unless the offer declares `bazaar` itself.
+//!
+//! # Example
+//!
+//! An `rmcp` server whose `quote` tool costs 0.05 USDC on Base:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use rmcp::handler::server::router::tool::ToolRouter;
+//! use rmcp::handler::server::wrapper::Parameters;
+//! use rmcp::{ServerHandler, tool, tool_handler, tool_router};
+//! use tower_x402::mcp::PaidTools;
+//! use tower_x402::payment::Payments;
+//! use tower_x402::proto::UsdcDeployment;
+//! use tower_x402::{Facilitator, Offer};
+//!
+//! #[derive(serde::Deserialize, rmcp::schemars::JsonSchema)]
+//! #[schemars(crate = "rmcp::schemars")]
+//! struct Symbol {
+//!     symbol: String,
+//! }
+//!
+//! #[derive(Clone)]
+//! struct Quotes {
+//!     tool_router: ToolRouter<Self>,
+//! }
+//!
+//! #[tool_router]
+//! impl Quotes {
+//!     #[tool(description = "The latest quote of a symbol")]
+//!     fn quote(&self, Parameters(Symbol { symbol }): Parameters<Symbol>) -> String {
+//!         format!("{symbol}: 101.25")
+//!     }
+//! }
+//!
+//! #[tool_handler(router = self.tool_router)]
+//! impl ServerHandler for Quotes {}
+//!
+//! fn quotes(facilitator: impl Facilitator) -> Result<Quotes, Box<dyn std::error::Error>> {
+//!     let paid = PaidTools::new(Payments::new(facilitator));
+//!     let quote = Offer::builder(PaidTools::resource("quote"))
+//!         .usdc(&UsdcDeployment::BASE, "0.05".parse()?, "0x209693Bc6afc0C5328bA36FaF03C514EF312287C")
+//!         .build()?;
+//!     let tool_router = paid.price(Quotes::tool_router(), "quote", quote)?;
+//!     Ok(Quotes { tool_router })
+//! }
+//! # let quotes = quotes(tower_x402_sandbox::SandboxFacilitator::new())?;
+//! # assert!(quotes.tool_router.has_route("quote"));
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+
+use std::future::Future;
+use std::sync::Arc;
+
+use rmcp::ErrorData;
+use rmcp::handler::server::tool::{DynCallToolHandler, ToolCallContext, ToolRouter};
+use rmcp::model::{CallToolResponse, CallToolResult, MetaObject, Tool};
+use serde::Deserialize as _;
+use serde_json::{Value, json};
+
+use crate::BoxFuture;
+
+use crate::payment::charge::is_metered;
+use crate::payment::{Charge, Outcome, PaymentEvent, Payments, Refusal};
+#[cfg(doc)]
+use crate::pricing::SettlementMode;
+use crate::pricing::{Offer, OfferError};
+use crate::proto::header::HeaderError;
+use crate::proto::{Extension, PaymentPayload, ResourceInfo, SettleResponse, X402Version};
+
+/// The `_meta` key of a `tools/call` request that carries the payment (a `PaymentPayload`
+/// object).
+pub const PAYMENT_META: &str = "x402/payment";
+
+/// The `_meta` key of a paid tool result that carries the settlement (a `SettleResponse`
+/// object).
+pub const PAYMENT_RESPONSE_META: &str = "x402/payment-response";
+
+/// The `error` of the challenge answered to a call without a payment.
+const UNPAID: &str = "payment required: call the tool again with a payment in \
+                      _meta[\"x402/payment\"]";
+
+/// Paid tools on one payment core; see the [module docs](self).
+///
+/// Give it the [`Payments`] of an [`X402Layer`](crate::X402Layer)
+/// ([`X402Layer::payments`](crate::X402Layer::payments)) and paid routes and paid tools share
+/// one ledger, one facilitator and one set of in-flight payments.
+#[derive(Clone, Debug)]
+pub struct PaidTools {
+    payments: Arc<Payments>,
+}
+
+impl PaidTools {
+    /// Paid tools whose payments `payments` verifies, settles and records.
+    pub fn new(payments: impl Into<Arc<Payments>>) -> Self {
+        Self {
+            payments: payments.into(),
+        }
+    }
+
+    /// The payment core.
+    pub fn payments(&self) -> &Arc<Payments> {
+        &self.payments
+    }
+
+    /// The default resource of the tool `name`: `mcp://tool/{name}`, to start its
+    /// [`Offer::builder`] with.
+    pub fn resource(name: &str) -> ResourceInfo {
+        ResourceInfo::new(format!("mcp://tool/{name}"))
+    }
+
+    /// Prices the tool `name` of `router` with `offer`: every call of it is answered as the
+    /// [module docs](self) say, and the tool itself runs only on a payment verified (or
+    /// settled) for `offer`. The offer's challenge gets the tool's `bazaar` declaration in MCP
+    /// form, unless it declares `bazaar` itself.
+    ///
+    /// # Errors
+    ///
+    /// When the offer with its `bazaar` declaration cannot be built (it cannot fail for an
+    /// offer that was built).
+    ///
+    /// # Panics
+    ///
+    /// When `router` has no tool `name`: a priced tool that does not exist is a mistake in the
+    /// server's set-up, found at start-up.
+    pub fn price<S>(
+        &self,
+        mut router: ToolRouter<S>,
+        name: &str,
+        offer: impl Into<Arc<Offer>>,
+    ) -> Result<ToolRouter<S>, OfferError>
+    where
+        S: Send + Sync + 'static,
+    {
+        let Some(route) = router.map.get_mut(name) else {
+            panic!("PaidTools::price: the router has no tool `{name}`");
+        };
+        let offer = with_bazaar(offer.into(), &route.attr)?;
+        route.call = paid_route(Arc::clone(&route.call), self.clone(), offer);
+        Ok(router)
+    }
+
+    /// Answers one call of a tool priced with `offer`, whose request carried `payment` in
+    /// `_meta["x402/payment"]`: the payment-required result without a payment; else the
+    /// payment driven through the core, `work` run once the core allows it — given the
+    /// [`Charge`] to set for an `upto` payment — and its result settled and returned with the
+    /// settlement, or withheld, as the [module docs](self) say. [`price`](Self::price) calls it
+    /// for a tool of a [`ToolRouter`]; call it from a `ServerHandler::call_tool` of your own.
+    ///
+    /// A payment that settled before the work (in [`SettlementMode::Before`], or answered from
+    /// its record) has moved money whatever the tool answers: its result carries the
+    /// settlement even when it is an error.
+    pub async fn call<F, Fut>(
+        &self,
+        offer: &Arc<Offer>,
+        payment: Option<&Value>,
+        work: F,
+    ) -> Result<CallToolResponse, ErrorData>
+    where
+        F: FnOnce(Option<Charge>) -> Fut,
+        Fut: Future<Output = Result<CallToolResponse, ErrorData>>,
+    {
+        let payments = &self.payments;
+        let Some(value) = payment else {
+            payments.report_refusal(offer, &Refusal::PaymentMissing);
+            return Ok(payment_required(offer, UNPAID).into());
+        };
+        let payload = match decode(value) {
+            Ok(payload) => payload,
+            Err(error) => {
+                let reason = format!("invalid _meta[\"{PAYMENT_META}\"]: {error}");
+                payments.report_refusal(offer, &Refusal::InvalidHeader(error));
+                return Ok(payment_required(offer, &reason).into());
+            }
+        };
+        payments.emit(|| PaymentEvent::PaymentReceived {
+            offer,
+            payload: &payload,
+        });
+        let requirement = match Payments::accepted(offer, &payload) {
+            Ok(requirement) => requirement.clone(),
+            Err(refusal) => {
+                payments.report_refusal(offer, &refusal);
+                return Ok(refused(offer, &refusal).into());
+            }
+        };
+        let metered = is_metered(&requirement);
+        let cleared = match payments.authorize(offer, payload, requirement).await {
+            Outcome::Cleared(cleared) => cleared,
+            Outcome::Settled(paid) | Outcome::Replayed(paid) => {
+                // Settled before the work (`SettlementMode::Before`), recovered from doubt, or
+                // settled earlier: the money moved, so the result says so whatever it is.
+                let charge = metered.then(|| Charge::for_requirement(&paid.payment().requirement));
+                let settlement = paid.payment().settlement.clone();
+                let response = work(charge).await;
+                drop(paid);
+                return Ok(match (response?, settlement) {
+                    (CallToolResponse::Complete(result), Some(settlement)) => {
+                        with_payment_response(result, &settlement).into()
+                    }
+                    (other, _) => other,
+                });
+            }
+            Outcome::InDoubt(refusal) | Outcome::Refused(refusal) => {
+                return Ok(refused(offer, &refusal).into());
+            }
+        };
+        let charge = metered.then(|| Charge::for_requirement(&cleared.payment().requirement));
+        let result = match work(charge.clone()).await {
+            Ok(CallToolResponse::Complete(result)) if result.is_error != Some(true) => result,
+            // The tool failed, or asks the client for input first: nothing is settled, and the
+            // payment is free for the next call.
+            Ok(CallToolResponse::Task(_)) => {
+                cleared.release().await;
+                return Ok(CallToolResult::structured_error(json!({
+                    "x402Version": X402Version::V2,
+                    "error": "a paid tool must answer in the call itself, not as a task; \
+                              nothing was charged",
+                }))
+                .into());
+            }
+            other => {
+                cleared.release().await;
+                return other;
+            }
+        };
+        let settled = match charge {
+            Some(charge) => match charge.amount() {
+                Some(amount) => cleared.settle_amount(amount).await,
+                None => {
+                    tracing::error!(key = %cleared.payment().key, "the tool set no charge for a metered payment; nothing settled");
+                    Err(cleared.refuse(Refusal::ChargeMissing).await)
+                }
+            },
+            None => cleared.settle().await,
+        };
+        Ok(match settled {
+            Ok(paid) => match &paid.payment().settlement {
+                Some(settlement) => with_payment_response(result, settlement).into(),
+                None => result.into(),
+            },
+            Err(refusal) => refused(offer, &refusal).into(),
+        })
+    }
+}
+
+/// The route of a priced tool: the payment taken out of the request's `_meta` (the tool never
+/// sees it), the [`Charge`] of an `upto` payment put into its extensions, and `inner` called
+/// as [`PaidTools::call`] allows.
+fn paid_route<S>(
+    inner: Arc<DynCallToolHandler<S>>,
+    paid: PaidTools,
+    offer: Arc<Offer>,
+) -> Arc<DynCallToolHandler<S>>
+where
+    S: Send + Sync + 'static,
+{
+    fn typed<S, F>(route: F) -> F
+    where
+        F: for<'s> Fn(ToolCallContext<'s, S>) -> BoxFuture<'s, Result<CallToolResponse, ErrorData>>,
+    {
+        route
+    }
+    Arc::new(typed(move |mut context: ToolCallContext<'_, S>| {
+        let (inner, paid, offer) = (Arc::clone(&inner), paid.clone(), Arc::clone(&offer));
+        Box::pin(async move {
+            let payment = context.request_context.meta.0.0.remove(PAYMENT_META);
+            paid.call(&offer, payment.as_ref(), move |charge| {
+                if let Some(charge) = charge {
+                    context.request_context.extensions.insert(charge);
+                }
+                inner(context)
+            })
+            .await
+        })
+    }))
+}
+
+/// The payment in `_meta["x402/payment"]`: a version 2 `PaymentPayload` object.
+fn decode(value: &Value) -> Result<PaymentPayload, HeaderError> {
+    if let Some(version) = value.get("x402Version")
+        && *version != 2
+    {
+        return Err(HeaderError::WrongVersion {
+            found: version.to_string(),
+        });
+    }
+    PaymentPayload::deserialize(value).map_err(|source| HeaderError::Shape {
+        what: "PaymentPayload",
+        source,
+    })
+}
+
+/// The payment-required result: the challenge with `error`, in both `structuredContent` and
+/// `content[0].text`.
+fn payment_required(offer: &Offer, error: &str) -> CallToolResult {
+    let required = offer.challenge_with_error(error);
+    let value = serde_json::to_value(&required).unwrap_or_else(|_| json!({}));
+    CallToolResult::structured_error(value)
+}
+
+/// The result for `refusal`: the only place a refusal becomes a tool result.
+fn refused(offer: &Offer, refusal: &Refusal) -> CallToolResult {
+    let retry = |error: &str, message: &str| {
+        CallToolResult::structured_error(json!({
+            "x402Version": X402Version::V2,
+            "error": error,
+            "message": message,
+            "retryWithSamePayment": true,
+        }))
+    };
+    match refusal {
+        Refusal::SettlementInDoubt { .. } => retry(
+            "settlement_not_confirmed",
+            "the settlement of this payment is not confirmed yet: call the tool again with the \
+             same payment in _meta[\"x402/payment\"]; it will not be charged twice",
+        ),
+        Refusal::PaymentInProgress => retry(
+            "payment_in_progress",
+            "this payment is being processed: call the tool again with the same payment in \
+             _meta[\"x402/payment\"]; it will not be charged twice",
+        ),
+        Refusal::RecordsUnavailable(_) => retry(
+            "records_unavailable",
+            "the payment records are unavailable: call the tool again later with the same \
+             payment; it will not be charged twice",
+        ),
+        Refusal::Facilitator(failure) if failure.is_unavailable() => retry(
+            "facilitator_unavailable",
+            "the payment facilitator is unavailable: call the tool again later with the same \
+             payment; it will not be charged twice",
+        ),
+        _ if refusal.status() == http::StatusCode::PAYMENT_REQUIRED => {
+            payment_required(offer, &refusal.to_string())
+        }
+        _ => CallToolResult::structured_error(json!({
+            "x402Version": X402Version::V2,
+            "error": refusal.to_string(),
+        })),
+    }
+}
+
+/// `result` with the settlement in `_meta["x402/payment-response"]`.
+fn with_payment_response(
+    mut result: CallToolResult,
+    settlement: &SettleResponse,
+) -> CallToolResult {
+    if let Ok(value) = serde_json::to_value(settlement) {
+        result
+            .meta
+            .get_or_insert_with(MetaObject::new)
+            .insert(PAYMENT_RESPONSE_META.to_owned(), value);
+    }
+    result
+}
+
+/// `offer` declaring `tool` in its `bazaar` extension (MCP form), unless it declares `bazaar`.
+fn with_bazaar(offer: Arc<Offer>, tool: &Tool) -> Result<Arc<Offer>, OfferError> {
+    if offer
+        .extensions()
+        .is_some_and(|extensions| extensions.contains_key("bazaar"))
+    {
+        return Ok(offer);
+    }
+    let mut input = json!({
+        "type": "mcp",
+        "toolName": tool.name,
+        "inputSchema": tool.input_schema.as_ref(),
+        "transport": "streamable-http",
+    });
+    let mut properties = json!({
+        "type": {"type": "string", "const": "mcp"},
+        "toolName": {"type": "string"},
+        "inputSchema": {"type": "object"},
+        "transport": {"type": "string", "enum": ["streamable-http", "sse"]},
+    });
+    if let Some(description) = &tool.description {
+        input["description"] = json!(description);
+        properties["description"] = json!({"type": "string"});
+    }
+    let schema = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {
+            "input": {
+                "type": "object",
+                "properties": properties,
+                "required": ["type", "toolName", "inputSchema"],
+                "additionalProperties": false,
+            },
+        },
+        "required": ["input"],
+    });
+    offer
+        .to_builder()
+        .extension("bazaar", Extension::new(json!({ "input": input }), schema))
+        .build()
+        .map(Arc::new)
+}
