@@ -1,5 +1,5 @@
 //! Everything the store remembers: the payment ledger, orders, fulfillment grants, referrals,
-//! downloads and funnel counters.
+//! downloads, funnel counters and sign-in-with-x entitlements.
 //!
 //! Handlers speak to [`Store`] in domain terms; every SQL statement lives in this module's
 //! backend files, chosen by [`Store::open`] from the URL scheme: `sqlite` (the zero-setup
@@ -18,7 +18,7 @@ use std::sync::Arc;
 use tower_x402::BoxFuture;
 use tower_x402::proto::UsdAmount;
 use tower_x402::settlement::{LedgerEntry, PaymentKey, PaymentState, SettlementStore, StoreError};
-use tower_x402::siwx::{EntitlementStore, MemoryEntitlementStore};
+use tower_x402::siwx::EntitlementStore;
 
 use self::postgres::PostgresBackend;
 use self::sqlite::{OrderLookup, SqliteBackend};
@@ -27,7 +27,6 @@ use self::sqlite::{OrderLookup, SqliteBackend};
 #[derive(Clone, Debug)]
 pub struct Store {
     backend: Backend,
-    memory_entitlements: Arc<MemoryEntitlementStore>,
 }
 
 /// The database engine behind a [`Store`].
@@ -293,10 +292,7 @@ impl Store {
             }
             None => return Err(StorageError::UnsupportedUrl(without_password(database_url))),
         };
-        Ok(Self {
-            backend,
-            memory_entitlements: Arc::default(),
-        })
+        Ok(Self { backend })
     }
 
     /// The order a payment bought, if any.
@@ -321,22 +317,15 @@ impl Store {
         )
     }
 
-    /// Where sign-in-with-x keeps entitlements and consumed nonces: on PostgreSQL, its tables in
-    /// the store's database (shared by every instance); on SQLite, this process's memory (one
-    /// instance; a restart forgets them, and buyers pay again or re-use their payment).
+    /// Where sign-in-with-x keeps entitlements and consumed nonces: tables in the store's
+    /// database on either backend, so a buyer still signs in after a restart and a used proof
+    /// stays used. On PostgreSQL every instance shares them; a SQLite file has one owner
+    /// process, whose restarts all see them.
     pub fn entitlements(&self) -> Arc<dyn EntitlementStore> {
         match &self.backend {
-            Backend::Sqlite(_) => {
-                Arc::clone(&self.memory_entitlements) as Arc<dyn EntitlementStore>
-            }
+            Backend::Sqlite(backend) => Arc::new(backend.entitlements()),
             Backend::Postgres(backend) => Arc::new(backend.entitlements()),
         }
-    }
-
-    /// Whether [`entitlements`](Self::entitlements) are shared by every instance on this
-    /// database (PostgreSQL) rather than kept by this process (SQLite).
-    pub fn entitlements_shared(&self) -> bool {
-        matches!(self.backend, Backend::Postgres(_))
     }
 
     /// The order behind a Passport, if any.

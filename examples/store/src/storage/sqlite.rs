@@ -1,4 +1,7 @@
-//! The SQLite backend: every SQL statement of the store.
+//! The SQLite backend: every SQL statement of the store (sign-in-with-x's in
+//! [`entitlements`]).
+
+mod entitlements;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -7,6 +10,7 @@ use sqlx::Row as _;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
 use tower_x402::settlement::{LedgerEntry, PaymentState};
 
+use self::entitlements::SqliteEntitlementStore;
 use super::{
     Counter, Mode, NewOrder, Order, OrderFunnel, Recorded, StorageError, corrupt, count,
     order_from_row,
@@ -112,6 +116,11 @@ impl SqliteBackend {
         let pool = pool_options.connect_with(options).await?;
         sqlx::migrate!("./migrations").run(&pool).await?;
         Ok(Self { pool })
+    }
+
+    /// Entitlements and consumed sign-in nonces, in this database.
+    pub(super) fn entitlements(&self) -> SqliteEntitlementStore {
+        SqliteEntitlementStore::new(self.pool.clone())
     }
 
     pub(super) async fn load_payment(

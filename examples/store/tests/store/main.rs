@@ -27,6 +27,7 @@ mod referral_rules;
 #[path = "../../../../tests/reliability/mod.rs"]
 mod reliability_table;
 mod sign_in;
+mod sign_in_http;
 
 mod reliability {
     //! RELIABILITY.md's store sections, checked (or rewritten) one test at a time: with

@@ -11,7 +11,7 @@ use tower_x402_sandbox::SandboxFacilitator;
 
 use super::support::{ExtraKinds, TestStore, Unreachable, store_with};
 
-const SOLANA_TREASURY: &str = "CKPKJWNdJEqa81x7CkZ14BVPiY6y16Sxs7owznqtWYp5";
+pub(super) const SOLANA_TREASURY: &str = "CKPKJWNdJEqa81x7CkZ14BVPiY6y16Sxs7owznqtWYp5";
 const ALGORAND_TREASURY: &str = "VCMJKWOY5P5P7SKMZFFOCEROPJCZOTIJMNIYNUCKH7LRO45JMJP6UYBIJA";
 const SOLANA_MINT: &str = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v";
 

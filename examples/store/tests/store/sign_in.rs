@@ -3,31 +3,26 @@
 //! order, no settlement and no purchase counted; every proof the store must refuse gets the
 //! normal 402 with an `error`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::StatusCode;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
 use serde_json::{Value, json};
-use tower_x402::proto::{Network, PAYMENT_REQUIRED, PaymentRequired, header};
+use tower_x402::proto::Network;
 use tower_x402_sandbox::SandboxWallet;
-use tower_x402_sandbox::siwx::{encode, proof_fields};
-use x402_store::storage::{NewOrder, Order};
+use tower_x402_sandbox::siwx::{ProofFields, SandboxSolanaWallet, encode, proof_fields};
+use x402_store::storage::{NewOrder, Order, Store};
 
-use super::support::{Answer, Backend, RECEIPT, Shop, TAX, passport_of, run_on};
+use super::paywall_doors::SOLANA_TREASURY;
+use super::support::{
+    Answer, Backend, ExtraKinds, RECEIPT, Shop, TAX, assert_sign_in_refused, passport_of, run_on,
+    sign_in_challenge, store_with,
+};
 
-/// The sign-in extension of `slug`'s 402.
+/// The sign-in challenge of `slug`'s 402.
 async fn extension(shop: &Shop, slug: &str) -> Value {
-    let answer = shop.get(&format!("/api/x402/{slug}"), &[]).await;
-    assert_eq!(
-        answer.status,
-        StatusCode::PAYMENT_REQUIRED,
-        "{}",
-        answer.text
-    );
-    let required: PaymentRequired =
-        header::decode(answer.headers[PAYMENT_REQUIRED].as_bytes()).unwrap();
-    let extension = required.extensions.unwrap()["sign-in-with-x"].clone();
-    assert_eq!(answer.json["extensions"]["sign-in-with-x"], extension);
-    extension
+    sign_in_challenge(&shop.get(&format!("/api/x402/{slug}"), &[]).await)
 }
 
 async fn sign_in(shop: &Shop, slug: &str, proof: &str) -> Answer {
@@ -37,16 +32,47 @@ async fn sign_in(shop: &Shop, slug: &str, proof: &str) -> Answer {
 
 /// A refusal: the normal 402 with a fresh challenge, whose `error` starts with `code`.
 fn refused(answer: &Answer, code: &str) {
-    assert_eq!(
-        answer.status,
-        StatusCode::PAYMENT_REQUIRED,
-        "{}",
-        answer.text
-    );
-    let error = answer.json["error"].as_str().unwrap();
-    assert!(error.starts_with(code), "{error}");
-    assert!(answer.json["extensions"]["sign-in-with-x"]["info"]["nonce"].is_string());
-    assert!(answer.json.get("passport").is_none());
+    assert_sign_in_refused(answer, code);
+}
+
+/// Records that `payer` bought `slug` on `network` now, as the paywall (the entitlement) and the
+/// handler (the order) record a settled purchase: for wallets the sandbox cannot settle.
+async fn record_purchase(store: &Store, slug: &str, payer: &str, network: &str, passport: &str) {
+    let resource = format!("http://127.0.0.1:4020/api/x402/{slug}");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let address = if payer.starts_with("0x") {
+        payer.to_lowercase()
+    } else {
+        payer.to_owned()
+    };
+    store
+        .entitlements()
+        .record_purchase(&resource, &address, now)
+        .await
+        .unwrap();
+    let order = Order {
+        passport: passport.to_owned(),
+        sku: slug.to_owned(),
+        resource,
+        payer: Some(payer.to_owned()),
+        network: network.to_owned(),
+        transaction: format!("0x{}", "ab".repeat(32)),
+        amount: "1.00".parse().unwrap(),
+        payment_key: format!("id:{passport}"),
+        demo: false,
+        issued: i64::try_from(now).unwrap(),
+        referral: None,
+    };
+    store
+        .record_order(&NewOrder {
+            order,
+            secret_hash: format!("unused-{passport}"),
+        })
+        .await
+        .unwrap();
 }
 
 async fn a_buyer_signs_in_and_gets_the_same_purchase_without_paying() {
@@ -198,23 +224,205 @@ async fn an_entitlement_past_its_lifetime_is_refused() {
         .await;
     tokio::time::sleep(Duration::from_millis(2_100)).await;
     let proof = buyer.sign_in(&extension(&strict, RECEIPT).await).unwrap();
-    let answer = sign_in(&strict, RECEIPT, &proof).await;
-    if strict.state.store.entitlements_shared() {
-        refused(&answer, "invalid_siwx_entitlement_lapsed");
-    } else {
-        // On SQLite each instance keeps its own (memory) entitlements.
-        refused(&answer, "invalid_siwx_not_entitled");
-    }
+    refused(
+        &sign_in(&strict, RECEIPT, &proof).await,
+        "invalid_siwx_entitlement_lapsed",
+    );
     // The store's default lifetime still lets the buyer in.
     let proof = buyer.sign_in(&extension(&shop, RECEIPT).await).unwrap();
     assert_eq!(sign_in(&shop, RECEIPT, &proof).await.status, StatusCode::OK);
+}
+
+/// Entitlements and used nonces are in the database: after a restart the buyer still signs in,
+/// and a proof used before it stays used.
+async fn a_restart_keeps_entitlements_and_used_proofs() {
+    let shop = Shop::open(false).await;
+    let buyer = SandboxWallet::random();
+    let bought = shop.buy(&buyer, RECEIPT, None).await;
+    let used = buyer.sign_in(&extension(&shop, RECEIPT).await).unwrap();
+    let before = sign_in(&shop, RECEIPT, &used).await;
+    assert_eq!(before.status, StatusCode::OK, "{}", before.text);
+
+    let shop = shop.restart(false).await;
+    let settlements = shop.facilitator.settlement_count();
+    let proof = buyer.sign_in(&extension(&shop, RECEIPT).await).unwrap();
+    let after = sign_in(&shop, RECEIPT, &proof).await;
+    assert_eq!(after.status, StatusCode::OK, "{}", after.text);
+    assert_eq!(passport_of(&after), passport_of(&bought));
+    assert_eq!(after.json["fulfillment"], bought.json["fulfillment"]);
+    assert_eq!(shop.facilitator.settlement_count(), settlements);
+    refused(
+        &sign_in(&shop, RECEIPT, &used).await,
+        "invalid_siwx_nonce_used",
+    );
+}
+
+/// A smart-contract wallet (EIP-1271) that bought: refused without a JSON-RPC endpoint, served
+/// with one (the sandbox chain hosting the contract).
+async fn a_smart_contract_wallet_signs_in_through_the_rpc_endpoint() {
+    let shop = Shop::open(false).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let rpc = format!("http://{}", listener.local_addr().unwrap());
+    let chain = shop.facilitator.rpc_router(Network::BASE);
+    tokio::spawn(async move { axum::serve(listener, chain).await });
+    let owner = SandboxWallet::random();
+    let wallet = shop
+        .facilitator
+        .deploy_contract_wallet(&owner.address())
+        .unwrap();
+    record_purchase(
+        &shop.state.store,
+        RECEIPT,
+        &wallet,
+        "eip155:8453",
+        "pp_CONTRACTWALLET0000000A",
+    )
+    .await;
+
+    let sign = |extension: &Value| {
+        let mut fields = proof_fields(extension, "eip155:", &wallet).unwrap();
+        owner.sign_proof(&mut fields).unwrap();
+        encode(&fields)
+    };
+    let proof = sign(&extension(&shop, RECEIPT).await);
+    refused(
+        &sign_in(&shop, RECEIPT, &proof).await,
+        "invalid_siwx_signature",
+    );
+
+    let with_rpc = shop.sibling(|config| config.rpc_url = Some(rpc)).await;
+    let proof = sign(&extension(&with_rpc, RECEIPT).await);
+    let answer = sign_in(&with_rpc, RECEIPT, &proof).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.text);
+    assert_eq!(passport_of(&answer), "pp_CONTRACTWALLET0000000A");
+}
+
+/// With the Solana door open, the challenge offers the Solana chain, and a Solana wallet that
+/// bought signs in with SIWS (ed25519); on another SKU, or with a tampered signature, it is
+/// refused.
+async fn a_solana_wallet_signs_in_with_siws() {
+    let store = store_with(
+        |config| config.second_pay_to = Some(SOLANA_TREASURY.into()),
+        Arc::new(ExtraKinds::new(vec![(Network::SOLANA, None)])),
+    )
+    .await;
+    let get = |slug: &str, proof: Option<&str>| {
+        let mut request = Request::get(format!("/api/x402/{slug}"));
+        if let Some(proof) = proof {
+            request = request.header("sign-in-with-x", proof);
+        }
+        store.send(request.body(Body::empty()).unwrap())
+    };
+    let extension = sign_in_challenge(&get(RECEIPT, None).await);
+    let chains = extension["supportedChains"].as_array().unwrap();
+    assert!(
+        chains.contains(&json!({"chainId": Network::SOLANA.as_str(), "type": "ed25519"})),
+        "{extension}"
+    );
+
+    let buyer = SandboxSolanaWallet::random();
+    record_purchase(
+        &store.state.store,
+        RECEIPT,
+        &buyer.address(),
+        Network::SOLANA.as_str(),
+        "pp_SOLANAWALLET000000000A",
+    )
+    .await;
+    let answer = get(RECEIPT, Some(&buyer.sign_in(&extension).unwrap())).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.text);
+    assert_eq!(passport_of(&answer), "pp_SOLANAWALLET000000000A");
+
+    let other_sku = sign_in_challenge(&get(TAX, None).await);
+    refused(
+        &get(TAX, Some(&buyer.sign_in(&other_sku).unwrap())).await,
+        "invalid_siwx_not_entitled",
+    );
+
+    // The buyer's proof carrying another wallet's signature over its own message.
+    let extension = sign_in_challenge(&get(RECEIPT, None).await);
+    let mut fields = decode(&buyer.sign_in(&extension).unwrap());
+    let forged = decode(&SandboxSolanaWallet::random().sign_in(&extension).unwrap());
+    fields.insert("signature".into(), forged["signature"].clone());
+    refused(
+        &get(RECEIPT, Some(&encode(&fields))).await,
+        "invalid_siwx_signature",
+    );
+}
+
+/// The fields of a `SIGN-IN-WITH-X` header value.
+fn decode(proof: &str) -> ProofFields {
+    use base64::Engine as _;
+    let json = base64::engine::general_purpose::STANDARD
+        .decode(proof)
+        .unwrap();
+    serde_json::from_slice(&json).unwrap()
 }
 
 super::support::on_both_backends!(
     a_buyer_signs_in_and_gets_the_same_purchase_without_paying,
     proofs_the_store_refuses,
     an_entitlement_past_its_lifetime_is_refused,
+    a_restart_keeps_entitlements_and_used_proofs,
+    a_smart_contract_wallet_signs_in_through_the_rpc_endpoint,
+    a_solana_wallet_signs_in_with_siws,
 );
+
+/// Purchases recorded before the entitlement tables existed (orders only) entitle their payers
+/// once the store is upgraded: the migration fills the table from the orders, an EVM payer
+/// lower-cased and a Solana payer kept as is.
+#[tokio::test]
+async fn purchases_made_before_the_upgrade_sign_in() {
+    run_on(Backend::Sqlite, async {
+        let shop = Shop::open(false).await;
+        let buyer = SandboxWallet::random();
+        let bought = shop.buy(&buyer, RECEIPT, None).await;
+        let solana = SandboxSolanaWallet::random();
+        record_purchase(
+            &shop.state.store,
+            TAX,
+            &solana.address(),
+            Network::SOLANA.as_str(),
+            "pp_SOLANABEFOREUPGRADE00A",
+        )
+        .await;
+
+        // The database as it was before migration 0004.
+        let pool = sqlx::SqlitePool::connect(&shop.database.url).await.unwrap();
+        for statement in [
+            "DROP TABLE entitlements",
+            "DROP TABLE siwx_nonces",
+            "DELETE FROM _sqlx_migrations WHERE version = 4",
+        ] {
+            sqlx::query(statement).execute(&pool).await.unwrap();
+        }
+        pool.close().await;
+
+        let shop = shop.restart(false).await;
+        let proof = buyer.sign_in(&extension(&shop, RECEIPT).await).unwrap();
+        let answer = sign_in(&shop, RECEIPT, &proof).await;
+        assert_eq!(answer.status, StatusCode::OK, "{}", answer.text);
+        assert_eq!(passport_of(&answer), passport_of(&bought));
+        let entitlements = shop.state.store.entitlements();
+        let tax = format!("http://127.0.0.1:4020/api/x402/{TAX}");
+        assert!(
+            entitlements
+                .last_purchase(&tax, &solana.address())
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!(
+            entitlements
+                .last_purchase(&tax, &solana.address().to_lowercase())
+                .await
+                .unwrap(),
+            None,
+            "base58 is case-sensitive"
+        );
+    })
+    .await;
+}
 
 /// Bought on one instance, signed in on another sharing the PostgreSQL database; a proof used
 /// on one is refused on the other.
@@ -241,78 +449,9 @@ async fn bought_on_one_instance_signed_in_on_another() {
     .await;
 }
 
-/// A smart-contract wallet (EIP-1271) that bought: refused without a JSON-RPC endpoint, served
-/// with one (the sandbox chain hosting the contract).
-#[tokio::test]
-async fn a_smart_contract_wallet_signs_in_through_the_rpc_endpoint() {
-    run_on(Backend::Postgres, async {
-        let shop = Shop::open(false).await;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let rpc = format!("http://{}", listener.local_addr().unwrap());
-        let chain = shop.facilitator.rpc_router(Network::BASE);
-        tokio::spawn(async move { axum::serve(listener, chain).await });
-        let owner = SandboxWallet::random();
-        let wallet = shop
-            .facilitator
-            .deploy_contract_wallet(&owner.address())
-            .unwrap();
-
-        // The contract wallet's purchase, as the paywall and the handler record a settled one.
-        let resource = format!("http://127.0.0.1:4020/api/x402/{RECEIPT}");
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        shop.state
-            .store
-            .entitlements()
-            .record_purchase(&resource, &wallet.to_lowercase(), now)
-            .await
-            .unwrap();
-        let order = Order {
-            passport: "pp_CONTRACTWALLET0000000A".to_owned(),
-            sku: RECEIPT.to_owned(),
-            resource,
-            payer: Some(wallet.clone()),
-            network: "eip155:8453".to_owned(),
-            transaction: format!("0x{}", "ab".repeat(32)),
-            amount: "1.00".parse().unwrap(),
-            payment_key: "id:contract-wallet-purchase".to_owned(),
-            demo: false,
-            issued: i64::try_from(now).unwrap(),
-            referral: None,
-        };
-        shop.state
-            .store
-            .record_order(&NewOrder {
-                order,
-                secret_hash: "unused".to_owned(),
-            })
-            .await
-            .unwrap();
-
-        let sign = |extension: &Value| {
-            let mut fields = proof_fields(extension, "eip155:", &wallet).unwrap();
-            owner.sign_proof(&mut fields).unwrap();
-            encode(&fields)
-        };
-        let proof = sign(&extension(&shop, RECEIPT).await);
-        refused(
-            &sign_in(&shop, RECEIPT, &proof).await,
-            "invalid_siwx_signature",
-        );
-
-        let with_rpc = shop.sibling(|config| config.rpc_url = Some(rpc)).await;
-        let proof = sign(&extension(&with_rpc, RECEIPT).await);
-        let answer = sign_in(&with_rpc, RECEIPT, &proof).await;
-        assert_eq!(answer.status, StatusCode::OK, "{}", answer.text);
-        assert_eq!(passport_of(&answer), "pp_CONTRACTWALLET0000000A");
-    })
-    .await;
-}
-
-/// The store's entitlement stores meet the `EntitlementStore` contract: PostgreSQL (twice on
-/// one database, as two instances) and the memory store SQLite uses.
+/// The store's entitlement stores meet the `EntitlementStore` contract on both backends, each
+/// twice on one database (two instances on PostgreSQL; on SQLite, a store and a sibling on the
+/// same file, as the owner process's restarts see it).
 #[tokio::test]
 async fn the_entitlement_stores_meet_the_contract() {
     run_on(Backend::Postgres, async {
@@ -325,6 +464,8 @@ async fn the_entitlement_stores_meet_the_contract() {
     run_on(Backend::Sqlite, async {
         let shop = Shop::open(false).await;
         tower_x402::siwx::check_conformance(shop.state.store.entitlements()).await;
+        let sibling = shop.sibling(|_| {}).await;
+        tower_x402::siwx::check_conformance(sibling.state.store.entitlements()).await;
     })
     .await;
 }

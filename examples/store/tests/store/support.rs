@@ -496,6 +496,51 @@ impl Shop {
     }
 }
 
+/// Reads a real HTTP response whole into an [`Answer`].
+pub(crate) async fn read_response(response: reqwest::Response) -> Answer {
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response.bytes().await.unwrap().to_vec();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    Answer {
+        status,
+        headers,
+        bytes,
+        text,
+        json,
+    }
+}
+
+/// The `sign-in-with-x` challenge of a 402, the same in the `PAYMENT-REQUIRED` header and the
+/// JSON body.
+pub(crate) fn sign_in_challenge(answer: &Answer) -> Value {
+    assert_eq!(
+        answer.status,
+        StatusCode::PAYMENT_REQUIRED,
+        "{}",
+        answer.text
+    );
+    let extension = answer.challenge()["extensions"]["sign-in-with-x"].clone();
+    assert!(
+        extension.is_object(),
+        "no sign-in challenge: {}",
+        answer.text
+    );
+    assert_eq!(answer.json["extensions"]["sign-in-with-x"], extension);
+    extension
+}
+
+/// A refused sign-in: the normal 402, whose JSON `error` starts with `code`, with a fresh
+/// sign-in challenge and no purchase.
+pub(crate) fn assert_sign_in_refused(answer: &Answer, code: &str) {
+    let challenge = sign_in_challenge(answer);
+    let error = answer.json["error"].as_str().unwrap_or_default();
+    assert!(error.starts_with(code), "expected {code}: {}", answer.text);
+    assert!(challenge["info"]["nonce"].is_string(), "{challenge}");
+    assert!(answer.json.get("passport").is_none());
+}
+
 /// The Passport id of a purchase answer.
 pub(crate) fn passport_of(answer: &Answer) -> String {
     answer.json["passport"]["passport"]
