@@ -7,9 +7,10 @@
 //! first to commit and then fails as a unique violation, and [`Store::record_order`] retries it
 //! as an existing order.
 //!
-//! The payment ledger is the crate's own [`PostgresSettlementStore`] over the same pool: its
-//! table, `x402_payment_ledger`, is created by [`PostgresSettlementStore::migrate`] after the
-//! store's migrations.
+//! The payment ledger is the crate's own [`PostgresSettlementStore`] over the same pool, and
+//! sign-in entitlements its [`PostgresEntitlementStore`]: their tables (`x402_payment_ledger`,
+//! `x402_entitlements`, `x402_siwx_nonces`) are created by their own `migrate` before the
+//! store's migrations, one of which fills the entitlements from orders placed before them.
 //!
 //! [`Store::record_order`]: super::Store::record_order
 
@@ -51,12 +52,13 @@ impl PostgresBackend {
             .acquire_timeout(timeout)
             .connect(database_url)
             .await?;
-        sqlx::migrate!("./migrations-postgres").run(&pool).await?;
+        // The layer's tables first: a store migration fills `x402_entitlements` from the orders.
         let ledger = PostgresSettlementStore::new(pool.clone());
         ledger.migrate().await?;
         PostgresEntitlementStore::new(pool.clone())
             .migrate()
             .await?;
+        sqlx::migrate!("./migrations-postgres").run(&pool).await?;
         Ok(Self { pool, ledger })
     }
 

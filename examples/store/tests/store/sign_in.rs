@@ -366,28 +366,38 @@ super::support::on_both_backends!(
     a_restart_keeps_entitlements_and_used_proofs,
     a_smart_contract_wallet_signs_in_through_the_rpc_endpoint,
     a_solana_wallet_signs_in_with_siws,
+    purchases_made_before_the_upgrade_sign_in,
 );
 
-/// Purchases recorded before the entitlement tables existed (orders only) entitle their payers
-/// once the store is upgraded: the migration fills the table from the orders, an EVM payer
+/// Purchases recorded before sign-in-with-x (orders only) entitle their payers once the store
+/// is upgraded: a migration fills the entitlements from the orders, an EVM payer
 /// lower-cased and a Solana payer kept as is.
-#[tokio::test]
 async fn purchases_made_before_the_upgrade_sign_in() {
-    run_on(Backend::Sqlite, async {
-        let shop = Shop::open(false).await;
-        let buyer = SandboxWallet::random();
-        let bought = shop.buy(&buyer, RECEIPT, None).await;
-        let solana = SandboxSolanaWallet::random();
-        record_purchase(
-            &shop.state.store,
-            TAX,
-            &solana.address(),
-            Network::SOLANA.as_str(),
-            "pp_SOLANABEFOREUPGRADE00A",
-        )
-        .await;
+    let shop = Shop::open(false).await;
+    let buyer = SandboxWallet::random();
+    let bought = shop.buy(&buyer, RECEIPT, None).await;
+    let solana = SandboxSolanaWallet::random();
+    record_purchase(
+        &shop.state.store,
+        TAX,
+        &solana.address(),
+        Network::SOLANA.as_str(),
+        "pp_SOLANABEFOREUPGRADE00A",
+    )
+    .await;
 
-        // The database as it was before migration 0004.
+    // The database as it was before sign-in-with-x: no entitlements, and the migration
+    // that fills them not yet run.
+    if shop.database.url.starts_with("postgres") {
+        let pool = sqlx::PgPool::connect(&shop.database.url).await.unwrap();
+        for statement in [
+            "DELETE FROM x402_entitlements",
+            "DELETE FROM _sqlx_migrations WHERE version = 3",
+        ] {
+            sqlx::query(statement).execute(&pool).await.unwrap();
+        }
+        pool.close().await;
+    } else {
         let pool = sqlx::SqlitePool::connect(&shop.database.url).await.unwrap();
         for statement in [
             "DROP TABLE entitlements",
@@ -397,31 +407,30 @@ async fn purchases_made_before_the_upgrade_sign_in() {
             sqlx::query(statement).execute(&pool).await.unwrap();
         }
         pool.close().await;
+    }
 
-        let shop = shop.restart(false).await;
-        let proof = buyer.sign_in(&extension(&shop, RECEIPT).await).unwrap();
-        let answer = sign_in(&shop, RECEIPT, &proof).await;
-        assert_eq!(answer.status, StatusCode::OK, "{}", answer.text);
-        assert_eq!(passport_of(&answer), passport_of(&bought));
-        let entitlements = shop.state.store.entitlements();
-        let tax = format!("http://127.0.0.1:4020/api/x402/{TAX}");
-        assert!(
-            entitlements
-                .last_purchase(&tax, &solana.address())
-                .await
-                .unwrap()
-                .is_some()
-        );
-        assert_eq!(
-            entitlements
-                .last_purchase(&tax, &solana.address().to_lowercase())
-                .await
-                .unwrap(),
-            None,
-            "base58 is case-sensitive"
-        );
-    })
-    .await;
+    let shop = shop.restart(false).await;
+    let proof = buyer.sign_in(&extension(&shop, RECEIPT).await).unwrap();
+    let answer = sign_in(&shop, RECEIPT, &proof).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.text);
+    assert_eq!(passport_of(&answer), passport_of(&bought));
+    let entitlements = shop.state.store.entitlements();
+    let tax = format!("http://127.0.0.1:4020/api/x402/{TAX}");
+    assert!(
+        entitlements
+            .last_purchase(&tax, &solana.address())
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        entitlements
+            .last_purchase(&tax, &solana.address().to_lowercase())
+            .await
+            .unwrap(),
+        None,
+        "base58 is case-sensitive"
+    );
 }
 
 /// Bought on one instance, signed in on another sharing the PostgreSQL database; a proof used
