@@ -6,7 +6,11 @@
 //! self-contained page: what is sold, the price, the network, and the ways to pay — a browser
 //! wallet (EIP-1193, `eth_signTypedData_v4` of an EIP-3009 authorization, then the same `GET`
 //! with `PAYMENT-SIGNATURE`), a hosted checkout when one is configured, and the request an agent
-//! makes. The page's script and stylesheet are allowed by hash in the `Content-Security-Policy`
+//! makes. When the 402 carries a [sign-in-with-x](crate::X402Layer::sign_in_with_x) challenge on
+//! an EVM chain (feature `siwx`), a buyer who paid before signs in instead: the wallet signs the
+//! challenge's EIP-4361 message (`personal_sign`) and the page repeats the `GET` with
+//! `SIGN-IN-WITH-X`. [`PaywallPage::product_name`] titles the page by the product's name, with
+//! the description below it. The page's script and stylesheet are allowed by hash in the `Content-Security-Policy`
 //! it is sent with; nothing else may run or load. Every other client gets the JSON 402.
 //!
 //! # Example
@@ -59,12 +63,16 @@ const STYLE: &str = include_str!("page.css");
 /// Builds a hosted checkout URL for an offer, or `None` when it has none.
 type CheckoutLink = dyn Fn(&Offer) -> Option<String> + Send + Sync;
 
+/// Names the product an offer sells, or `None` to title the page by its description.
+type ProductName = dyn Fn(&Offer) -> Option<String> + Send + Sync;
+
 /// The settings of the HTML paywall page; see the [module docs](self).
 #[derive(Clone, Default)]
 #[must_use]
 pub struct PaywallPage {
     title: Option<String>,
     checkout: Option<Arc<CheckoutLink>>,
+    product_name: Option<Arc<ProductName>>,
 }
 
 impl PaywallPage {
@@ -95,6 +103,25 @@ impl PaywallPage {
         self
     }
 
+    /// Names the product each offer sells: `name` returns it, or `None`. The name is the page's
+    /// `<title>` and heading, with the offer's description below it; without a name the
+    /// description (or the resource URL) is the title and heading.
+    ///
+    /// ```
+    /// use tower_x402::PaywallPage;
+    /// let page = PaywallPage::new().product_name(|offer| {
+    ///     offer.resource().url.ends_with("/report").then(|| "Quarterly report".to_owned())
+    /// });
+    /// # drop(page);
+    /// ```
+    pub fn product_name(
+        mut self,
+        name: impl Fn(&Offer) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.product_name = Some(Arc::new(name));
+        self
+    }
+
     /// The 402 for `offer` as this page.
     pub(crate) fn challenge(&self, offer: &Offer) -> Response<Bytes> {
         let mut response = Response::new(Bytes::from(self.render(offer)));
@@ -107,11 +134,13 @@ impl PaywallPage {
 
     fn render(&self, offer: &Offer) -> String {
         let resource = offer.resource();
-        let name = resource
-            .description
-            .as_deref()
-            .filter(|d| !d.is_empty())
-            .unwrap_or(&resource.url);
+        let description = resource.description.as_deref().filter(|d| !d.is_empty());
+        let product = self
+            .product_name
+            .as_ref()
+            .and_then(|name| name(offer))
+            .filter(|name| !name.is_empty());
+        let name = product.as_deref().or(description).unwrap_or(&resource.url);
         let mut html = String::with_capacity(16 * 1024);
         html.push_str("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
         html.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">");
@@ -122,6 +151,9 @@ impl PaywallPage {
             let _ = write!(html, "<p class=\"kicker\">{}</p>", Escaped(site));
         }
         let _ = write!(html, "<h1>{}</h1>", Escaped(name));
+        if let Some(description) = description.filter(|_| product.is_some()) {
+            let _ = write!(html, "<p class=\"lede\">{}</p>", Escaped(description));
+        }
         let _ = write!(
             html,
             "<p class=\"kicker\">402 Payment required for <code>{}</code></p>",
@@ -135,6 +167,10 @@ impl PaywallPage {
              the page then repeats the request with the signed payment.</p>\
              <button id=\"pay\" type=\"button\" hidden>Pay</button>\
              <noscript><p>Paying with a browser wallet needs JavaScript.</p></noscript>\
+             <div id=\"sign-in\" hidden><p>Bought it before? Signing a message with the \
+             wallet that paid gets it again, without paying.</p>\
+             <button id=\"sign-in-button\" type=\"button\" class=\"secondary\">\
+             Already bought? Sign in with your wallet</button></div>\
              <p id=\"status\" role=\"status\" aria-live=\"polite\"></p>\
              <div id=\"result\"></div></section>",
         );
@@ -225,6 +261,7 @@ impl fmt::Debug for PaywallPage {
         f.debug_struct("PaywallPage")
             .field("site_name", &self.title)
             .field("checkout", &self.checkout.is_some())
+            .field("product_name", &self.product_name.is_some())
             .finish()
     }
 }
@@ -351,6 +388,53 @@ mod tests {
             name_len > 0 && rest[name_len..].starts_with('=')
         });
         assert_eq!(handlers.count(), 0, "no inline event handlers");
+    }
+
+    #[test]
+    fn product_name_is_title_and_heading_above_the_description() {
+        let html = PaywallPage::new()
+            .product_name(|_| Some("Rail receipt".into()))
+            .render(&offer("A sample receipt record"));
+        assert!(html.contains("<title>Payment required — Rail receipt</title>"));
+        assert!(
+            html.contains("<h1>Rail receipt</h1><p class=\"lede\">A sample receipt record</p>")
+        );
+        assert_eq!(html.matches("<h1>").count(), 1);
+    }
+
+    #[test]
+    fn without_a_product_name_the_description_is_title_and_heading() {
+        for page in [
+            PaywallPage::new(),
+            PaywallPage::new().product_name(|_| None),
+            PaywallPage::new().product_name(|_| Some(String::new())),
+        ] {
+            let html = page.render(&offer("A report"));
+            assert!(html.contains("<title>Payment required — A report</title>"));
+            assert!(html.contains("<h1>A report</h1>"));
+            assert!(!html.contains("class=\"lede\""));
+        }
+    }
+
+    #[test]
+    fn hostile_product_name_is_escaped() {
+        let hostile = "Kit</title><script>alert(1)</script>\"'&";
+        let html = PaywallPage::new()
+            .product_name(move |_| Some(hostile.to_owned()))
+            .render(&offer("<i>plain</i>"));
+        let escaped = "Kit&lt;/title&gt;&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&amp;";
+        assert!(html.contains(&format!("<title>Payment required — {escaped}</title>")));
+        assert!(html.contains(&format!("<h1>{escaped}</h1>")));
+        assert!(html.contains("<p class=\"lede\">&lt;i&gt;plain&lt;/i&gt;</p>"));
+        assert_eq!(html.matches("<script").count(), 2, "{html}");
+        assert!(!html.contains("<i>"));
+    }
+
+    #[test]
+    fn sign_in_is_hidden_until_the_script_finds_a_challenge() {
+        let html = PaywallPage::new().render(&offer("A report"));
+        assert!(html.contains("<div id=\"sign-in\" hidden>"));
+        assert!(html.contains("Already bought? Sign in with your wallet</button>"));
     }
 
     #[test]

@@ -60,6 +60,7 @@ where
         "x402 example store"
     };
     let checkout = Arc::clone(&catalog);
+    let names = Arc::clone(&catalog);
     let checkout_config = Arc::clone(&config);
     let pricing = move |parts: &Parts| match catalog.for_path(parts.uri.path()) {
         Some(sku) => Price::Charge(sku.offer.clone()),
@@ -67,6 +68,10 @@ where
     };
     let page = PaywallPage::new()
         .site_name(site_name)
+        .product_name(move |offer| {
+            let slug = offer.resource().url.rsplit('/').next()?;
+            Some(names.get(slug)?.summary.to_owned())
+        })
         .checkout(move |offer| {
             let slug = offer.resource().url.rsplit('/').next()?;
             let sku = checkout.get(slug)?;

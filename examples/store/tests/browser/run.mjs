@@ -2,6 +2,7 @@
 //
 //   node run.mjs cross-origin   a page on another origin pays with the official x402 client
 //   node run.mjs paywall        the paywall page pays with an injected EIP-1193 wallet
+//   node run.mjs sign-in        the paywall page signs a wallet in (BUY_FIRST=1: after paying)
 //   node run.mjs storefront     /bazaar at 1280 and 390 px: screenshots, filter, axe-core
 //   node run.mjs hostile        opens PAGE_URL and reports whether anything it carries ran
 //
@@ -72,6 +73,38 @@ async function crossOrigin() {
   }
 }
 
+// An EIP-1193 wallet for `address` injected into every page of `tab`: typed data and
+// personal_sign messages are signed by the test's signer endpoints, through this process.
+async function injectWallet(tab, signer, address) {
+  await tab.exposeFunction("__signTypedData", async (typed) => {
+    const response = await fetch(signer, { method: "POST", body: typed,
+      headers: { "content-type": "application/json" } });
+    if (!response.ok) throw new Error(`signer: ${response.status} ${await response.text()}`);
+    return response.text();
+  });
+  await tab.exposeFunction("__personalSign", async (message, account) => {
+    const response = await fetch(new URL("personal-sign", signer), { method: "POST",
+      body: JSON.stringify({ message, account }), headers: { "content-type": "application/json" } });
+    if (!response.ok) throw new Error(`signer: ${response.status} ${await response.text()}`);
+    return response.text();
+  });
+  await tab.addInitScript((account) => {
+    window.__violations = [];
+    document.addEventListener("securitypolicyviolation", (e) => window.__violations.push(e.violatedDirective));
+    window.ethereum = {
+      request: async ({ method, params }) => {
+        switch (method) {
+          case "eth_requestAccounts": return [account];
+          case "wallet_switchEthereumChain": return null;
+          case "eth_signTypedData_v4": return window.__signTypedData(params[1]);
+          case "personal_sign": return window.__personalSign(params[0], params[1]);
+          default: throw new Error(`unsupported ${method}`);
+        }
+      },
+    };
+  }, address);
+}
+
 async function paywall() {
   const store = env("STORE_URL");
   const signer = env("SIGNER_URL");
@@ -81,26 +114,7 @@ async function paywall() {
     const dialogs = [];
     tab.on("dialog", (dialog) => { dialogs.push(dialog.message()); dialog.dismiss(); });
     // The wallet's signing runs in this process, which asks the test's signer endpoint.
-    await tab.exposeFunction("__signTypedData", async (typed) => {
-      const response = await fetch(signer, { method: "POST", body: typed,
-        headers: { "content-type": "application/json" } });
-      if (!response.ok) throw new Error(`signer: ${response.status} ${await response.text()}`);
-      return response.text();
-    });
-    await tab.addInitScript((account) => {
-      window.__violations = [];
-      document.addEventListener("securitypolicyviolation", (e) => window.__violations.push(e.violatedDirective));
-      window.ethereum = {
-        request: async ({ method, params }) => {
-          switch (method) {
-            case "eth_requestAccounts": return [account];
-            case "wallet_switchEthereumChain": return null;
-            case "eth_signTypedData_v4": return window.__signTypedData(params[1]);
-            default: throw new Error(`unsupported ${method}`);
-          }
-        },
-      };
-    }, address);
+    await injectWallet(tab, signer, address);
     const response = await tab.goto(`${store}/api/x402/store-rail-receipt`);
     const found = {
       status: response.status(),
@@ -117,6 +131,57 @@ async function paywall() {
     const download = await tab.request.get(links[0]);
     found.download = { status: download.status(), bytes: (await download.body()).length };
     found.titleAfter = await tab.title();
+    found.violations = await tab.evaluate(() => window.__violations);
+    found.dialogs = dialogs;
+    return found;
+  });
+}
+
+// The paywall page's sign-in: optionally buys first (BUY_FIRST=1) and opens the page again,
+// then signs in with the wallet; a wallet refused sign-in then pays on the same page.
+async function signIn() {
+  const store = env("STORE_URL");
+  const signer = env("SIGNER_URL");
+  const address = env("WALLET_ADDRESS");
+  const buyFirst = process.env.BUY_FIRST === "1";
+  const url = `${store}/api/x402/store-rail-receipt`;
+  return withBrowser(async (context) => {
+    const tab = await context.newPage();
+    const dialogs = [];
+    tab.on("dialog", (dialog) => { dialogs.push(dialog.message()); dialog.dismiss(); });
+    await injectWallet(tab, signer, address);
+    const pay = tab.getByRole("button", { name: "Pay", exact: true });
+    const signInButton = tab.getByRole("button", { name: "Already bought? Sign in with your wallet" });
+    const response = await tab.goto(url);
+    const found = {
+      status: response.status(),
+      title: await tab.title(),
+      heading: await tab.locator("h1").textContent(),
+      lede: await tab.locator("p.lede").textContent(),
+    };
+    if (buyFirst) {
+      await pay.click();
+      await tab.locator("#passport").waitFor({ timeout: 20000 });
+      found.paidPassport = await tab.locator("#passport").textContent();
+      await tab.goto(url);
+    }
+    found.signInVisible = await signInButton.isVisible();
+    await signInButton.click();
+    await tab.locator("#status.done, #status.error").waitFor({ timeout: 20000 });
+    found.signIn = {
+      status: await tab.locator("#status").textContent(),
+      kind: await tab.locator("#status").getAttribute("class"),
+      heading: await tab.locator("#result h2").count() ? await tab.locator("#result h2").textContent() : null,
+      passport: await tab.locator("#passport").count() ? await tab.locator("#passport").textContent() : null,
+      links: await tab.locator("a.download").evaluateAll((as) => as.map((a) => a.href)),
+    };
+    found.payVisible = await pay.isVisible();
+    if (!buyFirst) {
+      await pay.click();
+      await tab.locator("#passport").waitFor({ timeout: 20000 });
+      found.paidPassport = await tab.locator("#passport").textContent();
+      found.paidStatus = await tab.locator("#status").textContent();
+    }
     found.violations = await tab.evaluate(() => window.__violations);
     found.dialogs = dialogs;
     return found;
@@ -186,13 +251,14 @@ async function hostile() {
       images: await tab.locator("img").count(),
       pwned: await tab.evaluate(() => window.__pwned === true),
       heading: await tab.locator("h1").first().textContent(),
+      lede: await tab.locator("p.lede").count() ? await tab.locator("p.lede").textContent() : null,
       dialogs,
     };
   });
 }
 
 const mode = process.argv[2];
-const modes = { "cross-origin": crossOrigin, paywall, storefront, hostile };
+const modes = { "cross-origin": crossOrigin, paywall, "sign-in": signIn, storefront, hostile };
 if (!modes[mode]) {
   console.error(`usage: node run.mjs ${Object.keys(modes).join("|")}`);
   process.exit(2);

@@ -70,6 +70,14 @@ pub(crate) fn require_browser_tools() {
 pub(crate) async fn served_store(
     edit: impl FnOnce(&mut x402_store::config::Config),
 ) -> (TestStore, String) {
+    served_store_paying(edit, Arc::new(SandboxFacilitator::new())).await
+}
+
+/// [`served_store`] paying through `facilitator`.
+pub(crate) async fn served_store_paying(
+    edit: impl FnOnce(&mut x402_store::config::Config),
+    facilitator: Arc<dyn tower_x402::Facilitator>,
+) -> (TestStore, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let base = format!("http://{address}");
@@ -78,7 +86,7 @@ pub(crate) async fn served_store(
             config.base_url = base.clone();
             edit(config);
         },
-        Arc::new(SandboxFacilitator::new()),
+        facilitator,
     )
     .await;
     let app = store.app.clone();
@@ -123,10 +131,30 @@ async fn another_origin_pays_with_the_official_client() {
     assert_eq!(orders.status, 200, "{}", orders.text);
 }
 
-/// `eth_signTypedData_v4` for the test wallet: the typed data of an EIP-3009
-/// `TransferWithAuthorization` in, the signature out.
-async fn signer(wallet: SandboxWallet) -> SocketAddr {
+/// The test wallet's signing endpoints: `/sign` is `eth_signTypedData_v4` (the typed data of an
+/// EIP-3009 `TransferWithAuthorization` in, the signature out), `/personal-sign` is
+/// `personal_sign` (`{"message": "0x…", "account": …}` in, the signature out).
+pub(crate) async fn signer(wallet: SandboxWallet) -> SocketAddr {
     let wallet = Arc::new(wallet);
+    let personal = Arc::clone(&wallet);
+    let personal_sign = move |Json(request): Json<Value>| {
+        let wallet = Arc::clone(&personal);
+        async move {
+            assert_eq!(
+                request["account"].as_str().map(str::to_ascii_lowercase),
+                Some(wallet.address().to_ascii_lowercase()),
+                "personal_sign for another account"
+            );
+            let hex = request["message"].as_str().unwrap();
+            let hex = hex.strip_prefix("0x").unwrap();
+            let bytes: Vec<u8> = (0..hex.len())
+                .step_by(2)
+                .map(|at| u8::from_str_radix(&hex[at..at + 2], 16).unwrap())
+                .collect();
+            let message = String::from_utf8(bytes).unwrap();
+            wallet.sign_message(&message).unwrap()
+        }
+    };
     let sign = move |Json(typed): Json<Value>| {
         let wallet = Arc::clone(&wallet);
         async move {
@@ -154,7 +182,10 @@ async fn signer(wallet: SandboxWallet) -> SocketAddr {
                 .signature
         }
     };
-    serve(axum::Router::new().route("/sign", post(sign))).await
+    let routes = axum::Router::new()
+        .route("/sign", post(sign))
+        .route("/personal-sign", post(personal_sign));
+    serve(routes).await
 }
 
 #[tokio::test]

@@ -1,13 +1,18 @@
 //! What browsers see on the paid route: CORS for a page on another origin (preflight 200, the
 //! origin allowed on 402, 400 and 200, the payment headers exposed), the origin list narrowing
-//! it, and the HTML paywall page for a navigation while every other client keeps the JSON 402.
+//! it, the HTML paywall page for a navigation while every other client keeps the JSON 402, and
+//! in Chromium the page titled by the product's name and its sign-in for a returning buyer.
 
 use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
+use serde_json::{Value, json};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 
+use super::browser_payments::{
+    require_browser_tools, run_node, served_store, served_store_paying, signer,
+};
 use super::support::{Shop, store, store_with};
 
 const PAID: &str = "/api/x402/store-rail-receipt";
@@ -180,4 +185,104 @@ async fn navigation_gets_the_page_other_clients_the_same_json() {
             without_sign_in(plain.header("payment-required"))
         );
     }
+}
+
+/// The product the browser tests open, as the catalog names and describes it.
+const RAIL_RECEIPT_NAME: &str = "Rail receipt";
+const RAIL_RECEIPT_DESCRIPTION: &str =
+    "A sample receipt record from the store's own x402 rail; the lowest-priced first probe.";
+
+/// The paywall page's sign-in in Chromium (`run.mjs sign-in`) for a fresh wallet, which pays
+/// on the page first when `buy_first`; what the page showed, and the facilitator it paid
+/// through.
+async fn sign_in_on_the_page(buy_first: bool) -> (Value, SandboxFacilitator) {
+    require_browser_tools();
+    let facilitator = SandboxFacilitator::new();
+    let (_store, base) = served_store_paying(|_| {}, Arc::new(facilitator.clone())).await;
+    let wallet = SandboxWallet::random();
+    let address = wallet.address();
+    let signer = signer(wallet).await;
+    let found = run_node(
+        "sign-in",
+        &[
+            ("STORE_URL", base),
+            ("SIGNER_URL", format!("http://{signer}/sign")),
+            ("WALLET_ADDRESS", address),
+            ("BUY_FIRST", if buy_first { "1" } else { "0" }.to_owned()),
+        ],
+    )
+    .await;
+    assert_eq!(found["status"], 402, "{found}");
+    assert_eq!(found["signInVisible"], true, "{found}");
+    assert_eq!(found["heading"], RAIL_RECEIPT_NAME, "{found}");
+    assert_eq!(found["lede"], RAIL_RECEIPT_DESCRIPTION, "{found}");
+    assert_eq!(found["violations"], json!([]), "{found}");
+    assert_eq!(found["dialogs"], json!([]), "{found}");
+    (found, facilitator)
+}
+
+#[tokio::test]
+async fn a_buyer_signs_in_on_the_page_and_gets_the_passport_without_paying_again() {
+    let (found, facilitator) = sign_in_on_the_page(true).await;
+    let paid = found["paidPassport"].as_str().unwrap();
+    assert!(paid.starts_with("Passport: pp_"), "{found}");
+    let signed_in = &found["signIn"];
+    assert_eq!(signed_in["kind"], "done", "{found}");
+    assert_eq!(
+        signed_in["status"],
+        "Signed in: here is what this wallet bought."
+    );
+    assert_eq!(signed_in["heading"], "Already yours", "{found}");
+    assert_eq!(signed_in["passport"], paid, "the same Passport: {found}");
+    assert!(
+        !signed_in["links"].as_array().unwrap().is_empty(),
+        "{found}"
+    );
+    // The purchase settled once; signing in called no settlement.
+    assert_eq!(facilitator.settlement_count(), 1);
+}
+
+#[tokio::test]
+async fn a_wallet_that_did_not_buy_is_told_so_and_can_still_pay() {
+    let (found, facilitator) = sign_in_on_the_page(false).await;
+    let refused = &found["signIn"];
+    assert_eq!(refused["kind"], "error", "{found}");
+    assert!(
+        refused["status"]
+            .as_str()
+            .unwrap()
+            .starts_with("This wallet has not bought this yet."),
+        "{found}"
+    );
+    assert_eq!(refused["passport"], Value::Null, "{found}");
+    assert_eq!(found["payVisible"], true, "{found}");
+    assert!(
+        found["paidPassport"]
+            .as_str()
+            .unwrap()
+            .starts_with("Passport: pp_"),
+        "{found}"
+    );
+    assert_eq!(found["paidStatus"], "Payment settled.", "{found}");
+    assert_eq!(facilitator.settlement_count(), 1);
+}
+
+#[tokio::test]
+async fn the_page_is_titled_by_the_product_name_above_its_description() {
+    require_browser_tools();
+    let (_store, base) = served_store(|_| {}).await;
+    let found = run_node(
+        "hostile",
+        &[("PAGE_URL", format!("{base}/api/x402/store-rail-receipt"))],
+    )
+    .await;
+    assert_eq!(found["status"], 402, "{found}");
+    assert_eq!(
+        found["title"],
+        format!("Payment required — {RAIL_RECEIPT_NAME}"),
+        "{found}"
+    );
+    assert_eq!(found["heading"], RAIL_RECEIPT_NAME, "{found}");
+    assert_eq!(found["lede"], RAIL_RECEIPT_DESCRIPTION, "{found}");
+    assert_eq!(found["pwned"], false, "{found}");
 }
