@@ -3,6 +3,9 @@
 //! `HttpFacilitator`, and the sandbox's ledger telling what moved (for the streamed body, read
 //! as the chain over JSON-RPC).
 
+#[path = "common/streamed.rs"]
+mod streamed;
+
 use std::sync::Arc;
 
 use axum::Router;
@@ -160,30 +163,6 @@ async fn zero_rows_moves_nothing_on_the_sandbox() {
     assert_eq!(shop.sandbox.settlement_count(), 0);
 }
 
-/// The streamed route's body: tokens from a channel, each charged 0.001 USDC as it is handed to
-/// the connection.
-struct Tokens {
-    tokens: tokio::sync::mpsc::Receiver<bytes::Bytes>,
-    charge: Charge,
-}
-
-impl http_body::Body for Tokens {
-    type Data = bytes::Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
-        self.tokens.poll_recv(cx).map(|token| {
-            token.map(|token| {
-                self.charge.add(AtomicAmount(1_000));
-                Ok(http_body::Frame::data(token))
-            })
-        })
-    }
-}
-
 /// A streamed shop settling after the body (`SettlementMode::AfterBody`) through the sandbox
 /// facilitator over HTTP, whose ledger is also served as the Base chain over JSON-RPC: `/tokens`
 /// sends one token each time the test releases one.
@@ -214,35 +193,8 @@ async fn streamed() -> Stream {
         .map(Arc::new)
         .unwrap();
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let tokens = {
-        let gate = Arc::clone(&gate);
-        move |charge: Charge| async move {
-            charge.set(AtomicAmount(0));
-            let (sender, receiver) = tokio::sync::mpsc::channel(1);
-            tokio::spawn(async move {
-                for n in 0..100 {
-                    let Ok(permit) = gate.acquire().await else {
-                        return;
-                    };
-                    permit.forget();
-                    let token = bytes::Bytes::from(format!("data: token {n}\n\n"));
-                    if sender.send(token).await.is_err() {
-                        return;
-                    }
-                }
-            });
-            let body = axum::body::Body::new(Tokens {
-                tokens: receiver,
-                charge,
-            });
-            ([("content-type", "text/event-stream")], body)
-        }
-    };
     let layer = X402Layer::new(facilitator, Arc::clone(&offer));
-    let app = Router::new().route("/tokens", get(tokens)).layer(layer);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let addr = streamed::serve(streamed::tokens_router(&gate).layer(layer)).await;
     Stream {
         sandbox,
         offer,
@@ -253,8 +205,7 @@ async fn streamed() -> Stream {
 }
 
 impl Stream {
-    /// Sends the paid request over a fresh HTTP/1.1 connection (asking for trailers); returns
-    /// the response and the task driving the connection (abort it to hang up).
+    /// Sends the paid request over a fresh HTTP/1.1 connection; see [`streamed::pay`].
     async fn pay(
         &self,
         payload: &PaymentPayload,
@@ -262,21 +213,7 @@ impl Stream {
         http::Response<hyper::body::Incoming>,
         tokio::task::JoinHandle<()>,
     ) {
-        let stream = tokio::net::TcpStream::connect(self.addr).await.unwrap();
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                .await
-                .unwrap();
-        let driver = tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        let request = http::Request::get("/tokens")
-            .header("host", "api.example.com")
-            .header("te", "trailers")
-            .header("payment-signature", header::encode(payload).unwrap())
-            .body(http_body_util::Empty::<bytes::Bytes>::new())
-            .unwrap();
-        (sender.send_request(request).await.unwrap(), driver)
+        streamed::pay(self.addr, payload).await
     }
 
     /// The USDC amounts `payer` sent [`PAY_TO`] on the chain view: the token's
@@ -333,17 +270,6 @@ impl Stream {
     }
 }
 
-/// The next data frame of `body`, as text.
-async fn next_token(body: &mut hyper::body::Incoming) -> String {
-    use http_body_util::BodyExt;
-    loop {
-        let frame = body.frame().await.unwrap().unwrap();
-        if let Ok(data) = frame.into_data() {
-            return String::from_utf8(data.to_vec()).unwrap();
-        }
-    }
-}
-
 #[tokio::test]
 async fn a_streamed_body_settles_on_the_sandbox_after_its_last_token_with_a_trailer() {
     use http_body_util::BodyExt;
@@ -359,7 +285,10 @@ async fn a_streamed_body_settles_on_the_sandbox_after_its_last_token_with_a_trai
     // Streamed as produced: tokens arrive with the stream open and nothing settled.
     shop.gate.add_permits(7);
     for n in 0..7 {
-        assert_eq!(next_token(&mut body).await, format!("data: token {n}\n\n"));
+        assert_eq!(
+            streamed::next_token(&mut body).await,
+            format!("data: token {n}\n\n")
+        );
     }
     assert_eq!(shop.sandbox.settle_calls(), 0);
     assert!(shop.transfers(&wallet.address()).await.is_empty());
@@ -402,7 +331,10 @@ async fn a_client_that_hangs_up_after_k_tokens_is_charged_k_tokens_once_on_the_s
     let mut body = response.into_body();
     shop.gate.add_permits(K as usize);
     for n in 0..K {
-        assert_eq!(next_token(&mut body).await, format!("data: token {n}\n\n"));
+        assert_eq!(
+            streamed::next_token(&mut body).await,
+            format!("data: token {n}\n\n")
+        );
     }
     // Hang up with the stream still open.
     driver.abort();
