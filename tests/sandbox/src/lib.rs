@@ -44,6 +44,7 @@
 //! ```
 
 mod clock;
+pub mod demo;
 mod eip712;
 mod facilitator;
 mod ledger;
