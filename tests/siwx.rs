@@ -274,16 +274,15 @@ async fn broken_proof(app: &Router, path: &str, buyer: &SandboxWallet, broken: B
         return header.to_owned();
     }
     let (_, extension) = challenge(app, path).await;
-    if let Broken::AnotherWallet = broken {
-        return SandboxWallet::random().sign_in(&extension).unwrap();
-    }
     let mut fields = proof_fields(&extension, "eip155:", &buyer.address()).unwrap();
     match broken {
+        Broken::AnotherWallet => return SandboxWallet::random().sign_in(&extension).unwrap(),
         Broken::Field(name, value) => {
             fields.insert(name.into(), value.into());
             buyer.sign_proof(&mut fields).unwrap();
         }
-        _ => SandboxWallet::random().sign_proof(&mut fields).unwrap(),
+        Broken::AnotherKey => SandboxWallet::random().sign_proof(&mut fields).unwrap(),
+        Broken::Header(_) => unreachable!("a broken header needs no challenge"),
     }
     encode(&fields)
 }
