@@ -115,6 +115,21 @@ async fn refused(response: Response<Body>) -> String {
         .to_owned()
 }
 
+/// The two routes with the default sign-in, and a buyer who has bought `/a`.
+async fn a_buyer_of_a() -> (SandboxFacilitator, Router, SandboxWallet) {
+    let facilitator = SandboxFacilitator::new();
+    let app = app(&facilitator, siwx());
+    let buyer = SandboxWallet::random();
+    buy(&app, "/a", &buyer).await;
+    (facilitator, app, buyer)
+}
+
+/// `wallet`'s proof for a fresh challenge of `path`.
+async fn fresh_proof(app: &Router, path: &str, wallet: &SandboxWallet) -> String {
+    let (_, extension) = challenge(app, path).await;
+    wallet.sign_in(&extension).unwrap()
+}
+
 /// The `error` of the refusal of `proof` sent to `path`.
 async fn refused_proof(app: &Router, path: &str, proof: &str) -> String {
     refused(send(app, path, &[("sign-in-with-x", proof)]).await).await
@@ -187,15 +202,11 @@ async fn the_challenge_is_bound_to_the_configured_origin_and_the_route() {
 
 #[tokio::test]
 async fn a_buyer_signs_in_without_paying_and_each_proof_works_once() {
-    let facilitator = SandboxFacilitator::new();
-    let app = app(&facilitator, siwx());
-    let buyer = SandboxWallet::random();
-    buy(&app, "/a", &buyer).await;
+    let (facilitator, app, buyer) = a_buyer_of_a().await;
     let settled = facilitator.settlements().len();
     let balance = facilitator.balance_of(&buyer.address());
 
-    let (_, extension) = challenge(&app, "/a").await;
-    let proof = buyer.sign_in(&extension).unwrap();
+    let proof = fresh_proof(&app, "/a", &buyer).await;
     let response = send(&app, "/a", &[("sign-in-with-x", &proof)]).await;
     assert_eq!(response.status(), StatusCode::OK);
     let body = json_body(response).await;
@@ -213,29 +224,24 @@ async fn a_buyer_signs_in_without_paying_and_each_proof_works_once() {
     assert!(error.starts_with("invalid_siwx_nonce_used"), "{error}");
 
     // A fresh proof works again.
-    let (_, extension) = challenge(&app, "/a").await;
-    let proof = buyer.sign_in(&extension).unwrap();
+    let proof = fresh_proof(&app, "/a", &buyer).await;
     assert_eq!(signs_in(&app, "/a", &proof).await, StatusCode::OK);
 }
 
 #[tokio::test]
 async fn a_valid_proof_beats_a_payment_and_a_failed_one_lets_the_payment_through() {
-    let facilitator = SandboxFacilitator::new();
-    let app = app(&facilitator, siwx());
-    let buyer = SandboxWallet::random();
-    buy(&app, "/a", &buyer).await;
+    let (facilitator, app, buyer) = a_buyer_of_a().await;
     let settled = facilitator.settlements().len();
 
     let (required, extension) = challenge(&app, "/a").await;
     let proof = buyer.sign_in(&extension).unwrap();
     let payment = header::encode(&buyer.pay(&required).unwrap()).unwrap();
     let payment = payment.to_str().unwrap();
-    let response = send(
-        &app,
-        "/a",
-        &[("sign-in-with-x", &proof), ("payment-signature", payment)],
-    )
-    .await;
+    let proof_and_payment = [
+        ("sign-in-with-x", proof.as_str()),
+        ("payment-signature", payment),
+    ];
+    let response = send(&app, "/a", &proof_and_payment).await;
     assert_eq!(response.status(), StatusCode::OK);
     assert!(
         !response.headers().contains_key("payment-response"),
@@ -244,12 +250,7 @@ async fn a_valid_proof_beats_a_payment_and_a_failed_one_lets_the_payment_through
     assert_eq!(facilitator.settlements().len(), settled);
 
     // The same proof is now used: the payment it came with is processed instead.
-    let response = send(
-        &app,
-        "/a",
-        &[("sign-in-with-x", &proof), ("payment-signature", payment)],
-    )
-    .await;
+    let response = send(&app, "/a", &proof_and_payment).await;
     assert_eq!(response.status(), StatusCode::OK);
     assert!(response.headers().contains_key("payment-response"), "paid");
     assert_eq!(facilitator.settlements().len(), settled + 1);
@@ -289,10 +290,7 @@ async fn broken_proof(app: &Router, path: &str, buyer: &SandboxWallet, broken: B
 
 #[tokio::test]
 async fn proofs_the_layer_must_refuse() {
-    let facilitator = SandboxFacilitator::new();
-    let app = app(&facilitator, siwx());
-    let buyer = SandboxWallet::random();
-    buy(&app, "/a", &buyer).await;
+    let (_, app, buyer) = a_buyer_of_a().await;
 
     let cases = [
         (
@@ -346,27 +344,21 @@ async fn proofs_the_layer_must_refuse() {
     }
 
     // And the buyer's own valid proof still works: none of the above consumed anything.
-    let (_, extension) = challenge(&app, "/a").await;
-    let proof = buyer.sign_in(&extension).unwrap();
+    let proof = fresh_proof(&app, "/a", &buyer).await;
     assert_eq!(signs_in(&app, "/a", &proof).await, StatusCode::OK);
 }
 
 #[tokio::test]
 async fn a_proof_for_one_resource_never_unlocks_another() {
-    let facilitator = SandboxFacilitator::new();
-    let app = app(&facilitator, siwx());
-    let buyer = SandboxWallet::random();
-    buy(&app, "/a", &buyer).await;
+    let (_, app, buyer) = a_buyer_of_a().await;
 
     // Bought A; B's challenge signed: not entitled to B.
-    let (_, extension) = challenge(&app, "/b").await;
-    let proof = buyer.sign_in(&extension).unwrap();
+    let proof = fresh_proof(&app, "/b", &buyer).await;
     let error = refused_proof(&app, "/b", &proof).await;
     assert!(error.starts_with("invalid_siwx_not_entitled"), "{error}");
 
     // A's proof sent to B: refused (its URI is A's).
-    let (_, extension) = challenge(&app, "/a").await;
-    let proof = buyer.sign_in(&extension).unwrap();
+    let proof = fresh_proof(&app, "/a", &buyer).await;
     let error = refused_proof(&app, "/b", &proof).await;
     assert!(error.starts_with("invalid_siwx_uri_mismatch"), "{error}");
 
@@ -398,8 +390,7 @@ async fn proofs_and_entitlements_lapse() {
     buy(&app, "/a", &buyer).await;
 
     // A challenge answered too late.
-    let (_, extension) = challenge(&app, "/a").await;
-    let proof = buyer.sign_in(&extension).unwrap();
+    let proof = fresh_proof(&app, "/a", &buyer).await;
     tokio::time::sleep(Duration::from_millis(1_300)).await;
     let error = refused_proof(&app, "/a", &proof).await;
     assert!(
@@ -421,8 +412,7 @@ async fn proofs_and_entitlements_lapse() {
         )
         .await
         .unwrap();
-    let (_, extension) = challenge(&app, "/a").await;
-    let proof = stale.sign_in(&extension).unwrap();
+    let proof = fresh_proof(&app, "/a", &stale).await;
     let error = refused_proof(&app, "/a", &proof).await;
     assert!(
         error.starts_with("invalid_siwx_entitlement_lapsed"),
