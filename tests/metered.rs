@@ -583,17 +583,6 @@ async fn streamed() -> Stream {
 }
 
 impl Stream {
-    /// Sends the paid request over a fresh HTTP/1.1 connection; see [`streamed::pay`].
-    async fn pay(
-        &self,
-        payload: &PaymentPayload,
-    ) -> (
-        http::Response<hyper::body::Incoming>,
-        tokio::task::JoinHandle<()>,
-    ) {
-        streamed::pay(self.addr, payload).await
-    }
-
     async fn transfers_settle(&self) -> Vec<(String, u128)> {
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         while self.facilitator.transfers().is_empty() {
@@ -606,44 +595,26 @@ impl Stream {
 
 #[tokio::test]
 async fn a_streamed_body_settles_after_its_last_chunk_for_the_tokens_sent() {
-    use http_body_util::BodyExt;
     let shop = streamed().await;
     let payload = payment(&shop.offer, 1);
-    let (response, _driver) = shop.pay(&payload).await;
-    assert_eq!(response.status(), 200);
-    assert_eq!(response.headers()["trailer"], "PAYMENT-RESPONSE");
-    assert!(!response.headers().contains_key("payment-response"));
-    let mut body = response.into_body();
+    let (response, _driver) = streamed::pay(shop.addr, &payload).await;
+    let mut body = streamed::streaming_body(response);
 
     // Streamed as produced: the first token arrives while the stream is still open, and
     // nothing has settled yet.
-    shop.gate.add_permits(1);
-    assert_eq!(streamed::next_token(&mut body).await, "data: token 0\n\n");
+    streamed::release(&shop.gate, &mut body, 0..1).await;
     assert!(shop.facilitator.settle_amounts().is_empty());
 
     // Six more, then the stream ends after 7 tokens.
-    shop.gate.add_permits(6);
-    for n in 1..7 {
-        assert_eq!(
-            streamed::next_token(&mut body).await,
-            format!("data: token {n}\n\n")
-        );
-    }
+    streamed::release(&shop.gate, &mut body, 1..7).await;
     assert!(shop.facilitator.settle_amounts().is_empty());
-    shop.gate.close();
-    let rest = body.collect().await.unwrap();
-    let trailers = rest
-        .trailers()
-        .expect("the settlement in a trailer")
-        .clone();
-    assert!(rest.to_bytes().is_empty());
-    let settled: SettleResponse = header::decode(trailers["payment-response"].as_bytes()).unwrap();
+    let settled = streamed::finish(&shop.gate, body).await;
     assert!(settled.success);
     assert_eq!(settled.amount, Some(AtomicAmount(7_000)));
     assert_eq!(shop.facilitator.transfers(), vec![("1".into(), 7_000)]);
 
     // The same payment sent again is answered with the settlement from its record.
-    let (again, _driver) = shop.pay(&payload).await;
+    let (again, _driver) = streamed::pay(shop.addr, &payload).await;
     assert_eq!(again.status(), 200);
     let replayed: SettleResponse =
         header::decode(again.headers()["payment-response"].as_bytes()).unwrap();
@@ -659,16 +630,10 @@ async fn a_streamed_body_settles_after_its_last_chunk_for_the_tokens_sent() {
 async fn a_client_that_disconnects_mid_stream_is_charged_for_what_was_sent_once() {
     let shop = streamed().await;
     let payload = payment(&shop.offer, 2);
-    let (response, driver) = shop.pay(&payload).await;
+    let (response, driver) = streamed::pay(shop.addr, &payload).await;
     assert_eq!(response.status(), 200);
     let mut body = response.into_body();
-    shop.gate.add_permits(3);
-    for n in 0..3 {
-        assert_eq!(
-            streamed::next_token(&mut body).await,
-            format!("data: token {n}\n\n")
-        );
-    }
+    streamed::release(&shop.gate, &mut body, 0..3).await;
     // Hang up after 3 tokens, with the stream still open.
     driver.abort();
     drop(body);
@@ -677,7 +642,7 @@ async fn a_client_that_disconnects_mid_stream_is_charged_for_what_was_sent_once(
     assert_eq!(shop.facilitator.settle_amounts(), vec![3_000], "once");
 
     // The buyer's retry learns the settlement from the record.
-    let (again, _driver) = shop.pay(&payload).await;
+    let (again, _driver) = streamed::pay(shop.addr, &payload).await;
     let replayed: SettleResponse =
         header::decode(again.headers()["payment-response"].as_bytes()).unwrap();
     assert_eq!(replayed.amount, Some(AtomicAmount(3_000)));

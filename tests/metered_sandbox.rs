@@ -205,17 +205,6 @@ async fn streamed() -> Stream {
 }
 
 impl Stream {
-    /// Sends the paid request over a fresh HTTP/1.1 connection; see [`streamed::pay`].
-    async fn pay(
-        &self,
-        payload: &PaymentPayload,
-    ) -> (
-        http::Response<hyper::body::Incoming>,
-        tokio::task::JoinHandle<()>,
-    ) {
-        streamed::pay(self.addr, payload).await
-    }
-
     /// The USDC amounts `payer` sent [`PAY_TO`] on the chain view: the token's
     /// `Transfer(payer, payTo)` logs, read through `eth_getLogs`.
     async fn transfers(&self, payer: &str) -> Vec<u128> {
@@ -272,35 +261,19 @@ impl Stream {
 
 #[tokio::test]
 async fn a_streamed_body_settles_on_the_sandbox_after_its_last_token_with_a_trailer() {
-    use http_body_util::BodyExt;
     let shop = streamed().await;
     let wallet = SandboxWallet::random();
     let payload = upto_payment(&wallet, &shop.offer);
-    let (response, _driver) = shop.pay(&payload).await;
-    assert_eq!(response.status(), 200);
-    assert_eq!(response.headers()["trailer"], "PAYMENT-RESPONSE");
-    assert!(!response.headers().contains_key("payment-response"));
-    let mut body = response.into_body();
+    let (response, _driver) = streamed::pay(shop.addr, &payload).await;
+    let mut body = streamed::streaming_body(response);
 
     // Streamed as produced: tokens arrive with the stream open and nothing settled.
-    shop.gate.add_permits(7);
-    for n in 0..7 {
-        assert_eq!(
-            streamed::next_token(&mut body).await,
-            format!("data: token {n}\n\n")
-        );
-    }
+    streamed::release(&shop.gate, &mut body, 0..7).await;
     assert_eq!(shop.sandbox.settle_calls(), 0);
     assert!(shop.transfers(&wallet.address()).await.is_empty());
 
     // The stream ends after 7 tokens: settled for 7 × 0.001 USDC, told in the trailer.
-    shop.gate.close();
-    let rest = body.collect().await.unwrap();
-    let trailers = rest
-        .trailers()
-        .expect("the settlement in a trailer")
-        .clone();
-    let settled: SettleResponse = header::decode(trailers["payment-response"].as_bytes()).unwrap();
+    let settled = streamed::finish(&shop.gate, body).await;
     assert!(settled.success);
     assert_eq!(settled.amount, Some(AtomicAmount(7_000)));
     assert_eq!(shop.sandbox.settle_calls(), 1);
@@ -311,7 +284,7 @@ async fn a_streamed_body_settles_on_the_sandbox_after_its_last_token_with_a_trai
     );
 
     // The same payment sent again is answered from the record, not settled again.
-    let (again, _driver) = shop.pay(&payload).await;
+    let (again, _driver) = streamed::pay(shop.addr, &payload).await;
     assert_eq!(again.status(), 200);
     let replayed: SettleResponse =
         header::decode(again.headers()["payment-response"].as_bytes()).unwrap();
@@ -326,16 +299,10 @@ async fn a_client_that_hangs_up_after_k_tokens_is_charged_k_tokens_once_on_the_s
     let shop = streamed().await;
     let wallet = SandboxWallet::random();
     let payload = upto_payment(&wallet, &shop.offer);
-    let (response, driver) = shop.pay(&payload).await;
+    let (response, driver) = streamed::pay(shop.addr, &payload).await;
     assert_eq!(response.status(), 200);
     let mut body = response.into_body();
-    shop.gate.add_permits(K as usize);
-    for n in 0..K {
-        assert_eq!(
-            streamed::next_token(&mut body).await,
-            format!("data: token {n}\n\n")
-        );
-    }
+    streamed::release(&shop.gate, &mut body, 0..K).await;
     // Hang up with the stream still open.
     driver.abort();
     drop(body);
@@ -352,7 +319,7 @@ async fn a_client_that_hangs_up_after_k_tokens_is_charged_k_tokens_once_on_the_s
     );
 
     // The buyer's retry learns the settlement from the record.
-    let (again, _driver) = shop.pay(&payload).await;
+    let (again, _driver) = streamed::pay(shop.addr, &payload).await;
     let replayed: SettleResponse =
         header::decode(again.headers()["payment-response"].as_bytes()).unwrap();
     assert_eq!(replayed.amount, Some(AtomicAmount(u128::from(K) * 1_000)));

@@ -11,7 +11,7 @@ use axum::routing::get;
 use http_body_util::BodyExt;
 use tokio::sync::Semaphore;
 use tower_x402::Charge;
-use tower_x402::proto::{AtomicAmount, PaymentPayload, header};
+use tower_x402::proto::{AtomicAmount, PaymentPayload, SettleResponse, header};
 
 /// What each token costs, in atomic USDC units (0.001 USDC).
 pub const TOKEN_PRICE: u128 = 1_000;
@@ -110,4 +110,38 @@ pub async fn next_token(body: &mut hyper::body::Incoming) -> String {
             return String::from_utf8(data.to_vec()).unwrap();
         }
     }
+}
+
+/// Asserts that `response` is a 200 whose settlement is announced as a trailer, not sent as a
+/// header, and returns its body.
+pub fn streaming_body(response: http::Response<hyper::body::Incoming>) -> hyper::body::Incoming {
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["trailer"], "PAYMENT-RESPONSE");
+    assert!(!response.headers().contains_key("payment-response"));
+    response.into_body()
+}
+
+/// Releases the tokens numbered `tokens` through `gate` and asserts each arrives, in order.
+pub async fn release(
+    gate: &Semaphore,
+    body: &mut hyper::body::Incoming,
+    tokens: std::ops::Range<u32>,
+) {
+    gate.add_permits(tokens.len());
+    for n in tokens {
+        assert_eq!(next_token(body).await, format!("data: token {n}\n\n"));
+    }
+}
+
+/// Closes `gate`, which ends the stream, and returns the settlement of its `PAYMENT-RESPONSE`
+/// trailer; nothing is sent after the tokens already read.
+pub async fn finish(gate: &Semaphore, body: hyper::body::Incoming) -> SettleResponse {
+    gate.close();
+    let rest = body.collect().await.unwrap();
+    let trailers = rest
+        .trailers()
+        .expect("the settlement in a trailer")
+        .clone();
+    assert!(rest.to_bytes().is_empty());
+    header::decode(trailers["payment-response"].as_bytes()).unwrap()
 }
