@@ -11,7 +11,7 @@ use tower_x402_sandbox::SandboxFacilitator;
 use x402_store::config::Config;
 use x402_store::state::build_state_with;
 
-use super::live_store::{PATIENCE, new_payment, present, serve_store, wait_until};
+use super::live_store::{PATIENCE, new_payment, open_store, present, serve_store, wait_until};
 use super::postgres_server::PgServer;
 use super::reliability;
 use super::support::RECEIPT;
@@ -175,14 +175,9 @@ async fn readyz_follows_the_database() {
 async fn postgres_stopped_while_settling_never_settles_twice_and_delivers_after() {
     super::postgres_server::require();
     let server = PgServer::start_own().unwrap();
-    let config = Config::for_tests(server.url("postgres"));
     let sandbox = SandboxFacilitator::new();
-    let state = build_state_with(config, Arc::new(sandbox.clone()), true)
-        .await
-        .unwrap();
-    let base = serve_store(state).await;
+    let (product, _) = open_store(&server, &sandbox).await;
     let client = reqwest::Client::new();
-    let product = format!("{base}/api/x402/{RECEIPT}");
     let signature = new_payment(&client, &product).await;
 
     sandbox.queue_settle(tower_x402_sandbox::Step::Answer.after(Duration::from_secs(2)));
@@ -233,21 +228,6 @@ async fn postgres_stopped_while_settling_never_settles_twice_and_delivers_after(
         delivered_unpaid: false,
     };
     reliability::check("store-database-settling", &[row]);
-}
-
-/// A store over `server` with its operator's address: (the product's URL, `/readyz`'s URL).
-async fn open_store(server: &PgServer, sandbox: &SandboxFacilitator) -> (String, String) {
-    let config = Config::for_tests(server.url("postgres"));
-    let state = build_state_with(config, Arc::new(sandbox.clone()), true)
-        .await
-        .unwrap();
-    let handle = x402_store::ops::install_recorder().unwrap();
-    let ops_router = x402_store::ops::router(&state, handle, x402_store::ops::Draining::default());
-    let ops_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let readyz = format!("http://{}/readyz", ops_listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(ops_listener, ops_router).await });
-    let product = format!("{}/api/x402/{RECEIPT}", serve_store(state).await);
-    (product, readyz)
 }
 
 /// Retries `signature` until it is delivered, within [`RESTART_DELIVERY`] of `since`: never a

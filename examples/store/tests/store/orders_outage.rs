@@ -2,17 +2,13 @@
 //! and the order is written in the background once the database is back, with no request from
 //! the buyer; the buyer's retry then finds that one order.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use tower_x402_sandbox::{SandboxFacilitator, Step};
-use x402_store::config::Config;
-use x402_store::state::build_state_with;
 
-use super::live_store::{PATIENCE, new_payment, present, serve_store, wait_until};
+use super::live_store::{PATIENCE, new_payment, open_store, present, wait_until};
 use super::postgres_server::PgServer;
-use super::support::RECEIPT;
 
 async fn orders(url: &str) -> Option<i64> {
     let pool = sqlx::PgPool::connect(url).await.ok()?;
@@ -30,16 +26,8 @@ async fn an_order_the_database_missed_is_written_once_it_is_back_without_a_retry
     let server = PgServer::start_own().unwrap();
     let url = server.url("postgres");
     let sandbox = SandboxFacilitator::new();
-    let state = build_state_with(
-        Config::for_tests(url.clone()),
-        Arc::new(sandbox.clone()),
-        true,
-    )
-    .await
-    .unwrap();
-    let base = serve_store(state).await;
+    let (product, _) = open_store(&server, &sandbox).await;
     let client = reqwest::Client::new();
-    let product = format!("{base}/api/x402/{RECEIPT}");
     let signature = new_payment(&client, &product).await;
 
     // The database goes while /settle is held open: the money moves, nothing can be written.
