@@ -16,7 +16,6 @@
 //! `--facilitator` the in-process sandbox facilitator verifies and settles. The first line on
 //! stdout is `listening on http://ADDR`.
 
-use std::io::Write as _;
 use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -31,10 +30,9 @@ use axum::{Json, Router};
 use bytes::Bytes;
 use clap::Parser;
 use serde_json::json;
-use tower_x402::facilitator::Facilitator;
 use tower_x402::proto::{AtomicAmount, ResourceInfo, UsdAmount, UsdcDeployment};
-use tower_x402::{Charge, HttpFacilitator, Offer, Price, SettlementMode, X402Layer};
-use tower_x402_sandbox::SandboxFacilitator;
+use tower_x402::{Charge, Offer, Price, SettlementMode, X402Layer};
+use tower_x402_sandbox::demo;
 
 /// A metered x402 API: rows and streamed tokens, charged for what was served.
 #[derive(Debug, Parser)]
@@ -63,35 +61,13 @@ const TOKEN_MICROS: u64 = 1_000;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
-    match serve(Args::parse()).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("metered: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    demo::log_to_stderr();
+    demo::exit_code("metered", serve(Args::parse()).await)
 }
 
 async fn serve(args: Args) -> Result<(), String> {
-    let listener = tokio::net::TcpListener::bind(&args.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-    let address = listener
-        .local_addr()
-        .map_err(|e| format!("bound address: {e}"))?;
-    let facilitator: Arc<dyn Facilitator> = match &args.facilitator {
-        Some(url) => Arc::new(
-            HttpFacilitator::new(url.as_str()).map_err(|e| format!("facilitator {url}: {e}"))?,
-        ),
-        None => Arc::new(SandboxFacilitator::new()),
-    };
+    let (listener, address) = demo::listen(&args.listen).await?;
+    let facilitator = demo::facilitator_or_sandbox(args.facilitator.as_deref())?;
     let offer = |path: &str, mode: SettlementMode| {
         let facilitator = Arc::clone(&facilitator);
         let (url, pay_to) = (format!("http://{address}{path}"), args.pay_to.clone());
@@ -146,19 +122,7 @@ async fn serve(args: Args) -> Result<(), String> {
             get(tokens).layer(paywall(tokens_offer, TOKEN_MICROS)),
         );
 
-    let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "listening on http://{address}")
-        .and_then(|()| stdout.flush())
-        .map_err(|e| format!("writing to stdout: {e}"))?;
-    drop(stdout);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            if tokio::signal::ctrl_c().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        })
-        .await
-        .map_err(|e| format!("server error: {e}"))
+    demo::serve_until_ctrl_c(listener, app).await
 }
 
 /// The `count` query parameter (default 1).

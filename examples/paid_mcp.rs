@@ -16,7 +16,6 @@
 //! `tower_x402::mcp`. Without `--facilitator` the in-process sandbox facilitator verifies and
 //! settles. The first line on stdout is `listening on http://ADDR`.
 
-use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -28,12 +27,11 @@ use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_handler, tool_router};
-use tower_x402::facilitator::Facilitator;
 use tower_x402::mcp::PaidTools;
 use tower_x402::payment::Payments;
 use tower_x402::proto::{AtomicAmount, UsdAmount, UsdcDeployment};
-use tower_x402::{Charge, HttpFacilitator, Offer};
-use tower_x402_sandbox::SandboxFacilitator;
+use tower_x402::{Charge, Offer};
+use tower_x402_sandbox::demo;
 
 /// An MCP server with one free and two paid tools.
 #[derive(Debug, Parser)]
@@ -168,35 +166,13 @@ impl ServerHandler for Tools {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
-    match serve(Args::parse()).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("paid_mcp: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    demo::log_to_stderr();
+    demo::exit_code("paid_mcp", serve(Args::parse()).await)
 }
 
 async fn serve(args: Args) -> Result<(), String> {
-    let listener = tokio::net::TcpListener::bind(&args.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-    let address = listener
-        .local_addr()
-        .map_err(|e| format!("bound address: {e}"))?;
-    let facilitator: Arc<dyn Facilitator> = match &args.facilitator {
-        Some(url) => Arc::new(
-            HttpFacilitator::new(url.as_str()).map_err(|e| format!("facilitator {url}: {e}"))?,
-        ),
-        None => Arc::new(SandboxFacilitator::new()),
-    };
+    let (listener, _) = demo::listen(&args.listen).await?;
+    let facilitator = demo::facilitator_or_sandbox(args.facilitator.as_deref())?;
     let quote = Offer::builder(PaidTools::resource("quote"))
         .usdc(
             &UsdcDeployment::BASE,
@@ -231,17 +207,5 @@ async fn serve(args: Args) -> Result<(), String> {
     );
     let app = axum::Router::new().route_service("/mcp", mcp);
 
-    let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "listening on http://{address}")
-        .and_then(|()| stdout.flush())
-        .map_err(|e| format!("writing to stdout: {e}"))?;
-    drop(stdout);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            if tokio::signal::ctrl_c().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        })
-        .await
-        .map_err(|e| format!("server error: {e}"))
+    demo::serve_until_ctrl_c(listener, app).await
 }

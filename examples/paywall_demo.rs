@@ -9,7 +9,6 @@
 //! cargo run --example paywall_demo -- --facilitator http://127.0.0.1:4021
 //! ```
 
-use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -18,8 +17,8 @@ use axum::{Json, Router};
 use clap::Parser;
 use serde_json::json;
 use tower_x402::proto::{ResourceInfo, UsdcDeployment};
-use tower_x402::{HttpFacilitator, Offer, SettlementMode, VerifiedPayment, X402Layer};
-use tower_x402_sandbox::SandboxFacilitator;
+use tower_x402::{Offer, SettlementMode, VerifiedPayment, X402Layer};
+use tower_x402_sandbox::demo;
 
 /// A one-route paywall for trying x402 clients against.
 #[derive(Debug, Parser)]
@@ -50,22 +49,11 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    match serve(Args::parse()).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("paywall_demo: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    demo::exit_code("paywall_demo", serve(Args::parse()).await)
 }
 
 async fn serve(args: Args) -> Result<(), String> {
-    let listener = tokio::net::TcpListener::bind(&args.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-    let address = listener
-        .local_addr()
-        .map_err(|e| format!("bound address: {e}"))?;
+    let (listener, address) = demo::listen(&args.listen).await?;
     let mode = if args.settle_first {
         SettlementMode::Before
     } else {
@@ -81,13 +69,8 @@ async fn serve(args: Args) -> Result<(), String> {
         .build()
         .map(Arc::new)
         .map_err(|e| format!("offer: {e}"))?;
-    let paywall = match &args.facilitator {
-        Some(url) => X402Layer::new(
-            HttpFacilitator::new(url.as_str()).map_err(|e| format!("facilitator {url}: {e}"))?,
-            offer,
-        ),
-        None => X402Layer::new(SandboxFacilitator::new(), offer),
-    };
+    let facilitator = demo::facilitator_or_sandbox(args.facilitator.as_deref())?;
+    let paywall = X402Layer::new(facilitator, offer);
     let app = Router::new()
         .route(
             "/",
@@ -95,19 +78,7 @@ async fn serve(args: Args) -> Result<(), String> {
         )
         .route("/report", get(report).layer(paywall));
 
-    let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "listening on http://{address}")
-        .and_then(|()| stdout.flush())
-        .map_err(|e| format!("writing to stdout: {e}"))?;
-    drop(stdout);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            if tokio::signal::ctrl_c().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        })
-        .await
-        .map_err(|e| format!("server error: {e}"))
+    demo::serve_until_ctrl_c(listener, app).await
 }
 
 async fn report(payment: VerifiedPayment) -> Json<serde_json::Value> {

@@ -12,13 +12,11 @@
 //! works for scripts); logs go to stderr (`RUST_LOG=tower_x402=debug` shows each refusal).
 //! Ctrl-C stops it; the ledger lives only as long as the process.
 
-use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
 
 use clap::Parser;
 use tower_x402::proto::{AtomicAmount, Network};
-use tower_x402_sandbox::SandboxFacilitator;
-use tracing_subscriber::EnvFilter;
+use tower_x402_sandbox::{SandboxFacilitator, demo};
 
 /// The sandbox x402 facilitator over HTTP.
 #[derive(Debug, Parser)]
@@ -44,48 +42,18 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
-    match serve(Args::parse()).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("sandbox_facilitator: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    demo::log_to_stderr();
+    demo::exit_code("sandbox_facilitator", serve(Args::parse()).await)
 }
 
 async fn serve(args: Args) -> Result<(), String> {
     let facilitator =
         SandboxFacilitator::new().with_starting_balance(AtomicAmount(args.starting_balance));
-    let listener = tokio::net::TcpListener::bind(&args.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-    let address = listener
-        .local_addr()
-        .map_err(|e| format!("bound address: {e}"))?;
-    let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "listening on http://{address}")
-        .and_then(|()| stdout.flush())
-        .map_err(|e| format!("writing to stdout: {e}"))?;
-    drop(stdout);
+    let (listener, _) = demo::listen(&args.listen).await?;
     tracing::info!(signer = %facilitator.signer_address(), "sandbox facilitator ready");
 
     let app = facilitator
         .router()
         .nest("/rpc", facilitator.rpc_router(Network::BASE));
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            // If Ctrl-C cannot be watched, run until killed.
-            if tokio::signal::ctrl_c().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        })
-        .await
-        .map_err(|e| format!("server error: {e}"))
+    demo::serve_until_ctrl_c(listener, app).await
 }

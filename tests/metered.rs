@@ -2,6 +2,9 @@
 //! amount (through the typed [`Charge`] or the `Settlement-Overrides` header), the layer settles
 //! exactly that amount once, never above the signed maximum, never the maximum by default.
 
+#[path = "common/streamed.rs"]
+mod streamed;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -552,30 +555,6 @@ async fn a_lost_settle_answer_is_recovered_with_the_identical_amount_once() {
     }
 }
 
-/// The streamed route's body: tokens from a channel, each charged 0.001 USDC as it is handed to
-/// the connection.
-struct Tokens {
-    tokens: tokio::sync::mpsc::Receiver<bytes::Bytes>,
-    charge: Charge,
-}
-
-impl http_body::Body for Tokens {
-    type Data = bytes::Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
-        self.tokens.poll_recv(cx).map(|token| {
-            token.map(|token| {
-                self.charge.add(AtomicAmount(1000));
-                Ok(http_body::Frame::data(token))
-            })
-        })
-    }
-}
-
 /// A streamed shop: `/tokens` sends one token each time the test releases one.
 struct Stream {
     facilitator: Metering,
@@ -594,31 +573,7 @@ async fn streamed() -> Stream {
     .await;
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let layer = X402Layer::new(facilitator.clone(), Arc::clone(&offer));
-    let tokens = {
-        let gate = Arc::clone(&gate);
-        move |charge: Charge| async move {
-            charge.set(AtomicAmount(0));
-            let (sender, receiver) = tokio::sync::mpsc::channel(1);
-            tokio::spawn(async move {
-                for n in 0..100 {
-                    gate.acquire().await.unwrap().forget();
-                    let token = bytes::Bytes::from(format!("data: token {n}\n\n"));
-                    if sender.send(token).await.is_err() {
-                        return;
-                    }
-                }
-            });
-            let body = axum::body::Body::new(Tokens {
-                tokens: receiver,
-                charge,
-            });
-            ([("content-type", "text/event-stream")], body)
-        }
-    };
-    let app = Router::new().route("/tokens", get(tokens)).layer(layer);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let addr = streamed::serve(streamed::tokens_router(&gate).layer(layer)).await;
     Stream {
         facilitator,
         offer,
@@ -628,32 +583,6 @@ async fn streamed() -> Stream {
 }
 
 impl Stream {
-    /// Sends the paid request over a fresh HTTP/1.1 connection (asking for trailers); returns
-    /// the response and the task driving the connection (abort it to hang up).
-    async fn pay(
-        &self,
-        payload: &PaymentPayload,
-    ) -> (
-        http::Response<hyper::body::Incoming>,
-        tokio::task::JoinHandle<()>,
-    ) {
-        let stream = tokio::net::TcpStream::connect(self.addr).await.unwrap();
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                .await
-                .unwrap();
-        let driver = tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        let request = http::Request::get("/tokens")
-            .header("host", "api.example.com")
-            .header("te", "trailers")
-            .header("payment-signature", header::encode(payload).unwrap())
-            .body(http_body_util::Empty::<bytes::Bytes>::new())
-            .unwrap();
-        (sender.send_request(request).await.unwrap(), driver)
-    }
-
     async fn transfers_settle(&self) -> Vec<(String, u128)> {
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         while self.facilitator.transfers().is_empty() {
@@ -664,54 +593,28 @@ impl Stream {
     }
 }
 
-/// The next data frame of `body`, as text.
-async fn next_token(body: &mut hyper::body::Incoming) -> String {
-    use http_body_util::BodyExt;
-    loop {
-        let frame = body.frame().await.unwrap().unwrap();
-        if let Ok(data) = frame.into_data() {
-            return String::from_utf8(data.to_vec()).unwrap();
-        }
-    }
-}
-
 #[tokio::test]
 async fn a_streamed_body_settles_after_its_last_chunk_for_the_tokens_sent() {
-    use http_body_util::BodyExt;
     let shop = streamed().await;
     let payload = payment(&shop.offer, 1);
-    let (response, _driver) = shop.pay(&payload).await;
-    assert_eq!(response.status(), 200);
-    assert_eq!(response.headers()["trailer"], "PAYMENT-RESPONSE");
-    assert!(!response.headers().contains_key("payment-response"));
-    let mut body = response.into_body();
+    let (response, _driver) = streamed::pay(shop.addr, &payload).await;
+    let mut body = streamed::streaming_body(response);
 
     // Streamed as produced: the first token arrives while the stream is still open, and
     // nothing has settled yet.
-    shop.gate.add_permits(1);
-    assert_eq!(next_token(&mut body).await, "data: token 0\n\n");
+    streamed::release(&shop.gate, &mut body, 0..1).await;
     assert!(shop.facilitator.settle_amounts().is_empty());
 
     // Six more, then the stream ends after 7 tokens.
-    shop.gate.add_permits(6);
-    for n in 1..7 {
-        assert_eq!(next_token(&mut body).await, format!("data: token {n}\n\n"));
-    }
+    streamed::release(&shop.gate, &mut body, 1..7).await;
     assert!(shop.facilitator.settle_amounts().is_empty());
-    shop.gate.close();
-    let rest = body.collect().await.unwrap();
-    let trailers = rest
-        .trailers()
-        .expect("the settlement in a trailer")
-        .clone();
-    assert!(rest.to_bytes().is_empty());
-    let settled: SettleResponse = header::decode(trailers["payment-response"].as_bytes()).unwrap();
+    let settled = streamed::finish(&shop.gate, body).await;
     assert!(settled.success);
     assert_eq!(settled.amount, Some(AtomicAmount(7_000)));
     assert_eq!(shop.facilitator.transfers(), vec![("1".into(), 7_000)]);
 
     // The same payment sent again is answered with the settlement from its record.
-    let (again, _driver) = shop.pay(&payload).await;
+    let (again, _driver) = streamed::pay(shop.addr, &payload).await;
     assert_eq!(again.status(), 200);
     let replayed: SettleResponse =
         header::decode(again.headers()["payment-response"].as_bytes()).unwrap();
@@ -727,13 +630,10 @@ async fn a_streamed_body_settles_after_its_last_chunk_for_the_tokens_sent() {
 async fn a_client_that_disconnects_mid_stream_is_charged_for_what_was_sent_once() {
     let shop = streamed().await;
     let payload = payment(&shop.offer, 2);
-    let (response, driver) = shop.pay(&payload).await;
+    let (response, driver) = streamed::pay(shop.addr, &payload).await;
     assert_eq!(response.status(), 200);
     let mut body = response.into_body();
-    shop.gate.add_permits(3);
-    for n in 0..3 {
-        assert_eq!(next_token(&mut body).await, format!("data: token {n}\n\n"));
-    }
+    streamed::release(&shop.gate, &mut body, 0..3).await;
     // Hang up after 3 tokens, with the stream still open.
     driver.abort();
     drop(body);
@@ -742,7 +642,7 @@ async fn a_client_that_disconnects_mid_stream_is_charged_for_what_was_sent_once(
     assert_eq!(shop.facilitator.settle_amounts(), vec![3_000], "once");
 
     // The buyer's retry learns the settlement from the record.
-    let (again, _driver) = shop.pay(&payload).await;
+    let (again, _driver) = streamed::pay(shop.addr, &payload).await;
     let replayed: SettleResponse =
         header::decode(again.headers()["payment-response"].as_bytes()).unwrap();
     assert_eq!(replayed.amount, Some(AtomicAmount(3_000)));

@@ -3,6 +3,9 @@
 //! `HttpFacilitator`, and the sandbox's ledger telling what moved (for the streamed body, read
 //! as the chain over JSON-RPC).
 
+#[path = "common/streamed.rs"]
+mod streamed;
+
 use std::sync::Arc;
 
 use axum::Router;
@@ -160,30 +163,6 @@ async fn zero_rows_moves_nothing_on_the_sandbox() {
     assert_eq!(shop.sandbox.settlement_count(), 0);
 }
 
-/// The streamed route's body: tokens from a channel, each charged 0.001 USDC as it is handed to
-/// the connection.
-struct Tokens {
-    tokens: tokio::sync::mpsc::Receiver<bytes::Bytes>,
-    charge: Charge,
-}
-
-impl http_body::Body for Tokens {
-    type Data = bytes::Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
-        self.tokens.poll_recv(cx).map(|token| {
-            token.map(|token| {
-                self.charge.add(AtomicAmount(1_000));
-                Ok(http_body::Frame::data(token))
-            })
-        })
-    }
-}
-
 /// A streamed shop settling after the body (`SettlementMode::AfterBody`) through the sandbox
 /// facilitator over HTTP, whose ledger is also served as the Base chain over JSON-RPC: `/tokens`
 /// sends one token each time the test releases one.
@@ -214,35 +193,8 @@ async fn streamed() -> Stream {
         .map(Arc::new)
         .unwrap();
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let tokens = {
-        let gate = Arc::clone(&gate);
-        move |charge: Charge| async move {
-            charge.set(AtomicAmount(0));
-            let (sender, receiver) = tokio::sync::mpsc::channel(1);
-            tokio::spawn(async move {
-                for n in 0..100 {
-                    let Ok(permit) = gate.acquire().await else {
-                        return;
-                    };
-                    permit.forget();
-                    let token = bytes::Bytes::from(format!("data: token {n}\n\n"));
-                    if sender.send(token).await.is_err() {
-                        return;
-                    }
-                }
-            });
-            let body = axum::body::Body::new(Tokens {
-                tokens: receiver,
-                charge,
-            });
-            ([("content-type", "text/event-stream")], body)
-        }
-    };
     let layer = X402Layer::new(facilitator, Arc::clone(&offer));
-    let app = Router::new().route("/tokens", get(tokens)).layer(layer);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let addr = streamed::serve(streamed::tokens_router(&gate).layer(layer)).await;
     Stream {
         sandbox,
         offer,
@@ -253,32 +205,6 @@ async fn streamed() -> Stream {
 }
 
 impl Stream {
-    /// Sends the paid request over a fresh HTTP/1.1 connection (asking for trailers); returns
-    /// the response and the task driving the connection (abort it to hang up).
-    async fn pay(
-        &self,
-        payload: &PaymentPayload,
-    ) -> (
-        http::Response<hyper::body::Incoming>,
-        tokio::task::JoinHandle<()>,
-    ) {
-        let stream = tokio::net::TcpStream::connect(self.addr).await.unwrap();
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                .await
-                .unwrap();
-        let driver = tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        let request = http::Request::get("/tokens")
-            .header("host", "api.example.com")
-            .header("te", "trailers")
-            .header("payment-signature", header::encode(payload).unwrap())
-            .body(http_body_util::Empty::<bytes::Bytes>::new())
-            .unwrap();
-        (sender.send_request(request).await.unwrap(), driver)
-    }
-
     /// The USDC amounts `payer` sent [`PAY_TO`] on the chain view: the token's
     /// `Transfer(payer, payTo)` logs, read through `eth_getLogs`.
     async fn transfers(&self, payer: &str) -> Vec<u128> {
@@ -333,45 +259,21 @@ impl Stream {
     }
 }
 
-/// The next data frame of `body`, as text.
-async fn next_token(body: &mut hyper::body::Incoming) -> String {
-    use http_body_util::BodyExt;
-    loop {
-        let frame = body.frame().await.unwrap().unwrap();
-        if let Ok(data) = frame.into_data() {
-            return String::from_utf8(data.to_vec()).unwrap();
-        }
-    }
-}
-
 #[tokio::test]
 async fn a_streamed_body_settles_on_the_sandbox_after_its_last_token_with_a_trailer() {
-    use http_body_util::BodyExt;
     let shop = streamed().await;
     let wallet = SandboxWallet::random();
     let payload = upto_payment(&wallet, &shop.offer);
-    let (response, _driver) = shop.pay(&payload).await;
-    assert_eq!(response.status(), 200);
-    assert_eq!(response.headers()["trailer"], "PAYMENT-RESPONSE");
-    assert!(!response.headers().contains_key("payment-response"));
-    let mut body = response.into_body();
+    let (response, _driver) = streamed::pay(shop.addr, &payload).await;
+    let mut body = streamed::streaming_body(response);
 
     // Streamed as produced: tokens arrive with the stream open and nothing settled.
-    shop.gate.add_permits(7);
-    for n in 0..7 {
-        assert_eq!(next_token(&mut body).await, format!("data: token {n}\n\n"));
-    }
+    streamed::release(&shop.gate, &mut body, 0..7).await;
     assert_eq!(shop.sandbox.settle_calls(), 0);
     assert!(shop.transfers(&wallet.address()).await.is_empty());
 
     // The stream ends after 7 tokens: settled for 7 × 0.001 USDC, told in the trailer.
-    shop.gate.close();
-    let rest = body.collect().await.unwrap();
-    let trailers = rest
-        .trailers()
-        .expect("the settlement in a trailer")
-        .clone();
-    let settled: SettleResponse = header::decode(trailers["payment-response"].as_bytes()).unwrap();
+    let settled = streamed::finish(&shop.gate, body).await;
     assert!(settled.success);
     assert_eq!(settled.amount, Some(AtomicAmount(7_000)));
     assert_eq!(shop.sandbox.settle_calls(), 1);
@@ -382,7 +284,7 @@ async fn a_streamed_body_settles_on_the_sandbox_after_its_last_token_with_a_trai
     );
 
     // The same payment sent again is answered from the record, not settled again.
-    let (again, _driver) = shop.pay(&payload).await;
+    let (again, _driver) = streamed::pay(shop.addr, &payload).await;
     assert_eq!(again.status(), 200);
     let replayed: SettleResponse =
         header::decode(again.headers()["payment-response"].as_bytes()).unwrap();
@@ -397,13 +299,10 @@ async fn a_client_that_hangs_up_after_k_tokens_is_charged_k_tokens_once_on_the_s
     let shop = streamed().await;
     let wallet = SandboxWallet::random();
     let payload = upto_payment(&wallet, &shop.offer);
-    let (response, driver) = shop.pay(&payload).await;
+    let (response, driver) = streamed::pay(shop.addr, &payload).await;
     assert_eq!(response.status(), 200);
     let mut body = response.into_body();
-    shop.gate.add_permits(K as usize);
-    for n in 0..K {
-        assert_eq!(next_token(&mut body).await, format!("data: token {n}\n\n"));
-    }
+    streamed::release(&shop.gate, &mut body, 0..K).await;
     // Hang up with the stream still open.
     driver.abort();
     drop(body);
@@ -420,7 +319,7 @@ async fn a_client_that_hangs_up_after_k_tokens_is_charged_k_tokens_once_on_the_s
     );
 
     // The buyer's retry learns the settlement from the record.
-    let (again, _driver) = shop.pay(&payload).await;
+    let (again, _driver) = streamed::pay(shop.addr, &payload).await;
     let replayed: SettleResponse =
         header::decode(again.headers()["payment-response"].as_bytes()).unwrap();
     assert_eq!(replayed.amount, Some(AtomicAmount(u128::from(K) * 1_000)));

@@ -94,6 +94,33 @@ async fn send(
     send_with(layer, StatusCode::OK, request).await
 }
 
+/// Asserts how often the handler, `/verify` and `/settle` ran, in that order.
+fn assert_calls(inner_calls: usize, script: &SandboxFacilitator, expected: (usize, usize, usize)) {
+    assert_eq!(
+        (inner_calls, script.verify_calls(), script.settle_calls()),
+        expected,
+        "(handler, /verify, /settle) calls"
+    );
+}
+
+/// Sends a paid `GET /report` (the payment of seed 1 for `offer`) through a layer over `script`.
+async fn send_paid(
+    via: Via,
+    script: &SandboxFacilitator,
+    offer: &Arc<Offer>,
+) -> (
+    Response<tower_x402::layer::ResponseBody<Full<Bytes>>>,
+    usize,
+) {
+    send(
+        via,
+        script,
+        offer.clone(),
+        paid_get("/report", &payment(offer, 1)),
+    )
+    .await
+}
+
 fn assert_challenge_headers<B>(response: &Response<B>) {
     let headers = response.headers();
     assert_eq!(headers["content-type"], "application/json");
@@ -146,10 +173,7 @@ async fn unpaid_request_gets_402_challenge(via: Via) {
         body_json(response).await,
         serde_json::to_value(offer.payment_required()).unwrap()
     );
-    assert_eq!(
-        (inner_calls, script.verify_calls(), script.settle_calls()),
-        (0, 0, 0)
-    );
+    assert_calls(inner_calls, &script, (0, 0, 0));
 }
 
 async fn undecodable_payment_header_gets_400(via: Via) {
@@ -282,34 +306,19 @@ async fn invalid_payment_gets_402_with_reason(via: Via) {
         Step::Trust,
     );
     let offer = offer(URL, SettlementMode::After);
-    let (response, inner_calls) = send(
-        via,
-        &script,
-        offer.clone(),
-        paid_get("/report", &payment(&offer, 1)),
-    )
-    .await;
+    let (response, inner_calls) = send_paid(via, &script, &offer).await;
     assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED);
     assert_challenge_headers(&response);
     assert_eq!(
         decode_required(&response).error.as_deref(),
         Some("invalid_exact_evm_signature")
     );
-    assert_eq!(
-        (inner_calls, script.verify_calls(), script.settle_calls()),
-        (0, 1, 0)
-    );
+    assert_calls(inner_calls, &script, (0, 1, 0));
 }
 
 async fn assert_unavailable(via: Via, script: SandboxFacilitator, mode: SettlementMode) {
     let offer = offer(URL, mode);
-    let (response, inner_calls) = send(
-        via,
-        &script,
-        offer.clone(),
-        paid_get("/report", &payment(&offer, 1)),
-    )
-    .await;
+    let (response, inner_calls) = send_paid(via, &script, &offer).await;
     assert_eq!(
         response.status(),
         StatusCode::SERVICE_UNAVAILABLE,
@@ -384,13 +393,7 @@ async fn facilitator_error_status_on_verify_gets_502(via: Via) {
 async fn settle_after_success_serves_with_payment_response(via: Via) {
     let script = accepting();
     let offer = offer(URL, SettlementMode::After);
-    let (response, inner_calls) = send(
-        via,
-        &script,
-        offer.clone(),
-        paid_get("/report", &payment(&offer, 1)),
-    )
-    .await;
+    let (response, inner_calls) = send_paid(via, &script, &offer).await;
     assert_eq!(response.status(), StatusCode::OK);
     let settlement = decode_settlement(&response);
     assert!(settlement.success);
@@ -405,10 +408,7 @@ async fn settle_after_success_serves_with_payment_response(via: Via) {
         body,
         json!({"paid": true, "settled": false, "replayed": false, "payer": PAYER})
     );
-    assert_eq!(
-        (inner_calls, script.verify_calls(), script.settle_calls()),
-        (1, 1, 1)
-    );
+    assert_calls(inner_calls, &script, (1, 1, 1));
 }
 
 async fn settle_after_skips_settlement_when_handler_fails(via: Via) {
@@ -436,13 +436,7 @@ async fn settle_after_skips_settlement_when_handler_fails(via: Via) {
 async fn settle_after_refused_drops_inner_response(via: Via) {
     let script = scripted(Step::Trust, Step::Refuse("insufficient_funds".into()));
     let offer = offer(URL, SettlementMode::After);
-    let (response, inner_calls) = send(
-        via,
-        &script,
-        offer.clone(),
-        paid_get("/report", &payment(&offer, 1)),
-    )
-    .await;
+    let (response, inner_calls) = send_paid(via, &script, &offer).await;
     assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED);
     assert_challenge_headers(&response);
     let settlement = decode_settlement(&response);
@@ -462,13 +456,7 @@ async fn settle_after_refused_drops_inner_response(via: Via) {
 async fn settle_before_hands_settlement_to_handler(via: Via) {
     let script = accepting();
     let offer = offer(URL, SettlementMode::Before);
-    let (response, inner_calls) = send(
-        via,
-        &script,
-        offer.clone(),
-        paid_get("/report", &payment(&offer, 1)),
-    )
-    .await;
+    let (response, inner_calls) = send_paid(via, &script, &offer).await;
     assert_eq!(response.status(), StatusCode::OK);
     assert!(decode_settlement(&response).success);
     let body = body_json(response).await;
@@ -476,22 +464,13 @@ async fn settle_before_hands_settlement_to_handler(via: Via) {
         body,
         json!({"paid": true, "settled": true, "replayed": false, "payer": PAYER})
     );
-    assert_eq!(
-        (inner_calls, script.verify_calls(), script.settle_calls()),
-        (1, 1, 1)
-    );
+    assert_calls(inner_calls, &script, (1, 1, 1));
 }
 
 async fn settle_before_refused_never_reaches_handler(via: Via) {
     let script = scripted(Step::Trust, Step::Refuse("insufficient_funds".into()));
     let offer = offer(URL, SettlementMode::Before);
-    let (response, inner_calls) = send(
-        via,
-        &script,
-        offer.clone(),
-        paid_get("/report", &payment(&offer, 1)),
-    )
-    .await;
+    let (response, inner_calls) = send_paid(via, &script, &offer).await;
     assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED);
     assert!(!decode_settlement(&response).success);
     assert_eq!(inner_calls, 0);
@@ -892,10 +871,7 @@ async fn unreadable_store_refuses_payment_with_503() {
     )
     .await;
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(
-        (inner_calls, script.verify_calls(), script.settle_calls()),
-        (0, 0, 0)
-    );
+    assert_calls(inner_calls, &script, (0, 0, 0));
 }
 
 #[tokio::test]

@@ -115,6 +115,31 @@ async fn refused(response: Response<Body>) -> String {
         .to_owned()
 }
 
+/// The two routes with the default sign-in, and a buyer who has bought `/a`.
+async fn a_buyer_of_a() -> (SandboxFacilitator, Router, SandboxWallet) {
+    let facilitator = SandboxFacilitator::new();
+    let app = app(&facilitator, siwx());
+    let buyer = SandboxWallet::random();
+    buy(&app, "/a", &buyer).await;
+    (facilitator, app, buyer)
+}
+
+/// `wallet`'s proof for a fresh challenge of `path`.
+async fn fresh_proof(app: &Router, path: &str, wallet: &SandboxWallet) -> String {
+    let (_, extension) = challenge(app, path).await;
+    wallet.sign_in(&extension).unwrap()
+}
+
+/// The `error` of the refusal of `proof` sent to `path`.
+async fn refused_proof(app: &Router, path: &str, proof: &str) -> String {
+    refused(send(app, path, &[("sign-in-with-x", proof)]).await).await
+}
+
+/// The status of a request to `path` carrying `proof`.
+async fn signs_in(app: &Router, path: &str, proof: &str) -> StatusCode {
+    send(app, path, &[("sign-in-with-x", proof)]).await.status()
+}
+
 fn siwx() -> SignInWithX {
     SignInWithX::new(ORIGIN, SECRET).unwrap()
 }
@@ -177,15 +202,11 @@ async fn the_challenge_is_bound_to_the_configured_origin_and_the_route() {
 
 #[tokio::test]
 async fn a_buyer_signs_in_without_paying_and_each_proof_works_once() {
-    let facilitator = SandboxFacilitator::new();
-    let app = app(&facilitator, siwx());
-    let buyer = SandboxWallet::random();
-    buy(&app, "/a", &buyer).await;
+    let (facilitator, app, buyer) = a_buyer_of_a().await;
     let settled = facilitator.settlements().len();
     let balance = facilitator.balance_of(&buyer.address());
 
-    let (_, extension) = challenge(&app, "/a").await;
-    let proof = buyer.sign_in(&extension).unwrap();
+    let proof = fresh_proof(&app, "/a", &buyer).await;
     let response = send(&app, "/a", &[("sign-in-with-x", &proof)]).await;
     assert_eq!(response.status(), StatusCode::OK);
     let body = json_body(response).await;
@@ -199,38 +220,28 @@ async fn a_buyer_signs_in_without_paying_and_each_proof_works_once() {
     assert_eq!(facilitator.balance_of(&buyer.address()), balance);
 
     // The same proof again: refused, on this or any instance sharing the store.
-    let error = refused(send(&app, "/a", &[("sign-in-with-x", &proof)]).await).await;
+    let error = refused_proof(&app, "/a", &proof).await;
     assert!(error.starts_with("invalid_siwx_nonce_used"), "{error}");
 
     // A fresh proof works again.
-    let (_, extension) = challenge(&app, "/a").await;
-    let proof = buyer.sign_in(&extension).unwrap();
-    assert_eq!(
-        send(&app, "/a", &[("sign-in-with-x", &proof)])
-            .await
-            .status(),
-        StatusCode::OK
-    );
+    let proof = fresh_proof(&app, "/a", &buyer).await;
+    assert_eq!(signs_in(&app, "/a", &proof).await, StatusCode::OK);
 }
 
 #[tokio::test]
 async fn a_valid_proof_beats_a_payment_and_a_failed_one_lets_the_payment_through() {
-    let facilitator = SandboxFacilitator::new();
-    let app = app(&facilitator, siwx());
-    let buyer = SandboxWallet::random();
-    buy(&app, "/a", &buyer).await;
+    let (facilitator, app, buyer) = a_buyer_of_a().await;
     let settled = facilitator.settlements().len();
 
     let (required, extension) = challenge(&app, "/a").await;
     let proof = buyer.sign_in(&extension).unwrap();
     let payment = header::encode(&buyer.pay(&required).unwrap()).unwrap();
     let payment = payment.to_str().unwrap();
-    let response = send(
-        &app,
-        "/a",
-        &[("sign-in-with-x", &proof), ("payment-signature", payment)],
-    )
-    .await;
+    let proof_and_payment = [
+        ("sign-in-with-x", proof.as_str()),
+        ("payment-signature", payment),
+    ];
+    let response = send(&app, "/a", &proof_and_payment).await;
     assert_eq!(response.status(), StatusCode::OK);
     assert!(
         !response.headers().contains_key("payment-response"),
@@ -239,121 +250,116 @@ async fn a_valid_proof_beats_a_payment_and_a_failed_one_lets_the_payment_through
     assert_eq!(facilitator.settlements().len(), settled);
 
     // The same proof is now used: the payment it came with is processed instead.
-    let response = send(
-        &app,
-        "/a",
-        &[("sign-in-with-x", &proof), ("payment-signature", payment)],
-    )
-    .await;
+    let response = send(&app, "/a", &proof_and_payment).await;
     assert_eq!(response.status(), StatusCode::OK);
     assert!(response.headers().contains_key("payment-response"), "paid");
     assert_eq!(facilitator.settlements().len(), settled + 1);
 }
 
+/// How a refused proof is broken.
+#[derive(Clone, Copy)]
+enum Broken {
+    /// Another wallet's proof, validly signed.
+    AnotherWallet,
+    /// The buyer's proof with one field replaced, re-signed by the buyer.
+    Field(&'static str, &'static str),
+    /// The buyer's proof signed by another key than the address's.
+    AnotherKey,
+    /// A header that is no proof at all.
+    Header(&'static str),
+}
+
+/// A `sign-in-with-x` header for `path`, broken as `broken` says.
+async fn broken_proof(app: &Router, path: &str, buyer: &SandboxWallet, broken: Broken) -> String {
+    if let Broken::Header(header) = broken {
+        return header.to_owned();
+    }
+    let (_, extension) = challenge(app, path).await;
+    let mut fields = proof_fields(&extension, "eip155:", &buyer.address()).unwrap();
+    match broken {
+        Broken::AnotherWallet => return SandboxWallet::random().sign_in(&extension).unwrap(),
+        Broken::Field(name, value) => {
+            fields.insert(name.into(), value.into());
+            buyer.sign_proof(&mut fields).unwrap();
+        }
+        Broken::AnotherKey => SandboxWallet::random().sign_proof(&mut fields).unwrap(),
+        Broken::Header(_) => unreachable!("a broken header needs no challenge"),
+    }
+    encode(&fields)
+}
+
 #[tokio::test]
 async fn proofs_the_layer_must_refuse() {
-    let facilitator = SandboxFacilitator::new();
-    let app = app(&facilitator, siwx());
-    let buyer = SandboxWallet::random();
-    buy(&app, "/a", &buyer).await;
+    let (_, app, buyer) = a_buyer_of_a().await;
 
-    // Another wallet, validly signed: not entitled.
-    let (_, extension) = challenge(&app, "/a").await;
-    let stranger = SandboxWallet::random().sign_in(&extension).unwrap();
-    let error = refused(send(&app, "/a", &[("sign-in-with-x", &stranger)]).await).await;
-    assert!(error.starts_with("invalid_siwx_not_entitled"), "{error}");
-
-    // A nonce this server did not issue, validly signed.
-    let (_, extension) = challenge(&app, "/a").await;
-    let mut fields = proof_fields(&extension, "eip155:", &buyer.address()).unwrap();
-    fields.insert(
-        "nonce".into(),
-        "0123456789abcdef0123456789abcdef01234567".into(),
-    );
-    buyer.sign_proof(&mut fields).unwrap();
-    let error = refused(send(&app, "/a", &[("sign-in-with-x", &encode(&fields))]).await).await;
-    assert!(error.starts_with("invalid_siwx_nonce:"), "{error}");
-
-    // Issued in the future.
-    let (_, extension) = challenge(&app, "/a").await;
-    let mut fields = proof_fields(&extension, "eip155:", &buyer.address()).unwrap();
-    fields.insert("issuedAt".into(), "2099-01-01T00:00:00.000Z".into());
-    buyer.sign_proof(&mut fields).unwrap();
-    let error = refused(send(&app, "/a", &[("sign-in-with-x", &encode(&fields))]).await).await;
-    assert!(
-        error.starts_with("invalid_siwx_issued_at_in_future"),
-        "{error}"
-    );
-
-    // Issued long ago.
-    let (_, extension) = challenge(&app, "/a").await;
-    let mut fields = proof_fields(&extension, "eip155:", &buyer.address()).unwrap();
-    fields.insert("issuedAt".into(), "2020-01-01T00:00:00.000Z".into());
-    buyer.sign_proof(&mut fields).unwrap();
-    let error = refused(send(&app, "/a", &[("sign-in-with-x", &encode(&fields))]).await).await;
-    assert!(
-        error.starts_with("invalid_siwx_issued_at_too_old"),
-        "{error}"
-    );
-
-    // Signed by another key than the address's.
-    let (_, extension) = challenge(&app, "/a").await;
-    let mut fields = proof_fields(&extension, "eip155:", &buyer.address()).unwrap();
-    SandboxWallet::random().sign_proof(&mut fields).unwrap();
-    let error = refused(send(&app, "/a", &[("sign-in-with-x", &encode(&fields))]).await).await;
-    assert!(error.starts_with("invalid_siwx_signature"), "{error}");
-
-    // Another domain.
-    let (_, extension) = challenge(&app, "/a").await;
-    let mut fields = proof_fields(&extension, "eip155:", &buyer.address()).unwrap();
-    fields.insert("domain".into(), "evil.example".into());
-    buyer.sign_proof(&mut fields).unwrap();
-    let error = refused(send(&app, "/a", &[("sign-in-with-x", &encode(&fields))]).await).await;
-    assert!(error.starts_with("invalid_siwx_domain_mismatch"), "{error}");
-
-    // Not base64 JSON.
-    let error = refused(send(&app, "/a", &[("sign-in-with-x", "not a proof")]).await).await;
-    assert!(error.starts_with("invalid_siwx_header"), "{error}");
-
-    // A chain the route does not take.
-    let (_, extension) = challenge(&app, "/a").await;
-    let mut fields = proof_fields(&extension, "eip155:", &buyer.address()).unwrap();
-    fields.insert("chainId".into(), "eip155:1".into());
-    buyer.sign_proof(&mut fields).unwrap();
-    let error = refused(send(&app, "/a", &[("sign-in-with-x", &encode(&fields))]).await).await;
-    assert!(
-        error.starts_with("invalid_siwx_unsupported_chain"),
-        "{error}"
-    );
+    let cases = [
+        (
+            "another wallet, validly signed: not entitled",
+            Broken::AnotherWallet,
+            "invalid_siwx_not_entitled",
+        ),
+        (
+            "a nonce this server did not issue, validly signed",
+            Broken::Field("nonce", "0123456789abcdef0123456789abcdef01234567"),
+            "invalid_siwx_nonce:",
+        ),
+        (
+            "issued in the future",
+            Broken::Field("issuedAt", "2099-01-01T00:00:00.000Z"),
+            "invalid_siwx_issued_at_in_future",
+        ),
+        (
+            "issued long ago",
+            Broken::Field("issuedAt", "2020-01-01T00:00:00.000Z"),
+            "invalid_siwx_issued_at_too_old",
+        ),
+        (
+            "signed by another key than the address's",
+            Broken::AnotherKey,
+            "invalid_siwx_signature",
+        ),
+        (
+            "another domain",
+            Broken::Field("domain", "evil.example"),
+            "invalid_siwx_domain_mismatch",
+        ),
+        (
+            "not base64 JSON",
+            Broken::Header("not a proof"),
+            "invalid_siwx_header",
+        ),
+        (
+            "a chain the route does not take",
+            Broken::Field("chainId", "eip155:1"),
+            "invalid_siwx_unsupported_chain",
+        ),
+    ];
+    for (case, broken, code) in cases {
+        let proof = broken_proof(&app, "/a", &buyer, broken).await;
+        let error = refused_proof(&app, "/a", &proof).await;
+        assert!(
+            error.starts_with(code),
+            "{case}: expected {code}, got {error}"
+        );
+    }
 
     // And the buyer's own valid proof still works: none of the above consumed anything.
-    let (_, extension) = challenge(&app, "/a").await;
-    let proof = buyer.sign_in(&extension).unwrap();
-    assert_eq!(
-        send(&app, "/a", &[("sign-in-with-x", &proof)])
-            .await
-            .status(),
-        StatusCode::OK
-    );
+    let proof = fresh_proof(&app, "/a", &buyer).await;
+    assert_eq!(signs_in(&app, "/a", &proof).await, StatusCode::OK);
 }
 
 #[tokio::test]
 async fn a_proof_for_one_resource_never_unlocks_another() {
-    let facilitator = SandboxFacilitator::new();
-    let app = app(&facilitator, siwx());
-    let buyer = SandboxWallet::random();
-    buy(&app, "/a", &buyer).await;
+    let (_, app, buyer) = a_buyer_of_a().await;
 
     // Bought A; B's challenge signed: not entitled to B.
-    let (_, extension) = challenge(&app, "/b").await;
-    let proof = buyer.sign_in(&extension).unwrap();
-    let error = refused(send(&app, "/b", &[("sign-in-with-x", &proof)]).await).await;
+    let proof = fresh_proof(&app, "/b", &buyer).await;
+    let error = refused_proof(&app, "/b", &proof).await;
     assert!(error.starts_with("invalid_siwx_not_entitled"), "{error}");
 
     // A's proof sent to B: refused (its URI is A's).
-    let (_, extension) = challenge(&app, "/a").await;
-    let proof = buyer.sign_in(&extension).unwrap();
-    let error = refused(send(&app, "/b", &[("sign-in-with-x", &proof)]).await).await;
+    let proof = fresh_proof(&app, "/a", &buyer).await;
+    let error = refused_proof(&app, "/b", &proof).await;
     assert!(error.starts_with("invalid_siwx_uri_mismatch"), "{error}");
 
     // A's nonce with B's URI, re-signed: the nonce is bound to A.
@@ -362,16 +368,11 @@ async fn a_proof_for_one_resource_never_unlocks_another() {
     fields.insert("uri".into(), "https://shop.example/b".into());
     fields.insert("resources".into(), json!(["https://shop.example/b"]));
     buyer.sign_proof(&mut fields).unwrap();
-    let error = refused(send(&app, "/b", &[("sign-in-with-x", &encode(&fields))]).await).await;
+    let error = refused_proof(&app, "/b", &encode(&fields)).await;
     assert!(error.starts_with("invalid_siwx_nonce:"), "{error}");
 
     // A's proof still works on A.
-    assert_eq!(
-        send(&app, "/a", &[("sign-in-with-x", &proof)])
-            .await
-            .status(),
-        StatusCode::OK
-    );
+    assert_eq!(signs_in(&app, "/a", &proof).await, StatusCode::OK);
 }
 
 #[tokio::test]
@@ -389,10 +390,9 @@ async fn proofs_and_entitlements_lapse() {
     buy(&app, "/a", &buyer).await;
 
     // A challenge answered too late.
-    let (_, extension) = challenge(&app, "/a").await;
-    let proof = buyer.sign_in(&extension).unwrap();
+    let proof = fresh_proof(&app, "/a", &buyer).await;
     tokio::time::sleep(Duration::from_millis(1_300)).await;
-    let error = refused(send(&app, "/a", &[("sign-in-with-x", &proof)]).await).await;
+    let error = refused_proof(&app, "/a", &proof).await;
     assert!(
         error.starts_with("invalid_siwx_issued_at_too_old"),
         "{error}"
@@ -412,9 +412,8 @@ async fn proofs_and_entitlements_lapse() {
         )
         .await
         .unwrap();
-    let (_, extension) = challenge(&app, "/a").await;
-    let proof = stale.sign_in(&extension).unwrap();
-    let error = refused(send(&app, "/a", &[("sign-in-with-x", &proof)]).await).await;
+    let proof = fresh_proof(&app, "/a", &stale).await;
+    let error = refused_proof(&app, "/a", &proof).await;
     assert!(
         error.starts_with("invalid_siwx_entitlement_lapsed"),
         "{error}"
@@ -448,15 +447,7 @@ async fn smart_contract_wallets_sign_in_through_the_json_rpc_endpoint_only() {
     // Without an endpoint: refused.
     let without = app(&facilitator, siwx().entitlement_store(store.clone()));
     let (_, extension) = challenge(&without, "/a").await;
-    let error = refused(
-        send(
-            &without,
-            "/a",
-            &[("sign-in-with-x", &sign(&extension, &owner))],
-        )
-        .await,
-    )
-    .await;
+    let error = refused_proof(&without, "/a", &sign(&extension, &owner)).await;
     assert!(error.starts_with("invalid_siwx_signature"), "{error}");
 
     // With one: the contract accepts its owner's signature...
@@ -480,7 +471,7 @@ async fn smart_contract_wallets_sign_in_through_the_json_rpc_endpoint_only() {
     // ...and refuses anyone else's.
     let (_, extension) = challenge(&with, "/a").await;
     let proof = sign(&extension, &SandboxWallet::random());
-    let error = refused(send(&with, "/a", &[("sign-in-with-x", &proof)]).await).await;
+    let error = refused_proof(&with, "/a", &proof).await;
     assert!(error.starts_with("invalid_siwx_signature"), "{error}");
 
     // An endpoint that cannot be reached: the verifier's error, refused.
@@ -492,15 +483,7 @@ async fn smart_contract_wallets_sign_in_through_the_json_rpc_endpoint_only() {
             .unwrap(),
     );
     let (_, extension) = challenge(&unreachable, "/a").await;
-    let error = refused(
-        send(
-            &unreachable,
-            "/a",
-            &[("sign-in-with-x", &sign(&extension, &owner))],
-        )
-        .await,
-    )
-    .await;
+    let error = refused_proof(&unreachable, "/a", &sign(&extension, &owner)).await;
     assert!(error.starts_with("invalid_siwx_verifier_error"), "{error}");
 }
 
@@ -527,14 +510,14 @@ async fn a_solana_signer_signs_in_with_ed25519() {
     // refused.
     let (_, extension) = challenge(&app, "/a").await;
     let stranger = SandboxSolanaWallet::random().sign_in(&extension).unwrap();
-    let error = refused(send(&app, "/a", &[("sign-in-with-x", &stranger)]).await).await;
+    let error = refused_proof(&app, "/a", &stranger).await;
     assert!(error.starts_with("invalid_siwx_not_entitled"), "{error}");
     let mut forged: serde_json::Map<String, Value> = serde_json::from_slice(
         &base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &stranger).unwrap(),
     )
     .unwrap();
     forged.insert("address".into(), buyer.address().into());
-    let error = refused(send(&app, "/a", &[("sign-in-with-x", &encode(&forged))]).await).await;
+    let error = refused_proof(&app, "/a", &encode(&forged)).await;
     assert!(error.starts_with("invalid_siwx_signature"), "{error}");
 
     // Route B has no Solana accept: no Solana sign-in there.

@@ -19,6 +19,9 @@
 //! [`SandboxFacilitator::rpc_router`] serves its ledger as an Ethereum JSON-RPC chain, which
 //! `tower_x402::evm_rpc::EvmRpcReconciler` can read.
 //!
+//! [`demo`] holds what the example servers share at start-up: the facilitator at a URL or the
+//! sandbox in process, and the `listening on http://ADDR` line scripts wait for.
+//!
 //! ```
 //! use tower_x402::proto::{FacilitatorRequest, ResourceInfo, UsdcDeployment};
 //! use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
@@ -44,6 +47,7 @@
 //! ```
 
 mod clock;
+pub mod demo;
 mod eip712;
 mod facilitator;
 mod ledger;

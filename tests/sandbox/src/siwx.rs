@@ -60,25 +60,7 @@ pub fn encode(fields: &ProofFields) -> String {
 ///
 /// When a field is missing or the chain id is not numeric.
 pub fn siwe_message(fields: &ProofFields) -> Result<String, WalletError> {
-    let chain = text(fields, "chainId")?;
-    let number = chain
-        .strip_prefix("eip155:")
-        .filter(|n| n.parse::<u64>().is_ok())
-        .ok_or_else(|| WalletError::Unsignable(format!("not an EVM chain: {chain}")))?;
-    let mut lines = vec![
-        format!(
-            "{} wants you to sign in with your Ethereum account:",
-            text(fields, "domain")?
-        ),
-        text(fields, "address")?.to_owned(),
-        String::new(),
-    ];
-    if let Some(statement) = fields.get("statement").and_then(Value::as_str) {
-        lines.push(statement.to_owned());
-    }
-    lines.push(String::new());
-    lines.extend(tail(fields, number)?);
-    Ok(lines.join("\n"))
+    message(fields, &SIWE)
 }
 
 /// The SIWS message of `fields` (a `solana:` chain).
@@ -87,20 +69,61 @@ pub fn siwe_message(fields: &ProofFields) -> Result<String, WalletError> {
 ///
 /// When a field is missing.
 pub fn siws_message(fields: &ProofFields) -> Result<String, WalletError> {
+    message(fields, &SIWS)
+}
+
+/// What sets the EIP-4361 and SIWS messages apart.
+struct Dialect {
+    /// The chain id's namespace, with its colon.
+    namespace: &'static str,
+    /// The account's kind in the first line.
+    account: &'static str,
+    /// What a chain of another namespace is not, for the error.
+    chain_kind: &'static str,
+    /// Whether the chain reference must be a number (EIP-155 chain ids are).
+    numeric_reference: bool,
+    /// Whether the blank line after the statement stays when there is no statement (EIP-4361
+    /// keeps it; SIWS drops it).
+    blank_line_without_statement: bool,
+}
+
+const SIWE: Dialect = Dialect {
+    namespace: "eip155:",
+    account: "Ethereum",
+    chain_kind: "an EVM chain",
+    numeric_reference: true,
+    blank_line_without_statement: true,
+};
+
+const SIWS: Dialect = Dialect {
+    namespace: "solana:",
+    account: "Solana",
+    chain_kind: "a Solana chain",
+    numeric_reference: false,
+    blank_line_without_statement: false,
+};
+
+/// The sign-in message of `fields` in `dialect`.
+fn message(fields: &ProofFields, dialect: &Dialect) -> Result<String, WalletError> {
     let chain = text(fields, "chainId")?;
     let reference = chain
-        .strip_prefix("solana:")
-        .ok_or_else(|| WalletError::Unsignable(format!("not a Solana chain: {chain}")))?;
+        .strip_prefix(dialect.namespace)
+        .filter(|reference| !dialect.numeric_reference || reference.parse::<u64>().is_ok())
+        .ok_or_else(|| WalletError::Unsignable(format!("not {}: {chain}", dialect.chain_kind)))?;
     let mut lines = vec![
         format!(
-            "{} wants you to sign in with your Solana account:",
-            text(fields, "domain")?
+            "{} wants you to sign in with your {} account:",
+            text(fields, "domain")?,
+            dialect.account
         ),
         text(fields, "address")?.to_owned(),
         String::new(),
     ];
-    if let Some(statement) = fields.get("statement").and_then(Value::as_str) {
+    let statement = fields.get("statement").and_then(Value::as_str);
+    if let Some(statement) = statement {
         lines.push(statement.to_owned());
+    }
+    if statement.is_some() || dialect.blank_line_without_statement {
         lines.push(String::new());
     }
     lines.extend(tail(fields, reference)?);

@@ -6,13 +6,16 @@ use alloy_sol_types::SolStruct as _;
 use tower_x402::permit2;
 use tower_x402::proto::{
     FacilitatorRequest, Permit2Authorization, TokenPermissions as WireTokenPermissions,
-    UPTO_SCHEME, UptoWitness, X402Version,
+    UPTO_SCHEME, UptoWitness,
 };
 
 use crate::eip712::{AuthorizationError, parse_address, parse_decimal};
 use crate::reason;
 use crate::typed_data::{PermitWitnessTransferFrom, TokenPermissions, Witness, permit2_domain};
-use crate::verify::{Authorized, DEPLOYMENTS, Rejection, Signatures, VALID_BEFORE_BUFFER_SECS};
+use crate::verify::{
+    Authorized, Rejection, Scheme, Signatures, VALID_BEFORE_BUFFER_SECS, check_envelope,
+    parse_pay_to,
+};
 
 /// Reads a wire permit as typed data.
 pub(crate) fn from_wire(
@@ -66,6 +69,14 @@ pub(crate) fn to_wire(from: Address, message: &PermitWitnessTransferFrom) -> Per
     }
 }
 
+/// The `upto` scheme (Permit2).
+const UPTO: Scheme = Scheme {
+    name: UPTO_SCHEME,
+    requirement: "both must be `upto`",
+    wrong_scheme: reason::INVALID_UPTO_EVM_SCHEME,
+    network_mismatch: reason::INVALID_UPTO_EVM_NETWORK_MISMATCH,
+};
+
 /// The stateless checks of an `upto` payment at unix time `now`, for the facilitator
 /// `facilitator`: the amount to settle is the requirement's `amount`, at most `permitted.amount`.
 pub(crate) fn check(
@@ -74,44 +85,9 @@ pub(crate) fn check(
     signatures: Signatures,
     facilitator: Address,
 ) -> Result<Authorized, Rejection> {
+    let deployment = check_envelope(request, &UPTO)?;
     let payload = &request.payment_payload;
     let requirements = &request.payment_requirements;
-    let accepted = &payload.accepted;
-
-    if payload.x402_version != X402Version::V2 || request.x402_version != X402Version::V2 {
-        let message = format!(
-            "x402Version {} is not supported; the sandbox speaks version 2",
-            payload.x402_version.0
-        );
-        return Err(Rejection::new(reason::INVALID_X402_VERSION, message));
-    }
-    if accepted.scheme != UPTO_SCHEME || requirements.scheme != UPTO_SCHEME {
-        let message = format!(
-            "scheme `{}` (accepted) / `{}` (required): both must be `upto`",
-            accepted.scheme, requirements.scheme
-        );
-        return Err(Rejection::new(reason::INVALID_UPTO_EVM_SCHEME, message));
-    }
-    if accepted.network != requirements.network {
-        let message = format!(
-            "accepted network {} differs from the required {}",
-            accepted.network, requirements.network
-        );
-        return Err(Rejection::new(
-            reason::INVALID_UPTO_EVM_NETWORK_MISMATCH,
-            message,
-        ));
-    }
-    let Some(deployment) = DEPLOYMENTS
-        .into_iter()
-        .find(|usdc| usdc.network == requirements.network)
-    else {
-        let message = format!(
-            "network {} is not supported; the sandbox settles on eip155:8453 and eip155:84532",
-            requirements.network
-        );
-        return Err(Rejection::new(reason::INVALID_NETWORK, message));
-    };
     let chain_id = requirements.network.evm_chain_id().unwrap_or_default();
 
     let upto = payload.upto_evm().map_err(|error| {
@@ -135,12 +111,8 @@ pub(crate) fn check(
         );
         return Err(reject(reason::INVALID_PERMIT2_SPENDER, text));
     }
-    let pay_to = parse_address(&requirements.pay_to).ok_or_else(|| {
-        reject(
-            reason::INVALID_PAYMENT_REQUIREMENTS,
-            format!("payTo `{}` is not an address", requirements.pay_to),
-        )
-    })?;
+    let pay_to = parse_pay_to(&requirements.pay_to)
+        .map_err(|text| reject(reason::INVALID_PAYMENT_REQUIREMENTS, text))?;
     if message.witness.to != pay_to {
         let text = format!("witness.to {} is not payTo {pay_to}", message.witness.to);
         return Err(reject(reason::INVALID_PERMIT2_RECIPIENT_MISMATCH, text));

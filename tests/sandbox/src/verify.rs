@@ -79,44 +79,9 @@ pub(crate) fn check(
     if request.payment_requirements.scheme == tower_x402::proto::UPTO_SCHEME {
         return crate::upto::check(request, now, signatures, facilitator);
     }
+    let deployment = check_envelope(request, &EXACT)?;
     let payload = &request.payment_payload;
     let requirements = &request.payment_requirements;
-    let accepted = &payload.accepted;
-
-    if payload.x402_version != X402Version::V2 || request.x402_version != X402Version::V2 {
-        let message = format!(
-            "x402Version {} is not supported; the sandbox speaks version 2",
-            payload.x402_version.0
-        );
-        return Err(Rejection::new(reason::INVALID_X402_VERSION, message));
-    }
-    if accepted.scheme != "exact" || requirements.scheme != "exact" {
-        let message = format!(
-            "scheme `{}` (accepted) / `{}` (required): only `exact` is supported",
-            accepted.scheme, requirements.scheme
-        );
-        return Err(Rejection::new(reason::INVALID_EXACT_EVM_SCHEME, message));
-    }
-    if accepted.network != requirements.network {
-        let message = format!(
-            "accepted network {} differs from the required {}",
-            accepted.network, requirements.network
-        );
-        return Err(Rejection::new(
-            reason::INVALID_EXACT_EVM_NETWORK_MISMATCH,
-            message,
-        ));
-    }
-    let Some(deployment) = DEPLOYMENTS
-        .into_iter()
-        .find(|usdc| usdc.network == requirements.network)
-    else {
-        let message = format!(
-            "network {} is not supported; the sandbox settles on eip155:8453 and eip155:84532",
-            requirements.network
-        );
-        return Err(Rejection::new(reason::INVALID_NETWORK, message));
-    };
     let domain = eip712::domain_of(requirements).map_err(|error| {
         let code = match error {
             DomainError::Missing(_) => reason::INVALID_EXACT_EVM_MISSING_EIP712_DOMAIN,
@@ -168,12 +133,8 @@ pub(crate) fn check(
         }
     }
 
-    let pay_to = eip712::parse_address(&requirements.pay_to).ok_or_else(|| {
-        reject(
-            reason::INVALID_PAYMENT_REQUIREMENTS,
-            format!("payTo `{}` is not an address", requirements.pay_to),
-        )
-    })?;
+    let pay_to = parse_pay_to(&requirements.pay_to)
+        .map_err(|text| reject(reason::INVALID_PAYMENT_REQUIREMENTS, text))?;
     if message.to != pay_to {
         return Err(reject(
             reason::INVALID_EXACT_EVM_RECIPIENT_MISMATCH,
@@ -250,6 +211,75 @@ pub(crate) fn check(
         nonce: message.nonce,
         permit2: false,
     })
+}
+
+/// What a scheme's checks call it and the codes its envelope refusals carry.
+pub(crate) struct Scheme {
+    /// The scheme's name on the wire.
+    pub(crate) name: &'static str,
+    /// Why another scheme is refused, for the message.
+    pub(crate) requirement: &'static str,
+    /// The code of a payment or requirement of another scheme.
+    pub(crate) wrong_scheme: &'static str,
+    /// The code of a payment accepted on another network than the required one.
+    pub(crate) network_mismatch: &'static str,
+}
+
+/// The `exact` scheme (EIP-3009).
+const EXACT: Scheme = Scheme {
+    name: "exact",
+    requirement: "only `exact` is supported",
+    wrong_scheme: reason::INVALID_EXACT_EVM_SCHEME,
+    network_mismatch: reason::INVALID_EXACT_EVM_NETWORK_MISMATCH,
+};
+
+/// The checks every scheme starts with, in the reference facilitator's order: x402 version 2 on
+/// both sides, `scheme` on both sides, one network, and a network the sandbox settles on, whose
+/// USDC deployment is returned.
+pub(crate) fn check_envelope(
+    request: &FacilitatorRequest,
+    scheme: &Scheme,
+) -> Result<&'static UsdcDeployment, Rejection> {
+    let payload = &request.payment_payload;
+    let requirements = &request.payment_requirements;
+    let accepted = &payload.accepted;
+
+    if payload.x402_version != X402Version::V2 || request.x402_version != X402Version::V2 {
+        let message = format!(
+            "x402Version {} is not supported; the sandbox speaks version 2",
+            payload.x402_version.0
+        );
+        return Err(Rejection::new(reason::INVALID_X402_VERSION, message));
+    }
+    if accepted.scheme != scheme.name || requirements.scheme != scheme.name {
+        let message = format!(
+            "scheme `{}` (accepted) / `{}` (required): {}",
+            accepted.scheme, requirements.scheme, scheme.requirement
+        );
+        return Err(Rejection::new(scheme.wrong_scheme, message));
+    }
+    if accepted.network != requirements.network {
+        let message = format!(
+            "accepted network {} differs from the required {}",
+            accepted.network, requirements.network
+        );
+        return Err(Rejection::new(scheme.network_mismatch, message));
+    }
+    DEPLOYMENTS
+        .into_iter()
+        .find(|usdc| usdc.network == requirements.network)
+        .ok_or_else(|| {
+            let message = format!(
+                "network {} is not supported; the sandbox settles on eip155:8453 and eip155:84532",
+                requirements.network
+            );
+            Rejection::new(reason::INVALID_NETWORK, message)
+        })
+}
+
+/// The requirement's `payTo` as an address, or why it is not one.
+pub(crate) fn parse_pay_to(pay_to: &str) -> Result<Address, String> {
+    eip712::parse_address(pay_to).ok_or_else(|| format!("payTo `{pay_to}` is not an address"))
 }
 
 /// Reads a 65-byte `r ‖ s ‖ v` signature the way the USDC contract accepts it: `v` 27 or 28 and

@@ -5,10 +5,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
-use tower_x402::proto::{Network, PaymentRequired, header};
-use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
+use tower_x402::proto::Network;
+use tower_x402_sandbox::{SandboxFacilitator, Step};
 use x402_store::storage::Store;
 
+use super::live_store::{new_payment, present, wait_until};
 use super::reliability;
 use super::support::RECEIPT;
 
@@ -96,16 +97,7 @@ async fn killed_mid_settlement_then_restarted_delivers_once() {
 
     let mut store = spawn_store(port, &facilitator, &rpc, &database);
     wait_until_ready(&client, &base).await;
-    let challenge = client.get(&product).send().await.unwrap();
-    assert_eq!(challenge.status(), StatusCode::PAYMENT_REQUIRED);
-    let required: PaymentRequired =
-        header::decode(challenge.headers()["payment-required"].as_bytes()).unwrap();
-    let payment = SandboxWallet::random().pay(&required).unwrap();
-    let signature = header::encode(&payment)
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let signature = new_payment(&client, &product).await;
 
     let first = tokio::spawn({
         let (client, product, signature) = (client.clone(), product.clone(), signature.clone());
@@ -118,14 +110,10 @@ async fn killed_mid_settlement_then_restarted_delivers_once() {
         }
     });
     // Wait until the money has moved: the store now waits for an answer that never comes.
-    let started = Instant::now();
-    while sandbox.settlement_count() == 0 {
-        assert!(
-            started.elapsed() < PATIENCE,
-            "the payment never reached /settle"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until("the payment never reached /settle", || {
+        sandbox.settlement_count() > 0
+    })
+    .await;
     // The write-ahead intent was on disk before /settle was sent.
     let ledger = Store::open(&database).await.unwrap();
     let unsettled = ledger.payments_in_doubt().await.unwrap();
@@ -143,27 +131,17 @@ async fn killed_mid_settlement_then_restarted_delivers_once() {
     let _store = spawn_store(port, &facilitator, &rpc, &database);
     wait_until_ready(&client, &base).await;
     // Held by the dead process until its lease runs out: 503, retry the same payment.
-    let held = client
-        .get(&product)
-        .header("payment-signature", &signature)
-        .send()
-        .await
-        .unwrap();
-    if held.status() == StatusCode::SERVICE_UNAVAILABLE {
-        assert!(held.headers().contains_key("retry-after"));
+    let (held, retry_after, _) = present(&client, &product, &signature).await.unwrap();
+    if held == StatusCode::SERVICE_UNAVAILABLE {
+        assert!(retry_after);
     }
     tokio::time::sleep(Duration::from_secs(LEASE) + Duration::from_millis(200)).await;
     let mut statuses = Vec::new();
     let mut delivered = serde_json::Value::Null;
     for _ in 0..2 {
-        let retry = client
-            .get(&product)
-            .header("payment-signature", &signature)
-            .send()
-            .await
-            .unwrap();
-        statuses.push(retry.status().as_u16().to_string());
-        delivered = retry.json::<serde_json::Value>().await.unwrap();
+        let (status, _, body) = present(&client, &product, &signature).await.unwrap();
+        statuses.push(status.as_u16().to_string());
+        delivered = body;
     }
     assert_eq!(statuses, ["200", "200"], "{delivered}");
     assert!(

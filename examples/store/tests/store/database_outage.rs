@@ -7,19 +7,15 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use tower_x402::proto::{PaymentRequired, header};
-use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
-use x402_store::app::app;
+use tower_x402_sandbox::SandboxFacilitator;
 use x402_store::config::Config;
-use x402_store::serve::{ServeLimits, serve};
 use x402_store::state::build_state_with;
 
+use super::live_store::{PATIENCE, new_payment, open_store, present, serve_store, wait_until};
 use super::postgres_server::PgServer;
 use super::reliability;
 use super::support::RECEIPT;
 
-/// Far above every wait the store may take here; only a hang reaches it.
-const PATIENCE: Duration = Duration::from_secs(30);
 /// How soon after PostgreSQL is back a paid request is delivered again.
 const RESTART_DELIVERY: Duration = Duration::from_secs(5);
 /// How long the database stays away in the longest outage tried.
@@ -55,14 +51,7 @@ async fn with_postgres_stopped_catalog_answers_at_once_and_payments_fail_fast() 
     let state = build_state_with(config, Arc::new(sandbox.clone()), true)
         .await
         .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(serve(
-        listener,
-        app(state),
-        ServeLimits::default(),
-        std::future::pending(),
-    ));
+    let base = serve_store(state).await;
     let client = reqwest::Client::new();
     let bazaar = format!("{base}/api/bazaar");
     let product = format!("{base}/api/x402/{RECEIPT}");
@@ -70,16 +59,7 @@ async fn with_postgres_stopped_catalog_answers_at_once_and_payments_fail_fast() 
     let (status, healthy, _) = timed_get(&client, &bazaar, None).await;
     assert_eq!(status, StatusCode::OK);
     assert!(healthy["standing"]["stages"].is_array(), "{healthy}");
-    let challenge = client.get(&product).send().await.unwrap();
-    assert_eq!(challenge.status(), StatusCode::PAYMENT_REQUIRED);
-    let required: PaymentRequired =
-        header::decode(challenge.headers()["payment-required"].as_bytes()).unwrap();
-    let payment = SandboxWallet::random().pay(&required).unwrap();
-    let signature = header::encode(&payment)
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let signature = new_payment(&client, &product).await;
 
     server.stop();
 
@@ -134,68 +114,32 @@ async fn with_postgres_stopped_catalog_answers_at_once_and_payments_fail_fast() 
 async fn readyz_follows_the_database() {
     super::postgres_server::require();
     let server = PgServer::start_own().unwrap();
-    let config = Config::for_tests(server.url("postgres"));
     let sandbox = SandboxFacilitator::new();
-    let state = build_state_with(config, Arc::new(sandbox.clone()), true)
-        .await
-        .unwrap();
-    let handle = x402_store::ops::install_recorder().unwrap();
-    let ops_router = x402_store::ops::router(&state, handle, x402_store::ops::Draining::default());
-    let ops_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let ops = format!("http://{}", ops_listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(ops_listener, ops_router).await });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(serve(
-        listener,
-        app(state),
-        ServeLimits::default(),
-        std::future::pending(),
-    ));
+    let (product, readyz) = open_store(&server, &sandbox).await;
     let client = reqwest::Client::new();
-    let product = format!("{base}/api/x402/{RECEIPT}");
-    let readyz = format!("{ops}/readyz");
 
     let (status, ready, _) = timed_get(&client, &readyz, None).await;
     assert_eq!(status, StatusCode::OK, "{ready}");
-    let challenge = client.get(&product).send().await.unwrap();
-    let required: PaymentRequired =
-        header::decode(challenge.headers()["payment-required"].as_bytes()).unwrap();
-    let sign = || {
-        let payment = SandboxWallet::random().pay(&required).unwrap();
-        header::encode(&payment)
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .to_owned()
-    };
     // Sales before the outage, several at once: the pool holds several connections, every one
     // of them dead once the server goes.
-    let warm: Vec<_> = (0..4)
-        .map(|_| {
-            let (client, product, signature) = (client.clone(), product.clone(), sign());
-            tokio::spawn(async move { timed_get(&client, &product, Some(&signature)).await.0 })
-        })
-        .collect();
-    for sale in warm {
-        assert_eq!(sale.await.unwrap(), StatusCode::OK);
+    let mut warm = Vec::new();
+    for _ in 0..4 {
+        let signature = new_payment(&client, &product).await;
+        warm.push(present(&client, &product, &signature));
     }
-    let signature = sign();
+    for sale in warm {
+        assert_eq!(sale.await.unwrap().0, StatusCode::OK);
+    }
+    let signature = new_payment(&client, &product).await;
 
     server.stop();
     let (status, down, _) = timed_get(&client, &readyz, None).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{down}");
     assert_eq!(down["checks"]["database"]["ok"], false, "{down}");
     assert_eq!(down["checks"]["facilitator"]["ok"], true, "{down}");
-    let answer = client
-        .get(&product)
-        .header("payment-signature", &signature)
-        .send()
-        .await
-        .unwrap();
-    let during = answer.status();
+    let (during, retry_after, _) = present(&client, &product, &signature).await.unwrap();
     assert_eq!(during, StatusCode::SERVICE_UNAVAILABLE);
-    assert!(answer.headers().contains_key("retry-after"));
+    assert!(retry_after);
     assert_eq!(sandbox.settlement_count(), 4);
 
     server.start_again().unwrap();
@@ -212,19 +156,7 @@ async fn readyz_follows_the_database() {
     assert_eq!(sandbox.settlement_count(), 4);
     let ready_after = started.elapsed();
     // The payment refused during the outage is delivered within seconds of the restart.
-    let delivered = loop {
-        let (status, body, _) = timed_get(&client, &product, Some(&signature)).await;
-        assert_ne!(status, StatusCode::PAYMENT_REQUIRED, "{body}");
-        if status == StatusCode::OK {
-            break started.elapsed();
-        }
-        assert!(
-            started.elapsed() < RESTART_DELIVERY,
-            "still {status} {}s after the restart: {body}",
-            started.elapsed().as_secs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let (_, delivered) = delivered_after_restart(&client, &product, &signature, started).await;
     assert_eq!(
         sandbox.settlement_count(),
         5,
@@ -243,54 +175,16 @@ async fn readyz_follows_the_database() {
 async fn postgres_stopped_while_settling_never_settles_twice_and_delivers_after() {
     super::postgres_server::require();
     let server = PgServer::start_own().unwrap();
-    let config = Config::for_tests(server.url("postgres"));
     let sandbox = SandboxFacilitator::new();
-    let state = build_state_with(config, Arc::new(sandbox.clone()), true)
-        .await
-        .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(serve(
-        listener,
-        app(state),
-        ServeLimits::default(),
-        std::future::pending(),
-    ));
+    let (product, _) = open_store(&server, &sandbox).await;
     let client = reqwest::Client::new();
-    let product = format!("{base}/api/x402/{RECEIPT}");
-    let challenge = client.get(&product).send().await.unwrap();
-    let required: PaymentRequired =
-        header::decode(challenge.headers()["payment-required"].as_bytes()).unwrap();
-    let payment = SandboxWallet::random().pay(&required).unwrap();
-    let signature = header::encode(&payment)
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let signature = new_payment(&client, &product).await;
 
     sandbox.queue_settle(tower_x402_sandbox::Step::Answer.after(Duration::from_secs(2)));
-    let first = {
-        let (client, product, signature) = (client.clone(), product.clone(), signature.clone());
-        tokio::spawn(async move {
-            let answer = client
-                .get(&product)
-                .header("payment-signature", &signature)
-                .send()
-                .await
-                .unwrap();
-            (
-                answer.status(),
-                answer.headers().contains_key("retry-after"),
-            )
-        })
-    };
-    let started = Instant::now();
-    while sandbox.settle_calls() == 0 {
-        assert!(started.elapsed() < PATIENCE, "/settle never came");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let first = present(&client, &product, &signature);
+    wait_until("/settle never came", || sandbox.settle_calls() > 0).await;
     server.stop();
-    let (during, retry_after) = first.await.unwrap();
+    let (during, retry_after, _) = first.await.unwrap();
     let mut seen = vec![during.as_u16()];
     assert_ne!(during, StatusCode::PAYMENT_REQUIRED);
     if during != StatusCode::OK {
@@ -311,20 +205,8 @@ async fn postgres_stopped_while_settling_never_settles_twice_and_delivers_after(
 
     server.start_again().unwrap();
     let started = Instant::now();
-    let delivered = loop {
-        let (status, body, _) = timed_get(&client, &product, Some(&signature)).await;
-        assert_ne!(status, StatusCode::PAYMENT_REQUIRED, "{body}");
-        if status == StatusCode::OK {
-            break body;
-        }
-        assert!(
-            started.elapsed() < RESTART_DELIVERY,
-            "still {status} {}s after the restart: {body}",
-            started.elapsed().as_secs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    let delivered_after = started.elapsed();
+    let (delivered, delivered_after) =
+        delivered_after_restart(&client, &product, &signature, started).await;
     seen.push(200);
     assert!(delivered["passport"].is_object(), "{delivered}");
     assert_eq!(sandbox.settle_calls(), 1, "one /settle in all");
@@ -346,69 +228,6 @@ async fn postgres_stopped_while_settling_never_settles_twice_and_delivers_after(
         delivered_unpaid: false,
     };
     reliability::check("store-database-settling", &[row]);
-}
-
-/// A store over `server` with its operator's address: (the product's URL, `/readyz`'s URL).
-async fn open_store(server: &PgServer, sandbox: &SandboxFacilitator) -> (String, String) {
-    let config = Config::for_tests(server.url("postgres"));
-    let state = build_state_with(config, Arc::new(sandbox.clone()), true)
-        .await
-        .unwrap();
-    let handle = x402_store::ops::install_recorder().unwrap();
-    let ops_router = x402_store::ops::router(&state, handle, x402_store::ops::Draining::default());
-    let ops_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let readyz = format!("http://{}/readyz", ops_listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(ops_listener, ops_router).await });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let product = format!(
-        "http://{}/api/x402/{RECEIPT}",
-        listener.local_addr().unwrap()
-    );
-    tokio::spawn(serve(
-        listener,
-        app(state),
-        ServeLimits::default(),
-        std::future::pending(),
-    ));
-    (product, readyz)
-}
-
-/// A new signed payment for `product`.
-async fn new_payment(client: &reqwest::Client, product: &str) -> String {
-    let challenge = client.get(product).send().await.unwrap();
-    assert_eq!(challenge.status(), StatusCode::PAYMENT_REQUIRED);
-    let required: PaymentRequired =
-        header::decode(challenge.headers()["payment-required"].as_bytes()).unwrap();
-    let payment = SandboxWallet::random().pay(&required).unwrap();
-    header::encode(&payment)
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .to_owned()
-}
-
-/// Presents `signature` in the background: (status, whether `Retry-After` came, body).
-fn present(
-    client: &reqwest::Client,
-    product: &str,
-    signature: &str,
-) -> tokio::task::JoinHandle<(StatusCode, bool, Value)> {
-    let (client, product, signature) = (client.clone(), product.to_owned(), signature.to_owned());
-    tokio::spawn(async move {
-        let answer = client
-            .get(&product)
-            .header("payment-signature", &signature)
-            .send()
-            .await
-            .unwrap();
-        let status = answer.status();
-        let retry_after = answer.headers().contains_key("retry-after");
-        (
-            status,
-            retry_after,
-            answer.json().await.unwrap_or(Value::Null),
-        )
-    })
 }
 
 /// Retries `signature` until it is delivered, within [`RESTART_DELIVERY`] of `since`: never a
@@ -462,11 +281,7 @@ async fn postgres_stopped_while_a_payment_is_claimed_settles_nothing_and_deliver
 
     sandbox.queue_verify(tower_x402_sandbox::Step::Answer.after(Duration::from_secs(1)));
     let first = present(&client, &product, &signature);
-    let started = Instant::now();
-    while sandbox.verify_calls() == 0 {
-        assert!(started.elapsed() < PATIENCE, "/verify never came");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_until("/verify never came", || sandbox.verify_calls() > 0).await;
     server.stop();
     let (during, retry_after, body) = first.await.unwrap();
     assert_eq!(during, StatusCode::SERVICE_UNAVAILABLE, "{body}");
@@ -527,11 +342,7 @@ async fn postgres_stopped_as_the_settlement_arrives_records_it_and_another_insta
 
     sandbox.queue_settle(tower_x402_sandbox::Step::Answer.after(Duration::from_millis(500)));
     let first = present(&client, &product, &signature);
-    let started = Instant::now();
-    while sandbox.settle_calls() == 0 {
-        assert!(started.elapsed() < PATIENCE, "/settle never came");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_until("/settle never came", || sandbox.settle_calls() > 0).await;
     server.stop();
     let (during, retry_after, body) = first.await.unwrap();
     assert_ne!(during, StatusCode::PAYMENT_REQUIRED, "{body}");

@@ -13,6 +13,7 @@ mod crash_recovery;
 mod database_outage;
 mod discovery_channels;
 mod ledger_outage;
+mod live_store;
 mod mcp_protocol;
 mod multi_instance;
 mod operations;

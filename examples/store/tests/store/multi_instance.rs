@@ -11,9 +11,10 @@ use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use reqwest::StatusCode;
 use serde_json::Value;
-use tower_x402::proto::{Network, PaymentRequired, header};
-use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
+use tower_x402::proto::Network;
+use tower_x402_sandbox::{SandboxFacilitator, Step};
 
+use super::live_store::new_payment;
 use super::support::RECEIPT;
 
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
@@ -124,20 +125,7 @@ async fn slow_settling_proxy(upstream: String, settle_delay: Duration) -> String
 
 /// One signed payment for the store's cheapest product, from `instance`'s challenge.
 async fn sign(client: &reqwest::Client, instance: &Instance) -> String {
-    let challenge = client
-        .get(format!("{}/api/x402/{RECEIPT}", instance.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(challenge.status(), StatusCode::PAYMENT_REQUIRED);
-    let required: PaymentRequired =
-        header::decode(challenge.headers()["payment-required"].as_bytes()).unwrap();
-    let payment = SandboxWallet::random().pay(&required).unwrap();
-    header::encode(&payment)
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .to_owned()
+    new_payment(client, &format!("{}/api/x402/{RECEIPT}", instance.base)).await
 }
 
 async fn present(client: &reqwest::Client, base: &str, signature: &str) -> (StatusCode, Value) {

@@ -8,6 +8,7 @@ use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 use tower_x402::proto::Network;
 use tower_x402_sandbox::SandboxFacilitator;
+use x402_store::config::Config;
 
 use super::support::{ExtraKinds, TestStore, Unreachable, store_with};
 
@@ -31,6 +32,27 @@ async fn accepts_and_doors(store: &TestStore) -> (Vec<Value>, Vec<Value>) {
     (challenge["accepts"].as_array().unwrap().clone(), doors)
 }
 
+/// Both extra deposit addresses set: Solana's and Algorand's.
+fn both_treasuries(config: &mut Config) {
+    config.second_pay_to = Some(SOLANA_TREASURY.into());
+    config.third_pay_to = Some(ALGORAND_TREASURY.into());
+}
+
+/// The text field `name` of each of `items`.
+fn texts<'a>(items: &'a [Value], name: &str) -> Vec<&'a str> {
+    items
+        .iter()
+        .map(|item| item[name].as_str().unwrap())
+        .collect()
+}
+
+/// Asserts that the third (Algorand) door stays mapped, its notes saying `because`.
+fn assert_third_door_mapped(doors: &[Value], because: &str) {
+    assert_eq!(doors[2]["status"], "mapped");
+    let notes = doors[2]["notes"].as_str().unwrap();
+    assert!(notes.contains(because), "{notes}");
+}
+
 fn fee_payer(address: &str) -> Option<Map<String, Value>> {
     let mut extra = Map::new();
     extra.insert("feePayer".to_owned(), json!(address));
@@ -42,10 +64,7 @@ async fn without_a_second_pay_to_only_the_canonical_door_is_open() {
     let (accepts, doors) = accepts_and_doors(&store).await;
     assert_eq!(accepts.len(), 1);
     assert_eq!(accepts[0]["network"], "eip155:8453");
-    let statuses: Vec<&str> = doors
-        .iter()
-        .map(|d| d["status"].as_str().unwrap())
-        .collect();
+    let statuses = texts(&doors, "status");
     assert_eq!(statuses, ["live", "gated", "mapped"]);
     assert_eq!(doors[0]["caip2"], "eip155:8453");
     assert_eq!(
@@ -112,13 +131,7 @@ async fn a_third_pay_to_alone_does_not_open_algorand() {
     );
     let (accepts, doors) = accepts_and_doors(&store).await;
     assert_eq!(accepts.len(), 1);
-    assert_eq!(doors[2]["status"], "mapped");
-    assert!(
-        doors[2]["notes"]
-            .as_str()
-            .unwrap()
-            .contains("does not list Algorand")
-    );
+    assert_third_door_mapped(&doors, "does not list Algorand");
 }
 
 async fn algorand_listed_without_a_third_pay_to_stays_mapped() {
@@ -126,30 +139,14 @@ async fn algorand_listed_without_a_third_pay_to_stays_mapped() {
     let store = store_with(|_| {}, Arc::new(facilitator)).await;
     let (accepts, doors) = accepts_and_doors(&store).await;
     assert_eq!(accepts.len(), 1);
-    assert_eq!(doors[2]["status"], "mapped");
-    assert!(
-        doors[2]["notes"]
-            .as_str()
-            .unwrap()
-            .contains("STORE_THIRD_PAY_TO")
-    );
+    assert_third_door_mapped(&doors, "STORE_THIRD_PAY_TO");
 }
 
 async fn both_doors_open_when_configured_and_listed() {
     let facilitator = ExtraKinds::new(vec![(Network::SOLANA, None), (Network::ALGORAND, None)]);
-    let store = store_with(
-        |c| {
-            c.second_pay_to = Some(SOLANA_TREASURY.into());
-            c.third_pay_to = Some(ALGORAND_TREASURY.into());
-        },
-        Arc::new(facilitator),
-    )
-    .await;
+    let store = store_with(both_treasuries, Arc::new(facilitator)).await;
     let (accepts, doors) = accepts_and_doors(&store).await;
-    let networks: Vec<&str> = accepts
-        .iter()
-        .map(|a| a["network"].as_str().unwrap())
-        .collect();
+    let networks = texts(&accepts, "network");
     assert_eq!(
         networks,
         [
@@ -161,37 +158,18 @@ async fn both_doors_open_when_configured_and_listed() {
     assert_eq!(accepts[2]["asset"], "31566704");
     assert_eq!(accepts[2]["payTo"], ALGORAND_TREASURY);
     assert_eq!(accepts[2]["amount"], "99000000");
-    let statuses: Vec<&str> = doors
-        .iter()
-        .map(|d| d["status"].as_str().unwrap())
-        .collect();
+    let statuses = texts(&doors, "status");
     assert_eq!(statuses, ["live", "live", "live"]);
     assert_eq!(doors[2]["treasury"], ALGORAND_TREASURY);
 }
 
 async fn a_failing_supported_keeps_the_third_door_mapped() {
-    let store = store_with(
-        |c| {
-            c.second_pay_to = Some(SOLANA_TREASURY.into());
-            c.third_pay_to = Some(ALGORAND_TREASURY.into());
-        },
-        Arc::new(Unreachable),
-    )
-    .await;
+    let store = store_with(both_treasuries, Arc::new(Unreachable)).await;
     let (accepts, doors) = accepts_and_doors(&store).await;
-    let networks: Vec<&str> = accepts
-        .iter()
-        .map(|a| a["network"].as_str().unwrap())
-        .collect();
+    let networks = texts(&accepts, "network");
     assert_eq!(networks, ["eip155:8453"]);
     assert_eq!(doors[1]["status"], "mapped");
-    assert_eq!(doors[2]["status"], "mapped");
-    assert!(
-        doors[2]["notes"]
-            .as_str()
-            .unwrap()
-            .contains("could not be read")
-    );
+    assert_third_door_mapped(&doors, "could not be read");
 }
 
 /// The second door with its deposit address set, against each `/supported` answer: live (with
@@ -267,14 +245,7 @@ async fn every_challenge_header_stays_under_8_kb_with_every_door_open() {
         ),
         (Network::ALGORAND, None),
     ]);
-    let store = store_with(
-        |c| {
-            c.second_pay_to = Some(SOLANA_TREASURY.into());
-            c.third_pay_to = Some(ALGORAND_TREASURY.into());
-        },
-        Arc::new(facilitator),
-    )
-    .await;
+    let store = store_with(both_treasuries, Arc::new(facilitator)).await;
     let mut largest = (0, String::new());
     for sku in store.state.catalog.iter() {
         let answer = store.get(&format!("/api/x402/{}", sku.slug)).await;

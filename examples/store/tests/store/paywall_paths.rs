@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tower_x402::proto::header;
 use tower_x402_sandbox::SandboxWallet;
 
-use super::support::{Counting, RECEIPT, TestStore, store, store_with};
+use super::support::{Counting, RECEIPT, TestStore, signature_header, store, store_with};
 
 async fn unknown_sku_is_404_json_without_a_challenge() {
     let store = store().await;
@@ -133,12 +133,7 @@ async fn a_garbage_payment_is_refused_not_served() {
 async fn signature_for(store: &TestStore, slug: &str) -> String {
     let answer = store.get(&format!("/api/x402/{slug}")).await;
     let required = header::decode(answer.headers["payment-required"].as_bytes()).unwrap();
-    let payload = SandboxWallet::random().pay(&required).unwrap();
-    header::encode(&payload)
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .to_owned()
+    signature_header(&SandboxWallet::random(), &required)
 }
 
 async fn a_signed_head_is_challenged_and_creates_no_order() {

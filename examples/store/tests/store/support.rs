@@ -459,13 +459,7 @@ impl Shop {
 
     /// A `PAYMENT-SIGNATURE` value paying `slug` from `wallet`.
     pub(crate) async fn sign(&self, wallet: &SandboxWallet, slug: &str) -> String {
-        let required = self.challenge(slug).await;
-        let payload = wallet.pay(&required).unwrap();
-        header::encode(&payload)
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .to_owned()
+        signature_header(wallet, &self.challenge(slug).await)
     }
 
     /// Presents `signature` for `slug`, optionally citing `referrer`.
@@ -539,6 +533,15 @@ pub(crate) fn assert_sign_in_refused(answer: &Answer, code: &str) {
     assert!(error.starts_with(code), "expected {code}: {}", answer.text);
     assert!(challenge["info"]["nonce"].is_string(), "{challenge}");
     assert!(answer.json.get("passport").is_none());
+}
+
+/// A `PAYMENT-SIGNATURE` value answering the challenge `required` from `wallet`.
+pub(crate) fn signature_header(wallet: &SandboxWallet, required: &PaymentRequired) -> String {
+    header::encode(&wallet.pay(required).unwrap())
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned()
 }
 
 /// The Passport id of a purchase answer.
