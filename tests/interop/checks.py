@@ -29,6 +29,7 @@ def main() -> int:
         import sandbox_checks
         import store_checks
         import mcp_checks
+        import siwx_checks
         import upto_checks
 
         services = store_checks.Services.from_env()
@@ -36,6 +37,7 @@ def main() -> int:
         store_checks.register(suite, services)
         upto_checks.register(suite)  # metered payments: the example `metered`
         mcp_checks.register(suite)  # paid MCP tools: the example `paid_mcp`
+        siwx_checks.register(suite, services)  # sign-in-with-x, both ways: the example `siwx_proof`
     passed, failed = suite.run()
     if args.results:
         args.results.write_text(f"{passed} {failed}\n")
