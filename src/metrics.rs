@@ -78,6 +78,10 @@ pub fn describe() {
         Unit::Seconds,
         "Age of the oldest payment in doubt (0 when none)"
     );
+    describe_gauge!(
+        FACILITATOR_CIRCUIT_OPEN,
+        "Whether a facilitator's circuit breaker is open (1) or closed (0)"
+    );
     describe_counter!(RECONCILIATIONS, "Reconciler answers by result");
     describe_counter!(LEDGER_ERRORS, "Failed settlement store calls by operation");
 }

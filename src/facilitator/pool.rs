@@ -102,6 +102,14 @@ impl Facilitators {
         self.members.iter().map(|member| &*member.label)
     }
 
+    /// The facilitators with their labels, in order of preference (for `/supported` and
+    /// readiness checks, which the layer never makes).
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Arc<dyn Facilitator>)> {
+        self.members
+            .iter()
+            .map(|member| (&*member.label, &member.facilitator))
+    }
+
     /// Whether the breaker of the facilitator named `label` is open (it is not asked until its
     /// pause has passed). `None` for an unknown label.
     pub fn is_open(&self, label: &str) -> Option<bool> {
