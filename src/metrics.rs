@@ -9,7 +9,7 @@
 //! |---|---|---|---|
 //! | `x402_challenges_total` | counter | — | 402 challenges sent for requests without payment |
 //! | `x402_payments_total` | counter | `outcome`, `refusal` | paid requests by outcome: `settled`, `replayed` (answered from the record), `in_doubt`, `refused` (with `refusal` its kind, below; `none` for the rest) |
-//! | `x402_facilitator_request_duration_seconds` | histogram | `endpoint`, `outcome` | facilitator calls: `endpoint` `verify`, `settle` or `supported`; `outcome` `ok`, `rejected` (`isValid: false`, `success: false`), `unavailable` (unreachable, timed out, overloaded) or `error` (any other failure) |
+//! | `x402_facilitator_request_duration_seconds` | histogram | `facilitator`, `endpoint`, `outcome` | facilitator calls: `facilitator` its label ([`Facilitators`](crate::facilitator::Facilitators); `default` for a lone facilitator); `endpoint` `verify`, `settle` or `supported`; `outcome` `ok`, `rejected` (`isValid: false`, `success: false`), `unavailable` (unreachable, timed out, overloaded) or `error` (any other failure) |
 //! | `x402_facilitator_circuit_open` | gauge | `facilitator` | 1 while the circuit breaker of the facilitator with that label (see [`Facilitators`](crate::facilitator::Facilitators)) is open or half-open, 0 while closed |
 //! | `x402_payments_in_doubt` | gauge | — | payments this process put in doubt and has not seen resolved |
 //! | `x402_payments_in_doubt_oldest_age_seconds` | gauge | — | how long the oldest of them has been in doubt (0 when none); refreshed on every payment event and by [`refresh`] |

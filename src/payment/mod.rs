@@ -162,7 +162,7 @@ impl Payments {
     /// `facilitators` and settles each payment at the one its intent names.
     pub fn with_facilitators(facilitators: Facilitators) -> Self {
         Self {
-            facilitators: facilitators.map(|_, facilitator| metered_facilitator(facilitator)),
+            facilitators: facilitators.map(metered_facilitator),
             store: metered_store(Arc::new(MemorySettlementStore::default())),
             recent_settlements: None,
             events: None,
@@ -498,10 +498,11 @@ impl fmt::Debug for Payments {
     }
 }
 
-/// `facilitator`, timed into the metrics when the feature `metrics` is on.
-fn metered_facilitator(facilitator: Arc<dyn Facilitator>) -> Arc<dyn Facilitator> {
+/// `facilitator`, labelled `label`, timed into the metrics when the feature `metrics` is on.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+fn metered_facilitator(label: &str, facilitator: Arc<dyn Facilitator>) -> Arc<dyn Facilitator> {
     #[cfg(feature = "metrics")]
-    let facilitator = instruments::facilitator(facilitator);
+    let facilitator = instruments::facilitator(label, facilitator);
     facilitator
 }
 

@@ -239,11 +239,13 @@ async fn the_metrics_address_serves_a_valid_scrape_and_health_checks() {
         Some(4.0),
         "{scrape}"
     );
+    // The store labels a facilitator by its URL without the scheme.
+    let label = facilitator.trim_start_matches("http://");
     let calls = |endpoint: &str, outcome: &str| {
         sample(
             &scrape,
             &format!(
-                "x402_facilitator_request_duration_seconds_count{{endpoint=\"{endpoint}\",outcome=\"{outcome}\"}}"
+                "x402_facilitator_request_duration_seconds_count{{facilitator=\"{label}\",endpoint=\"{endpoint}\",outcome=\"{outcome}\"}}"
             ),
         )
     };
