@@ -240,7 +240,31 @@ async fn the_postgres_store_keeps_the_facilitator_label() {
         .connect(&database)
         .await
         .unwrap();
+    // A ledger created before the facilitator column: its rows stay readable.
+    sqlx::raw_sql(
+        "CREATE TABLE x402_payment_ledger (
+            payment_key TEXT PRIMARY KEY NOT NULL,
+            version     BIGINT NOT NULL CHECK (version >= 1),
+            phase       TEXT NOT NULL,
+            state       TEXT NOT NULL,
+            updated     TIMESTAMPTZ NOT NULL DEFAULT now()
+        );
+        INSERT INTO x402_payment_ledger (payment_key, version, phase, state)
+        VALUES ('old', 1, 'in_progress',
+                '{\"phase\":\"in_progress\",\"owner\":\"o\",\"lease_until\":1,\"fingerprint\":\"f\"}');",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
     let store = PostgresSettlementStore::new(pool);
     store.migrate().await.unwrap();
+    store.migrate().await.unwrap();
+    use tower_x402::settlement::{PaymentKey, SettlementStore as _};
+    let old = store.load(&PaymentKey::from_stored("old")).await.unwrap();
+    assert_eq!(
+        old.map(|entry| entry.version),
+        Some(1),
+        "the old row is still read"
+    );
     check_conformance(Arc::new(store)).await;
 }
