@@ -63,8 +63,9 @@ enum Breaker {
     Closed { failures: u32 },
     /// No requests since `since`, until the pause has passed.
     Open { since: Instant },
-    /// One trial request is on its way.
-    HalfOpen,
+    /// One trial request is on its way since `since` (a trial whose caller went away without
+    /// an outcome is replaced by another after the pause).
+    HalfOpen { since: Instant },
 }
 
 impl Facilitators {
@@ -260,11 +261,13 @@ impl Member {
         let mut breaker = self.lock();
         match *breaker {
             Breaker::Closed { .. } => true,
-            Breaker::Open { since } if since.elapsed() >= pause => {
-                *breaker = Breaker::HalfOpen;
+            Breaker::Open { since } | Breaker::HalfOpen { since } if since.elapsed() >= pause => {
+                *breaker = Breaker::HalfOpen {
+                    since: Instant::now(),
+                };
                 true
             }
-            Breaker::Open { .. } | Breaker::HalfOpen => false,
+            Breaker::Open { .. } | Breaker::HalfOpen { .. } => false,
         }
     }
 
@@ -343,7 +346,10 @@ mod tests {
         facilitators.record(&member, Some(&failure));
         assert_eq!(facilitators.is_open("a"), Some(true));
         assert!(member.admits(Duration::ZERO), "the pause passed: one trial");
-        assert!(!member.admits(Duration::ZERO), "only one trial at a time");
+        assert!(
+            !member.admits(Duration::from_secs(60)),
+            "one trial per pause"
+        );
         facilitators.record(&member, None);
         assert_eq!(facilitators.is_open("a"), Some(false));
     }
