@@ -9,7 +9,8 @@
 //! |---|---|---|---|
 //! | `x402_challenges_total` | counter | — | 402 challenges sent for requests without payment |
 //! | `x402_payments_total` | counter | `outcome`, `refusal` | paid requests by outcome: `settled`, `replayed` (answered from the record), `in_doubt`, `refused` (with `refusal` its kind, below; `none` for the rest) |
-//! | `x402_facilitator_request_duration_seconds` | histogram | `endpoint`, `outcome` | facilitator calls: `endpoint` `verify`, `settle` or `supported`; `outcome` `ok`, `rejected` (`isValid: false`, `success: false`), `unavailable` (unreachable, timed out, overloaded) or `error` (any other failure) |
+//! | `x402_facilitator_request_duration_seconds` | histogram | `facilitator`, `endpoint`, `outcome` | facilitator calls: `facilitator` its label ([`Facilitators`](crate::facilitator::Facilitators); `default` for a lone facilitator); `endpoint` `verify`, `settle` or `supported`; `outcome` `ok`, `rejected` (`isValid: false`, `success: false`), `unavailable` (unreachable, timed out, overloaded) or `error` (any other failure) |
+//! | `x402_facilitator_circuit_open` | gauge | `facilitator` | 1 while the circuit breaker of the facilitator with that label (see [`Facilitators`](crate::facilitator::Facilitators)) is open or half-open, 0 while closed |
 //! | `x402_payments_in_doubt` | gauge | — | payments this process put in doubt and has not seen resolved |
 //! | `x402_payments_in_doubt_oldest_age_seconds` | gauge | — | how long the oldest of them has been in doubt (0 when none); refreshed on every payment event and by [`refresh`] |
 //! | `x402_reconciliations_total` | counter | `result` | answers of the [`Reconciler`](crate::Reconciler): `settled`, `not_settled`, `unknown` |
@@ -44,6 +45,8 @@ pub const CHALLENGES: &str = "x402_challenges_total";
 pub const PAYMENTS: &str = "x402_payments_total";
 /// `x402_facilitator_request_duration_seconds`.
 pub const FACILITATOR_DURATION: &str = "x402_facilitator_request_duration_seconds";
+/// Gauge: whether a facilitator's circuit breaker is open (1) or closed (0).
+pub const FACILITATOR_CIRCUIT_OPEN: &str = "x402_facilitator_circuit_open";
 /// `x402_payments_in_doubt`.
 pub const IN_DOUBT: &str = "x402_payments_in_doubt";
 /// `x402_payments_in_doubt_oldest_age_seconds`.
@@ -74,6 +77,10 @@ pub fn describe() {
         IN_DOUBT_OLDEST_AGE,
         Unit::Seconds,
         "Age of the oldest payment in doubt (0 when none)"
+    );
+    describe_gauge!(
+        FACILITATOR_CIRCUIT_OPEN,
+        "Whether a facilitator's circuit breaker is open (1) or closed (0)"
     );
     describe_counter!(RECONCILIATIONS, "Reconciler answers by result");
     describe_counter!(LEDGER_ERRORS, "Failed settlement store calls by operation");

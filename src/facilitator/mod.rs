@@ -14,10 +14,14 @@ use crate::proto::{FacilitatorRequest, SettleResponse, SupportedResponse, Verify
 
 #[cfg(feature = "reqwest")]
 mod http;
+mod pool;
+
 #[cfg(feature = "reqwest")]
 pub use self::http::{
     AuthProvider, FacilitatorConfigError, HttpFacilitator, HttpFacilitatorBuilder,
 };
+pub(crate) use self::pool::Member;
+pub use self::pool::{DEFAULT_LABEL, Facilitators};
 
 /// Verifies and settles payments. The facilitator is the only settler: the layer never moves
 /// funds itself.

@@ -141,6 +141,16 @@ impl X402Layer {
         Self::with_payments(Payments::new(facilitator), pricing)
     }
 
+    /// A paywall like [`new`](Self::new) with several facilitators in order of preference:
+    /// `/verify` and new settlements go to the first healthy one, and each payment's retries to
+    /// the one that received its `/settle`.
+    pub fn with_facilitators(
+        facilitators: crate::facilitator::Facilitators,
+        pricing: impl Pricing,
+    ) -> Self {
+        Self::with_payments(Payments::with_facilitators(facilitators), pricing)
+    }
+
     /// A paywall that asks `pricing` what each request costs and hands the payments to
     /// `payments`, the [payment core](crate::payment) (which another adapter may share).
     pub fn with_payments(payments: Payments, pricing: impl Pricing) -> Self {

@@ -68,11 +68,18 @@ fn refusal_kind(refusal: &Refusal) -> &'static str {
     }
 }
 
-/// A facilitator whose calls are timed into `x402_facilitator_request_duration_seconds`.
+/// A reconciler or store whose calls are counted.
 pub(crate) struct Metered<T: ?Sized>(pub(crate) Arc<T>);
 
-fn timed(endpoint: &'static str, started: Instant, outcome: &'static str) {
-    metrics::histogram!(FACILITATOR_DURATION, "endpoint" => endpoint, "outcome" => outcome)
+/// A facilitator whose calls are timed into `x402_facilitator_request_duration_seconds`,
+/// labelled with its [`Facilitators`](crate::facilitator::Facilitators) label.
+pub(crate) struct MeteredFacilitator {
+    label: Arc<str>,
+    inner: Arc<dyn Facilitator>,
+}
+
+fn timed(label: &Arc<str>, endpoint: &'static str, started: Instant, outcome: &'static str) {
+    metrics::histogram!(FACILITATOR_DURATION, "facilitator" => label.to_string(), "endpoint" => endpoint, "outcome" => outcome)
         .record(started.elapsed().as_secs_f64());
 }
 
@@ -84,20 +91,20 @@ fn failure_outcome(failure: &FacilitatorError) -> &'static str {
     }
 }
 
-impl Facilitator for Metered<dyn Facilitator> {
+impl Facilitator for MeteredFacilitator {
     fn verify<'a>(
         &'a self,
         request: &'a FacilitatorRequest,
     ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
         Box::pin(async move {
             let started = Instant::now();
-            let answer = self.0.verify(request).await;
+            let answer = self.inner.verify(request).await;
             let outcome = match &answer {
                 Ok(verified) if verified.is_valid => "ok",
                 Ok(_) => "rejected",
                 Err(failure) => failure_outcome(failure),
             };
-            timed("verify", started, outcome);
+            timed(&self.label, "verify", started, outcome);
             answer
         })
     }
@@ -108,13 +115,13 @@ impl Facilitator for Metered<dyn Facilitator> {
     ) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
         Box::pin(async move {
             let started = Instant::now();
-            let answer = self.0.settle(request).await;
+            let answer = self.inner.settle(request).await;
             let outcome = match &answer {
                 Ok(settled) if settled.success => "ok",
                 Ok(_) => "rejected",
                 Err(failure) => failure_outcome(failure),
             };
-            timed("settle", started, outcome);
+            timed(&self.label, "settle", started, outcome);
             answer
         })
     }
@@ -122,12 +129,12 @@ impl Facilitator for Metered<dyn Facilitator> {
     fn supported(&self) -> BoxFuture<'_, Result<Arc<SupportedResponse>, FacilitatorError>> {
         Box::pin(async move {
             let started = Instant::now();
-            let answer = self.0.supported().await;
+            let answer = self.inner.supported().await;
             let outcome = match &answer {
                 Ok(_) => "ok",
                 Err(failure) => failure_outcome(failure),
             };
-            timed("supported", started, outcome);
+            timed(&self.label, "supported", started, outcome);
             answer
         })
     }
@@ -189,9 +196,12 @@ impl SettlementStore for Metered<dyn SettlementStore> {
     }
 }
 
-/// Times `facilitator`'s calls.
-pub(crate) fn facilitator(facilitator: Arc<dyn Facilitator>) -> Arc<dyn Facilitator> {
-    Arc::new(Metered(facilitator))
+/// Times `facilitator`'s calls, labelled `label`.
+pub(crate) fn facilitator(label: &str, facilitator: Arc<dyn Facilitator>) -> Arc<dyn Facilitator> {
+    Arc::new(MeteredFacilitator {
+        label: label.into(),
+        inner: facilitator,
+    })
 }
 
 /// Counts `reconciler`'s answers.

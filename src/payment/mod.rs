@@ -81,7 +81,7 @@ use self::ledger::{Claim, Hold};
 use self::refusals::RefusedPayments;
 use self::settle::Attempt;
 use self::single_flight::{Inflight, InflightGuard};
-use crate::facilitator::Facilitator;
+use crate::facilitator::{DEFAULT_LABEL, Facilitator, Facilitators};
 use crate::pricing::Offer;
 #[cfg(doc)]
 use crate::pricing::SettlementMode;
@@ -127,7 +127,7 @@ const DEFAULT_REFUSAL_MEMORY: Duration = Duration::from_secs(10);
 #[derive(Clone)]
 #[must_use]
 pub struct Payments {
-    pub(crate) facilitator: Arc<dyn Facilitator>,
+    pub(crate) facilitators: Facilitators,
     pub(crate) store: Arc<dyn SettlementStore>,
     /// Recent settlements kept in memory beside an application's own store, so a payment that
     /// settled is still recognised when that store fails to save or to answer.
@@ -155,8 +155,14 @@ impl Payments {
     /// A core that has `facilitator` verify and settle, with settlement records in a
     /// [`MemorySettlementStore`], no reconciler and no event hook.
     pub fn new(facilitator: impl Facilitator) -> Self {
+        Self::with_facilitators(Facilitators::new(DEFAULT_LABEL, Arc::new(facilitator)))
+    }
+
+    /// A core like [`new`](Self::new) that verifies at the first healthy facilitator of
+    /// `facilitators` and settles each payment at the one its intent names.
+    pub fn with_facilitators(facilitators: Facilitators) -> Self {
         Self {
-            facilitator: metered_facilitator(Arc::new(facilitator)),
+            facilitators: facilitators.map(metered_facilitator),
             store: metered_store(Arc::new(MemorySettlementStore::default())),
             recent_settlements: None,
             events: None,
@@ -335,7 +341,8 @@ impl Payments {
 
         let request = Arc::new(FacilitatorRequest::new(payload, requirement.clone()));
         let span = tracing::info_span!("x402.verify", network = %requirement.network, scheme = %requirement.scheme);
-        let verified = match self.facilitator.verify(&request).instrument(span).await {
+        let (verifier, verified) = self.facilitators.verify(&request).instrument(span).await;
+        let verified = match verified {
             Ok(verified) => verified,
             Err(failure) => {
                 tracing::warn!(error = %failure, "facilitator verify failed");
@@ -366,8 +373,10 @@ impl Payments {
             replayed: false,
             offer: Arc::clone(offer),
         };
+        // The facilitator that verified the payment settles it.
         let intent =
-            SettlementIntent::with_fingerprint(fingerprint, offer.resource().url.clone(), request);
+            SettlementIntent::with_fingerprint(fingerprint, offer.resource().url.clone(), request)
+                .at_facilitator(&*verifier);
         if offer.settlement_mode().settles_after_work() {
             return Outcome::Cleared(Cleared(Box::new(ClearedParts {
                 payments: Arc::clone(self),
@@ -489,10 +498,11 @@ impl fmt::Debug for Payments {
     }
 }
 
-/// `facilitator`, timed into the metrics when the feature `metrics` is on.
-fn metered_facilitator(facilitator: Arc<dyn Facilitator>) -> Arc<dyn Facilitator> {
+/// `facilitator`, labelled `label`, timed into the metrics when the feature `metrics` is on.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+fn metered_facilitator(label: &str, facilitator: Arc<dyn Facilitator>) -> Arc<dyn Facilitator> {
     #[cfg(feature = "metrics")]
-    let facilitator = instruments::facilitator(facilitator);
+    let facilitator = instruments::facilitator(label, facilitator);
     facilitator
 }
 

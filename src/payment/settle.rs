@@ -9,7 +9,7 @@ use tracing::Instrument as _;
 use super::ledger::{Hold, lease_until, now_ms, release};
 use super::single_flight::InflightGuard;
 use super::{PaymentEvent, Payments, Refusal};
-use crate::facilitator::FacilitatorError;
+use crate::facilitator::{FacilitatorError, Member};
 use crate::pricing::Offer;
 use crate::proto::{FacilitatorRequest, SettleResponse};
 use crate::settlement::{PaymentState, Reconciliation, SettlementIntent, SettlementRecord};
@@ -58,6 +58,15 @@ pub(super) async fn settle(
     guard: InflightGuard,
 ) -> (Result<SettleResponse, Refusal>, Option<InflightGuard>) {
     let intent = if attempt == Attempt::First {
+        // A new settlement goes to the facilitator that verified it (else the preferred one);
+        // every retry of it goes to the same one.
+        let intent = match intent.facilitator {
+            Some(_) => intent,
+            None => {
+                let label = config.facilitators.preferred().label.to_string();
+                intent.at_facilitator(label)
+            }
+        };
         // The intent moves into the state written and back out: no copy of the payment.
         let settling = PaymentState::Settling {
             owner: config.owner.to_string(),
@@ -126,7 +135,7 @@ async fn complete(
     intent: &SettlementIntent,
     attempt: Attempt,
 ) -> Result<SettleResponse, Refusal> {
-    let answer = send(config, &intent.request).await;
+    let answer = send(config, intent).await;
     let reason = match answer {
         SettleAnswer::Settled(settlement) => {
             return Ok(settled(config, offer, &hold, intent, settlement, attempt).await);
@@ -159,23 +168,47 @@ async fn complete(
 }
 
 /// `/settle`, re-sent once (identically, after a pause) when it answers `settlement_pending`.
-async fn send(config: &Payments, request: &FacilitatorRequest) -> SettleAnswer {
-    let first = settle_once(config, request).await;
+async fn send(config: &Payments, intent: &SettlementIntent) -> SettleAnswer {
+    let Some(member) = config.facilitators.named(intent.facilitator.as_deref()) else {
+        // The facilitator that received `/settle` is no longer configured: nobody else may be
+        // asked, as a second facilitator could settle the payment again.
+        let label = intent.facilitator.as_deref().unwrap_or_default();
+        return SettleAnswer::Failed(FacilitatorError::Unreachable {
+            endpoint: crate::facilitator::Endpoint::Settle,
+            source: Arc::new(UnknownFacilitator(label.to_owned())),
+        });
+    };
+    let request = &intent.request;
+    let first = settle_once(config, member, request).await;
     match first {
         SettleAnswer::Refused(ref settlement)
             if settlement.error_reason.as_deref() == Some("settlement_pending") =>
         {
             tokio::time::sleep(config.pending_pause).await;
-            settle_once(config, request).await
+            settle_once(config, member, request).await
         }
         other => other,
     }
 }
 
-async fn settle_once(config: &Payments, request: &FacilitatorRequest) -> SettleAnswer {
+/// The label of a payment's facilitator names none of those configured.
+#[derive(Debug, thiserror::Error)]
+#[error("the facilitator labelled {0:?} that received this payment's /settle is not configured")]
+struct UnknownFacilitator(String);
+
+async fn settle_once(
+    config: &Payments,
+    member: &Member,
+    request: &FacilitatorRequest,
+) -> SettleAnswer {
     let requirement = &request.payment_requirements;
-    let span = tracing::info_span!("x402.settle", network = %requirement.network, scheme = %requirement.scheme);
-    match config.facilitator.settle(request).instrument(span).await {
+    let span = tracing::info_span!("x402.settle", network = %requirement.network, scheme = %requirement.scheme, facilitator = %member.label);
+    match config
+        .facilitators
+        .settle(member, request)
+        .instrument(span)
+        .await
+    {
         Ok(settlement) if settlement.success => SettleAnswer::Settled(settlement),
         Ok(settlement) => SettleAnswer::Refused(settlement),
         Err(failure) => SettleAnswer::Failed(failure),

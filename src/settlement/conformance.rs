@@ -53,6 +53,25 @@ pub async fn check(store: Arc<dyn SettlementStore>) {
         "remove of an absent key fails"
     );
 
+    // The facilitator that received `/settle` is read back with the intent.
+    let labelled = key("labelled");
+    assert!(
+        ok(store.insert(&labelled, &states[1]).await, "insert"),
+        "insert of an absent key succeeds"
+    );
+    match load(&*store, &labelled).await.map(|entry| entry.state) {
+        Some(PaymentState::Settling { intent, .. }) => assert_eq!(
+            intent.facilitator,
+            Some(format!("facilitator-{run}")),
+            "a settling intent keeps the label of its facilitator"
+        ),
+        other => panic!("a settling state loads as settling, got {other:?}"),
+    }
+    assert!(
+        ok(store.remove(&labelled, 1).await, "remove"),
+        "remove at version 1 succeeds"
+    );
+
     // Lifecycle through every state, checking versions and round trips.
     let life = key("life");
     assert!(
@@ -262,7 +281,7 @@ fn sample_states(run: &str) -> Vec<PaymentState> {
         PaymentState::Settling {
             owner: format!("owner-{run}"),
             lease_until: 1_900_000_060_456,
-            intent: intent.clone(),
+            intent: intent.clone().at_facilitator(format!("facilitator-{run}")),
         },
         PaymentState::InDoubt {
             intent,

@@ -18,6 +18,11 @@ CREATE TABLE IF NOT EXISTS x402_payment_ledger (
 );
 CREATE INDEX IF NOT EXISTS x402_payment_ledger_by_phase ON x402_payment_ledger (phase, updated);";
 
+/// The label of the facilitator that received a payment's `/settle` (also in the state's JSON),
+/// for operators' queries; NULL (rows written before it) means the first facilitator.
+const ADD_FACILITATOR_COLUMN: &str =
+    "ALTER TABLE x402_payment_ledger ADD COLUMN IF NOT EXISTS facilitator TEXT";
+
 /// Serialises concurrent `migrate` calls (`CREATE … IF NOT EXISTS` alone can still collide).
 const MIGRATION_LOCK: i64 = 0x7834_3032_6c65_6467; // "x402ledg"
 
@@ -79,6 +84,10 @@ impl PostgresSettlementStore {
                 .await
                 .map_err(store_error)?;
         }
+        transaction
+            .execute(ADD_FACILITATOR_COLUMN)
+            .await
+            .map_err(store_error)?;
         transaction.commit().await.map_err(store_error)
     }
 
@@ -136,12 +145,13 @@ impl SettlementStore for PostgresSettlementStore {
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let done = sqlx::query(
-                "INSERT INTO x402_payment_ledger (payment_key, version, phase, state) \
-                 VALUES ($1, 1, $2, $3) ON CONFLICT (payment_key) DO NOTHING",
+                "INSERT INTO x402_payment_ledger (payment_key, version, phase, state, facilitator) \
+                 VALUES ($1, 1, $2, $3, $4) ON CONFLICT (payment_key) DO NOTHING",
             )
             .bind(key.as_str())
             .bind(state.phase())
             .bind(encode(state)?)
+            .bind(facilitator_of(state))
             .execute(&self.pool)
             .await
             .map_err(store_error)?;
@@ -159,13 +169,14 @@ impl SettlementStore for PostgresSettlementStore {
             let version = i64::try_from(version).map_err(store_error)?;
             let done = sqlx::query(
                 "UPDATE x402_payment_ledger \
-                 SET version = version + 1, phase = $3, state = $4, updated = now() \
+                 SET version = version + 1, phase = $3, state = $4, facilitator = $5, updated = now() \
                  WHERE payment_key = $1 AND version = $2",
             )
             .bind(key.as_str())
             .bind(version)
             .bind(state.phase())
             .bind(encode(state)?)
+            .bind(facilitator_of(state))
             .execute(&self.pool)
             .await
             .map_err(store_error)?;
@@ -205,4 +216,14 @@ fn decode(text: &str) -> Result<PaymentState, StoreError> {
 
 fn store_error(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
     StoreError(Box::new(error))
+}
+
+/// The facilitator label of the intent `state` carries, if any.
+fn facilitator_of(state: &PaymentState) -> Option<&str> {
+    match state {
+        PaymentState::Settling { intent, .. } | PaymentState::InDoubt { intent, .. } => {
+            intent.facilitator.as_deref()
+        }
+        PaymentState::InProgress { .. } | PaymentState::Settled { .. } => None,
+    }
 }

@@ -96,6 +96,11 @@ pub struct SettlementIntent {
     /// The exact `/settle` request body, shared (not copied) by every state and answer that
     /// carries it.
     pub request: Arc<FacilitatorRequest>,
+    /// The label of the facilitator `/settle` goes to (see
+    /// [`Facilitators`](crate::facilitator::Facilitators)); every retry of the payment goes
+    /// there alone. `None` (an intent written before labels existed) means the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facilitator: Option<String>,
 }
 
 impl SettlementIntent {
@@ -105,7 +110,14 @@ impl SettlementIntent {
             fingerprint: super::Fingerprint::of(&request.payment_payload).into_string(),
             resource: resource.into(),
             request: Arc::new(request),
+            facilitator: None,
         }
+    }
+
+    /// The same intent, bound for the facilitator labelled `label`.
+    pub fn at_facilitator(mut self, label: impl Into<String>) -> Self {
+        self.facilitator = Some(label.into());
+        self
     }
 
     /// The intent to send `request`, whose payment's fingerprint the layer already computed.
@@ -118,6 +130,7 @@ impl SettlementIntent {
             fingerprint: fingerprint.into_string(),
             resource,
             request,
+            facilitator: None,
         }
     }
 }

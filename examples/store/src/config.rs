@@ -52,12 +52,20 @@ pub struct Args {
     /// Receiving address on Base (required with `--facilitator-url`).
     #[arg(long, env = "STORE_PAY_TO", value_parser = checked(evm_address))]
     pub pay_to: Option<String>,
-    /// External facilitator; without it the store runs in demo mode with the in-process sandbox.
-    #[arg(long, env = "STORE_FACILITATOR_URL", value_parser = checked(facilitator_url))]
+    /// External facilitators, comma-separated in order of preference; without it the store runs
+    /// in demo mode with the in-process sandbox.
+    #[arg(long, env = "STORE_FACILITATOR_URL", value_parser = checked(facilitator_urls))]
     pub facilitator_url: Option<String>,
-    /// Bearer token sent to the external facilitator.
+    /// Bearer tokens sent to the external facilitators, comma-separated and matched by
+    /// position; a single one is sent to all.
     #[arg(long, env = "STORE_FACILITATOR_BEARER", hide_env_values = true, value_parser = checked(not_blank))]
     pub facilitator_bearer: Option<String>,
+    /// Consecutive transport failures that open a facilitator's circuit breaker.
+    #[arg(long, env = "STORE_FACILITATOR_BREAKER_FAILURES", default_value = "3", value_parser = checked(positive::<u32>))]
+    pub facilitator_breaker_failures: u32,
+    /// Seconds an open facilitator breaker waits before one trial request.
+    #[arg(long, env = "STORE_FACILITATOR_BREAKER_PAUSE_SECS", default_value = "30", value_parser = checked(seconds))]
+    pub facilitator_breaker_pause_secs: Duration,
     /// The database: `sqlite://PATH` (its directory is created if missing) or `postgres://…`
     /// (an existing database that several instances may share).
     #[arg(
@@ -157,10 +165,14 @@ pub struct Config {
     pub slug_prefix: String,
     /// Receiving address on the canonical network.
     pub pay_to: String,
-    /// External facilitator, if any.
+    /// External facilitators, comma-separated in order of preference, if any.
     pub facilitator_url: Option<String>,
-    /// Bearer token for the external facilitator.
+    /// Bearer tokens for the external facilitators: one for all, or one per facilitator.
     pub facilitator_bearer: Option<String>,
+    /// Consecutive transport failures that open a facilitator's circuit breaker.
+    pub facilitator_breaker_failures: u32,
+    /// How long an open facilitator breaker waits before one trial request.
+    pub facilitator_breaker_pause: Duration,
     /// `sqlite:` or `postgres:` database URL.
     pub database_url: String,
     /// How long a request waits for the database before it fails.
@@ -224,6 +236,17 @@ impl Config {
                 });
             }
         };
+        if let (Some(urls), Some(bearers)) = (&args.facilitator_url, &args.facilitator_bearer) {
+            let (urls, bearers) = (urls.split(',').count(), bearers.split(',').count());
+            if bearers != 1 && bearers != urls {
+                return Err(ConfigError {
+                    setting: "STORE_FACILITATOR_BEARER (--facilitator-bearer)",
+                    problem: format!(
+                        "{bearers} tokens for {urls} facilitators: give one token for all, or one per facilitator in the same order"
+                    ),
+                });
+            }
+        }
         Ok(Self {
             listen: args.listen,
             base_url: args
@@ -233,6 +256,8 @@ impl Config {
             pay_to,
             facilitator_url: args.facilitator_url,
             facilitator_bearer: args.facilitator_bearer,
+            facilitator_breaker_failures: args.facilitator_breaker_failures,
+            facilitator_breaker_pause: args.facilitator_breaker_pause_secs,
             database_url: args.database_url,
             database_timeout: args.database_timeout_secs,
             second_pay_to: args.second_pay_to,
@@ -273,6 +298,8 @@ impl Config {
             pay_to: DEMO_PAY_TO.to_owned(),
             facilitator_url: None,
             facilitator_bearer: None,
+            facilitator_breaker_failures: 3,
+            facilitator_breaker_pause: Duration::from_secs(30),
             database_url: database_url.into(),
             database_timeout: crate::storage::DEFAULT_TIMEOUT,
             second_pay_to: None,
@@ -304,6 +331,29 @@ impl Config {
         self.checkout_url
             .as_ref()
             .map(|template| template.replace("{sku}", slug))
+    }
+
+    /// The external facilitators' base URLs, in order of preference, each with its bearer token.
+    pub fn facilitators(&self) -> Vec<(&str, Option<&str>)> {
+        let Some(urls) = &self.facilitator_url else {
+            return Vec::new();
+        };
+        let bearers: Vec<&str> = self
+            .facilitator_bearer
+            .as_deref()
+            .map(|bearers| bearers.split(',').map(str::trim).collect())
+            .unwrap_or_default();
+        urls.split(',')
+            .enumerate()
+            .map(|(index, url)| {
+                let bearer = match bearers.len() {
+                    0 => None,
+                    1 => Some(bearers[0]),
+                    _ => bearers.get(index).copied(),
+                };
+                (url, bearer)
+            })
+            .collect()
     }
 
     /// Whether payments go through the in-process sandbox rather than an external facilitator.
@@ -459,6 +509,20 @@ pub fn base_url(text: &str) -> Result<String, String> {
 /// The facilitator's base URL, kept without its trailing slashes.
 pub fn facilitator_url(text: &str) -> Result<String, String> {
     http_url(text.trim_end_matches('/'))
+}
+
+/// Facilitator base URLs, comma-separated, each checked like [`facilitator_url`]; kept as one
+/// comma-separated list of the cleaned URLs.
+pub fn facilitator_urls(text: &str) -> Result<String, String> {
+    let urls = text
+        .split(',')
+        .enumerate()
+        .map(|(index, entry)| {
+            facilitator_url(entry.trim())
+                .map_err(|problem| format!("entry {} ({entry:?}): {problem}", index + 1))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(urls.join(","))
 }
 
 /// A non-empty secret (the facilitator's bearer token).

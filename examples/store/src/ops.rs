@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde_json::json;
-use tower_x402::Facilitator;
+use tower_x402::facilitator::Facilitators;
 
 use crate::state::AppState;
 use crate::storage::Store;
@@ -82,7 +82,7 @@ impl Draining {
 struct Ops {
     handle: PrometheusHandle,
     store: Store,
-    facilitator: Arc<dyn Facilitator>,
+    facilitators: Facilitators,
     draining: Draining,
 }
 
@@ -98,7 +98,7 @@ pub fn router(state: &AppState, handle: PrometheusHandle, draining: Draining) ->
         .with_state(Ops {
             handle,
             store: state.store.clone(),
-            facilitator: Arc::clone(&state.facilitator),
+            facilitators: state.facilitators.clone(),
             draining,
         })
 }
@@ -125,21 +125,39 @@ async fn readyz(State(ops): State<Ops>) -> Response {
         Ok(Err(error)) => Err(error.to_string()),
         Err(_) => Err(format!("no answer within {CHECK_TIMEOUT:?}")),
     };
-    let facilitator = match tokio::time::timeout(CHECK_TIMEOUT, ops.facilitator.supported()).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(error)) => Err(error.public_summary()),
-        Err(_) => Err(format!("no answer within {CHECK_TIMEOUT:?}")),
-    };
+    // Ready when at least one facilitator's `/supported` can be read (its cached answer counts).
+    let mut facilitators = Vec::new();
+    for (label, facilitator) in ops.facilitators.iter() {
+        let result = match tokio::time::timeout(CHECK_TIMEOUT, facilitator.supported()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(error)) => Err(error.public_summary()),
+            Err(_) => Err(format!("no answer within {CHECK_TIMEOUT:?}")),
+        };
+        facilitators.push((label, result));
+    }
     let check = |result: &Result<(), String>| match result {
         Ok(()) => json!({ "ok": true }),
         Err(reason) => json!({ "ok": false, "error": reason }),
     };
+    let facilitator = match facilitators.iter().find(|(_, result)| result.is_ok()) {
+        Some(_) => Ok(()),
+        None => Err("no facilitator answered /supported".to_owned()),
+    };
+    let each: Vec<_> = facilitators
+        .iter()
+        .map(|(label, result)| {
+            let mut entry = check(result);
+            entry["facilitator"] = json!(label);
+            entry["circuit_open"] = json!(ops.facilitators.is_open(label).unwrap_or(false));
+            entry
+        })
+        .collect();
     let draining = ops.draining.is_on();
     let ready = database.is_ok() && facilitator.is_ok() && !draining;
     let body = json!({
         "status": if ready { "ready" } else { "not_ready" },
         "shutting_down": draining,
-        "checks": { "database": check(&database), "facilitator": check(&facilitator) },
+        "checks": { "database": check(&database), "facilitator": check(&facilitator), "facilitators": each },
     });
     let status = if ready {
         StatusCode::OK

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use axum::extract::FromRef;
 use tower_x402::evm_rpc::EvmRpcReconciler;
+use tower_x402::facilitator::Facilitators;
 use tower_x402::pricing::OfferError;
 use tower_x402::settlement::Reconciler;
 use tower_x402::{Facilitator, HttpFacilitator};
@@ -41,8 +42,10 @@ pub struct AppState {
     pub standing: Standing,
     /// The catalog documents serialized once at start-up.
     pub documents: Arc<Prebuilt>,
-    /// Verifies and settles payments.
+    /// The most preferred facilitator.
     pub facilitator: Arc<dyn Facilitator>,
+    /// Verify and settle payments, in order of preference.
+    pub facilitators: Facilitators,
     /// Tells whether a payment in doubt settled: the sandbox in demo mode, the JSON-RPC node of
     /// `STORE_RPC_URL` otherwise, or nobody.
     pub reconciler: Option<Arc<dyn Reconciler>>,
@@ -86,14 +89,25 @@ pub enum StartupError {
 ///
 /// See [`build_state_with`].
 pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
-    match &config.facilitator_url {
-        Some(url) => {
-            let mut builder = HttpFacilitator::builder(url.clone());
-            if let Some(token) = &config.facilitator_bearer {
-                builder = builder.bearer(token.clone());
-            }
-            let facilitator = builder.build()?;
-            build_state_with(config, Arc::new(facilitator), false).await
+    let mut facilitators: Option<Facilitators> = None;
+    for (url, bearer) in config.facilitators() {
+        let mut builder = HttpFacilitator::builder(url.to_owned());
+        if let Some(token) = bearer {
+            builder = builder.bearer(token.to_owned());
+        }
+        let facilitator: Arc<dyn Facilitator> = Arc::new(builder.build()?);
+        let label = facilitator_label(url);
+        facilitators = Some(match facilitators {
+            None => Facilitators::new(label, facilitator),
+            Some(list) => list.then(label, facilitator),
+        });
+    }
+    match facilitators {
+        Some(facilitators) => {
+            let facilitators = facilitators
+                .failures_to_open(config.facilitator_breaker_failures)
+                .pause(config.facilitator_breaker_pause);
+            build_state_with_facilitators(config, facilitators, false).await
         }
         None => {
             let sandbox = SandboxFacilitator::new();
@@ -104,17 +118,49 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     }
 }
 
-/// Builds the state with a given facilitator (`demo`: payments settle in the in-process
-/// sandbox): opens the database, asks the facilitator's `/supported` which doors can open, and
-/// builds every offer.
+/// A facilitator's label in the ledger and the metrics: its URL without scheme, credentials,
+/// query or fragment (host, port and path), stable when the list is reordered.
+fn facilitator_label(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) => {
+            // Cannot fail on the http(s) URLs the settings accept.
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.set_query(None);
+            parsed.set_fragment(None);
+            let text = parsed.as_str().trim_end_matches('/');
+            let scheme = parsed.scheme().len() + "://".len();
+            text.get(scheme..).unwrap_or(text).to_owned()
+        }
+        Err(_) => url.to_owned(),
+    }
+}
+
+/// Builds the state with one facilitator; see [`build_state_with_facilitators`].
+///
+/// # Errors
+///
+/// See [`build_state_with_facilitators`].
+pub async fn build_state_with(
+    config: Config,
+    facilitator: Arc<dyn Facilitator>,
+    demo: bool,
+) -> Result<AppState, StartupError> {
+    let facilitators = Facilitators::new(tower_x402::facilitator::DEFAULT_LABEL, facilitator);
+    build_state_with_facilitators(config, facilitators, demo).await
+}
+
+/// Builds the state with given facilitators (`demo`: payments settle in the in-process
+/// sandbox): opens the database, asks the facilitators' `/supported` which doors can open (the
+/// first one that answers, in order of preference), and builds every offer.
 ///
 /// # Errors
 ///
 /// The database cannot be opened, or an offer cannot be built. A failing `/supported` is not
 /// an error: the doors that depend on it stay closed and a warning is logged.
-pub async fn build_state_with(
+pub async fn build_state_with_facilitators(
     mut config: Config,
-    facilitator: Arc<dyn Facilitator>,
+    facilitators: Facilitators,
     demo: bool,
 ) -> Result<AppState, StartupError> {
     let store = Store::open_with_timeout(&config.database_url, config.database_timeout)
@@ -127,11 +173,21 @@ pub async fn build_state_with(
             .map_err(|e| StartupError::Storage(e.to_string()))?;
         config.fulfillment_secret = Some(secret.into_bytes());
     }
-    let supported = match tokio::time::timeout(SUPPORTED_TIMEOUT, facilitator.supported()).await {
-        Ok(Ok(supported)) => Ok(supported),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {SUPPORTED_TIMEOUT:?}")),
+    let facilitator = match facilitators.iter().next() {
+        Some((_, first)) => Arc::clone(first),
+        None => return Err(StartupError::Storage("no facilitator".to_owned())),
     };
+    let mut supported = Err("no facilitator".to_owned());
+    for (label, facilitator) in facilitators.iter() {
+        supported = match tokio::time::timeout(SUPPORTED_TIMEOUT, facilitator.supported()).await {
+            Ok(Ok(supported)) => Ok(supported),
+            Ok(Err(e)) => Err(format!("{label}: {e}")),
+            Err(_) => Err(format!("{label}: no answer within {SUPPORTED_TIMEOUT:?}")),
+        };
+        if supported.is_ok() {
+            break;
+        }
+    }
     if let Err(reason) = &supported {
         tracing::warn!(%reason, "facilitator /supported failed: the doors that need it stay closed");
     }
@@ -167,6 +223,7 @@ pub async fn build_state_with(
         catalog: Arc::new(catalog),
         store,
         facilitator,
+        facilitators,
         reconciler,
         http,
     })

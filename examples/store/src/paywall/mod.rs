@@ -24,8 +24,8 @@ use axum::http::request::Parts;
 use axum::http::{HeaderName, HeaderValue};
 use axum::routing::{MethodRouter, get};
 use tower_http::cors::CorsLayer;
-use tower_x402::Facilitator;
 use tower_x402::cors::PAYMENT_REQUEST_HEADERS;
+use tower_x402::facilitator::Facilitators;
 use tower_x402::layer::InvalidHeaderStatus;
 use tower_x402::settlement::Reconciler;
 use tower_x402::siwx::SignInWithX;
@@ -49,7 +49,7 @@ where
     Arc<Config>: FromRef<S>,
     Store: FromRef<S>,
     Standing: FromRef<S>,
-    Arc<dyn Facilitator>: FromRef<S>,
+    Facilitators: FromRef<S>,
     Option<Arc<dyn Reconciler>>: FromRef<S>,
 {
     let catalog = Arc::<Catalog>::from_ref(state);
@@ -77,7 +77,7 @@ where
             let sku = checkout.get(slug)?;
             checkout_config.checkout_link(&sku.slug)
         });
-    let mut paywall = X402Layer::new(Arc::<dyn Facilitator>::from_ref(state), pricing)
+    let mut paywall = X402Layer::with_facilitators(Facilitators::from_ref(state), pricing)
         .settlement_store(Store::from_ref(state))
         .settlement_lease(Duration::from_secs(config.settlement_lease))
         // The specification's answer to a paid resource requested without a valid payment.

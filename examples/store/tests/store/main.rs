@@ -12,6 +12,7 @@ mod catalog_prices;
 mod crash_recovery;
 mod database_outage;
 mod discovery_channels;
+mod facilitators;
 mod ledger_outage;
 mod live_store;
 mod mcp_protocol;

@@ -21,15 +21,20 @@ const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 const PATIENCE: Duration = Duration::from_secs(60);
 
 /// A `store` process (killed when dropped) and where it listens.
-struct StoreProcess {
-    child: Child,
-    base: String,
-    ops: Option<String>,
+pub(super) struct StoreProcess {
+    pub(super) child: Child,
+    pub(super) base: String,
+    pub(super) ops: Option<String>,
 }
 
 /// Starts `store` against `facilitator` on `database`, with `extra` arguments, and waits for
 /// the addresses it prints.
-async fn start(facilitator: &str, rpc: &str, database: &str, extra: &[&str]) -> StoreProcess {
+pub(super) async fn start(
+    facilitator: &str,
+    rpc: &str,
+    database: &str,
+    extra: &[&str],
+) -> StoreProcess {
     let mut child = Command::new(env!("CARGO_BIN_EXE_store"))
         .args([
             "--listen",
@@ -76,7 +81,7 @@ async fn serve(app: axum::Router) -> String {
 }
 
 /// The sandbox facilitator over HTTP, and its JSON-RPC chain view: their URLs.
-async fn sandbox_over_http(sandbox: &SandboxFacilitator) -> (String, String) {
+pub(super) async fn sandbox_over_http(sandbox: &SandboxFacilitator) -> (String, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(sandbox.clone().serve(listener));
@@ -85,7 +90,7 @@ async fn sandbox_over_http(sandbox: &SandboxFacilitator) -> (String, String) {
 
 /// One signed payment for the cheapest product, from `base`'s challenge: its header value and
 /// the payment itself.
-async fn sign(client: &reqwest::Client, base: &str) -> (String, PaymentPayload) {
+pub(super) async fn sign(client: &reqwest::Client, base: &str) -> (String, PaymentPayload) {
     let challenge = client
         .get(format!("{base}/api/x402/{RECEIPT}"))
         .send()
@@ -103,7 +108,11 @@ async fn sign(client: &reqwest::Client, base: &str) -> (String, PaymentPayload) 
     (encoded, payment)
 }
 
-async fn present(client: &reqwest::Client, base: &str, signature: &str) -> (StatusCode, Value) {
+pub(super) async fn present(
+    client: &reqwest::Client,
+    base: &str,
+    signature: &str,
+) -> (StatusCode, Value) {
     let answer = client
         .get(format!("{base}/api/x402/{RECEIPT}"))
         .header("payment-signature", signature)
@@ -114,7 +123,7 @@ async fn present(client: &reqwest::Client, base: &str, signature: &str) -> (Stat
     (status, answer.json().await.unwrap_or(Value::Null))
 }
 
-async fn get_json(client: &reqwest::Client, url: &str) -> (StatusCode, Value) {
+pub(super) async fn get_json(client: &reqwest::Client, url: &str) -> (StatusCode, Value) {
     let answer = client.get(url).send().await.unwrap();
     let status = answer.status();
     (status, answer.json().await.unwrap_or(Value::Null))
@@ -230,11 +239,13 @@ async fn the_metrics_address_serves_a_valid_scrape_and_health_checks() {
         Some(4.0),
         "{scrape}"
     );
+    // The store labels a facilitator by its URL without the scheme.
+    let label = facilitator.trim_start_matches("http://");
     let calls = |endpoint: &str, outcome: &str| {
         sample(
             &scrape,
             &format!(
-                "x402_facilitator_request_duration_seconds_count{{endpoint=\"{endpoint}\",outcome=\"{outcome}\"}}"
+                "x402_facilitator_request_duration_seconds_count{{facilitator=\"{label}\",endpoint=\"{endpoint}\",outcome=\"{outcome}\"}}"
             ),
         )
     };

@@ -1,0 +1,380 @@
+//! Several facilitators in order of preference, each behind a circuit breaker.
+//!
+//! `/verify` and new settlements go to the first facilitator whose breaker admits a request;
+//! `/verify` moves on to the next one when a facilitator gives no answer. `/settle` never moves
+//! on: a `/settle` that got no answer may have moved money, so the payment's intent records the
+//! facilitator's label and every retry of that payment goes to it alone.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::{Facilitator, FacilitatorError};
+use crate::proto::{FacilitatorRequest, SettleResponse, VerifyResponse};
+
+/// The label of the facilitator a lone [`Facilitator`] is given.
+pub const DEFAULT_LABEL: &str = "default";
+
+/// Consecutive transport failures that open a breaker (default).
+const DEFAULT_FAILURES_TO_OPEN: u32 = 3;
+
+/// How long an open breaker waits before letting one trial request through (default).
+const DEFAULT_PAUSE: Duration = Duration::from_secs(30);
+
+/// Facilitators in order of preference, each with a circuit breaker.
+///
+/// A breaker opens after [`failures_to_open`](Self::failures_to_open) consecutive transport
+/// failures (no answer at all: unreachable, timed out, 429/502/503/504); a negative answer
+/// (`isValid: false`, `success: false`) is an answer and keeps it closed. After
+/// [`pause`](Self::pause) one trial request goes through: success closes the breaker, failure
+/// opens it again. When every breaker is open the first facilitator is asked anyway.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tower_x402::facilitator::{Facilitator, Facilitators};
+/// # fn demo(primary: Arc<dyn Facilitator>, secondary: Arc<dyn Facilitator>) {
+/// let facilitators = Facilitators::new("primary", primary)
+///     .then("secondary", secondary)
+///     .failures_to_open(5)
+///     .pause(std::time::Duration::from_secs(10));
+/// assert_eq!(facilitators.labels().collect::<Vec<_>>(), ["primary", "secondary"]);
+/// # }
+/// ```
+#[derive(Clone)]
+#[must_use]
+pub struct Facilitators {
+    members: Vec<Arc<Member>>,
+    failures_to_open: u32,
+    pause: Duration,
+}
+
+/// One facilitator, its label and its breaker.
+pub(crate) struct Member {
+    pub(crate) label: Arc<str>,
+    pub(crate) facilitator: Arc<dyn Facilitator>,
+    /// Shared by the copies [`Facilitators::map`] makes, so every clone sees one breaker.
+    breaker: Arc<Mutex<Breaker>>,
+}
+
+/// A breaker's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Breaker {
+    /// Requests go through; `failures` consecutive transport failures so far.
+    Closed { failures: u32 },
+    /// No requests since `since`, until the pause has passed.
+    Open { since: Instant },
+    /// One trial request is on its way since `since` (a trial whose caller went away without
+    /// an outcome is replaced by another after the pause).
+    HalfOpen { since: Instant },
+}
+
+impl Facilitators {
+    /// A list whose first (most preferred) facilitator is `facilitator`, named `label` in the
+    /// ledger and the metrics. Labels should be short and stable: a payment's retries find their
+    /// facilitator by it, after a restart too.
+    pub fn new(label: impl Into<Arc<str>>, facilitator: Arc<dyn Facilitator>) -> Self {
+        Self {
+            members: vec![Member::new(label.into(), facilitator)],
+            failures_to_open: DEFAULT_FAILURES_TO_OPEN,
+            pause: DEFAULT_PAUSE,
+        }
+    }
+
+    /// Adds `facilitator`, named `label`, after those already listed.
+    pub fn then(mut self, label: impl Into<Arc<str>>, facilitator: Arc<dyn Facilitator>) -> Self {
+        self.members.push(Member::new(label.into(), facilitator));
+        self
+    }
+
+    /// Consecutive transport failures that open a facilitator's breaker (default 3, at least 1).
+    pub fn failures_to_open(mut self, failures: u32) -> Self {
+        self.failures_to_open = failures.max(1);
+        self
+    }
+
+    /// How long an open breaker waits before one trial request (default 30 s).
+    pub fn pause(mut self, pause: Duration) -> Self {
+        self.pause = pause;
+        self
+    }
+
+    /// The labels, in order of preference.
+    pub fn labels(&self) -> impl Iterator<Item = &str> {
+        self.members.iter().map(|member| &*member.label)
+    }
+
+    /// The facilitators with their labels, in order of preference (for `/supported` and
+    /// readiness checks, which the layer never makes).
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Arc<dyn Facilitator>)> {
+        self.members
+            .iter()
+            .map(|member| (&*member.label, &member.facilitator))
+    }
+
+    /// Whether the breaker of the facilitator named `label` is open (it is not asked until its
+    /// pause has passed). `None` for an unknown label.
+    pub fn is_open(&self, label: &str) -> Option<bool> {
+        let member = self.members.iter().find(|member| &*member.label == label)?;
+        Some(!matches!(member.state(), Breaker::Closed { .. }))
+    }
+
+    /// Each facilitator wrapped by `wrap` (the metrics' timing), labels and breakers kept.
+    pub(crate) fn map(
+        mut self,
+        wrap: impl Fn(&str, Arc<dyn Facilitator>) -> Arc<dyn Facilitator>,
+    ) -> Self {
+        self.members = self
+            .members
+            .iter()
+            .map(|member| {
+                Arc::new(Member {
+                    label: Arc::clone(&member.label),
+                    facilitator: wrap(&member.label, Arc::clone(&member.facilitator)),
+                    breaker: Arc::clone(&member.breaker),
+                })
+            })
+            .collect();
+        self
+    }
+
+    /// The facilitator new work goes to: the first whose breaker admits a request, else the
+    /// first.
+    pub(crate) fn preferred(&self) -> &Arc<Member> {
+        self.members
+            .iter()
+            .find(|member| member.admits(self.pause))
+            .unwrap_or(&self.members[0])
+    }
+
+    /// The facilitator named `label`; `None` (an intent written before labels) is the first. An
+    /// unknown label is `None`: the payment must not go anywhere else.
+    pub(crate) fn named(&self, label: Option<&str>) -> Option<&Arc<Member>> {
+        match label {
+            None => self.members.first(),
+            Some(label) => self.members.iter().find(|member| &*member.label == label),
+        }
+    }
+
+    /// `/verify` at the first admitting facilitator, moving on to the next admitting one while
+    /// they give no answer. The last failure is returned when none answers. The label is the
+    /// facilitator that answered (or failed last): the payment's `/settle` goes there too.
+    pub(crate) async fn verify(
+        &self,
+        request: &FacilitatorRequest,
+    ) -> (Arc<str>, Result<VerifyResponse, FacilitatorError>) {
+        let mut member = Arc::clone(self.preferred());
+        loop {
+            let answer = member.facilitator.verify(request).await;
+            self.record(&member, answer.as_ref().err());
+            match answer {
+                Err(failure) if failure.is_unavailable() => {
+                    let position = self.position(&member);
+                    let next = self.members[position + 1..]
+                        .iter()
+                        .find(|next| next.admits(self.pause));
+                    match next {
+                        Some(next) => {
+                            tracing::warn!(error = %failure, from = %member.label, to = %next.label, "facilitator gave no answer to /verify; trying the next");
+                            member = Arc::clone(next);
+                        }
+                        None => return (Arc::clone(&member.label), Err(failure)),
+                    }
+                }
+                other => return (Arc::clone(&member.label), other),
+            }
+        }
+    }
+
+    /// `/settle` at `member` only, its outcome recorded in its breaker.
+    pub(crate) async fn settle(
+        &self,
+        member: &Member,
+        request: &FacilitatorRequest,
+    ) -> Result<SettleResponse, FacilitatorError> {
+        let answer = member.facilitator.settle(request).await;
+        self.record(member, answer.as_ref().err());
+        answer
+    }
+
+    fn position(&self, member: &Member) -> usize {
+        self.members
+            .iter()
+            .position(|each| std::ptr::eq(&**each, member))
+            .unwrap_or(self.members.len() - 1)
+    }
+
+    /// Counts a call's outcome: a transport failure towards opening, anything else closes.
+    fn record(&self, member: &Member, failure: Option<&FacilitatorError>) {
+        let failed = failure.is_some_and(FacilitatorError::is_unavailable);
+        let mut breaker = member.lock();
+        let next = match (*breaker, failed) {
+            (_, false) => Breaker::Closed { failures: 0 },
+            (Breaker::Closed { failures }, true) if failures + 1 < self.failures_to_open => {
+                Breaker::Closed {
+                    failures: failures + 1,
+                }
+            }
+            (_, true) => Breaker::Open {
+                since: Instant::now(),
+            },
+        };
+        if next != *breaker {
+            if matches!(next, Breaker::Open { .. }) && !matches!(*breaker, Breaker::Open { .. }) {
+                tracing::warn!(facilitator = %member.label, "facilitator circuit opened");
+            }
+            if matches!(next, Breaker::Closed { .. }) && !matches!(*breaker, Breaker::Closed { .. })
+            {
+                tracing::info!(facilitator = %member.label, "facilitator circuit closed");
+            }
+            *breaker = next;
+            drop(breaker);
+            member.publish();
+        }
+    }
+}
+
+impl Member {
+    fn new(label: Arc<str>, facilitator: Arc<dyn Facilitator>) -> Arc<Self> {
+        let member = Arc::new(Self {
+            label,
+            facilitator,
+            breaker: Arc::new(Mutex::new(Breaker::Closed { failures: 0 })),
+        });
+        member.publish();
+        member
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Breaker> {
+        // A poisoned breaker is still a valid state.
+        self.breaker
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn state(&self) -> Breaker {
+        *self.lock()
+    }
+
+    /// Whether a request may go here now; an open breaker whose pause has passed lets this one
+    /// through as its trial.
+    fn admits(&self, pause: Duration) -> bool {
+        let mut breaker = self.lock();
+        match *breaker {
+            Breaker::Closed { .. } => true,
+            Breaker::Open { since } | Breaker::HalfOpen { since } if since.elapsed() >= pause => {
+                *breaker = Breaker::HalfOpen {
+                    since: Instant::now(),
+                };
+                true
+            }
+            Breaker::Open { .. } | Breaker::HalfOpen { .. } => false,
+        }
+    }
+
+    /// The breaker's state as the gauge `x402_facilitator_circuit_open`.
+    fn publish(&self) {
+        #[cfg(feature = "metrics")]
+        {
+            let open = !matches!(self.state(), Breaker::Closed { .. });
+            metrics::gauge!(crate::metrics::FACILITATOR_CIRCUIT_OPEN, "facilitator" => self.label.to_string())
+                .set(if open { 1.0 } else { 0.0 });
+        }
+    }
+}
+
+impl fmt::Debug for Facilitators {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Facilitators")
+            .field("labels", &self.labels().collect::<Vec<_>>())
+            .field("failures_to_open", &self.failures_to_open)
+            .field("pause", &self.pause)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::boxed::BoxFuture;
+    use crate::facilitator::Endpoint;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    /// Answers `/verify` valid, or fails as unreachable while `down`.
+    #[derive(Default)]
+    struct Switch {
+        down: AtomicBool,
+        calls: AtomicUsize,
+    }
+
+    impl Facilitator for Switch {
+        fn verify<'a>(
+            &'a self,
+            _: &'a FacilitatorRequest,
+        ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            let answer = if self.down.load(Ordering::SeqCst) {
+                Err(FacilitatorError::Unreachable {
+                    endpoint: Endpoint::Verify,
+                    source: Arc::new(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)),
+                })
+            } else {
+                Ok(serde_json::from_value(serde_json::json!({"isValid": true})).unwrap())
+            };
+            Box::pin(std::future::ready(answer))
+        }
+
+        fn settle<'a>(
+            &'a self,
+            _: &'a FacilitatorRequest,
+        ) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
+            unreachable!("not settled in these tests")
+        }
+    }
+
+    #[test]
+    fn the_breaker_opens_after_consecutive_failures_and_a_trial_closes_it() {
+        let facilitators = Facilitators::new("a", Arc::new(Switch::default()))
+            .failures_to_open(2)
+            .pause(Duration::ZERO);
+        let member = Arc::clone(facilitators.preferred());
+        let failure = FacilitatorError::TimedOut {
+            endpoint: Endpoint::Verify,
+            after: Duration::from_secs(1),
+        };
+        facilitators.record(&member, Some(&failure));
+        assert_eq!(facilitators.is_open("a"), Some(false));
+        facilitators.record(&member, Some(&failure));
+        assert_eq!(facilitators.is_open("a"), Some(true));
+        assert!(member.admits(Duration::ZERO), "the pause passed: one trial");
+        assert!(
+            !member.admits(Duration::from_secs(60)),
+            "one trial per pause"
+        );
+        facilitators.record(&member, None);
+        assert_eq!(facilitators.is_open("a"), Some(false));
+    }
+
+    #[tokio::test]
+    async fn verify_fails_over_and_skips_an_open_breaker() {
+        let primary = Arc::new(Switch::default());
+        let secondary = Arc::new(Switch::default());
+        primary.down.store(true, Ordering::SeqCst);
+        let facilitators = Facilitators::new("a", primary.clone() as Arc<dyn Facilitator>)
+            .then("b", secondary.clone() as Arc<dyn Facilitator>)
+            .failures_to_open(2);
+        let request: FacilitatorRequest = serde_json::from_value(serde_json::json!({
+            "x402Version": 2,
+            "paymentPayload": {"x402Version": 2, "accepted": {"scheme": "exact", "network": "eip155:84532", "amount": "1", "asset": "0x0", "payTo": "0x0", "maxTimeoutSeconds": 60}, "payload": {}},
+            "paymentRequirements": {"scheme": "exact", "network": "eip155:84532", "amount": "1", "asset": "0x0", "payTo": "0x0", "maxTimeoutSeconds": 60}
+        }))
+        .unwrap();
+        for _ in 0..4 {
+            let (label, answer) = facilitators.verify(&request).await;
+            assert!(answer.unwrap().is_valid);
+            assert_eq!(&*label, "b");
+        }
+        assert_eq!(primary.calls.load(Ordering::SeqCst), 2, "open after two");
+        assert_eq!(secondary.calls.load(Ordering::SeqCst), 4);
+        assert_eq!(facilitators.is_open("a"), Some(true));
+    }
+}
