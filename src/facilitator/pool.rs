@@ -354,6 +354,32 @@ mod tests {
         assert_eq!(facilitators.is_open("a"), Some(false));
     }
 
+    #[test]
+    fn a_failed_trial_opens_the_breaker_again_for_a_new_pause() {
+        let facilitators = Facilitators::new("a", Arc::new(Switch::default())).failures_to_open(3);
+        let member = Arc::clone(facilitators.preferred());
+        let failure = FacilitatorError::TimedOut {
+            endpoint: Endpoint::Verify,
+            after: Duration::from_secs(1),
+        };
+        for _ in 0..3 {
+            facilitators.record(&member, Some(&failure));
+        }
+        assert_eq!(facilitators.is_open("a"), Some(true));
+        assert!(
+            !member.admits(Duration::from_secs(60)),
+            "no request before the pause"
+        );
+        assert!(member.admits(Duration::ZERO), "the pause passed: one trial");
+        // One failed trial opens it again, without counting up to three.
+        facilitators.record(&member, Some(&failure));
+        assert_eq!(facilitators.is_open("a"), Some(true));
+        assert!(
+            !member.admits(Duration::from_secs(60)),
+            "a new pause starts with the failed trial"
+        );
+    }
+
     #[tokio::test]
     async fn verify_fails_over_and_skips_an_open_breaker() {
         let primary = Arc::new(Switch::default());
