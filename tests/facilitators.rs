@@ -57,6 +57,17 @@ async fn buy(layer: &X402Layer, seed: u8) -> (StatusCode, serde_json::Value) {
     (status, body)
 }
 
+/// `primary` then `secondary`, each served over HTTP on loopback.
+async fn primary_then_secondary(
+    primary: &SandboxFacilitator,
+    secondary: &SandboxFacilitator,
+) -> Facilitators {
+    Facilitators::new("primary", client(&serve_on(primary, "127.0.0.1:0").await)).then(
+        "secondary",
+        client(&serve_on(secondary, "127.0.0.1:0").await),
+    )
+}
+
 fn layer(facilitators: Facilitators) -> X402Layer {
     X402Layer::with_facilitators(facilitators, offer(URL, SettlementMode::Before))
 }
@@ -115,14 +126,10 @@ async fn an_open_breaker_keeps_verify_away_from_the_primary() {
     for _ in 0..2 {
         primary.queue_verify(Step::Unreachable);
     }
-    let facilitators =
-        Facilitators::new("primary", client(&serve_on(&primary, "127.0.0.1:0").await))
-            .then(
-                "secondary",
-                client(&serve_on(&secondary, "127.0.0.1:0").await),
-            )
-            .failures_to_open(2)
-            .pause(Duration::from_secs(60));
+    let facilitators = primary_then_secondary(&primary, &secondary)
+        .await
+        .failures_to_open(2)
+        .pause(Duration::from_secs(60));
     let layer = layer(facilitators.clone());
     for seed in 1..=5 {
         let (status, body) = buy(&layer, seed).await;
@@ -146,14 +153,10 @@ async fn a_lost_settle_answer_is_retried_only_at_the_facilitator_that_received_i
     for _ in 0..3 {
         primary.queue_settle(Step::Unreachable);
     }
-    let facilitators =
-        Facilitators::new("primary", client(&serve_on(&primary, "127.0.0.1:0").await))
-            .then(
-                "secondary",
-                client(&serve_on(&secondary, "127.0.0.1:0").await),
-            )
-            .failures_to_open(2)
-            .pause(Duration::from_secs(60));
+    let facilitators = primary_then_secondary(&primary, &secondary)
+        .await
+        .failures_to_open(2)
+        .pause(Duration::from_secs(60));
     let layer = layer(facilitators.clone());
 
     for attempt in 1..=3 {
@@ -203,13 +206,9 @@ async fn a_negative_verify_answer_does_not_trip_the_breaker() {
     for _ in 0..4 {
         primary.queue_verify(Step::Refuse("invalid_exact_evm_payload_signature".into()));
     }
-    let facilitators =
-        Facilitators::new("primary", client(&serve_on(&primary, "127.0.0.1:0").await))
-            .then(
-                "secondary",
-                client(&serve_on(&secondary, "127.0.0.1:0").await),
-            )
-            .failures_to_open(2);
+    let facilitators = primary_then_secondary(&primary, &secondary)
+        .await
+        .failures_to_open(2);
     let layer = layer(facilitators.clone());
     for seed in 1..=4 {
         let (status, body) = buy(&layer, seed).await;

@@ -116,6 +116,19 @@ pub(crate) struct Answer {
 }
 
 impl Answer {
+    /// An answer of `status` and `headers` whose body was `bytes`.
+    fn read(status: StatusCode, headers: HeaderMap, bytes: Vec<u8>) -> Self {
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Self {
+            status,
+            headers,
+            bytes,
+            text,
+            json,
+        }
+    }
+
     pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|value| value.to_str().ok())
     }
@@ -172,17 +185,8 @@ async fn send(app: &Router, request: Request<Body>) -> Answer {
     let headers = response.headers().clone();
     let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
         .await
-        .unwrap()
-        .to_vec();
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    Answer {
-        status,
-        headers,
-        bytes,
-        text,
-        json,
-    }
+        .unwrap();
+    Answer::read(status, headers, bytes.to_vec())
 }
 
 impl TestStore {
@@ -494,16 +498,8 @@ impl Shop {
 pub(crate) async fn read_response(response: reqwest::Response) -> Answer {
     let status = response.status();
     let headers = response.headers().clone();
-    let bytes = response.bytes().await.unwrap().to_vec();
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    Answer {
-        status,
-        headers,
-        bytes,
-        text,
-        json,
-    }
+    let bytes = response.bytes().await.unwrap();
+    Answer::read(status, headers, bytes.to_vec())
 }
 
 /// The `sign-in-with-x` challenge of a 402, the same in the `PAYMENT-REQUIRED` header and the
