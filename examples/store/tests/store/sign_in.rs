@@ -1,13 +1,13 @@
 //! Sign-in-with-x at the store: a buyer who paid for a SKU signs in with the same wallet and
 //! gets the same answer as a re-delivery (same Passport, same fulfillment URLs), with no new
 //! order, no settlement and no purchase counted; every proof the store must refuse gets the
-//! normal 402 with an `error`.
+//! normal 402 with an `error`. Every sign-in request (and the challenge it signs) goes over a
+//! real connection to the store's own server on a loopback port.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use serde_json::{Value, json};
 use tower_x402::proto::Network;
 use tower_x402_sandbox::SandboxWallet;
@@ -16,18 +16,23 @@ use x402_store::storage::{NewOrder, Order, Store};
 
 use super::paywall_doors::SOLANA_TREASURY;
 use super::support::{
-    Answer, Backend, ExtraKinds, RECEIPT, Shop, TAX, assert_sign_in_refused, passport_of, run_on,
-    sign_in_challenge, store_with,
+    Answer, Backend, ExtraKinds, RECEIPT, Shop, TAX, assert_sign_in_refused, get_over_loopback,
+    passport_of, run_on, sign_in_challenge, store_with,
 };
 
-/// The sign-in challenge of `slug`'s 402.
+/// The sign-in challenge of `slug`'s 402, over a real connection.
 async fn extension(shop: &Shop, slug: &str) -> Value {
-    sign_in_challenge(&shop.get(&format!("/api/x402/{slug}"), &[]).await)
+    sign_in_challenge(&get_over_loopback(&shop.app, &format!("/api/x402/{slug}"), &[]).await)
 }
 
+/// `slug` requested with the sign-in `proof`, over a real connection.
 async fn sign_in(shop: &Shop, slug: &str, proof: &str) -> Answer {
-    shop.get(&format!("/api/x402/{slug}"), &[("sign-in-with-x", proof)])
-        .await
+    get_over_loopback(
+        &shop.app,
+        &format!("/api/x402/{slug}"),
+        &[("sign-in-with-x", proof)],
+    )
+    .await
 }
 
 /// A refusal: the normal 402 with a fresh challenge, whose `error` starts with `code`.
@@ -307,11 +312,17 @@ async fn a_solana_wallet_signs_in_with_siws() {
     )
     .await;
     let get = |slug: &str, proof: Option<&str>| {
-        let mut request = Request::get(format!("/api/x402/{slug}"));
-        if let Some(proof) = proof {
-            request = request.header("sign-in-with-x", proof);
+        let uri = format!("/api/x402/{slug}");
+        let app = store.app.clone();
+        let proof = proof.map(str::to_owned);
+        async move {
+            let headers: Vec<(&str, &str)> = proof
+                .as_deref()
+                .map(|proof| ("sign-in-with-x", proof))
+                .into_iter()
+                .collect();
+            get_over_loopback(&app, &uri, &headers).await
         }
-        store.send(request.body(Body::empty()).unwrap())
     };
     let extension = sign_in_challenge(&get(RECEIPT, None).await);
     let chains = extension["supportedChains"].as_array().unwrap();

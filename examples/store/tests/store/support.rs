@@ -494,6 +494,26 @@ impl Shop {
     }
 }
 
+/// `GET uri` with `headers` over a real connection: `app` served by the store's own server on a
+/// loopback port for this one request, and a real HTTP client.
+pub(crate) async fn get_over_loopback(app: &Router, uri: &str, headers: &[(&str, &str)]) -> Answer {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(x402_store::serve::serve(
+        listener,
+        app.clone(),
+        x402_store::serve::ServeLimits::default(),
+        std::future::pending(),
+    ));
+    let mut request = reqwest::Client::new().get(format!("{base}{uri}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let answer = read_response(request.send().await.unwrap()).await;
+    server.abort();
+    answer
+}
+
 /// Reads a real HTTP response whole into an [`Answer`].
 pub(crate) async fn read_response(response: reqwest::Response) -> Answer {
     let status = response.status();
