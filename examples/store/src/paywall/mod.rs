@@ -40,7 +40,7 @@ use crate::storage::Store;
 pub mod doors;
 
 /// The paid GET (mounted at `/api/x402/{sku}` by the app): the purchase handler behind the
-/// paywall, priced from the state's [`Catalog`], paying through its [`Facilitator`], recording
+/// paywall, priced from the state's [`Catalog`], paying through its [`Facilitators`], recording
 /// settlements in its [`Store`] and reporting payment events to its [`Standing`].
 pub fn paid_get<S>(state: &S) -> MethodRouter<S>
 where
