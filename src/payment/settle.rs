@@ -309,7 +309,8 @@ fn authorization_expired(request: &FacilitatorRequest) -> bool {
 /// store says. When the record cannot be written (the store is down, its pool exhausted), the
 /// in-memory recent settlements recognise a retry here, and a background task keeps writing the
 /// record, with pauses growing to a second, until the store takes it — so that every process sharing the
-/// store, and this one after a restart, reads the payment as settled.
+/// store, and this one after a restart, reads the payment as settled. The payer's sign-in
+/// entitlement, when sign-in-with-x is on, is recorded after the ledger, and also kept trying.
 async fn settled(
     config: &Arc<Payments>,
     offer: &Offer,
@@ -336,14 +337,13 @@ async fn settled(
         });
     }
     #[cfg(feature = "siwx")]
-    if let Some(entitlements) = &config.entitlements
-        && let Some(payer) = settlement
+    let entitled = config.entitlements.as_ref().and_then(|store| {
+        let payer = settlement
             .payer
             .clone()
-            .or_else(|| payer_of(&intent.request))
-    {
-        crate::siwx::record_purchase(entitlements.as_ref(), &intent.resource, &payer).await;
-    }
+            .or_else(|| payer_of(&intent.request))?;
+        Some((Arc::clone(store), intent.resource.clone(), payer))
+    });
     let record = SettlementRecord::of_intent(hold.key.clone(), intent, settlement.clone());
     if let Some(recent) = &config.recent_settlements {
         recent.remember(&record);
@@ -352,6 +352,11 @@ async fn settled(
     if let Err(error) = record_settled(config, &hold.key, Some(hold.version), &state).await {
         tracing::error!(%error, key = %hold.key, transaction = %settlement.transaction, "settled payment could not be recorded yet; writing it again in the background until the store takes it");
         keep_recording(config, hold.key.clone(), state);
+    }
+    // After the ledger: proof of settlement is what every instance needs first.
+    #[cfg(feature = "siwx")]
+    if let Some((store, resource, payer)) = entitled {
+        crate::siwx::record_purchase(&store, &resource, &payer).await;
     }
     settlement
 }

@@ -648,12 +648,48 @@ fn schema() -> Value {
     })
 }
 
-/// Records that `payer` paid for `resource` now; failures are logged (the payment stands).
-pub(crate) async fn record_purchase(store: &dyn EntitlementStore, resource: &str, payer: &str) {
+/// The first pause before writing an entitlement again, doubled up to [`ENTITLEMENT_RETRY_MAX`].
+const ENTITLEMENT_RETRY_FIRST: Duration = Duration::from_millis(100);
+/// The longest pause between two attempts to write an entitlement the store did not take.
+const ENTITLEMENT_RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// Records that `payer` paid for `resource` now. A store that cannot take it now (its database
+/// is away) is sent the same entitlement, with the time of the purchase, again in the background
+/// until it takes it, so a buyer whose payment settled during an outage can sign in once the
+/// outage is over. Recording is idempotent, so a write that did land before its error is
+/// harmless to repeat.
+pub(crate) async fn record_purchase(
+    store: &Arc<dyn EntitlementStore>,
+    resource: &str,
+    payer: &str,
+) {
     let address = normalise_address(payer);
-    if let Err(error) = store.record_purchase(resource, &address, unix_now()).await {
-        tracing::error!(%error, %resource, payer = %address, "entitlement could not be recorded: this payer cannot sign in for this resource");
-    }
+    let at = unix_now();
+    let Err(error) = store.record_purchase(resource, &address, at).await else {
+        return;
+    };
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        tracing::error!(%error, %resource, payer = %address, "entitlement could not be recorded and there is no runtime to write it again on: this payer cannot sign in for this resource");
+        return;
+    };
+    tracing::warn!(%error, %resource, payer = %address, "entitlement could not be recorded yet; writing it again in the background until the store takes it");
+    let (store, resource) = (Arc::clone(store), resource.to_owned());
+    runtime.spawn(async move {
+        let mut pause = ENTITLEMENT_RETRY_FIRST;
+        loop {
+            tokio::time::sleep(pause).await;
+            match store.record_purchase(&resource, &address, at).await {
+                Ok(()) => {
+                    tracing::info!(%resource, payer = %address, "entitlement recorded");
+                    return;
+                }
+                Err(error) => {
+                    tracing::debug!(%error, %resource, payer = %address, "entitlement still not recorded");
+                    pause = (pause * 2).min(ENTITLEMENT_RETRY_MAX);
+                }
+            }
+        }
+    });
 }
 
 /// An EVM address lower-cased; anything else (base58) as is.
@@ -769,6 +805,88 @@ mod tests {
         assert_eq!(
             normalise_address("9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM"),
             "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM"
+        );
+    }
+
+    /// A memory store whose first `failures` purchase writes fail, as a database that is away.
+    struct AwayAtFirst {
+        failures: std::sync::atomic::AtomicU32,
+        inner: MemoryEntitlementStore,
+    }
+
+    impl EntitlementStore for AwayAtFirst {
+        fn record_purchase<'a>(
+            &'a self,
+            resource: &'a str,
+            address: &'a str,
+            at: u64,
+        ) -> crate::BoxFuture<'a, Result<(), StoreError>> {
+            let left = self.failures.load(std::sync::atomic::Ordering::SeqCst);
+            if left > 0 {
+                self.failures
+                    .store(left - 1, std::sync::atomic::Ordering::SeqCst);
+                return Box::pin(async { Err(StoreError("the database is away".into())) });
+            }
+            self.inner.record_purchase(resource, address, at)
+        }
+
+        fn last_purchase<'a>(
+            &'a self,
+            resource: &'a str,
+            address: &'a str,
+        ) -> crate::BoxFuture<'a, Result<Option<u64>, StoreError>> {
+            self.inner.last_purchase(resource, address)
+        }
+
+        fn consume_nonce<'a>(
+            &'a self,
+            nonce: &'a str,
+            expires: u64,
+        ) -> crate::BoxFuture<'a, Result<bool, StoreError>> {
+            self.inner.consume_nonce(nonce, expires)
+        }
+    }
+
+    #[tokio::test]
+    async fn an_entitlement_the_store_could_not_take_is_written_once_it_is_back() {
+        let away = Arc::new(AwayAtFirst {
+            failures: 3.into(),
+            inner: MemoryEntitlementStore::default(),
+        });
+        let store: Arc<dyn EntitlementStore> = away.clone();
+        let payer = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
+        let before = unix_now();
+        record_purchase(&store, "https://shop.example/a", payer).await;
+        let lower = "0x209693bc6afc0c5328ba36faf03c514ef312287c";
+        assert_eq!(
+            store
+                .last_purchase("https://shop.example/a", lower)
+                .await
+                .unwrap(),
+            None,
+            "the first write failed"
+        );
+        // Retried after 100, 200 and 400 ms: the third retry lands.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let recorded = loop {
+            if let Some(at) = store
+                .last_purchase("https://shop.example/a", lower)
+                .await
+                .unwrap()
+            {
+                break at;
+            }
+            assert!(std::time::Instant::now() < deadline, "never recorded");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert!(
+            (before..before + 2).contains(&recorded),
+            "recorded with the purchase's time, not the retry's: {recorded} vs {before}"
+        );
+        assert_eq!(
+            away.failures.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "every failing attempt was used"
         );
     }
 

@@ -1,6 +1,7 @@
 //! The payment ledger's database goes down while `/settle` is in flight, and comes back: the
 //! outcome the facilitator returned is written once PostgreSQL is reachable again, so another
-//! instance with no reconciler delivers the payment from the record, with no second `/settle`.
+//! instance with no reconciler delivers the payment from the record, with no second `/settle`,
+//! and the payer's sign-in entitlement is written too.
 //! The library's layer over a real PostgreSQL server of its own, stopped and started again.
 
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use tower_x402::proto::{
     UsdcDeployment, VerifyResponse, header,
 };
 use tower_x402::settlement::{PaymentKey, PostgresSettlementStore, SettlementStore as _};
+use tower_x402::siwx::{EntitlementStore as _, PostgresEntitlementStore, SignInWithX};
 use tower_x402::{BoxFuture, FacilitatorError, Offer, SettlementMode, X402Layer};
 
 use super::postgres_server::PgServer;
@@ -67,13 +69,16 @@ impl Facilitator for Approving {
     }
 }
 
-async fn ledger(url: &str) -> PostgresSettlementStore {
-    let pool = PgPoolOptions::new()
+async fn pool(url: &str) -> sqlx::PgPool {
+    PgPoolOptions::new()
         .acquire_timeout(Duration::from_secs(1))
         .connect(url)
         .await
-        .unwrap();
-    PostgresSettlementStore::new(pool)
+        .unwrap()
+}
+
+async fn ledger(url: &str) -> PostgresSettlementStore {
+    PostgresSettlementStore::new(pool(url).await)
 }
 
 async fn serve(layer: X402Layer) -> String {
@@ -92,6 +97,8 @@ async fn an_outcome_received_while_postgres_is_down_is_written_once_it_is_back()
     let url = server.url("postgres");
     let first_ledger = ledger(&url).await;
     first_ledger.migrate().await.unwrap();
+    let entitlements = PostgresEntitlementStore::new(pool(&url).await);
+    entitlements.migrate().await.unwrap();
 
     let offer = Arc::new(
         Offer::builder(ResourceInfo::new("https://api.example.com/report"))
@@ -127,7 +134,12 @@ async fn an_outcome_received_while_postgres_is_down_is_written_once_it_is_back()
         },
         Arc::clone(&offer),
     )
-    .settlement_store(first_ledger);
+    .settlement_store(first_ledger)
+    .sign_in_with_x(
+        SignInWithX::new("https://api.example.com", [7; 32])
+            .unwrap()
+            .entitlement_store(entitlements),
+    );
     let first = serve(first).await;
     let answer = client
         .get(&first)
@@ -159,6 +171,25 @@ async fn an_outcome_received_while_postgres_is_down_is_written_once_it_is_back()
         assert!(
             Instant::now() < deadline,
             "still {phase:?} after the database came back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The payer's entitlement, which the database could not take either, lands too.
+    let entitlements = PostgresEntitlementStore::new(pool(&url).await);
+    let payer = PAYER.to_ascii_lowercase();
+    loop {
+        let bought = entitlements
+            .last_purchase("https://api.example.com/report", &payer)
+            .await
+            .ok()
+            .flatten();
+        if bought.is_some() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no entitlement recorded after the database came back"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
