@@ -437,28 +437,37 @@ async fn malformed_http1_framing_is_answered_as_the_readme_says() {
     let mut long_line = b"GET /llms.txt?q=".to_vec();
     long_line.resize(long_line.len() + 450 * 1024, b'a');
     long_line.extend_from_slice(b" HTTP/1.1\r\nHost: x\r\n\r\n");
-    let by_hyper: [(&str, Vec<u8>, &str); 3] = [
+    // hyper parses what it has read whenever a read ends: a request line that fits the read
+    // buffer whole is parsed and its URI, past 64 KB, refused 414; one that overflows the buffer
+    // first is refused 431. Which comes first depends on how the kernel hands over 450 KB.
+    let by_hyper: [(&str, Vec<u8>, &[&str]); 3] = [
         (
             "two different Content-Length",
             b"POST /api/discovery HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}"
                 .to_vec(),
-            "HTTP/1.1 400 Bad Request\r\n",
+            &["HTTP/1.1 400 Bad Request\r\n"],
         ),
         (
             "a Transfer-Encoding not ending in chunked",
             b"POST /api/discovery HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"
                 .to_vec(),
-            "HTTP/1.1 400 Bad Request\r\n",
+            &["HTTP/1.1 400 Bad Request\r\n"],
         ),
         (
             "a 450 KB request line",
             long_line,
-            "HTTP/1.1 431 Request Header Fields Too Large\r\n",
+            &[
+                "HTTP/1.1 431 Request Header Fields Too Large\r\n",
+                "HTTP/1.1 414 URI Too Long\r\n",
+            ],
         ),
     ];
-    for (case, request, status_line) in by_hyper {
+    for (case, request, status_lines) in by_hyper {
         let received = raw_answer(address, &request).await;
-        assert!(received.starts_with(status_line), "{case}: {received:?}");
+        assert!(
+            status_lines.iter().any(|line| received.starts_with(line)),
+            "{case}: {received:?}"
+        );
         assert!(
             received.contains("connection: close\r\n"),
             "{case}: {received:?}"
