@@ -310,7 +310,7 @@ fn authorization_expired(request: &FacilitatorRequest) -> bool {
 /// in-memory recent settlements recognise a retry here, and a background task keeps writing the
 /// record, with pauses growing to a second, until the store takes it — so that every process sharing the
 /// store, and this one after a restart, reads the payment as settled. The payer's sign-in
-/// entitlement, when sign-in-with-x is on, is recorded after the ledger, and also kept trying.
+/// entitlement, when sign-in-with-x is on, is kept trying the same way.
 async fn settled(
     config: &Arc<Payments>,
     offer: &Offer,
@@ -337,13 +337,14 @@ async fn settled(
         });
     }
     #[cfg(feature = "siwx")]
-    let entitled = config.entitlements.as_ref().and_then(|store| {
-        let payer = settlement
+    if let Some(entitlements) = &config.entitlements
+        && let Some(payer) = settlement
             .payer
             .clone()
-            .or_else(|| payer_of(&intent.request))?;
-        Some((Arc::clone(store), intent.resource.clone(), payer))
-    });
+            .or_else(|| payer_of(&intent.request))
+    {
+        crate::siwx::record_purchase(entitlements, &intent.resource, &payer).await;
+    }
     let record = SettlementRecord::of_intent(hold.key.clone(), intent, settlement.clone());
     if let Some(recent) = &config.recent_settlements {
         recent.remember(&record);
@@ -352,11 +353,6 @@ async fn settled(
     if let Err(error) = record_settled(config, &hold.key, Some(hold.version), &state).await {
         tracing::error!(%error, key = %hold.key, transaction = %settlement.transaction, "settled payment could not be recorded yet; writing it again in the background until the store takes it");
         keep_recording(config, hold.key.clone(), state);
-    }
-    // After the ledger: proof of settlement is what every instance needs first.
-    #[cfg(feature = "siwx")]
-    if let Some((store, resource, payer)) = entitled {
-        crate::siwx::record_purchase(&store, &resource, &payer).await;
     }
     settlement
 }
