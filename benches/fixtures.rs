@@ -147,7 +147,7 @@ pub fn unsigned_payment(offer: &Offer, nonce: u64) -> HeaderValue {
     let payload = PaymentPayload {
         x402_version: X402Version::V2,
         resource: Some(offer.resource().clone()),
-        payload: serde_json::json!({
+        payload: serde_json::value::to_raw_value(&serde_json::json!({
             "signature": format!("0x{}", "ab".repeat(65)),
             "authorization": {
                 "from": "0x857b06519E91e3A54538791bDbb0E22373e36b66",
@@ -157,7 +157,8 @@ pub fn unsigned_payment(offer: &Offer, nonce: u64) -> HeaderValue {
                 "validBefore": "99999999999",
                 "nonce": format!("0x{nonce:064x}"),
             }
-        }),
+        }))
+        .expect("a JSON payload"),
         accepted,
         extensions: None,
     };
@@ -179,7 +180,7 @@ pub fn unsigned_upto_payment(offer: &Offer, nonce: u64) -> HeaderValue {
     let payload = PaymentPayload {
         x402_version: X402Version::V2,
         resource: Some(offer.resource().clone()),
-        payload: serde_json::json!({
+        payload: serde_json::value::to_raw_value(&serde_json::json!({
             "signature": format!("0x{}", "ab".repeat(65)),
             "permit2Authorization": {
                 "from": "0x857b06519E91e3A54538791bDbb0E22373e36b66",
@@ -189,7 +190,8 @@ pub fn unsigned_upto_payment(offer: &Offer, nonce: u64) -> HeaderValue {
                 "deadline": "99999999999",
                 "witness": {"to": accepted.pay_to, "facilitator": facilitator, "validAfter": "0"},
             }
-        }),
+        }))
+        .expect("a JSON payload"),
         accepted,
         extensions: None,
     };

@@ -75,15 +75,20 @@ impl Metering {
     }
 }
 
+/// The signed proof of `request` as JSON.
+fn proof(request: &FacilitatorRequest) -> serde_json::Value {
+    serde_json::from_str(request.payment_payload.payload.get()).unwrap_or_default()
+}
+
 fn nonce(request: &FacilitatorRequest) -> String {
-    request.payment_payload.payload["permit2Authorization"]["nonce"]
+    proof(request)["permit2Authorization"]["nonce"]
         .as_str()
         .unwrap_or_default()
         .to_owned()
 }
 
 fn permitted(request: &FacilitatorRequest) -> u128 {
-    request.payment_payload.payload["permit2Authorization"]["permitted"]["amount"]
+    proof(request)["permit2Authorization"]["permitted"]["amount"]
         .as_str()
         .and_then(|amount| amount.parse().ok())
         .unwrap_or(0)
@@ -213,7 +218,7 @@ fn payment(offer: &Offer, seed: u32) -> PaymentPayload {
     PaymentPayload {
         x402_version: X402Version::V2,
         resource: Some(offer.resource().clone()),
-        payload: json!({
+        payload: serde_json::value::to_raw_value(&json!({
             "signature": format!("0x{}", "ab".repeat(65)),
             "permit2Authorization": {
                 "from": PAYER,
@@ -223,7 +228,8 @@ fn payment(offer: &Offer, seed: u32) -> PaymentPayload {
                 "deadline": "99999999999",
                 "witness": { "to": PAY_TO, "facilitator": FACILITATOR_ADDRESS, "validAfter": "0" },
             }
-        }),
+        }))
+        .expect("a JSON payload"),
         accepted,
         extensions: None,
     }

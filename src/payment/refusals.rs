@@ -5,7 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::settlement::Fingerprint;
 
@@ -29,7 +29,8 @@ struct Entries {
 
 #[derive(Debug)]
 struct Refused {
-    payload: Value,
+    /// The refused proof's JSON text; a payment is the same one when its text is.
+    payload: Box<RawValue>,
     reason: String,
     at: Instant,
 }
@@ -44,7 +45,7 @@ impl RefusedPayments {
 
     /// The facilitator's reason for refusing exactly this payment, if it did within the memory's
     /// lifetime.
-    pub(crate) fn get(&self, fingerprint: &Fingerprint, payload: &Value) -> Option<String> {
+    pub(crate) fn get(&self, fingerprint: &Fingerprint, payload: &RawValue) -> Option<String> {
         if self.ttl.is_zero() {
             return None;
         }
@@ -57,11 +58,11 @@ impl RefusedPayments {
             entries.by_fingerprint.remove(fingerprint);
             return None;
         }
-        (refused.payload == *payload).then(|| refused.reason.clone())
+        (refused.payload.get() == payload.get()).then(|| refused.reason.clone())
     }
 
     /// Remembers that the facilitator refused `payload` for `reason`.
-    pub(crate) fn remember(&self, fingerprint: &Fingerprint, payload: &Value, reason: &str) {
+    pub(crate) fn remember(&self, fingerprint: &Fingerprint, payload: &RawValue, reason: &str) {
         if self.ttl.is_zero() {
             return;
         }
@@ -83,7 +84,7 @@ impl RefusedPayments {
         entries.by_fingerprint.insert(
             fingerprint.clone(),
             Refused {
-                payload: payload.clone(),
+                payload: payload.to_owned(),
                 reason: reason.to_owned(),
                 at: now,
             },
@@ -103,6 +104,10 @@ mod tests {
     use crate::proto::PaymentPayload;
 
     fn payload(signature: &str) -> PaymentPayload {
+        with_nonce(signature, &format!("0x{}", "ab".repeat(32)))
+    }
+
+    fn with_nonce(signature: &str, nonce: &str) -> PaymentPayload {
         serde_json::from_value(json!({
             "x402Version": 2,
             "accepted": {
@@ -116,7 +121,7 @@ mod tests {
                     "from": "0x857b06519E91e3A54538791bDbb0E22373e36b66",
                     "to": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
                     "value": "1000", "validAfter": "0", "validBefore": "9999999999",
-                    "nonce": format!("0x{}", "ab".repeat(32))
+                    "nonce": nonce
                 }
             }
         }))
@@ -155,8 +160,7 @@ mod tests {
 
         let memory = RefusedPayments::new(Duration::from_secs(60));
         for n in 0..CAPACITY + 10 {
-            let mut payment = payload("0x01");
-            payment.payload["authorization"]["nonce"] = json!(format!("0x{n:064x}"));
+            let payment = with_nonce("0x01", &format!("0x{n:064x}"));
             memory.remember(&Fingerprint::of(&payment), &payment.payload, "invalid");
         }
         let entries = memory.lock();

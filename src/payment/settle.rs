@@ -519,7 +519,7 @@ mod expiry_tests {
             x402_version: crate::proto::X402Version::V2,
             resource: None,
             accepted: requirements.clone(),
-            payload,
+            payload: serde_json::value::to_raw_value(&payload).unwrap(),
             extensions: None,
         };
         FacilitatorRequest::new(payment, requirements)

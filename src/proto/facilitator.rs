@@ -225,7 +225,7 @@ mod tests {
             x402_version: X402Version::V2,
             resource: None,
             accepted: requirements.clone(),
-            payload: json!({}),
+            payload: serde_json::value::to_raw_value(&json!({})).expect("a JSON payload"),
             extensions: None,
         };
         let request = FacilitatorRequest::new(payload, requirements);

@@ -164,7 +164,14 @@ fn decode_json<T: HeaderObject>(value: &[u8], json: &mut Vec<u8>) -> Result<T, H
     STANDARD
         .decode_vec(value, json)
         .map_err(HeaderError::NotBase64)?;
-    match serde_json::from_slice::<T>(json) {
+    // Checked as UTF-8 once, whole: parsing from `str` then checks no string again (parsing
+    // from bytes checks each string it reads, and the proof's raw JSON once more).
+    let parsed = match std::str::from_utf8(json) {
+        Ok(text) => serde_json::from_str::<T>(text),
+        // Parsed from bytes for `serde_json`'s own error, which says where the bad byte is.
+        Err(_) => serde_json::from_slice::<T>(json),
+    };
+    match parsed {
         Ok(object) => match object.x402_version() {
             Some(version) if version != X402Version::V2 => Err(HeaderError::WrongVersion {
                 found: version.0.to_string(),

@@ -1,4 +1,5 @@
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::{AtomicAmount, Network, UptoEvmPayload};
@@ -130,7 +131,11 @@ fn same_address(a: &str, b: &str) -> bool {
 }
 
 /// What a client sends in `PAYMENT-SIGNATURE`: the chosen requirement and its signed proof.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// The scheme's proof (`payload`) stays the JSON text the client sent: it is read in place where
+/// the middleware needs a field of it, and forwarded to the facilitator byte for byte. Two
+/// payments are equal when their proofs are the same text.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PaymentPayload {
     /// Always 2.
@@ -140,12 +145,23 @@ pub struct PaymentPayload {
     pub resource: Option<ResourceInfo>,
     /// The requirement the client chose, echoed from the challenge.
     pub accepted: PaymentRequirements,
-    /// Scheme-specific proof; see [`ExactEvmPayload`] for EVM `exact`, [`UptoEvmPayload`] for
-    /// EVM `upto`.
-    pub payload: Value,
+    /// Scheme-specific proof as the client wrote it; [`exact_evm`](Self::exact_evm) and
+    /// [`upto_evm`](Self::upto_evm) read it as EVM `exact` or `upto`. Build one with
+    /// [`serde_json::value::to_raw_value`].
+    pub payload: Box<RawValue>,
     /// The server's extensions, echoed, plus anything the client adds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extensions: Option<Map<String, Value>>,
+}
+
+impl PartialEq for PaymentPayload {
+    fn eq(&self, other: &Self) -> bool {
+        self.x402_version == other.x402_version
+            && self.resource == other.resource
+            && self.accepted == other.accepted
+            && self.payload.get() == other.payload.get()
+            && self.extensions == other.extensions
+    }
 }
 
 impl PaymentPayload {
@@ -155,7 +171,7 @@ impl PaymentPayload {
     ///
     /// When `payload` does not have that shape.
     pub fn exact_evm(&self) -> Result<ExactEvmPayload, serde_json::Error> {
-        ExactEvmPayload::deserialize(&self.payload)
+        serde_json::from_str(self.payload.get())
     }
 
     /// The payload as an EVM `upto` Permit2 permit with its witness.
@@ -164,7 +180,7 @@ impl PaymentPayload {
     ///
     /// When `payload` does not have that shape.
     pub fn upto_evm(&self) -> Result<UptoEvmPayload, serde_json::Error> {
-        UptoEvmPayload::deserialize(&self.payload)
+        serde_json::from_str(self.payload.get())
     }
 
     /// The `payment-identifier` extension id, when the client supplied one.
@@ -203,4 +219,46 @@ pub struct Eip3009Authorization {
     pub valid_before: String,
     /// 32 random bytes, 0x-hex.
     pub nonce: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROOF: &str = "{ \"signature\": \"0x01\",\n  \"authorization\": {\"nonce\": \"0x02\", \"from\": \"0x03\"} }";
+
+    fn payment(proof: &str) -> PaymentPayload {
+        serde_json::from_str(&format!(
+            r#"{{"x402Version":2,"accepted":{{"scheme":"exact","network":"eip155:8453",
+            "amount":"1000","asset":"0xa","payTo":"0xb","maxTimeoutSeconds":60}},
+            "payload":{proof}}}"#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_proof_is_forwarded_as_the_client_wrote_it() {
+        let payment = payment(PROOF);
+        assert_eq!(payment.payload.get(), PROOF);
+        let forwarded = serde_json::to_string(&payment).unwrap();
+        assert!(forwarded.contains(PROOF), "{forwarded}");
+        assert_eq!(
+            serde_json::from_str::<PaymentPayload>(&forwarded).unwrap(),
+            payment
+        );
+    }
+
+    #[test]
+    fn payments_are_equal_when_their_proofs_are_the_same_text() {
+        assert_eq!(payment(PROOF), payment(PROOF));
+        assert_ne!(payment(PROOF), payment(&PROOF.replace("0x02", "0x04")));
+    }
+
+    #[test]
+    fn a_proof_is_read_from_a_json_value_too() {
+        let value = serde_json::to_value(payment(PROOF)).unwrap();
+        let payment: PaymentPayload = serde_json::from_value(value).unwrap();
+        let proof: Value = serde_json::from_str(payment.payload.get()).unwrap();
+        assert_eq!(proof["authorization"]["nonce"], "0x02");
+    }
 }

@@ -1,9 +1,8 @@
 //! What identifies a payment, and what the layer remembers once it settled.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
-
-use serde::Deserialize as _;
 
 use crate::proto::{PaymentPayload, PaymentRequirements, SettleResponse};
 
@@ -66,12 +65,12 @@ impl Fingerprint {
     pub(crate) fn of(payload: &PaymentPayload) -> Self {
         let accepted = &payload.accepted;
         // Read in place: the same shape `exact_evm` accepts, without copying its strings.
-        if let Ok(evm) = ExactEvmView::deserialize(&payload.payload) {
+        if let Ok(evm) = serde_json::from_str::<ExactEvmView<'_>>(payload.payload.get()) {
             let authorization = evm.authorization;
             let parts = [
                 accepted.asset.as_str(),
-                authorization.from,
-                authorization.nonce,
+                &authorization.from,
+                &authorization.nonce,
             ];
             let network = accepted.network.as_str();
             let len =
@@ -97,9 +96,14 @@ impl Fingerprint {
                 permit.nonce.to_ascii_lowercase(),
             ));
         }
+        // Any other scheme: its proof in compact form, so that the same proof sent with other
+        // spacing is the same payment.
+        let raw = payload.payload.get();
+        let proof = serde_json::from_str::<serde_json::Value>(raw)
+            .map_or_else(|_| raw.to_owned(), |proof| proof.to_string());
         Self(format!(
-            "raw:{}:{}:{}",
-            accepted.scheme, accepted.network, payload.payload
+            "raw:{}:{}:{proof}",
+            accepted.scheme, accepted.network
         ))
     }
 
@@ -113,11 +117,13 @@ impl Fingerprint {
 }
 
 /// An EIP-3009 `exact` payload borrowed from its JSON: the shape of
-/// [`ExactEvmPayload`](crate::proto::ExactEvmPayload), every string left where it is.
+/// [`ExactEvmPayload`](crate::proto::ExactEvmPayload), every string left where it is (copied
+/// only when it holds an escape).
 #[derive(serde::Deserialize)]
 #[allow(dead_code)] // Every field is read, to accept exactly what `exact_evm` accepts.
 struct ExactEvmView<'a> {
-    signature: &'a str,
+    #[serde(borrow)]
+    signature: Cow<'a, str>,
     #[serde(borrow)]
     authorization: AuthorizationView<'a>,
 }
@@ -127,12 +133,18 @@ struct ExactEvmView<'a> {
 #[serde(rename_all = "camelCase")]
 #[allow(dead_code)]
 struct AuthorizationView<'a> {
-    from: &'a str,
-    to: &'a str,
-    value: &'a str,
-    valid_after: &'a str,
-    valid_before: &'a str,
-    nonce: &'a str,
+    #[serde(borrow)]
+    from: Cow<'a, str>,
+    #[serde(borrow)]
+    to: Cow<'a, str>,
+    #[serde(borrow)]
+    value: Cow<'a, str>,
+    #[serde(borrow)]
+    valid_after: Cow<'a, str>,
+    #[serde(borrow)]
+    valid_before: Cow<'a, str>,
+    #[serde(borrow)]
+    nonce: Cow<'a, str>,
 }
 
 impl PartialEq<str> for Fingerprint {
@@ -207,5 +219,56 @@ impl SettlementRecord {
             requirement,
             settlement,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A payment whose proof is `proof`, written as a client wrote it.
+    fn paid(scheme: &str, proof: &str) -> PaymentPayload {
+        let text = format!(
+            r#"{{"x402Version":2,"accepted":{{"scheme":"{scheme}","network":"eip155:8453",
+            "amount":"1000","asset":"0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+            "payTo":"0x209693Bc6afc0C5328bA36FaF03C514EF312287C","maxTimeoutSeconds":60}},
+            "payload":{proof}}}"#
+        );
+        serde_json::from_str(&text).unwrap()
+    }
+
+    fn exact(nonce: &str) -> String {
+        format!(
+            r#"{{"signature":"0x01","authorization":{{
+            "from":"0x857b06519E91e3A54538791bDbb0E22373e36b66",
+            "to":"0x209693Bc6afc0C5328bA36FaF03C514EF312287C","value":"1000",
+            "validAfter":"0","validBefore":"9999999999","nonce":"{nonce}"}}}}"#
+        )
+    }
+
+    #[test]
+    fn an_escaped_character_in_the_proof_does_not_change_the_key() {
+        let nonce = format!("0x{}", "ab".repeat(32));
+        let plain = PaymentKey::of(&paid("exact", &exact(&nonce)));
+        // `\u0030` is `0`: the same nonce, written with an escape.
+        let escaped = PaymentKey::of(&paid("exact", &exact(&nonce.replacen('0', "\\u0030", 1))));
+        assert!(
+            plain.as_str().starts_with("eip3009:eip155:8453:"),
+            "{plain}"
+        );
+        assert_eq!(plain, escaped);
+    }
+
+    #[test]
+    fn another_schemes_proof_is_the_same_payment_whatever_its_spacing() {
+        let tight = PaymentKey::of(&paid("batch", r#"{"transaction":"AQID","n":1}"#));
+        let spaced = PaymentKey::of(&paid("batch", "{ \"transaction\" : \"AQID\",\n \"n\": 1 }"));
+        assert_eq!(
+            tight.as_str(),
+            r#"raw:batch:eip155:8453:{"transaction":"AQID","n":1}"#
+        );
+        assert_eq!(tight, spaced);
+        let other = PaymentKey::of(&paid("batch", r#"{"transaction":"AQIE","n":1}"#));
+        assert_ne!(tight, other);
     }
 }

@@ -21,7 +21,7 @@ use crate::proto::FacilitatorRequest;
 ///
 /// Times are unix milliseconds, compared by the layer, never by the store.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "phase", rename_all = "snake_case")]
+#[serde(tag = "phase", rename_all = "snake_case", try_from = "StoredState")]
 #[non_exhaustive]
 // The settled record is stored by value (a public shape); the other states share their payment.
 #[allow(clippy::large_enum_variant)]
@@ -81,6 +81,62 @@ impl PaymentState {
             Self::Settling { intent, .. } | Self::InDoubt { intent, .. } => &intent.fingerprint,
             Self::Settled { record } => &record.fingerprint,
         }
+    }
+}
+
+/// [`PaymentState`] as it is read back: the same JSON, its fields read straight from the text.
+///
+/// An internally tagged enum buffers its fields before it reads them, and a payment's proof
+/// (kept as raw JSON) cannot be read from that buffer; this flat shape can, and is then checked
+/// to hold exactly the fields its `phase` needs.
+#[derive(Deserialize)]
+struct StoredState {
+    phase: Phase,
+    owner: Option<String>,
+    lease_until: Option<u64>,
+    fingerprint: Option<String>,
+    intent: Option<SettlementIntent>,
+    since: Option<u64>,
+    reason: Option<String>,
+    record: Option<SettlementRecord>,
+}
+
+#[derive(Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Phase {
+    InProgress,
+    Settling,
+    InDoubt,
+    Settled,
+}
+
+impl TryFrom<StoredState> for PaymentState {
+    type Error = String;
+
+    fn try_from(stored: StoredState) -> Result<Self, String> {
+        fn field<T>(value: Option<T>, name: &str) -> Result<T, String> {
+            value.ok_or_else(|| format!("missing field `{name}`"))
+        }
+        Ok(match stored.phase {
+            Phase::InProgress => Self::InProgress {
+                owner: field(stored.owner, "owner")?,
+                lease_until: field(stored.lease_until, "lease_until")?,
+                fingerprint: field(stored.fingerprint, "fingerprint")?,
+            },
+            Phase::Settling => Self::Settling {
+                owner: field(stored.owner, "owner")?,
+                lease_until: field(stored.lease_until, "lease_until")?,
+                intent: field(stored.intent, "intent")?,
+            },
+            Phase::InDoubt => Self::InDoubt {
+                intent: field(stored.intent, "intent")?,
+                since: field(stored.since, "since")?,
+                reason: field(stored.reason, "reason")?,
+            },
+            Phase::Settled => Self::Settled {
+                record: field(stored.record, "record")?,
+            },
+        })
     }
 }
 
@@ -150,5 +206,38 @@ impl LedgerEntry {
     /// An entry read back from storage.
     pub fn new(state: PaymentState, version: u64) -> Self {
         Self { state, version }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_state_reads_back_as_it_was_written_and_must_be_whole() {
+        let held = PaymentState::InProgress {
+            owner: "a".into(),
+            lease_until: 7,
+            fingerprint: "f".into(),
+        };
+        let text = serde_json::to_string(&held).unwrap();
+        assert_eq!(
+            text,
+            r#"{"phase":"in_progress","owner":"a","lease_until":7,"fingerprint":"f"}"#
+        );
+        assert_eq!(serde_json::from_str::<PaymentState>(&text).unwrap(), held);
+
+        let missing =
+            serde_json::from_str::<PaymentState>(r#"{"phase":"in_progress","owner":"a"}"#)
+                .unwrap_err();
+        assert!(
+            missing.to_string().contains("missing field `lease_until`"),
+            "{missing}"
+        );
+        let unknown = serde_json::from_str::<PaymentState>(r#"{"phase":"paid"}"#).unwrap_err();
+        assert!(
+            unknown.to_string().contains("unknown variant `paid`"),
+            "{unknown}"
+        );
     }
 }

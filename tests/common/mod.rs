@@ -59,7 +59,7 @@ pub fn payment(offer: &Offer, seed: u8) -> PaymentPayload {
     PaymentPayload {
         x402_version: X402Version::V2,
         resource: Some(offer.resource().clone()),
-        payload: json!({
+        payload: serde_json::value::to_raw_value(&json!({
             "signature": format!("0x{}", "ab".repeat(65)),
             "authorization": {
                 "from": PAYER,
@@ -69,7 +69,8 @@ pub fn payment(offer: &Offer, seed: u8) -> PaymentPayload {
                 "validBefore": "99999999999",
                 "nonce": format!("0x{}", format!("{seed:02x}").repeat(32)),
             }
-        }),
+        }))
+        .expect("a JSON payload"),
         accepted,
         extensions: None,
     }

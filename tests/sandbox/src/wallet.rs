@@ -134,10 +134,12 @@ impl SandboxWallet {
                 Ok(()) => {
                     let payload = if accept.scheme == UPTO_SCHEME {
                         let permit = self.permit_at(accept, now)?;
-                        serde_json::to_value(self.sign_permit(accept, &permit)?)
+                        serde_json::value::to_raw_value(&self.sign_permit(accept, &permit)?)
                     } else {
                         let authorization = self.authorization_at(accept, now)?;
-                        serde_json::to_value(self.sign_authorization(accept, &authorization)?)
+                        serde_json::value::to_raw_value(
+                            &self.sign_authorization(accept, &authorization)?,
+                        )
                     };
                     return Ok(PaymentPayload {
                         x402_version: X402Version::V2,

@@ -71,7 +71,8 @@ fn signed(
         x402_version: X402Version::V2,
         resource: Some(ResourceInfo::new("https://shop.example/report")),
         accepted: signed_under.clone(),
-        payload: serde_json::to_value(proof).unwrap(),
+        payload: serde_json::value::to_raw_value(&serde_json::to_value(proof).unwrap())
+            .expect("a JSON payload"),
         extensions: None,
     }
 }
@@ -294,7 +295,9 @@ fn rejects_from_that_did_not_sign() {
 fn rejects_a_field_changed_after_signing() {
     let sepolia = accept(&UsdcDeployment::BASE_SEPOLIA);
     let mut payment = signed(&SandboxWallet::random(), &sepolia, |_| {});
-    payment.payload["authorization"]["validBefore"] = json!((NOW + 3600).to_string());
+    edit_proof(&mut payment, |proof| {
+        proof["authorization"]["validBefore"] = json!((NOW + 3600).to_string());
+    });
     assert_refused(
         &facilitator_at(NOW),
         &FacilitatorRequest::new(payment, sepolia),
@@ -507,14 +510,18 @@ fn rejects_insufficient_balance() {
 fn rejects_payloads_that_are_not_eip3009() {
     let sepolia = accept(&UsdcDeployment::BASE_SEPOLIA);
     let mut payment = signed(&SandboxWallet::random(), &sepolia, |_| {});
-    payment.payload = json!({"transaction": "AQID"});
+    edit_proof(&mut payment, |proof| {
+        *proof = json!({"transaction": "AQID"})
+    });
     assert_refused(
         &facilitator_at(NOW),
         &FacilitatorRequest::new(payment, sepolia.clone()),
         INVALID_PAYLOAD,
     );
     let mut bad_number = signed(&SandboxWallet::random(), &sepolia, |_| {});
-    bad_number.payload["authorization"]["value"] = json!("1e4");
+    edit_proof(&mut bad_number, |proof| {
+        proof["authorization"]["value"] = json!("1e4")
+    });
     assert_refused(
         &facilitator_at(NOW),
         &FacilitatorRequest::new(bad_number, sepolia),
@@ -547,7 +554,7 @@ fn rejects_malleable_and_malformed_signatures() {
         "0xzz".into(),
     ] {
         let mut tampered = payment.clone();
-        tampered.payload["signature"] = json!(bad);
+        edit_proof(&mut tampered, |proof| proof["signature"] = json!(bad));
         assert_refused(
             &facilitator_at(NOW),
             &FacilitatorRequest::new(tampered, sepolia.clone()),
@@ -967,4 +974,11 @@ async fn paid_request_through_the_layer_settling_before_the_handler() {
         facilitator.balance_of(&wallet.address()),
         AtomicAmount(1_000_000_000 - 10_000)
     );
+}
+
+/// Changes the signed proof of `payment` as JSON, as a client tampering with it would.
+fn edit_proof(payment: &mut PaymentPayload, edit: impl FnOnce(&mut serde_json::Value)) {
+    let mut proof: serde_json::Value = serde_json::from_str(payment.payload.get()).unwrap();
+    edit(&mut proof);
+    payment.payload = serde_json::value::to_raw_value(&proof).unwrap();
 }

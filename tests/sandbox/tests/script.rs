@@ -164,9 +164,10 @@ async fn trust_accepts_a_made_up_signature_once_per_nonce() {
         .with_settle(Step::Trust.after(Duration::from_millis(100)));
     let (url, http) = served(&facilitator).await;
     let mut request = signed_request();
-    let mut payload = request.payment_payload.payload.clone();
-    payload["signature"] = json!(format!("0x{}", "ab".repeat(65)));
-    request.payment_payload.payload = payload;
+    let mut proof: serde_json::Value =
+        serde_json::from_str(request.payment_payload.payload.get()).unwrap();
+    proof["signature"] = json!(format!("0x{}", "ab".repeat(65)));
+    request.payment_payload.payload = serde_json::value::to_raw_value(&proof).unwrap();
     assert!(!SandboxFacilitator::new().verify_payment(&request).is_valid);
 
     let (_, body) = post(&http, &url, "/verify", &request).await.unwrap();

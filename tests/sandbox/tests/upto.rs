@@ -164,7 +164,8 @@ fn every_tampered_field_is_refused_with_its_reason() {
             x402_version: X402Version::V2,
             resource: None,
             accepted: accept.clone(),
-            payload: serde_json::to_value(payload).unwrap(),
+            payload: serde_json::value::to_raw_value(&serde_json::to_value(payload).unwrap())
+                .expect("a JSON payload"),
             extensions: None,
         };
         charge(&payment, &accept, 1_000)
@@ -424,7 +425,8 @@ async fn the_script_applies_to_upto_payments() {
         x402_version: X402Version::V2,
         resource: None,
         accepted: accept.clone(),
-        payload: serde_json::to_value(&unsigned).unwrap(),
+        payload: serde_json::value::to_raw_value(&serde_json::to_value(&unsigned).unwrap())
+            .expect("a JSON payload"),
         extensions: None,
     };
     assert!(
@@ -437,7 +439,8 @@ async fn the_script_applies_to_upto_payments() {
     permit.permitted.amount = "4".into();
     unsigned.permit2_authorization = permit;
     let over = PaymentPayload {
-        payload: serde_json::to_value(&unsigned).unwrap(),
+        payload: serde_json::value::to_raw_value(&serde_json::to_value(&unsigned).unwrap())
+            .expect("a JSON payload"),
         ..forged
     };
     let refused = trusting.settle(&charge(&over, &accept, 5)).await.unwrap();

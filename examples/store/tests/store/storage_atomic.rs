@@ -157,7 +157,7 @@ fn payment(nonce: &str) -> PaymentPayload {
         x402_version: X402Version::V2,
         resource: None,
         accepted: requirement.clone(),
-        payload: serde_json::json!({
+        payload: serde_json::value::to_raw_value(&serde_json::json!({
             "signature": "0x00",
             "authorization": {
                 "from": "0x857b06519E91e3A54538791bDbb0E22373e36b66",
@@ -167,7 +167,8 @@ fn payment(nonce: &str) -> PaymentPayload {
                 "validBefore": "9999999999",
                 "nonce": nonce,
             }
-        }),
+        }))
+        .expect("a JSON payload"),
         extensions: None,
     }
 }
