@@ -2,28 +2,34 @@
 //! `cargo bench -p tower-x402-benches --bench instructions`, which fails when a path exceeds its
 //! budget. Each budget is the count measured on the current code plus about 2–3 % headroom
 //! (measured, with the benchmark crate built as one codegen unit: free 2,617, challenge 4,316,
-//! decode + match 21,843–22,036, paid 87,549–87,611 — the paid path includes the payment
-//! ledger's *in progress*, *settling* and *settled* writes around `/settle`; repeated runs differ
-//! by well under 0.5 %). The headroom is tight on purpose: reading the payment header's bytes
-//! once more in the measured call adds about 4,000 instructions to the paid path and fails the
-//! check, and so would parsing the payment's proof into a `serde_json::Value` again (that took
-//! decode + match from 23,816 to 33,802 and the paid path from 89,502 to 102,136).
+//! challenge with sign-in 63,764, decode + match 16,172–16,183, paid 80,544–81,802 — the paid
+//! path includes the payment ledger's *in progress*, *settling* and *settled* writes around
+//! `/settle`; repeated runs differ by under 2 %). The headroom is tight on purpose: reading the
+//! payment header's bytes once more in the measured call adds about 4,000 instructions to the
+//! paid path and fails the check, and so would parsing the payment's proof into a
+//! `serde_json::Value` again (that took decode + match from 23,816 to 33,802 and the paid path
+//! from 89,502 to 102,136), or encoding a sign-in route's whole challenge again for each 402
+//! (822,566 with a catalog-sized discovery extension).
 //! Raise a budget only with a reason in the commit that does it.
 
 /// A request the pricing says is free, through the layer (includes the bare call).
 pub(crate) const FREE_PATH: u64 = 2_690;
 /// An unpaid request for a priced route, answered with the precomputed 402.
 pub(crate) const CHALLENGE_PATH: u64 = 4_430;
+/// An unpaid request for a route with a catalog-sized discovery extension (about 5 KB of JSON)
+/// and sign-in-with-x: a fresh sign-in challenge appended to the encoded challenge.
+pub(crate) const CHALLENGE_SIGN_IN_PATH: u64 = 65_700;
 /// Decoding a `PAYMENT-SIGNATURE` header and matching it against the offer.
-pub(crate) const DECODE_AND_MATCH: u64 = 22_600;
+pub(crate) const DECODE_AND_MATCH: u64 = 16_700;
 /// A paid request, verified and settled by an in-process facilitator that answers at once.
-pub(crate) const PAID_PATH: u64 = 90_000;
+pub(crate) const PAID_PATH: u64 = 83_000;
 /// A paid metered (`upto`) request: a Permit2 payment verified, the inner service setting its
 /// charge, and that amount settled by the in-process facilitator that answers at once (measured
 /// 136,486 with the shared settling request and the sign-in gate merged; 139,033 once the
 /// settling intent names the facilitator that verified the payment and `/settle` goes through
-/// the facilitator list's lookup and breaker; 112,352–112,414 with the proof kept as raw JSON).
-pub(crate) const PAID_UPTO_PATH: u64 = 115_500;
+/// the facilitator list's lookup and breaker; 112,352–112,414 with the proof kept as raw JSON;
+/// 104,834–106,529 with base64 through `base64-simd`).
+pub(crate) const PAID_UPTO_PATH: u64 = 109_500;
 /// One `/verify` and one `/settle` through `HttpFacilitator` over an open HTTP/1.1 connection to
 /// the sandbox facilitator on loopback: the client's side only (measured 158,806 to 158,807; the
 /// wake-ups of a real socket vary a little, by up to 1,200 in earlier runs).

@@ -83,6 +83,34 @@ pub fn offer_with(network: &UsdcDeployment, mode: SettlementMode) -> Arc<Offer> 
     )
 }
 
+/// [`offer`] with a discovery (`bazaar`) extension the size of a catalog's: an input and an
+/// output schema of 40 described fields each, about 5 KB of JSON in every challenge.
+pub fn discovery_offer(network: &UsdcDeployment) -> Arc<Offer> {
+    let schema = |prefix: &str| {
+        let properties: serde_json::Map<String, serde_json::Value> = (0..40)
+            .map(|i| {
+                let field = serde_json::json!({
+                    "type": "string",
+                    "description": format!("the {prefix} record's field number {i}"),
+                });
+                (format!("{prefix}_{i}"), field)
+            })
+            .collect();
+        serde_json::json!({"type": "object", "properties": properties})
+    };
+    let bazaar = tower_x402::proto::Extension::new(
+        serde_json::json!({"input": {"type": "http", "method": "GET"}, "output": {"type": "json"}}),
+        serde_json::json!({"input": schema("query"), "output": schema("result")}),
+    );
+    Arc::new(
+        Offer::builder(ResourceInfo::new("https://shop.example/report"))
+            .usdc(network, "1.00".parse().expect("price"), PAY_TO)
+            .extension("bazaar", bazaar)
+            .build()
+            .expect("offer"),
+    )
+}
+
 /// A facilitator that accepts everything at once: isolates the layer's own cost.
 #[derive(Clone, Debug)]
 pub struct InstantFacilitator;

@@ -22,9 +22,10 @@ use tower::{ServiceBuilder, ServiceExt};
 use tower_x402::layer::ResponseBody;
 use tower_x402::proto::{AtomicAmount, FacilitatorRequest};
 use tower_x402::proto::{PaymentPayload, UsdcDeployment, header};
+use tower_x402::siwx::SignInWithX;
 use tower_x402::{Facilitator, HttpFacilitator, X402Layer};
 use tower_x402_benches::{
-    InstantFacilitator, inner, inner_metered, offer, request, unsigned_payment,
+    InstantFacilitator, discovery_offer, inner, inner_metered, offer, request, unsigned_payment,
     unsigned_upto_payment, upto_offer,
 };
 use tower_x402_sandbox::{SandboxFacilitator, Step};
@@ -76,6 +77,37 @@ fn free_case() -> Case {
 
 fn challenge_case() -> Case {
     case("/report", None, request("/report", None))
+}
+
+/// An unpaid request for a route with a catalog-sized discovery extension and sign-in-with-x:
+/// every 402 carries a fresh sign-in challenge, so it is encoded per request.
+fn challenge_sign_in_case() -> Case {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let priced = discovery_offer(&UsdcDeployment::BASE);
+    let pricing =
+        move |parts: &http::request::Parts| (parts.uri.path() == "/report").then(|| priced.clone());
+    let siwx = SignInWithX::new("https://shop.example", [7_u8; 32]).expect("sign-in settings");
+    let service = BoxCloneService::new(
+        ServiceBuilder::new()
+            .layer(X402Layer::new(InstantFacilitator, pricing).sign_in_with_x(siwx))
+            .service_fn(inner),
+    );
+    let response = runtime.block_on(service.clone().oneshot(request("/report", None)));
+    assert!(
+        response.as_ref().is_ok_and(|r| r
+            .headers()
+            .get("payment-required")
+            .is_some_and(|h| h.len() > 6_000)),
+        "the warm-up was not answered with a sign-in challenge"
+    );
+    drop(black_box(response));
+    Case {
+        runtime,
+        service,
+        request: request("/report", None),
+    }
 }
 
 fn paid_case() -> Case {
@@ -137,6 +169,10 @@ fn run(case: Case) -> Case {
 #[library_benchmark]
 #[bench::free(setup = free_case, config = budget(budgets::FREE_PATH))]
 #[bench::challenge(setup = challenge_case, config = budget(budgets::CHALLENGE_PATH))]
+#[bench::challenge_sign_in(
+    setup = challenge_sign_in_case,
+    config = budget(budgets::CHALLENGE_SIGN_IN_PATH)
+)]
 #[bench::paid(setup = paid_case, config = budget(budgets::PAID_PATH))]
 #[bench::paid_upto(setup = paid_upto_case, config = budget(budgets::PAID_UPTO_PATH))]
 fn layer(case: Case) -> Case {

@@ -16,6 +16,8 @@ use std::sync::Arc;
 use http::StatusCode;
 use http::request::Parts;
 
+#[cfg(feature = "siwx")]
+mod added;
 mod offer;
 
 pub(crate) use offer::UNPAID_ERROR;

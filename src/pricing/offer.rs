@@ -1,8 +1,13 @@
 //! An offer: the resource, its accepts and extensions, precomputed into the exact 402 challenge.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http::HeaderValue;
 use serde_json::{Map, Value};
+
+#[cfg(feature = "siwx")]
+use super::added::AddedExtension;
 
 use crate::proto::{
     Extension, MoneyError, PaymentRequired, PaymentRequirements, ResourceInfo, UPTO_SCHEME as UPTO,
@@ -123,7 +128,11 @@ pub enum OfferError {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Offer {
-    required: PaymentRequired,
+    required: Arc<PaymentRequired>,
+    /// An extension added for one request (a sign-in nonce), when `required` is the challenge
+    /// without it; `header` and `body` carry it.
+    #[cfg(feature = "siwx")]
+    added: Option<Arc<AddedExtension>>,
     mode: SettlementMode,
     header: HeaderValue,
     body: Bytes,
@@ -145,6 +154,10 @@ impl Offer {
     /// The challenge a 402 carries for this offer; its `error` is
     /// `"PAYMENT-SIGNATURE header is required"`.
     pub fn payment_required(&self) -> &PaymentRequired {
+        #[cfg(feature = "siwx")]
+        if let Some(added) = &self.added {
+            return added.challenge(&self.required);
+        }
         &self.required
     }
 
@@ -160,7 +173,7 @@ impl Offer {
 
     /// The extensions declared in the challenge.
     pub fn extensions(&self) -> Option<&Map<String, Value>> {
-        self.required.extensions.as_ref()
+        self.payment_required().extensions.as_ref()
     }
 
     /// When this offer's payments are settled.
@@ -185,7 +198,7 @@ impl Offer {
     /// # Ok::<_, Box<dyn std::error::Error>>(())
     /// ```
     pub fn to_builder(&self) -> OfferBuilder {
-        let required = &self.required;
+        let required = self.payment_required();
         OfferBuilder {
             resource: required.resource.clone(),
             accepts: required.accepts.clone(),
@@ -217,28 +230,58 @@ impl Offer {
             .find(|own| own.matches(accepted))
     }
 
-    /// This offer with `extension` under `key` in its challenge (header and body encoded
-    /// again): a per-request challenge such as a sign-in nonce. `None` if it cannot be encoded.
+    /// This offer with `extension` under `key` in its challenge: a per-request challenge such as
+    /// a sign-in nonce. The encoded challenge is extended in place rather than encoded again
+    /// whole (the rest of a challenge can be kilobytes of discovery schemas), and the object
+    /// with the extension is only built if something asks for it. `None` if it cannot be
+    /// encoded.
     #[cfg(feature = "siwx")]
-    pub(crate) fn with_extension(&self, key: &str, extension: serde_json::Value) -> Option<Self> {
-        let mut required = self.required.clone();
+    pub(crate) fn with_extension(
+        &self,
+        key: &str,
+        extension: Box<serde_json::value::RawValue>,
+    ) -> Option<Self> {
+        let body = match (&self.added, self.required.extensions.as_ref()) {
+            (None, extensions) if !extensions.is_some_and(|map| map.contains_key(key)) => {
+                super::added::append_extension(&self.body, extensions, key, &extension)?
+            }
+            // Replacing an extension, or adding a second one: the object, encoded whole.
+            _ => return self.with_extension_encoded_whole(key, &extension),
+        };
+        Some(Self {
+            required: Arc::clone(&self.required),
+            added: Some(Arc::new(AddedExtension::new(key, extension))),
+            mode: self.mode,
+            header: header::encode_json(&body).ok()?,
+            body: body.into(),
+        })
+    }
+
+    #[cfg(feature = "siwx")]
+    #[cold]
+    fn with_extension_encoded_whole(
+        &self,
+        key: &str,
+        extension: &serde_json::value::RawValue,
+    ) -> Option<Self> {
+        let mut required = self.payment_required().clone();
         required
             .extensions
             .get_or_insert_with(Map::new)
-            .insert(key.to_owned(), extension);
-        let header = header::encode(&required).ok()?;
-        let body = serde_json::to_vec(&required).ok()?.into();
+            .insert(key.to_owned(), serde_json::from_str(extension.get()).ok()?);
+        let body = serde_json::to_vec(&required).ok()?;
         Some(Self {
-            required,
+            required: Arc::new(required),
+            added: None,
             mode: self.mode,
-            header,
-            body,
+            header: header::encode_json(&body).ok()?,
+            body: body.into(),
         })
     }
 
     /// The challenge with a different `error` text, for rejections that explain themselves.
     pub(crate) fn challenge_with_error(&self, error: impl Into<String>) -> PaymentRequired {
-        let mut required = self.required.clone();
+        let mut required = self.payment_required().clone();
         required.error = Some(error.into());
         required
     }
@@ -501,7 +544,9 @@ impl OfferBuilder {
             .map_err(|e| encode_error(header::HeaderError::Encode(e)))?
             .into();
         Ok(Offer {
-            required,
+            required: Arc::new(required),
+            #[cfg(feature = "siwx")]
+            added: None,
             mode: self.mode,
             header,
             body,

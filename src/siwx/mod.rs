@@ -53,7 +53,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 use hmac::{Hmac, Mac as _};
 use http::HeaderName;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use sha2::Sha256;
 
@@ -123,7 +124,8 @@ pub struct SignInWithX {
     origin: Arc<str>,
     /// `host[:port]`: the `domain` of the challenge.
     host: Arc<str>,
-    key: Arc<[u8]>,
+    /// The nonce MAC, keyed with the server's secret once.
+    mac: Hmac<Sha256>,
     statement: Option<Arc<str>>,
     pub(crate) store: Arc<dyn EntitlementStore>,
     entitlement_lifetime: Option<Duration>,
@@ -152,7 +154,7 @@ impl SignInWithX {
         Ok(Self {
             origin: origin.into(),
             host: host.into(),
-            key: secret.into(),
+            mac: Hmac::<Sha256>::new_from_slice(secret)?,
             statement: None,
             store: Arc::new(MemoryEntitlementStore::default()),
             entitlement_lifetime: Some(DEFAULT_ENTITLEMENT_LIFETIME),
@@ -205,40 +207,39 @@ impl SignInWithX {
 
     /// `offer` with a fresh sign-in challenge for the request URI `path_and_query`.
     pub(crate) fn decorate(&self, offer: &Offer, path_and_query: &str) -> Option<Offer> {
-        offer.with_extension(EXTENSION, self.challenge(offer, path_and_query))
+        offer.with_extension(EXTENSION, self.challenge(offer, path_and_query)?)
     }
 
-    /// The `sign-in-with-x` extension for `offer` at `path_and_query`.
-    pub(crate) fn challenge(&self, offer: &Offer, path_and_query: &str) -> Value {
+    /// The `sign-in-with-x` extension for `offer` at `path_and_query`, serialized.
+    pub(crate) fn challenge(&self, offer: &Offer, path_and_query: &str) -> Option<Box<RawValue>> {
         let uri = format!("{}{path_and_query}", self.origin);
         let now = now_ms();
         let issued_at = timestamp(now);
-        let expires = timestamp(now + self.proof_lifetime.as_millis());
+        let expiration_time = timestamp(now + self.proof_lifetime.as_millis());
         let random: [u8; NONCE_RANDOM] = rand::random();
         let random = alloy_primitives::hex::encode(random);
         let nonce = self.nonce(
             &random,
             &issued_at,
-            Some(&expires),
+            Some(&expiration_time),
             &uri,
             &offer.resource().url,
         );
-        let mut info = serde_json::Map::new();
-        info.insert("domain".into(), self.host.as_ref().into());
-        info.insert("uri".into(), uri.clone().into());
-        info.insert("version".into(), "1".into());
-        info.insert("nonce".into(), nonce.into());
-        info.insert("issuedAt".into(), issued_at.into());
-        info.insert("expirationTime".into(), expires.into());
-        if let Some(statement) = &self.statement {
-            info.insert("statement".into(), statement.as_ref().into());
-        }
-        info.insert("resources".into(), json!([uri]));
-        json!({
-            "info": info,
-            "supportedChains": supported_chains(offer),
-            "schema": schema(),
-        })
+        let challenge = Challenge {
+            info: ChallengeInfo {
+                domain: &self.host,
+                uri: &uri,
+                version: "1",
+                nonce: &nonce,
+                issued_at: &issued_at,
+                expiration_time: &expiration_time,
+                statement: self.statement.as_deref(),
+                resources: [&uri],
+            },
+            supported_chains: supported_chains(offer),
+            schema: &PROOF_SCHEMA,
+        };
+        serde_json::value::to_raw_value(&challenge).ok()
     }
 
     /// The nonce this server issues for those fields: `random` (hex) and the MAC (hex).
@@ -250,8 +251,7 @@ impl SignInWithX {
         uri: &str,
         resource: &str,
     ) -> String {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key)
-            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+        let mut mac = self.mac.clone();
         for part in [
             "x402-siwx-nonce/1",
             random,
@@ -621,6 +621,36 @@ fn supported_chains(offer: &Offer) -> Vec<Value> {
     chains
 }
 
+/// The challenge's extension: what to sign, on which chains, and the proof's schema.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Challenge<'a> {
+    info: ChallengeInfo<'a>,
+    supported_chains: Vec<Value>,
+    schema: &'a RawValue,
+}
+
+/// The fields a wallet signs (EIP-4361 and its SIWS counterpart).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ChallengeInfo<'a> {
+    domain: &'a str,
+    uri: &'a str,
+    version: &'a str,
+    nonce: &'a str,
+    issued_at: &'a str,
+    expiration_time: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    statement: Option<&'a str>,
+    resources: [&'a str; 1],
+}
+
+/// [`schema`], serialized once.
+static PROOF_SCHEMA: std::sync::LazyLock<Box<RawValue>> = std::sync::LazyLock::new(|| {
+    serde_json::value::to_raw_value(&schema())
+        .unwrap_or_else(|_| unreachable!("a JSON value serializes"))
+});
+
 /// The JSON Schema (2020-12) of a proof.
 fn schema() -> Value {
     let string = json!({"type": "string"});
@@ -773,6 +803,64 @@ mod tests {
         assert_eq!(text, "2026-11-18T11:06:40.123Z");
         assert_eq!(parse_timestamp(&text), Some(1_795_000_000_123));
         assert_eq!(parse_timestamp("yesterday"), None);
+    }
+
+    #[test]
+    fn the_challenge_has_every_field_in_order_and_the_proof_schema() {
+        let siwx = SignInWithX::new("https://shop.example", [7_u8; 32])
+            .unwrap()
+            .statement("Sign in");
+        let offer = Offer::builder(crate::proto::ResourceInfo::new(
+            "https://shop.example/report",
+        ))
+        .usdc(
+            &crate::proto::UsdcDeployment::BASE,
+            "1.00".parse().unwrap(),
+            "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
+        )
+        .build()
+        .unwrap();
+        let raw = siwx.challenge(&offer, "/report?x=1").unwrap();
+        let challenge: Value = serde_json::from_str(raw.get()).unwrap();
+        let keys = |value: &Value| {
+            value
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(keys(&challenge), ["info", "supportedChains", "schema"]);
+        let info = &challenge["info"];
+        assert_eq!(
+            keys(info),
+            [
+                "domain",
+                "uri",
+                "version",
+                "nonce",
+                "issuedAt",
+                "expirationTime",
+                "statement",
+                "resources"
+            ]
+        );
+        assert_eq!(info["domain"], "shop.example");
+        assert_eq!(info["uri"], "https://shop.example/report?x=1");
+        assert_eq!(info["version"], "1");
+        assert_eq!(info["statement"], "Sign in");
+        assert_eq!(
+            info["resources"],
+            json!(["https://shop.example/report?x=1"])
+        );
+        let issued = parse_timestamp(info["issuedAt"].as_str().unwrap()).unwrap();
+        let expires = parse_timestamp(info["expirationTime"].as_str().unwrap()).unwrap();
+        assert_eq!(expires - issued, 300_000);
+        assert_eq!(
+            challenge["supportedChains"],
+            json!([{"chainId": "eip155:8453", "type": "eip191"}])
+        );
+        assert_eq!(challenge["schema"], schema());
     }
 
     #[test]
