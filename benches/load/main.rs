@@ -321,6 +321,11 @@ async fn local_targets(
     let layer = listener.local_addr().map_err(|error| error.to_string())?;
     let router = app::router(&format!("http://{stub}"), false).await?;
     tokio::spawn(async move { axum::serve(listener, router).await });
+    // The same app speaking HTTP/2 to the facilitator: one multiplexed connection.
+    let listener = bind().await.map_err(|error| format!("app: {error}"))?;
+    let layer_h2 = listener.local_addr().map_err(|error| error.to_string())?;
+    let router = app::router(&format!("http://{stub}"), true).await?;
+    tokio::spawn(async move { axum::serve(listener, router).await });
     let listener = bind().await.map_err(|error| format!("store: {error}"))?;
     let store = listener.local_addr().map_err(|error| error.to_string())?;
     let routes = store_app::start(listener, data).await?;
@@ -337,8 +342,14 @@ async fn local_targets(
         ),
         Case::paid("paid_upto", app::PAID_UPTO, paid(app::PAID_UPTO).await?),
     ];
+    let paid_h2 = payment_for(http, format!("http://{layer_h2}{}", app::PAID_AFTER)).await?;
+    let cases_h2 = vec![
+        Case::unpaid("bare", app::BARE),
+        Case::paid("paid_after", app::PAID_AFTER, paid_h2),
+    ];
     Ok(vec![
         Target::local("tower-x402", layer, cases),
+        Target::local("tower-x402-h2", layer_h2, cases_h2),
         Target::local(
             "store",
             store,
@@ -466,7 +477,7 @@ fn run(options: &Options) -> Result<(), String> {
     let repeated = bench.stub_stats()?.repeated_nonces;
     report::summarize(&samples);
     println!(
-        "\nthis process (tower-x402 and the store): RSS {:.1} MB fresh, {:.1} MB after the runs",
+        "\nthis process (tower-x402, tower-x402-h2 and the store): RSS {:.1} MB fresh, {:.1} MB after the runs",
         rss_fresh as f64 / 1024.0,
         rss_after as f64 / 1024.0
     );
@@ -577,8 +588,10 @@ fn check_paid_run(
             result.non_2xx, result.socket_errors
         ));
     }
-    // Requests still in flight when wrk stopped may have settled without being counted.
-    let in_flight = u64::from(options.connections);
+    // Requests still in flight when wrk stopped may have settled without being counted: those
+    // of the measured run, and those of the warm-up run before it whose settlement (which no
+    // hang-up cancels) ended after the stub's count was read.
+    let in_flight = 2 * u64::from(options.connections);
     if settles < result.requests || settles > result.requests + in_flight {
         return Err(format!(
             "{what}: {} requests answered, {settles} settlements at the stub",

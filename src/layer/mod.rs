@@ -52,9 +52,9 @@
 //! the chain — see [`settlement`](crate::settlement). The layer is the HTTP adapter of the
 //! [payment core](crate::payment): it reads the headers, calls the core, and writes the responses.
 //!
-//! Once a payment's *settling* intent is written, `/settle` and the recording of its outcome run
-//! on a task of their own: a client that hangs up cancels neither, and its retry is answered
-//! from the outcome. A record the store cannot take is written again in the background until it
+//! Once a payment's *settling* intent is written, `/settle` and the recording of its outcome
+//! cannot be cancelled: they run in the request while it waits, and on a task of their own if
+//! the client hangs up, so its retry is answered from the outcome. A record the store cannot take is written again in the background until it
 //! does.
 //!
 //! Every refusal is a [`Refusal`](crate::Refusal), answered with its status; [`PaymentEvents`] observe them.

@@ -102,6 +102,7 @@ mod refusal;
 mod refusals;
 mod settle;
 mod single_flight;
+mod uncancellable;
 mod verified;
 
 pub use charge::{Charge, ChargeError};

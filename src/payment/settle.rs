@@ -8,6 +8,7 @@ use tracing::Instrument as _;
 
 use super::ledger::{Hold, lease_until, now_ms, release};
 use super::single_flight::InflightGuard;
+use super::uncancellable::{Panicked, Uncancellable};
 use super::{PaymentEvent, Payments, Refusal};
 use crate::facilitator::{FacilitatorError, Member};
 use crate::pricing::Offer;
@@ -45,10 +46,11 @@ enum SettleAnswer {
 /// Settles the payment held by `hold` and records the outcome. In [`Attempt::First`] the
 /// *settling* intent is written first (nothing is sent if that fails).
 ///
-/// Once the intent stands, `/settle` and the recording of its outcome run on a task of their
-/// own that holds the payment's single-flight `guard`: a request dropped meanwhile (the client
-/// hung up) cancels neither, and a retry of the same payment waits for that outcome and is
-/// answered from it. The guard comes back with the outcome (`None` only if the task panicked).
+/// Once the intent stands, `/settle` and the recording of its outcome run as work the request
+/// cannot cancel, holding the payment's single-flight `guard`: polled in place while the request
+/// waits for it, and spawned as a task of its own if the request is dropped meanwhile (the
+/// client hung up), so a retry of the same payment waits for that outcome and is answered from
+/// it. The guard comes back with the outcome (`None` only if the settlement panicked).
 pub(super) async fn settle(
     config: &Arc<Payments>,
     offer: &Arc<Offer>,
@@ -109,12 +111,12 @@ pub(super) async fn settle(
         }
     };
     match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => match runtime.spawn(completion).await {
+        Ok(runtime) => match Uncancellable::new(completion, runtime).await {
             Ok((outcome, guard)) => (outcome, Some(guard)),
-            Err(error) => {
-                // The task panicked: the intent stands, and a retry recovers the payment.
-                tracing::error!(%error, "settlement task failed; the payment is left to recovery");
-                let reason = format!("settlement task failed: {error}");
+            Err(Panicked(error)) => {
+                // The settlement panicked: the intent stands, and a retry recovers the payment.
+                tracing::error!(%error, "settlement panicked; the payment is left to recovery");
+                let reason = format!("settlement panicked: {error}");
                 let refusal = refuse(config, offer, Refusal::SettlementInDoubt { reason });
                 (Err(refusal), None)
             }
