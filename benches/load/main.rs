@@ -317,15 +317,17 @@ async fn local_targets(
     data: &Path,
 ) -> Result<Vec<Target>, String> {
     let bind = || tokio::net::TcpListener::bind("127.0.0.1:0");
-    let listener = bind().await.map_err(|error| format!("app: {error}"))?;
-    let layer = listener.local_addr().map_err(|error| error.to_string())?;
-    let router = app::router(&format!("http://{stub}"), false).await?;
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    // The layer's app, paying through the stub in HTTP/1.1 or HTTP/2; its address.
+    let serve_layer = |http2: bool| async move {
+        let listener = bind().await.map_err(|error| format!("app: {error}"))?;
+        let address = listener.local_addr().map_err(|error| error.to_string())?;
+        let router = app::router(&format!("http://{stub}"), http2).await?;
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        Ok::<_, String>(address)
+    };
+    let layer = serve_layer(false).await?;
     // The same app speaking HTTP/2 to the facilitator: one multiplexed connection.
-    let listener = bind().await.map_err(|error| format!("app: {error}"))?;
-    let layer_h2 = listener.local_addr().map_err(|error| error.to_string())?;
-    let router = app::router(&format!("http://{stub}"), true).await?;
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    let layer_h2 = serve_layer(true).await?;
     let listener = bind().await.map_err(|error| format!("store: {error}"))?;
     let store = listener.local_addr().map_err(|error| error.to_string())?;
     let routes = store_app::start(listener, data).await?;

@@ -56,7 +56,8 @@ pub(super) fn append_extension(
         Some(map) if map.is_empty() => (body.strip_suffix(b"}}")?, b""),
         Some(_) => (body.strip_suffix(b"}}")?, b","),
     };
-    let mut appended = Vec::with_capacity(body.len() + between.len() + key.len() + 1024);
+    let entry = key.len() + 3 + value.get().len(); // `"key":value`, escapes aside
+    let mut appended = Vec::with_capacity(kept.len() + between.len() + entry + 2);
     appended.extend_from_slice(kept);
     appended.extend_from_slice(between);
     serde_json::to_writer(&mut appended, key).ok()?;

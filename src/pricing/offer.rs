@@ -241,13 +241,12 @@ impl Offer {
         key: &str,
         extension: Box<serde_json::value::RawValue>,
     ) -> Option<Self> {
-        let body = match (&self.added, self.required.extensions.as_ref()) {
-            (None, extensions) if !extensions.is_some_and(|map| map.contains_key(key)) => {
-                super::added::append_extension(&self.body, extensions, key, &extension)?
-            }
-            // Replacing an extension, or adding a second one: the object, encoded whole.
-            _ => return self.with_extension_encoded_whole(key, &extension),
-        };
+        let extensions = self.required.extensions.as_ref();
+        if self.added.is_some() || extensions.is_some_and(|map| map.contains_key(key)) {
+            // Adding a second one, or replacing one: the object, encoded whole.
+            return self.with_extension_encoded_whole(key, &extension);
+        }
+        let body = super::added::append_extension(&self.body, extensions, key, &extension)?;
         Some(Self {
             required: Arc::clone(&self.required),
             added: Some(Arc::new(AddedExtension::new(key, extension))),
@@ -539,17 +538,17 @@ impl OfferBuilder {
             url: required.resource.url.clone(),
             source,
         };
-        let header = header::encode(&required).map_err(encode_error)?;
+        // Serialized once: the body is the JSON, the header its base64.
         let body = serde_json::to_vec(&required)
-            .map_err(|e| encode_error(header::HeaderError::Encode(e)))?
-            .into();
+            .map_err(|e| encode_error(header::HeaderError::Encode(e)))?;
+        let header = header::encode_json(&body).map_err(encode_error)?;
         Ok(Offer {
             required: Arc::new(required),
             #[cfg(feature = "siwx")]
             added: None,
             mode: self.mode,
             header,
-            body,
+            body: body.into(),
         })
     }
 }

@@ -247,15 +247,6 @@ mod tests {
         }
 
         #[test]
-        fn the_simd_encoder_writes_what_the_base64_crate_does(
-            bytes in proptest::collection::vec(any::<u8>(), 0..300),
-        ) {
-            let value = encode_json(&bytes).expect("base64 is a valid header value");
-            let expected = STANDARD.encode(&bytes);
-            prop_assert_eq!(value.as_bytes(), expected.as_bytes());
-        }
-
-        #[test]
         fn so_does_one_changed_character_of_a_valid_encoding(
             bytes in proptest::collection::vec(any::<u8>(), 0..64),
             at in any::<prop::sample::Index>(),
@@ -269,6 +260,15 @@ mod tests {
                 let (simd, base64) = both(&text);
                 prop_assert_eq!(simd, base64, "{:?}", text);
             }
+        }
+
+        #[test]
+        fn the_simd_encoder_writes_what_the_base64_crate_does(
+            bytes in proptest::collection::vec(any::<u8>(), 0..300),
+        ) {
+            let value = encode_json(&bytes).expect("base64 is a valid header value");
+            let expected = STANDARD.encode(&bytes);
+            prop_assert_eq!(value.as_bytes(), expected.as_bytes());
         }
     }
 
