@@ -387,6 +387,38 @@ async fn server_error_is_retried_for_verify() {
 }
 
 #[tokio::test]
+async fn deadline_during_a_retry_reports_what_prompted_it() {
+    let fake = Fake::start().await;
+    fake.queue(
+        Endpoint::Verify,
+        [Reply::json(500, json!({"error": "boom"}))],
+    );
+    fake.answer(
+        Endpoint::Verify,
+        Reply::json(200, json!({"isValid": true})).after(Duration::from_secs(5)),
+    );
+    let facilitator = fake
+        .builder()
+        .verify_timeout(Duration::from_millis(300))
+        .retry_base_delay(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    let error = facilitator.verify(&request()).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            FacilitatorError::Status {
+                endpoint: Endpoint::Verify,
+                status: StatusCode::INTERNAL_SERVER_ERROR,
+                ..
+            }
+        ),
+        "the facilitator's 500, not the deadline: {error}"
+    );
+    assert_eq!(fake.hits(Endpoint::Verify), 2, "the retry was sent");
+}
+
+#[tokio::test]
 async fn server_error_is_never_retried_for_settle() {
     let fake = Fake::start().await;
     fake.answer(Endpoint::Settle, Reply::json(500, json!({"error": "boom"})));

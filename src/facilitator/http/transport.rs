@@ -33,7 +33,9 @@ impl Inner {
     /// Calls `endpoint` (a POST of `body`, or a GET without one) and decodes the answer as `T`.
     ///
     /// The endpoint's timeout bounds the whole call, retries and waits included. `/verify` and
-    /// `/supported` are retried on connection failures, 429 and 5xx; `/settle` never is.
+    /// `/supported` are retried on connection failures, 429 and 5xx; `/settle` never is. When the
+    /// deadline cuts a retry short, the call fails with the error that prompted the retry: what
+    /// the facilitator last answered, not how much time was left to ask again.
     pub(super) async fn call<T: DeserializeOwned>(
         &self,
         endpoint: Endpoint,
@@ -47,20 +49,19 @@ impl Inner {
             Endpoint::Verify | Endpoint::Supported => self.retry.max_attempts,
         };
         let mut attempt = 1;
+        let mut prompted_retry: Option<FacilitatorError> = None;
         loop {
             let pending = self.attempt(endpoint, body.clone(), started);
-            let outcome = tokio::time::timeout_at(deadline, pending)
-                .await
-                .unwrap_or_else(|_elapsed| {
+            let outcome = match tokio::time::timeout_at(deadline, pending).await {
+                Ok(outcome) => outcome,
+                Err(_elapsed) => {
                     tracing::debug!(%endpoint, attempt, ?budget, "facilitator call timed out");
-                    Outcome::Failed {
-                        error: FacilitatorError::TimedOut {
-                            endpoint,
-                            after: budget,
-                        },
-                        retryable: false,
-                    }
-                });
+                    return Err(prompted_retry.unwrap_or(FacilitatorError::TimedOut {
+                        endpoint,
+                        after: budget,
+                    }));
+                }
+            };
             let error = match outcome {
                 Outcome::Answer(answer) => return Ok(answer),
                 Outcome::Failed { error, retryable } if retryable && attempt < max_attempts => {
@@ -76,6 +77,7 @@ impl Inner {
             }
             tracing::debug!(%endpoint, attempt, wait_ms = wait.as_millis(), %error, "retrying facilitator call");
             tokio::time::sleep(wait).await;
+            prompted_retry = Some(error);
             started = Instant::now();
             attempt += 1;
         }
