@@ -443,7 +443,7 @@ async fn evm_rpc_reconciler_reads_the_chain_view_of_the_ledger() {
 
     // The transfer must be this payment's: another amount is not proof.
     let mut cheaper = paid[1].clone();
-    cheaper.payment_requirements.amount = 1u128.into();
+    std::sync::Arc::make_mut(&mut cheaper.payment_requirements).amount = 1u128.into();
     assert!(matches!(
         reconciler.reconcile(&cheaper).await,
         Reconciliation::Unknown { .. }

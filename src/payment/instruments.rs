@@ -4,7 +4,7 @@
 use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
-use metrics::counter;
+use metrics::{SharedString, counter};
 
 use crate::boxed::BoxFuture;
 use crate::facilitator::{Facilitator, FacilitatorError};
@@ -74,12 +74,13 @@ pub(crate) struct Metered<T: ?Sized>(pub(crate) Arc<T>);
 /// A facilitator whose calls are timed into `x402_facilitator_request_duration_seconds`,
 /// labelled with its [`Facilitators`](crate::facilitator::Facilitators) label.
 pub(crate) struct MeteredFacilitator {
-    label: Arc<str>,
+    /// Shared by every sample's label set (no copy per call).
+    label: SharedString,
     inner: Arc<dyn Facilitator>,
 }
 
-fn timed(label: &Arc<str>, endpoint: &'static str, started: Instant, outcome: &'static str) {
-    metrics::histogram!(FACILITATOR_DURATION, "facilitator" => label.to_string(), "endpoint" => endpoint, "outcome" => outcome)
+fn timed(label: &SharedString, endpoint: &'static str, started: Instant, outcome: &'static str) {
+    metrics::histogram!(FACILITATOR_DURATION, "facilitator" => label.clone(), "endpoint" => endpoint, "outcome" => outcome)
         .record(started.elapsed().as_secs_f64());
 }
 
@@ -199,7 +200,7 @@ impl SettlementStore for Metered<dyn SettlementStore> {
 /// Times `facilitator`'s calls, labelled `label`.
 pub(crate) fn facilitator(label: &str, facilitator: Arc<dyn Facilitator>) -> Arc<dyn Facilitator> {
     Arc::new(MeteredFacilitator {
-        label: label.into(),
+        label: SharedString::from(Arc::<str>::from(label)),
         inner: facilitator,
     })
 }

@@ -282,7 +282,7 @@ impl Payments {
     pub fn accepted<'o>(
         offer: &'o Offer,
         payload: &PaymentPayload,
-    ) -> Result<&'o PaymentRequirements, Refusal> {
+    ) -> Result<&'o Arc<PaymentRequirements>, Refusal> {
         if payload
             .resource
             .as_ref()
@@ -312,7 +312,7 @@ impl Payments {
         self: &Arc<Self>,
         offer: &Arc<Offer>,
         payload: PaymentPayload,
-        requirement: PaymentRequirements,
+        requirement: Arc<PaymentRequirements>,
     ) -> Outcome {
         let fingerprint = Fingerprint::of(&payload);
         let key = PaymentKey::with_fingerprint(&payload, &fingerprint);
@@ -340,7 +340,7 @@ impl Payments {
             Claim::Refuse(refusal) => return self.refuse(offer, *refusal),
         };
 
-        let request = Arc::new(FacilitatorRequest::new(payload, requirement.clone()));
+        let request = Arc::new(FacilitatorRequest::new(payload, Arc::clone(&requirement)));
         let span = tracing::info_span!("x402.verify", network = %requirement.network, scheme = %requirement.scheme);
         let (verifier, verified) = self.facilitators.verify(&request).instrument(span).await;
         let verified = match verified {
@@ -369,7 +369,7 @@ impl Payments {
             key,
             payer: verified.payer,
             requirement,
-            payload: Arc::new(request.payment_payload.clone()),
+            payload: Arc::clone(&request.payment_payload),
             settlement: None,
             replayed: false,
             offer: Arc::clone(offer),
@@ -441,12 +441,11 @@ impl Payments {
             // Settled for the resource it was signed for; a retry there delivers it.
             return self.refuse(offer, Refusal::SettledForAnotherResource);
         }
-        let request = Arc::unwrap_or_clone(intent.request);
         let payment = VerifiedPayment {
             key,
             payer: settlement.payer.clone(),
-            requirement: request.payment_requirements,
-            payload: Arc::new(request.payment_payload),
+            requirement: Arc::clone(&intent.request.payment_requirements),
+            payload: Arc::clone(&intent.request.payment_payload),
             settlement: Some(settlement),
             replayed: false,
             offer: Arc::clone(offer),
@@ -654,9 +653,8 @@ impl Cleared {
             return Ok(Paid::new(payment, Some(guard)));
         }
         let mut cleared = self;
-        Arc::make_mut(&mut cleared.0.intent.request)
-            .payment_requirements
-            .amount = amount;
+        let request = Arc::make_mut(&mut cleared.0.intent.request);
+        Arc::make_mut(&mut request.payment_requirements).amount = amount;
         cleared.settle().await
     }
 

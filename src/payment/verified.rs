@@ -20,8 +20,8 @@ pub struct VerifiedPayment {
     pub key: PaymentKey,
     /// The payer, as the facilitator reported it.
     pub payer: Option<String>,
-    /// The server's accept that was paid.
-    pub requirement: PaymentRequirements,
+    /// The server's accept that was paid (shared with the offer and the ledger, not copied).
+    pub requirement: Arc<PaymentRequirements>,
     /// The payment as the client sent it.
     pub payload: Arc<PaymentPayload>,
     /// The settlement, once it exists.

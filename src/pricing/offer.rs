@@ -136,6 +136,9 @@ pub struct Offer {
     mode: SettlementMode,
     header: HeaderValue,
     body: Bytes,
+    /// The accepts of `required`, each shared with the payments made against it, so that a
+    /// payment carries its requirement without copying it.
+    shared_accepts: Arc<[Arc<PaymentRequirements>]>,
 }
 
 impl Offer {
@@ -223,11 +226,8 @@ impl Offer {
     pub(crate) fn find_accept(
         &self,
         accepted: &PaymentRequirements,
-    ) -> Option<&PaymentRequirements> {
-        self.required
-            .accepts
-            .iter()
-            .find(|own| own.matches(accepted))
+    ) -> Option<&Arc<PaymentRequirements>> {
+        self.shared_accepts.iter().find(|own| own.matches(accepted))
     }
 
     /// This offer with `extension` under `key` in its challenge: a per-request challenge such as
@@ -253,6 +253,7 @@ impl Offer {
             mode: self.mode,
             header: header::encode_json(&body).ok()?,
             body: body.into(),
+            shared_accepts: Arc::clone(&self.shared_accepts),
         })
     }
 
@@ -275,6 +276,7 @@ impl Offer {
             mode: self.mode,
             header: header::encode_json(&body).ok()?,
             body: body.into(),
+            shared_accepts: Arc::clone(&self.shared_accepts),
         })
     }
 
@@ -542,7 +544,9 @@ impl OfferBuilder {
         let body = serde_json::to_vec(&required)
             .map_err(|e| encode_error(header::HeaderError::Encode(e)))?;
         let header = header::encode_json(&body).map_err(encode_error)?;
+        let shared_accepts = required.accepts.iter().cloned().map(Arc::new).collect();
         Ok(Offer {
+            shared_accepts,
             required: Arc::new(required),
             #[cfg(feature = "siwx")]
             added: None,

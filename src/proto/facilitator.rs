@@ -1,4 +1,5 @@
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
@@ -11,19 +12,24 @@ use super::{AtomicAmount, Network, PaymentPayload, PaymentRequirements, X402Vers
 pub struct FacilitatorRequest {
     /// Equal to `payment_payload.x402_version`.
     pub x402_version: X402Version,
-    /// The client's payment, as received.
-    pub payment_payload: PaymentPayload,
-    /// The server's own requirement that the payment matched (not the client's echo).
-    pub payment_requirements: PaymentRequirements,
+    /// The client's payment, as received; shared with what the server keeps of the payment.
+    pub payment_payload: Arc<PaymentPayload>,
+    /// The server's own requirement that the payment matched (not the client's echo); shared
+    /// with the offer it belongs to.
+    pub payment_requirements: Arc<PaymentRequirements>,
 }
 
 impl FacilitatorRequest {
-    /// A request for `payload` against the server's `requirements`.
-    pub fn new(payment_payload: PaymentPayload, payment_requirements: PaymentRequirements) -> Self {
+    /// A request for `payload` against the server's `requirements` (owned or already shared).
+    pub fn new(
+        payment_payload: impl Into<Arc<PaymentPayload>>,
+        payment_requirements: impl Into<Arc<PaymentRequirements>>,
+    ) -> Self {
+        let payment_payload = payment_payload.into();
         Self {
             x402_version: payment_payload.x402_version,
             payment_payload,
-            payment_requirements,
+            payment_requirements: payment_requirements.into(),
         }
     }
 }

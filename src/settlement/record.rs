@@ -1,8 +1,10 @@
 //! What identifies a payment, and what the layer remembers once it settled.
 
 use std::borrow::Cow;
+use std::cmp::Ordering;
 use std::fmt;
-use std::sync::Arc;
+use std::hash::{BuildHasher, Hash, Hasher, RandomState};
+use std::sync::{Arc, OnceLock};
 
 use crate::proto::{PaymentPayload, PaymentRequirements, SettleResponse};
 
@@ -13,9 +15,14 @@ use crate::proto::{PaymentPayload, PaymentRequirements, SettleResponse};
 /// (`eip3009:<network>:<asset>:<from>:<nonce>`, lowercased); for Permit2 (`upto`) payments the
 /// owner's nonce (`permit2:<network>:<from>:<nonce>`); otherwise the scheme, network and the
 /// exact payload JSON.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
-#[serde(transparent)]
-pub struct PaymentKey(Arc<str>);
+///
+/// A key is hashed once, when it is made (keyed by a random seed per process, so that keys
+/// chosen by clients cannot be made to collide), and a map keyed by it hashes only that number.
+#[derive(Clone)]
+pub struct PaymentKey {
+    text: Arc<str>,
+    hash: u64,
+}
 
 impl PaymentKey {
     /// The key of `payload`.
@@ -26,31 +33,72 @@ impl PaymentKey {
     /// The key of `payload`, whose fingerprint is already known.
     pub(crate) fn with_fingerprint(payload: &PaymentPayload, fingerprint: &Fingerprint) -> Self {
         match payload.payment_identifier() {
-            Some(id) => Self(format!("id:{id}").into()),
-            None => Self(fingerprint.as_str().into()),
+            Some(id) => Self::from_stored(format!("id:{id}")),
+            None => Self::from_stored(fingerprint.as_str()),
         }
     }
 
     /// A key from its stored text (for [`SettlementStore`](super::SettlementStore) implementations).
     pub fn from_stored(text: impl Into<Arc<str>>) -> Self {
-        Self(text.into())
+        static SEED: OnceLock<RandomState> = OnceLock::new();
+        let text = text.into();
+        let hash = SEED.get_or_init(RandomState::new).hash_one(&*text);
+        Self { text, hash }
     }
 
     /// The key as text, suitable for a unique database column.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.text
+    }
+}
+
+impl PartialEq for PaymentKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.text == other.text
+    }
+}
+
+impl Eq for PaymentKey {}
+
+impl Hash for PaymentKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl PartialOrd for PaymentKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for PaymentKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.text.cmp(&other.text)
+    }
+}
+
+impl serde::Serialize for PaymentKey {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.text)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for PaymentKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        <Arc<str>>::deserialize(deserializer).map(Self::from_stored)
     }
 }
 
 impl fmt::Debug for PaymentKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PaymentKey({})", self.0)
+        write!(f, "PaymentKey({})", self.text)
     }
 }
 
 impl fmt::Display for PaymentKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.text)
     }
 }
 
@@ -62,42 +110,65 @@ pub(crate) struct Fingerprint(String);
 
 impl Fingerprint {
     /// The fingerprint of `payload`.
+    ///
+    /// The proof is read in place, as the shape its scheme names (an `upto` payment's Permit2
+    /// first, any other's EIP-3009), then as the other, and otherwise taken as it is.
     pub(crate) fn of(payload: &PaymentPayload) -> Self {
+        if payload.accepted.scheme == crate::proto::UPTO_SCHEME {
+            Self::of_permit2(payload)
+                .or_else(|| Self::of_eip3009(payload))
+                .unwrap_or_else(|| Self::of_proof(payload))
+        } else {
+            Self::of_eip3009(payload)
+                .or_else(|| Self::of_permit2(payload))
+                .unwrap_or_else(|| Self::of_proof(payload))
+        }
+    }
+
+    /// An EIP-3009 authorization's fingerprint: the same shape `exact_evm` accepts, read
+    /// without copying its strings.
+    fn of_eip3009(payload: &PaymentPayload) -> Option<Self> {
         let accepted = &payload.accepted;
-        // Read in place: the same shape `exact_evm` accepts, without copying its strings.
-        if let Ok(evm) = serde_json::from_str::<ExactEvmView<'_>>(payload.payload.get()) {
-            let authorization = evm.authorization;
-            let parts = [
-                accepted.asset.as_str(),
-                &authorization.from,
-                &authorization.nonce,
-            ];
-            let network = accepted.network.as_str();
-            let len =
-                "eip3009:".len() + network.len() + parts.iter().map(|p| p.len() + 1).sum::<usize>();
-            let mut text = String::with_capacity(len);
-            text.push_str("eip3009:");
-            text.push_str(network);
-            for part in parts {
-                text.push(':');
-                let start = text.len();
-                text.push_str(part);
-                text[start..].make_ascii_lowercase();
-            }
-            return Self(text);
+        let evm = serde_json::from_str::<ExactEvmView<'_>>(payload.payload.get()).ok()?;
+        let authorization = evm.authorization;
+        let parts = [
+            accepted.asset.as_str(),
+            &authorization.from,
+            &authorization.nonce,
+        ];
+        let network = accepted.network.as_str();
+        let len =
+            "eip3009:".len() + network.len() + parts.iter().map(|p| p.len() + 1).sum::<usize>();
+        let mut text = String::with_capacity(len);
+        text.push_str("eip3009:");
+        text.push_str(network);
+        for part in parts {
+            text.push(':');
+            let start = text.len();
+            text.push_str(part);
+            text[start..].make_ascii_lowercase();
         }
-        if let Ok(upto) = payload.upto_evm() {
-            // Permit2 nonces belong to the owner, whatever the token: the chain spends each once.
-            let permit = upto.permit2_authorization;
-            return Self(format!(
-                "permit2:{}:{}:{}",
-                accepted.network,
-                permit.from.to_ascii_lowercase(),
-                permit.nonce.to_ascii_lowercase(),
-            ));
-        }
-        // Any other scheme: its proof in compact form, so that the same proof sent with other
-        // spacing is the same payment.
+        Some(Self(text))
+    }
+
+    /// A Permit2 (`upto`) permit's fingerprint: the same shape `upto_evm` accepts, read without
+    /// copying its strings. Permit2 nonces belong to the owner, whatever the token: the chain
+    /// spends each once.
+    fn of_permit2(payload: &PaymentPayload) -> Option<Self> {
+        let upto = serde_json::from_str::<UptoEvmView<'_>>(payload.payload.get()).ok()?;
+        let permit = upto.permit2_authorization;
+        Some(Self(format!(
+            "permit2:{}:{}:{}",
+            payload.accepted.network,
+            permit.from.to_ascii_lowercase(),
+            permit.nonce.to_ascii_lowercase(),
+        )))
+    }
+
+    /// Any other scheme's: its proof in compact form, so that the same proof sent with other
+    /// spacing is the same payment.
+    fn of_proof(payload: &PaymentPayload) -> Self {
+        let accepted = &payload.accepted;
         let raw = payload.payload.get();
         let proof = serde_json::from_str::<serde_json::Value>(raw)
             .map_or_else(|_| raw.to_owned(), |proof| proof.to_string());
@@ -126,6 +197,60 @@ struct ExactEvmView<'a> {
     signature: Cow<'a, str>,
     #[serde(borrow)]
     authorization: AuthorizationView<'a>,
+}
+
+/// An `upto` Permit2 payload borrowed from its JSON: the shape of
+/// [`UptoEvmPayload`](crate::proto::UptoEvmPayload), every string left where it is.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)] // Every field is read, to accept exactly what `upto_evm` accepts.
+struct UptoEvmView<'a> {
+    #[serde(borrow)]
+    signature: Cow<'a, str>,
+    #[serde(borrow)]
+    permit2_authorization: Permit2View<'a>,
+}
+
+/// [`Permit2Authorization`](crate::proto::Permit2Authorization), borrowed.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+struct Permit2View<'a> {
+    #[serde(borrow)]
+    from: Cow<'a, str>,
+    #[serde(borrow)]
+    permitted: TokenPermissionsView<'a>,
+    #[serde(borrow)]
+    spender: Cow<'a, str>,
+    #[serde(borrow)]
+    nonce: Cow<'a, str>,
+    #[serde(borrow)]
+    deadline: Cow<'a, str>,
+    #[serde(borrow)]
+    witness: UptoWitnessView<'a>,
+}
+
+/// [`TokenPermissions`](crate::proto::TokenPermissions), borrowed.
+#[derive(serde::Deserialize)]
+#[allow(dead_code)]
+struct TokenPermissionsView<'a> {
+    #[serde(borrow)]
+    token: Cow<'a, str>,
+    #[serde(borrow)]
+    amount: Cow<'a, str>,
+}
+
+/// [`UptoWitness`](crate::proto::UptoWitness), borrowed.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+struct UptoWitnessView<'a> {
+    #[serde(borrow)]
+    to: Cow<'a, str>,
+    #[serde(borrow)]
+    facilitator: Cow<'a, str>,
+    #[serde(borrow)]
+    valid_after: Cow<'a, str>,
 }
 
 /// [`Eip3009Authorization`](crate::proto::Eip3009Authorization), borrowed.
@@ -166,7 +291,7 @@ pub struct SettlementRecord {
     /// URL of the resource the payment bought; a payment never buys a second resource.
     pub resource: String,
     /// The server's requirement that was paid.
-    pub requirement: PaymentRequirements,
+    pub requirement: Arc<PaymentRequirements>,
     /// The facilitator's successful settlement.
     pub settlement: SettleResponse,
 }
@@ -183,7 +308,7 @@ impl SettlementRecord {
             key,
             fingerprint: intent.fingerprint.clone(),
             resource: intent.resource.clone(),
-            requirement: intent.request.payment_requirements.clone(),
+            requirement: Arc::clone(&intent.request.payment_requirements),
             settlement,
         }
     }
@@ -192,14 +317,14 @@ impl SettlementRecord {
     pub fn new(
         payload: &PaymentPayload,
         resource: impl Into<String>,
-        requirement: PaymentRequirements,
+        requirement: impl Into<Arc<PaymentRequirements>>,
         settlement: SettleResponse,
     ) -> Self {
         Self {
             key: PaymentKey::of(payload),
             fingerprint: Fingerprint::of(payload).into_string(),
             resource: resource.into(),
-            requirement,
+            requirement: requirement.into(),
             settlement,
         }
     }
@@ -209,14 +334,14 @@ impl SettlementRecord {
         key: PaymentKey,
         fingerprint: String,
         resource: String,
-        requirement: PaymentRequirements,
+        requirement: impl Into<Arc<PaymentRequirements>>,
         settlement: SettleResponse,
     ) -> Self {
         Self {
             key,
             fingerprint,
             resource,
-            requirement,
+            requirement: requirement.into(),
             settlement,
         }
     }
@@ -257,6 +382,47 @@ mod tests {
             "{plain}"
         );
         assert_eq!(plain, escaped);
+    }
+
+    fn permit2(from: &str, nonce: &str) -> String {
+        format!(
+            r#"{{"signature":"0x01","permit2Authorization":{{"from":"{from}",
+            "permitted":{{"token":"0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913","amount":"1000"}},
+            "spender":"0x4020A4f3b7b90ccA423B9fabCc0CE57C6C240002","nonce":"{nonce}",
+            "deadline":"1900000000","witness":{{"to":"0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
+            "facilitator":"0x1111111111111111111111111111111111111111","validAfter":"0"}}}}}}"#
+        )
+    }
+
+    #[test]
+    fn a_permit2_payment_is_keyed_by_its_owner_and_nonce_under_either_scheme_name() {
+        let from = "0x857b06519E91e3A54538791bDbb0E22373e36b66";
+        let upto = PaymentKey::of(&paid("upto", &permit2(from, "7")));
+        assert_eq!(
+            upto.as_str(),
+            "permit2:eip155:8453:0x857b06519e91e3a54538791bdbb0e22373e36b66:7"
+        );
+        // An escape in the proof, or the shape under another scheme's name: the same payment.
+        let escaped = PaymentKey::of(&paid(
+            "upto",
+            &permit2(&from.replacen('8', "\\u0038", 1), "7"),
+        ));
+        assert_eq!(upto, escaped);
+        assert_eq!(upto, PaymentKey::of(&paid("exact", &permit2(from, "7"))));
+        // An EIP-3009 proof sent as `upto` is still keyed by its authorization.
+        let nonce = format!("0x{}", "ab".repeat(32));
+        assert!(
+            PaymentKey::of(&paid("upto", &exact(&nonce)))
+                .as_str()
+                .starts_with("eip3009:")
+        );
+        // A permit missing a field is not the Permit2 shape: keyed by the proof as sent.
+        let partial = permit2(from, "7").replace(r#""spender""#, r#""spender_""#);
+        assert!(
+            PaymentKey::of(&paid("upto", &partial))
+                .as_str()
+                .starts_with("raw:upto:")
+        );
     }
 
     #[test]

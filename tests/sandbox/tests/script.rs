@@ -167,7 +167,8 @@ async fn trust_accepts_a_made_up_signature_once_per_nonce() {
     let mut proof: serde_json::Value =
         serde_json::from_str(request.payment_payload.payload.get()).unwrap();
     proof["signature"] = json!(format!("0x{}", "ab".repeat(65)));
-    request.payment_payload.payload = serde_json::value::to_raw_value(&proof).unwrap();
+    std::sync::Arc::make_mut(&mut request.payment_payload).payload =
+        serde_json::value::to_raw_value(&proof).unwrap();
     assert!(!SandboxFacilitator::new().verify_payment(&request).is_valid);
 
     let (_, body) = post(&http, &url, "/verify", &request).await.unwrap();
