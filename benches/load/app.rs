@@ -15,6 +15,9 @@ use tower_x402_benches::{METERED_CHARGE, offer_with, upto_offer};
 
 /// The paid route settled after the handler answers; unpaid, it is the 402 path.
 pub(crate) const PAID_AFTER: &str = "/paid/after";
+/// The paid route settled after the handler answers, at the path the peers' apps use, so that
+/// this app run as a process of its own (`x402-load app`) is measured as they are.
+pub(crate) const PAID: &str = "/paid";
 /// The paid route settled before the handler runs.
 pub(crate) const PAID_BEFORE: &str = "/paid/before";
 /// The paid route metered (`upto`): the buyer signs up to 1.00 USDC, the handler charges
@@ -50,7 +53,7 @@ pub(crate) async fn router(facilitator: &str, http2: bool) -> Result<Router, Str
         .map_err(|error| format!("metered offer: {error}"))?;
     let challenge = challenge_response(&after)?;
     let pricing = move |parts: &http::request::Parts| match parts.uri.path() {
-        PAID_AFTER => Some(after.clone()),
+        PAID_AFTER | PAID => Some(after.clone()),
         PAID_BEFORE => Some(before.clone()),
         PAID_UPTO => Some(upto.clone()),
         _ => None,
@@ -61,6 +64,7 @@ pub(crate) async fn router(facilitator: &str, http2: bool) -> Result<Router, Str
     };
     let paid = Router::new()
         .route(PAID_AFTER, get(handler))
+        .route(PAID, get(handler))
         .route(PAID_BEFORE, get(handler))
         .route(PAID_UPTO, get(metered))
         .layer(X402Layer::new(client, pricing));

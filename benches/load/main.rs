@@ -127,7 +127,8 @@ struct Options {
     )]
     out: PathBuf,
     /// Another middleware's app: a name and the binary serving `/bare` and `/paid`; repeat for
-    /// more.
+    /// more. The binary `self` is this one's `app`: tower-x402 in a process of its own, as the
+    /// peers run.
     #[arg(long = "peer", value_name = "NAME=BINARY", value_parser = peer)]
     peers: Vec<(String, PathBuf)>,
     /// The cases to run, besides each process's bare route (comma-separated); all when unset.
@@ -370,7 +371,13 @@ async fn peer_target(
     binary: &Path,
     stub: SocketAddr,
 ) -> Result<Target, String> {
-    let mut command = Command::new(binary);
+    let mut command = if binary == Path::new("self") {
+        let mut this = Command::new(std::env::current_exe().map_err(|error| error.to_string())?);
+        this.arg("app");
+        this
+    } else {
+        Command::new(binary)
+    };
     command.arg("--facilitator").arg(format!("http://{stub}"));
     let process = Announced::spawn(command, name)?;
     let address = process.address;

@@ -4,7 +4,8 @@
 #   bash benches/load/run.sh memory [--requests N] [--concurrency C] [--stub-facilitator]
 # Installs wrk and curl from Debian when missing and builds everything in release mode. With
 # --peers it also builds benches/peers (x402-axum and r402, a separate workspace with its own
-# lockfile) and measures them in the same run. `memory` runs the store binary under mixed traffic
+# lockfile) and measures them in the same run, with tower-x402 also in a process of its own
+# (`tower-x402-process`), as they run. `memory` runs the store binary under mixed traffic
 # and prints its RSS. See BENCHMARKS.md for what each prints.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,7 +33,8 @@ args=()
 for arg in "$@"; do
     if [ "$arg" = "--peers" ]; then
         cargo build --release --quiet --locked --manifest-path benches/peers/Cargo.toml
-        peers=(--peer "x402-axum=benches/peers/target/release/peer-x402-axum"
+        peers=(--peer "tower-x402-process=self"
+            --peer "x402-axum=benches/peers/target/release/peer-x402-axum"
             --peer "r402=benches/peers/target/release/peer-r402")
     else
         args+=("$arg")
