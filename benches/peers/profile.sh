@@ -22,40 +22,12 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-cargo build --release --quiet -p tower-x402-benches --bin x402-load
-cargo build --release --quiet --locked --manifest-path benches/peers/Cargo.toml
-load=target/release/x402-load
-peers=benches/peers/target/release
-
-work=$(mktemp -d)
-children=()
-cleanup() {
-    for pid in "${children[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-# Waits for the first line of FILE (an address a process prints) and echoes it.
-address_in() {
-    for _ in $(seq 1 600); do
-        if [ -s "$1" ]; then head -n1 "$1"; return; fi
-        sleep 0.1
-    done
-    echo "no address in $1" >&2
-    exit 1
-}
-
-"$load" stub >"$work/stub.addr" &
-children+=($!)
-stub="http://$(address_in "$work/stub.addr")"
+# shellcheck source=benches/peers/apps.sh
+source benches/peers/apps.sh
 
 run=0
 for app in tower-x402 x402-axum; do
-    case "$app" in
-    tower-x402) "$load" app --facilitator "$stub" >"$work/$app.addr" & ;;
-    x402-axum) "$peers/peer-x402-axum" --facilitator "$stub" >"$work/$app.addr" & ;;
-    esac
+    $(command_of "$app") >"$work/$app.addr" &
     pid=$!
     children+=("$pid")
     url="http://$(address_in "$work/$app.addr")/paid"
