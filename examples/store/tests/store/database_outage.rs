@@ -83,18 +83,16 @@ async fn with_postgres_stopped_catalog_answers_at_once_and_payments_fail_fast() 
         "503 after {took:?}"
     );
     assert_eq!(sandbox.settlement_count(), 0);
-    // Once the store knows the database is away, the catalog does not wait for it at all.
+    // Once the store knows the database is away, the catalog does not wait for it at all: well
+    // under the database timeout (a bound loose enough for a busy machine's scheduling).
     let (status, _, took) = timed_get(&client, &bazaar, None).await;
     assert_eq!(status, StatusCode::OK);
-    assert!(
-        took < Duration::from_millis(300),
-        "/api/bazaar took {took:?}"
-    );
+    assert!(took < timeout / 2, "/api/bazaar took {took:?}");
     for path in ["/llms.txt", "/.well-known/x402.json", "/openapi.json"] {
         let started = Instant::now();
         let answer = client.get(format!("{base}{path}")).send().await.unwrap();
         assert_eq!(answer.status(), StatusCode::OK, "{path}");
-        assert!(started.elapsed() < Duration::from_millis(300), "{path}");
+        assert!(started.elapsed() < timeout / 2, "{path}");
     }
 
     let row = reliability::Row {
