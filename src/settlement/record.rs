@@ -114,15 +114,16 @@ impl Fingerprint {
     /// The proof is read in place, as the shape its scheme names (an `upto` payment's Permit2
     /// first, any other's EIP-3009), then as the other, and otherwise taken as it is.
     pub(crate) fn of(payload: &PaymentPayload) -> Self {
-        if payload.accepted.scheme == crate::proto::UPTO_SCHEME {
-            Self::of_permit2(payload)
-                .or_else(|| Self::of_eip3009(payload))
-                .unwrap_or_else(|| Self::of_proof(payload))
-        } else {
-            Self::of_eip3009(payload)
-                .or_else(|| Self::of_permit2(payload))
-                .unwrap_or_else(|| Self::of_proof(payload))
-        }
+        let shapes: [fn(&PaymentPayload) -> Option<Self>; 2] =
+            if payload.accepted.scheme == crate::proto::UPTO_SCHEME {
+                [Self::of_permit2, Self::of_eip3009]
+            } else {
+                [Self::of_eip3009, Self::of_permit2]
+            };
+        shapes
+            .iter()
+            .find_map(|read| read(payload))
+            .unwrap_or_else(|| Self::of_proof(payload))
     }
 
     /// An EIP-3009 authorization's fingerprint: the same shape `exact_evm` accepts, read
@@ -131,24 +132,11 @@ impl Fingerprint {
         let accepted = &payload.accepted;
         let evm = serde_json::from_str::<ExactEvmView<'_>>(payload.payload.get()).ok()?;
         let authorization = evm.authorization;
-        let parts = [
-            accepted.asset.as_str(),
-            &authorization.from,
-            &authorization.nonce,
-        ];
-        let network = accepted.network.as_str();
-        let len =
-            "eip3009:".len() + network.len() + parts.iter().map(|p| p.len() + 1).sum::<usize>();
-        let mut text = String::with_capacity(len);
-        text.push_str("eip3009:");
-        text.push_str(network);
-        for part in parts {
-            text.push(':');
-            let start = text.len();
-            text.push_str(part);
-            text[start..].make_ascii_lowercase();
-        }
-        Some(Self(text))
+        Some(Self::joined(
+            "eip3009",
+            accepted.network.as_str(),
+            [&accepted.asset, &authorization.from, &authorization.nonce],
+        ))
     }
 
     /// A Permit2 (`upto`) permit's fingerprint: the same shape `upto_evm` accepts, read without
@@ -157,12 +145,28 @@ impl Fingerprint {
     fn of_permit2(payload: &PaymentPayload) -> Option<Self> {
         let upto = serde_json::from_str::<UptoEvmView<'_>>(payload.payload.get()).ok()?;
         let permit = upto.permit2_authorization;
-        Some(Self(format!(
-            "permit2:{}:{}:{}",
-            payload.accepted.network,
-            permit.from.to_ascii_lowercase(),
-            permit.nonce.to_ascii_lowercase(),
-        )))
+        Some(Self::joined(
+            "permit2",
+            payload.accepted.network.as_str(),
+            [&permit.from, &permit.nonce],
+        ))
+    }
+
+    /// `kind:network:part:…`, each part lowercased (hex addresses and nonces are the same
+    /// whatever their case), built in one allocation.
+    fn joined<const N: usize>(kind: &str, network: &str, parts: [&str; N]) -> Self {
+        let len = kind.len() + 1 + network.len() + parts.iter().map(|p| p.len() + 1).sum::<usize>();
+        let mut text = String::with_capacity(len);
+        text.push_str(kind);
+        text.push(':');
+        text.push_str(network);
+        for part in parts {
+            text.push(':');
+            let start = text.len();
+            text.push_str(part);
+            text[start..].make_ascii_lowercase();
+        }
+        Self(text)
     }
 
     /// Any other scheme's: its proof in compact form, so that the same proof sent with other
