@@ -42,3 +42,8 @@ pub(crate) const CLIENT_HTTP1: u64 = 163_000;
 /// The same over HTTP/2, prior-knowledge h2c (measured 240,552 to 240,875; up to 2,000 apart in
 /// earlier runs).
 pub(crate) const CLIENT_HTTP2: u64 = 248_000;
+/// Not the crate's own work: the same two calls through a plain `reqwest::Client` with the
+/// bodies encoded beforehand and the answers read as bytes, the floor under `CLIENT_HTTP1`
+/// (what reqwest, hyper and tokio spend on the wire's work; measured 139,467). Held so that a
+/// dependency update that moves the floor shows up beside the rows it moves.
+pub(crate) const REQWEST_ALONE: u64 = 143_500;

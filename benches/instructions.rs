@@ -279,6 +279,78 @@ fn http2_case() -> ClientCase {
     client_case(true)
 }
 
+/// The two calls of [`facilitator_client`] made through a plain `reqwest::Client` (HTTP/1.1,
+/// its defaults otherwise) with URLs parsed and bodies encoded beforehand, answers read as bytes
+/// and not parsed:
+/// what reqwest, hyper and tokio cost for the wire's work, the floor under `HttpFacilitator`.
+struct ReqwestCase {
+    runtime: Runtime,
+    client: reqwest::Client,
+    verify: reqwest::Url,
+    settle: reqwest::Url,
+    body: Bytes,
+}
+
+fn reqwest_alone_case() -> ReqwestCase {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let base = serve_sandbox();
+    let client = reqwest::Client::builder()
+        .http1_only()
+        .build()
+        .expect("client");
+    let offer = offer(&UsdcDeployment::BASE);
+    let encode = |nonce| {
+        Bytes::from(serde_json::to_vec(&facilitator_request(&offer, nonce)).expect("request"))
+    };
+    let case = ReqwestCase {
+        runtime,
+        client,
+        verify: format!("{base}/verify").parse().expect("URL"),
+        settle: format!("{base}/settle").parse().expect("URL"),
+        body: encode(1),
+    };
+    assert!(
+        case.runtime.block_on(post_both(&case)),
+        "warm-up payment refused"
+    );
+    ReqwestCase {
+        body: encode(2),
+        ..case
+    }
+}
+
+/// `/verify` then `/settle` with the case's body; whether both answered 200.
+async fn post_both(case: &ReqwestCase) -> bool {
+    let mut answered = true;
+    for url in [&case.verify, &case.settle] {
+        let mut request = reqwest::Request::new(http::Method::POST, url.clone());
+        request.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        *request.body_mut() = Some(case.body.clone().into());
+        let response = case.client.execute(request).await;
+        answered &= match response {
+            Ok(response) => response.status() == 200 && response.bytes().await.is_ok(),
+            Err(_) => false,
+        };
+    }
+    answered
+}
+
+#[library_benchmark]
+#[bench::reqwest_alone(setup = reqwest_alone_case, config = budget(budgets::REQWEST_ALONE))]
+fn reqwest_floor(case: ReqwestCase) -> ReqwestCase {
+    assert!(
+        case.runtime.block_on(post_both(black_box(&case))),
+        "payment refused"
+    );
+    case
+}
+
 #[library_benchmark]
 #[bench::http1(setup = http1_case, config = budget(budgets::CLIENT_HTTP1))]
 #[bench::http2(setup = http2_case, config = budget(budgets::CLIENT_HTTP2))]
@@ -292,5 +364,5 @@ fn facilitator_client(case: ClientCase) -> ClientCase {
 }
 
 library_benchmark_group!(name = paths; benchmarks = layer, header_decode_and_match);
-library_benchmark_group!(name = client; benchmarks = facilitator_client);
+library_benchmark_group!(name = client; benchmarks = facilitator_client, reqwest_floor);
 main!(library_benchmark_groups = paths, client);
