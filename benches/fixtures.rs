@@ -139,8 +139,8 @@ impl Facilitator for InstantFacilitator {
                 error_message: None,
                 payer: None,
                 transaction: "0x01".into(),
-                network: request.payment_requirements.network.clone(),
-                amount: Some(request.payment_requirements.amount),
+                network: request.payment_requirements().network.clone(),
+                amount: Some(request.payment_requirements().amount),
                 extensions: None,
             })
         })

@@ -96,7 +96,7 @@ impl EvmRpcReconciler {
     }
 
     async fn find(&self, request: &FacilitatorRequest) -> Result<Reconciliation, String> {
-        if let Ok(upto) = request.payment_payload.upto_evm() {
+        if let Ok(upto) = request.payment_payload().upto_evm() {
             let permit = Permit::of(request, &upto)?;
             return self.find_permit(&permit).await;
         }
@@ -276,7 +276,7 @@ struct Permit {
 
 impl Permit {
     fn of(request: &FacilitatorRequest, upto: &UptoEvmPayload) -> Result<Self, String> {
-        let requirement = &request.payment_requirements;
+        let requirement = request.payment_requirements();
         let permit = &upto.permit2_authorization;
         let address = |what: &str, text: &str| {
             text.parse::<Address>()
@@ -318,9 +318,9 @@ struct Payment {
 
 impl Payment {
     fn of(request: &FacilitatorRequest) -> Result<Self, String> {
-        let requirement = &request.payment_requirements;
+        let requirement = request.payment_requirements();
         let evm = request
-            .payment_payload
+            .payment_payload()
             .exact_evm()
             .map_err(|_| "not an exact EIP-3009 payment".to_owned())?;
         let address = |what: &str, text: &str| {

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tower_x402::BoxError;
 use tower_x402::facilitator::{Endpoint, HttpFacilitatorBuilder};
 use tower_x402::proto::{
-    FacilitatorRequest, PaymentPayload, PaymentRequirements, SupportedResponse,
+    AtomicAmount, FacilitatorRequest, PaymentPayload, PaymentRequirements, SupportedResponse,
 };
 use tower_x402::{Facilitator, FacilitatorError, HttpFacilitator};
 
@@ -999,4 +999,29 @@ async fn supported_with_legacy_v1_kinds_is_readable() {
     );
     let supported = fake.client().supported().await.unwrap();
     assert_eq!(networks(&supported), ["eip155:84532"]);
+}
+
+#[tokio::test]
+async fn verify_and_settle_send_the_request_encoded_once() {
+    let fake = Fake::start().await;
+    let client = fake.client();
+    let request = request();
+    client.verify(&request).await.unwrap();
+    client.settle(&request).await.unwrap();
+    let verified = fake.received(Endpoint::Verify)[0].body.clone();
+    let settled = fake.received(Endpoint::Settle)[0].body.clone();
+    assert_eq!(verified, settled, "one payment, one body");
+    assert_eq!(
+        serde_json::from_slice::<FacilitatorRequest>(&verified).unwrap(),
+        request
+    );
+
+    // Another amount is another request: its own body, never the first one's.
+    let mut charged = requirements();
+    charged.amount = AtomicAmount(2_500);
+    let metered = request.with_requirements(charged);
+    client.settle(&metered).await.unwrap();
+    let body: Value = serde_json::from_slice(&fake.received(Endpoint::Settle)[1].body).unwrap();
+    assert_eq!(body["paymentRequirements"]["amount"], "2500");
+    assert_eq!(body["paymentPayload"]["accepted"]["amount"], "10000");
 }

@@ -70,14 +70,14 @@ impl Metering {
         let settles = self.settles.lock().unwrap();
         settles
             .iter()
-            .map(|r| r.payment_requirements.amount.get())
+            .map(|r| r.payment_requirements().amount.get())
             .collect()
     }
 }
 
 /// The signed proof of `request` as JSON.
 fn proof(request: &FacilitatorRequest) -> serde_json::Value {
-    serde_json::from_str(request.payment_payload.payload.get()).unwrap_or_default()
+    serde_json::from_str(request.payment_payload().payload.get()).unwrap_or_default()
 }
 
 fn nonce(request: &FacilitatorRequest) -> String {
@@ -99,7 +99,7 @@ impl Facilitator for Metering {
         &'a self,
         request: &'a FacilitatorRequest,
     ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
-        let valid = permitted(request) >= request.payment_requirements.amount.get();
+        let valid = permitted(request) >= request.payment_requirements().amount.get();
         Box::pin(async move {
             Ok(VerifyResponse {
                 is_valid: valid,
@@ -123,8 +123,8 @@ impl Facilitator for Metering {
                 script.remove(0)
             }
         };
-        let network = request.payment_requirements.network.clone();
-        let amount = request.payment_requirements.amount;
+        let network = request.payment_requirements().network.clone();
+        let amount = request.payment_requirements().amount;
         let mut answer = SettleResponse::failure(network, "");
         if step == Settle::Pending {
             answer.error_reason = Some("settlement_pending".into());

@@ -133,10 +133,13 @@ fn verify_request_and_responses_round_trip() {
         "paymentRequirements": requirement()
     });
     let decoded: FacilitatorRequest = round_trip(&request);
-    assert_eq!(decoded.x402_version, decoded.payment_payload.x402_version);
+    assert_eq!(
+        decoded.x402_version(),
+        decoded.payment_payload().x402_version
+    );
     let rebuilt = FacilitatorRequest::new(
-        decoded.payment_payload.clone(),
-        decoded.payment_requirements.clone(),
+        decoded.payment_payload().clone(),
+        decoded.payment_requirements().clone(),
     );
     assert_eq!(rebuilt, decoded);
 

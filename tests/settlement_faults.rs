@@ -442,8 +442,9 @@ async fn evm_rpc_reconciler_reads_the_chain_view_of_the_ledger() {
     ));
 
     // The transfer must be this payment's: another amount is not proof.
-    let mut cheaper = paid[1].clone();
-    std::sync::Arc::make_mut(&mut cheaper.payment_requirements).amount = 1u128.into();
+    let mut requirement = paid[1].payment_requirements().as_ref().clone();
+    requirement.amount = 1u128.into();
+    let cheaper = paid[1].with_requirements(requirement);
     assert!(matches!(
         reconciler.reconcile(&cheaper).await,
         Reconciliation::Unknown { .. }

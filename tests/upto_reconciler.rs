@@ -125,8 +125,9 @@ async fn the_permit2_reconciler_reads_nonce_bitmap_and_transfer_logs() {
     );
 
     // Consumed, but for another amount than the one asked about: never taken as proof.
-    let mut other_amount = paid[1].clone();
-    std::sync::Arc::make_mut(&mut other_amount.payment_requirements).amount = AtomicAmount(35_001);
+    let mut requirement = paid[1].payment_requirements().as_ref().clone();
+    requirement.amount = AtomicAmount(35_001);
+    let other_amount = paid[1].with_requirements(requirement);
     assert!(matches!(
         reconciler.reconcile(&other_amount).await,
         Reconciliation::Unknown { .. }

@@ -35,7 +35,7 @@
 //!     }
 //!     fn settle<'a>(&'a self, request: &'a FacilitatorRequest)
 //!         -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
-//!         let network = request.payment_requirements.network.clone();
+//!         let network = request.payment_requirements().network.clone();
 //!         Box::pin(async move {
 //!             let mut settled = SettleResponse::failure(network, "");
 //!             (settled.success, settled.error_reason, settled.transaction) = (true, None, "0xabc".into());
@@ -357,7 +357,7 @@ impl Payments {
                 .invalid_reason
                 .unwrap_or_else(|| "invalid_payment".to_owned());
             self.refused
-                .remember(&fingerprint, &request.payment_payload.payload, &reason);
+                .remember(&fingerprint, &request.payment_payload().payload, &reason);
             return self.refuse(offer, Refusal::InvalidPayment { reason });
         }
         self.emit(|| PaymentEvent::Verified {
@@ -369,7 +369,7 @@ impl Payments {
             key,
             payer: verified.payer,
             requirement,
-            payload: Arc::clone(&request.payment_payload),
+            payload: Arc::clone(request.payment_payload()),
             settlement: None,
             replayed: false,
             offer: Arc::clone(offer),
@@ -444,8 +444,8 @@ impl Payments {
         let payment = VerifiedPayment {
             key,
             payer: settlement.payer.clone(),
-            requirement: Arc::clone(&intent.request.payment_requirements),
-            payload: Arc::clone(&intent.request.payment_payload),
+            requirement: Arc::clone(intent.request.payment_requirements()),
+            payload: Arc::clone(intent.request.payment_payload()),
             settlement: Some(settlement),
             replayed: false,
             offer: Arc::clone(offer),
@@ -653,8 +653,11 @@ impl Cleared {
             return Ok(Paid::new(payment, Some(guard)));
         }
         let mut cleared = self;
-        let request = Arc::make_mut(&mut cleared.0.intent.request);
-        Arc::make_mut(&mut request.payment_requirements).amount = amount;
+        // A new request for the charge: the signed maximum's encoding is not reused for it.
+        let request = &cleared.0.intent.request;
+        let mut charged = PaymentRequirements::clone(request.payment_requirements());
+        charged.amount = amount;
+        cleared.0.intent.request = Arc::new(request.with_requirements(charged));
         cleared.settle().await
     }
 

@@ -203,7 +203,7 @@ async fn settle_once(
     member: &Member,
     request: &FacilitatorRequest,
 ) -> SettleAnswer {
-    let requirement = &request.payment_requirements;
+    let requirement = request.payment_requirements();
     let span = tracing::info_span!("x402.settle", network = %requirement.network, scheme = %requirement.scheme, facilitator = %member.label);
     match config
         .facilitators
@@ -266,7 +266,7 @@ async fn reconcile(
 
 /// The settlement the reconciler proved, in the facilitator's terms.
 fn reconciled_settlement(request: &FacilitatorRequest, transaction: String) -> SettleResponse {
-    let requirement = &request.payment_requirements;
+    let requirement = request.payment_requirements();
     SettleResponse {
         success: true,
         error_reason: None,
@@ -281,7 +281,7 @@ fn reconciled_settlement(request: &FacilitatorRequest, transaction: String) -> S
 
 /// The payer an EIP-3009 or Permit2 payload names.
 fn payer_of(request: &FacilitatorRequest) -> Option<String> {
-    let payload = &request.payment_payload;
+    let payload = request.payment_payload();
     match payload.exact_evm() {
         Ok(evm) => Some(evm.authorization.from),
         Err(_) => payload
@@ -295,7 +295,7 @@ fn payer_of(request: &FacilitatorRequest) -> Option<String> {
 /// Permit2 `deadline` of an `upto` permit passed). Payments of other schemes never count as
 /// expired, so they are never released on a reconciler's word alone.
 fn authorization_expired(request: &FacilitatorRequest) -> bool {
-    let payload = &request.payment_payload;
+    let payload = request.payment_payload();
     let last_second = match payload.exact_evm() {
         Ok(evm) => evm.authorization.valid_before.parse::<u64>().ok(),
         // Permit2 accepts the permit while `block.timestamp <= deadline`.
@@ -321,7 +321,7 @@ async fn settled(
     mut settlement: SettleResponse,
     attempt: Attempt,
 ) -> SettleResponse {
-    let requirement = &intent.request.payment_requirements;
+    let requirement = intent.request.payment_requirements();
     if settlement.amount.is_none() && super::charge::is_metered(requirement) {
         // The amount sent is the amount settled; recorded so that a repeat is answered with it.
         settlement.amount = Some(requirement.amount);
@@ -440,16 +440,16 @@ async fn in_doubt(
     reason: String,
 ) -> Refusal {
     let request = &intent.request;
-    let requirement = &request.payment_requirements;
+    let requirement = request.payment_requirements();
     let authorization = request
-        .payment_payload
+        .payment_payload()
         .exact_evm()
         .ok()
         .map(|evm| evm.authorization)
         .or_else(|| {
             // A Permit2 permit, in the same terms: its deadline is the authorization's end.
             let upto = request
-                .payment_payload
+                .payment_payload()
                 .upto_evm()
                 .ok()?
                 .permit2_authorization;

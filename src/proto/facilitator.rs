@@ -1,5 +1,8 @@
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
@@ -7,20 +10,38 @@ use serde_json::{Map, Value};
 use super::{AtomicAmount, Network, PaymentPayload, PaymentRequirements, X402Version};
 
 /// Body of `POST /verify` and `POST /settle` on a facilitator.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// A request does not change once made (a metered settlement's charged amount makes a new one,
+/// [`with_requirements`](Self::with_requirements)), so its JSON is encoded once, on first use,
+/// and shared by every call that sends it: an `exact` payment's `/verify` and `/settle` send the
+/// same bytes.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tower_x402::proto::{FacilitatorRequest, PaymentPayload, PaymentRequirements};
+///
+/// # fn example(payload: PaymentPayload, requirements: PaymentRequirements) -> Result<(), serde_json::Error> {
+/// let request = FacilitatorRequest::new(payload, requirements);
+/// let body = request.json()?;
+/// assert_eq!(body, request.json()?); // encoded once, the same bytes again
+/// assert_eq!(request.x402_version(), request.payment_payload().x402_version);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FacilitatorRequest {
-    /// Equal to `payment_payload.x402_version`.
-    pub x402_version: X402Version,
-    /// The client's payment, as received; shared with what the server keeps of the payment.
-    pub payment_payload: Arc<PaymentPayload>,
-    /// The server's own requirement that the payment matched (not the client's echo); shared
-    /// with the offer it belongs to.
-    pub payment_requirements: Arc<PaymentRequirements>,
+    x402_version: X402Version,
+    payment_payload: Arc<PaymentPayload>,
+    payment_requirements: Arc<PaymentRequirements>,
+    /// This request as JSON, once something has asked for it.
+    #[serde(skip)]
+    json: OnceLock<Bytes>,
 }
 
 impl FacilitatorRequest {
-    /// A request for `payload` against the server's `requirements` (owned or already shared).
+    /// A request for `payload` against the server's `requirements` (owned or already shared);
+    /// its version is the payload's.
     pub fn new(
         payment_payload: impl Into<Arc<PaymentPayload>>,
         payment_requirements: impl Into<Arc<PaymentRequirements>>,
@@ -30,7 +51,76 @@ impl FacilitatorRequest {
             x402_version: payment_payload.x402_version,
             payment_payload,
             payment_requirements: payment_requirements.into(),
+            json: OnceLock::new(),
         }
+    }
+
+    /// The same payment against other `requirements` (a metered settlement's charged amount),
+    /// as a new request with its own encoding.
+    pub fn with_requirements(
+        &self,
+        payment_requirements: impl Into<Arc<PaymentRequirements>>,
+    ) -> Self {
+        Self {
+            x402_version: self.x402_version,
+            payment_payload: Arc::clone(&self.payment_payload),
+            payment_requirements: payment_requirements.into(),
+            json: OnceLock::new(),
+        }
+    }
+
+    /// The protocol version, the payload's when the request was made with [`new`](Self::new).
+    pub fn x402_version(&self) -> X402Version {
+        self.x402_version
+    }
+
+    /// The client's payment, as received; shared with what the server keeps of the payment.
+    pub fn payment_payload(&self) -> &Arc<PaymentPayload> {
+        &self.payment_payload
+    }
+
+    /// The server's own requirement that the payment matched (not the client's echo); shared
+    /// with the offer it belongs to.
+    pub fn payment_requirements(&self) -> &Arc<PaymentRequirements> {
+        &self.payment_requirements
+    }
+
+    /// The request as the JSON body of `/verify` and `/settle`, encoded on the first call and
+    /// shared after it.
+    ///
+    /// # Errors
+    ///
+    /// The encoder's error, which the wire types do not produce in practice.
+    pub fn json(&self) -> Result<Bytes, serde_json::Error> {
+        if let Some(json) = self.json.get() {
+            return Ok(json.clone());
+        }
+        // Sized for a typical request (1.2 to 1.6 KB) so encoding does not grow the buffer.
+        let mut body = Vec::with_capacity(REQUEST_CAPACITY);
+        serde_json::to_writer(&mut body, self)?;
+        Ok(self.json.get_or_init(|| Bytes::from(body)).clone())
+    }
+}
+
+/// Bytes reserved for a request's JSON before encoding it.
+const REQUEST_CAPACITY: usize = 2048;
+
+impl PartialEq for FacilitatorRequest {
+    /// Requests are equal when they say the same; whether one is encoded yet does not count.
+    fn eq(&self, other: &Self) -> bool {
+        self.x402_version == other.x402_version
+            && self.payment_payload == other.payment_payload
+            && self.payment_requirements == other.payment_requirements
+    }
+}
+
+impl fmt::Debug for FacilitatorRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FacilitatorRequest")
+            .field("x402_version", &self.x402_version)
+            .field("payment_payload", &self.payment_payload)
+            .field("payment_requirements", &self.payment_requirements)
+            .finish_non_exhaustive()
     }
 }
 
@@ -234,7 +324,7 @@ mod tests {
             payload: serde_json::value::to_raw_value(&json!({})).expect("a JSON payload"),
             extensions: None,
         };
-        let request = FacilitatorRequest::new(payload, requirements);
+        let request = FacilitatorRequest::new(payload, requirements.clone());
         let json = serde_json::to_value(&request).unwrap();
         assert_eq!(json["x402Version"], 2);
         assert_eq!(json["paymentPayload"]["x402Version"], 2);
@@ -242,5 +332,28 @@ mod tests {
             json["paymentRequirements"]["payTo"],
             "0x209693Bc6afc0C5328bA36FaF03C514EF312287C"
         );
+
+        // The body is encoded once and is the request's JSON; a copy made before or after
+        // encoding says the same.
+        let body = request.json().unwrap();
+        assert_eq!(serde_json::from_slice::<Value>(&body).unwrap(), json);
+        assert_eq!(request.json().unwrap().as_ptr(), body.as_ptr());
+        assert_eq!(request.clone(), request);
+        let decoded: FacilitatorRequest = serde_json::from_slice(&body).unwrap();
+        assert_eq!(decoded, request);
+        assert_eq!(decoded.json().unwrap(), body);
+
+        // Other requirements make another request with its own body.
+        let mut charged = requirements;
+        charged.amount = AtomicAmount(2_500);
+        let metered = request.with_requirements(charged);
+        let metered_json: Value = serde_json::from_slice(&metered.json().unwrap()).unwrap();
+        assert_eq!(metered_json["paymentRequirements"]["amount"], "2500");
+        assert_eq!(metered_json["paymentPayload"], json["paymentPayload"]);
+        assert_ne!(metered, request);
+        assert!(Arc::ptr_eq(
+            metered.payment_payload(),
+            request.payment_payload()
+        ));
     }
 }

@@ -312,7 +312,7 @@ impl SettlementRecord {
             key,
             fingerprint: intent.fingerprint.clone(),
             resource: intent.resource.clone(),
-            requirement: Arc::clone(&intent.request.payment_requirements),
+            requirement: Arc::clone(intent.request.payment_requirements()),
             settlement,
         }
     }

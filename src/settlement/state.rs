@@ -163,7 +163,7 @@ impl SettlementIntent {
     /// The intent to send `request` for `resource`.
     pub fn new(resource: impl Into<String>, request: FacilitatorRequest) -> Self {
         Self {
-            fingerprint: super::Fingerprint::of(&request.payment_payload).into_string(),
+            fingerprint: super::Fingerprint::of(request.payment_payload()).into_string(),
             resource: resource.into(),
             request: Arc::new(request),
             facilitator: None,

@@ -10,9 +10,7 @@ mod transport;
 use std::fmt;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use reqwest::Url;
-use serde::Serialize;
 
 pub use self::auth::AuthProvider;
 use self::builder::Timeouts;
@@ -138,23 +136,21 @@ impl HttpFacilitator {
     }
 }
 
-/// Starting capacity of an encoded `/verify` or `/settle` request body.
-const REQUEST_BODY_CAPACITY: usize = 2048;
-
 impl Inner {
+    /// Sends `request` to `endpoint`: its JSON, encoded once for every call that sends it.
     async fn post<T: serde::de::DeserializeOwned>(
         &self,
         endpoint: Endpoint,
-        request: &impl Serialize,
+        request: &FacilitatorRequest,
     ) -> Result<T, FacilitatorError> {
-        // Sized for a typical request (about 1.2 KB) so encoding does not grow the buffer.
-        let mut body = Vec::with_capacity(REQUEST_BODY_CAPACITY);
-        serde_json::to_writer(&mut body, request).map_err(|error| FacilitatorError::Malformed {
-            endpoint,
-            // Unreachable in practice: the request types always serialize.
-            message: format!("the request could not be encoded: {error}"),
-        })?;
-        self.call(endpoint, Some(Bytes::from(body))).await
+        let body = request
+            .json()
+            .map_err(|error| FacilitatorError::Malformed {
+                endpoint,
+                // Unreachable in practice: the request types always serialize.
+                message: format!("the request could not be encoded: {error}"),
+            })?;
+        self.call(endpoint, Some(body)).await
     }
 }
 

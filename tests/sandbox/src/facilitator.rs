@@ -274,7 +274,7 @@ impl SandboxFacilitator {
         request: &FacilitatorRequest,
         signatures: Signatures,
     ) -> SettleResponse {
-        let network = request.payment_requirements.network.clone();
+        let network = request.payment_requirements().network.clone();
         let outcome =
             verify::check(request, self.now(), signatures, self.inner.signer).and_then(|payment| {
                 let payer = Some(payment.payer());

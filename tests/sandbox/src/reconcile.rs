@@ -17,16 +17,16 @@ impl SandboxFacilitator {
     /// `payTo` for the requirement's amount (the amount charged); not settled when it holds none
     /// (a zero charge moves nothing and uses no nonce).
     pub fn reconcile_payment(&self, request: &FacilitatorRequest) -> Reconciliation {
-        if let Ok(upto) = request.payment_payload.upto_evm() {
+        if let Ok(upto) = request.payment_payload().upto_evm() {
             return self.reconcile_permit(request, &upto);
         }
-        let Ok(evm) = request.payment_payload.exact_evm() else {
+        let Ok(evm) = request.payment_payload().exact_evm() else {
             return Reconciliation::Unknown {
                 reason: "not an exact EIP-3009 payment".to_owned(),
             };
         };
         let authorization = &evm.authorization;
-        let requirement = &request.payment_requirements;
+        let requirement = request.payment_requirements();
         let (Some(from), Some(asset), Ok(nonce)) = (
             parse_address(&authorization.from),
             parse_address(&requirement.asset),
@@ -70,7 +70,7 @@ impl SandboxFacilitator {
         upto: &UptoEvmPayload,
     ) -> Reconciliation {
         let permit = &upto.permit2_authorization;
-        let requirement = &request.payment_requirements;
+        let requirement = request.payment_requirements();
         let (Some(from), Some(nonce)) = (
             parse_address(&permit.from),
             parse_decimal(&permit.nonce).map(B256::from),

@@ -252,7 +252,7 @@ fn transport<T>(step: &Step, work: impl FnOnce() -> T) -> Reply<T> {
 
 /// The payer the authorization names, if it is an `exact` EVM payment.
 fn claimed_payer(request: &FacilitatorRequest) -> Option<String> {
-    let payload = &request.payment_payload;
+    let payload = request.payment_payload();
     match payload.exact_evm() {
         Ok(exact) => Some(exact.authorization.from),
         Err(_) => Some(payload.upto_evm().ok()?.permit2_authorization.from),
@@ -283,7 +283,7 @@ impl SandboxFacilitator {
         request: &FacilitatorRequest,
     ) -> Reply<SettleResponse> {
         let (step, trusting) = self.script().next(Endpoint::Settle);
-        let network = || request.payment_requirements.network.clone();
+        let network = || request.payment_requirements().network.clone();
         match arrive(step, trusting).await {
             (Step::Refuse(reason), _) => {
                 let mut refused = SettleResponse::failure(network(), reason);

@@ -86,8 +86,8 @@ pub(crate) fn check(
     facilitator: Address,
 ) -> Result<Authorized, Rejection> {
     let deployment = check_envelope(request, &UPTO)?;
-    let payload = &request.payment_payload;
-    let requirements = &request.payment_requirements;
+    let payload = request.payment_payload();
+    let requirements = request.payment_requirements();
     let chain_id = requirements.network.evm_chain_id().unwrap_or_default();
 
     let upto = payload.upto_evm().map_err(|error| {

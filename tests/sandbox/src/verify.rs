@@ -76,12 +76,12 @@ pub(crate) fn check(
     signatures: Signatures,
     facilitator: Address,
 ) -> Result<Authorized, Rejection> {
-    if request.payment_requirements.scheme == tower_x402::proto::UPTO_SCHEME {
+    if request.payment_requirements().scheme == tower_x402::proto::UPTO_SCHEME {
         return crate::upto::check(request, now, signatures, facilitator);
     }
     let deployment = check_envelope(request, &EXACT)?;
-    let payload = &request.payment_payload;
-    let requirements = &request.payment_requirements;
+    let payload = request.payment_payload();
+    let requirements = request.payment_requirements();
     let domain = eip712::domain_of(requirements).map_err(|error| {
         let code = match error {
             DomainError::Missing(_) => reason::INVALID_EXACT_EVM_MISSING_EIP712_DOMAIN,
@@ -240,11 +240,11 @@ pub(crate) fn check_envelope(
     request: &FacilitatorRequest,
     scheme: &Scheme,
 ) -> Result<&'static UsdcDeployment, Rejection> {
-    let payload = &request.payment_payload;
-    let requirements = &request.payment_requirements;
+    let payload = request.payment_payload();
+    let requirements = request.payment_requirements();
     let accepted = &payload.accepted;
 
-    if payload.x402_version != X402Version::V2 || request.x402_version != X402Version::V2 {
+    if payload.x402_version != X402Version::V2 || request.x402_version() != X402Version::V2 {
         let message = format!(
             "x402Version {} is not supported; the sandbox speaks version 2",
             payload.x402_version.0

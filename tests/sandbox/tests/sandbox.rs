@@ -80,7 +80,7 @@ fn signed(
 /// Both `/verify` and `/settle` refuse `request` with `reason`, and nothing moves.
 fn assert_refused(facilitator: &SandboxFacilitator, request: &FacilitatorRequest, reason: &str) {
     let payer = request
-        .payment_payload
+        .payment_payload()
         .exact_evm()
         .map(|p| p.authorization.from)
         .unwrap_or_default();
@@ -105,7 +105,7 @@ fn assert_refused(facilitator: &SandboxFacilitator, request: &FacilitatorRequest
         settled.error_message
     );
     assert_eq!(settled.transaction, "");
-    assert_eq!(settled.network, request.payment_requirements.network);
+    assert_eq!(settled.network, request.payment_requirements().network);
     assert_eq!(facilitator.settlement_count(), 0);
     assert_eq!(facilitator.balance_of(&payer), balance_before);
 }

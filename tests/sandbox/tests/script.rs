@@ -163,12 +163,13 @@ async fn trust_accepts_a_made_up_signature_once_per_nonce() {
         .with_verify(Step::Trust)
         .with_settle(Step::Trust.after(Duration::from_millis(100)));
     let (url, http) = served(&facilitator).await;
-    let mut request = signed_request();
+    let signed = signed_request();
     let mut proof: serde_json::Value =
-        serde_json::from_str(request.payment_payload.payload.get()).unwrap();
+        serde_json::from_str(signed.payment_payload().payload.get()).unwrap();
     proof["signature"] = json!(format!("0x{}", "ab".repeat(65)));
-    std::sync::Arc::make_mut(&mut request.payment_payload).payload =
-        serde_json::value::to_raw_value(&proof).unwrap();
+    let mut payload = signed.payment_payload().as_ref().clone();
+    payload.payload = serde_json::value::to_raw_value(&proof).unwrap();
+    let request = FacilitatorRequest::new(payload, signed.payment_requirements().clone());
     assert!(!SandboxFacilitator::new().verify_payment(&request).is_valid);
 
     let (_, body) = post(&http, &url, "/verify", &request).await.unwrap();

@@ -59,7 +59,7 @@ impl Facilitator for Approving {
                     .unwrap();
             }
             let mut settled =
-                SettleResponse::failure(request.payment_requirements.network.clone(), "");
+                SettleResponse::failure(request.payment_requirements().network.clone(), "");
             settled.success = true;
             settled.error_reason = None;
             settled.transaction = format!("0x{}", "12".repeat(32));
