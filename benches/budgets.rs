@@ -2,7 +2,7 @@
 //! `cargo bench -p tower-x402-benches --bench instructions`, which fails when a path exceeds its
 //! budget. Each budget is the count measured on the current code plus about 2–3 % headroom
 //! (measured, with the benchmark crate built as one codegen unit: free 2,617, challenge 4,316,
-//! challenge with sign-in 63,233–63,815, decode + match 16,172–16,218, paid 53,193–53,245 — the paid
+//! challenge with sign-in 63,233–63,815, decode + match 16,172–16,218, paid 50,070 — the paid
 //! path includes the payment ledger's *in progress*, *settling* and *settled* writes around
 //! `/settle`; repeated runs differ by under 2 %). The headroom is tight on purpose: reading the
 //! payment header's bytes once more in the measured call adds about 4,000 instructions to the
@@ -24,8 +24,9 @@ pub(crate) const DECODE_AND_MATCH: u64 = 16_700;
 /// A paid request, verified and settled by an in-process facilitator that answers at once
 /// (76,442 while each payment copied its requirement into the facilitator request, the
 /// handler's `VerifiedPayment` and the settlement record; 55,774 with one requirement shared by
-/// all of them and the offer; 53,193–53,245 with the payment key hashed once).
-pub(crate) const PAID_PATH: u64 = 54_800;
+/// all of them and the offer; 53,193–53,275 with the payment key hashed once; 50,070 with the
+/// ledger's states sharing their owner, fingerprint, resource and facilitator label).
+pub(crate) const PAID_PATH: u64 = 51_600;
 /// A paid metered (`upto`) request: a Permit2 payment verified, the inner service setting its
 /// charge, and that amount settled by the in-process facilitator that answers at once (measured
 /// 136,486 with the shared settling request and the sign-in gate merged; 139,033 once the
@@ -33,8 +34,10 @@ pub(crate) const PAID_PATH: u64 = 54_800;
 /// the facilitator list's lookup and breaker; 112,352–112,414 with the proof kept as raw JSON;
 /// 104,834–106,529 with base64 through `base64-simd`; 102,104 with the settlement polled in
 /// place rather than spawned; 76,489 with the requirement and the payment shared rather than
-/// copied; 66,174 with the Permit2 permit read in place, and first, for its key).
-pub(crate) const PAID_UPTO_PATH: u64 = 68_100;
+/// copied; 66,174 with the Permit2 permit read in place, and first, for its key; 64,823 with
+/// the charged request made anew rather than changed in place; 61,856 with the ledger's states
+/// sharing their text).
+pub(crate) const PAID_UPTO_PATH: u64 = 63_800;
 /// One `/verify` and one `/settle` through `HttpFacilitator` over an open HTTP/1.1 connection to
 /// the sandbox facilitator on loopback: the client's side only (measured 158,806 to 159,352 while
 /// each call encoded the request; 149,867 with the request encoded once for both calls; the

@@ -79,9 +79,9 @@ pub(super) async fn claim(config: &Payments, key: &PaymentKey, fingerprint: &Fin
     let mut pause = HELD_POLL_FIRST;
     let mut lost_races = 0;
     let in_progress = || PaymentState::InProgress {
-        owner: config.owner.to_string(),
+        owner: Arc::clone(&config.owner),
         lease_until: lease_until(config),
-        fingerprint: fingerprint.as_str().to_owned(),
+        fingerprint: fingerprint.shared(),
     };
     while lost_races < CLAIM_ATTEMPTS {
         let entry = match config.store.load(key).await {

@@ -375,9 +375,12 @@ impl Payments {
             offer: Arc::clone(offer),
         };
         // The facilitator that verified the payment settles it.
-        let intent =
-            SettlementIntent::with_fingerprint(fingerprint, offer.resource().url.clone(), request)
-                .at_facilitator(&*verifier);
+        let intent = SettlementIntent::with_fingerprint(
+            fingerprint,
+            Arc::clone(offer.resource_url()),
+            request,
+        )
+        .at_facilitator(verifier);
         if offer.settlement_mode().settles_after_work() {
             return Outcome::Cleared(Cleared(Box::new(ClearedParts {
                 payments: Arc::clone(self),
@@ -415,7 +418,7 @@ impl Payments {
         guard: InflightGuard,
     ) -> Outcome {
         let settling = PaymentState::Settling {
-            owner: self.owner.to_string(),
+            owner: Arc::clone(&self.owner),
             lease_until: ledger::lease_until(self),
             intent: intent.clone(),
         };
@@ -437,7 +440,7 @@ impl Payments {
             Ok(settlement) => settlement,
             Err(refusal) => return refused(refusal),
         };
-        if intent.resource != offer.resource().url {
+        if *intent.resource != *offer.resource().url {
             // Settled for the resource it was signed for; a retry there delivers it.
             return self.refuse(offer, Refusal::SettledForAnotherResource);
         }
@@ -466,7 +469,7 @@ impl Payments {
         if *fingerprint != *record.fingerprint {
             return self.refuse(offer, Refusal::IdentifierReused);
         }
-        if record.resource != offer.resource().url {
+        if *record.resource != *offer.resource().url {
             return self.refuse(offer, Refusal::SettledForAnotherResource);
         }
         self.emit(|| PaymentEvent::Replayed {

@@ -65,13 +65,13 @@ pub(super) async fn settle(
         let intent = match intent.facilitator {
             Some(_) => intent,
             None => {
-                let label = config.facilitators.preferred().label.to_string();
+                let label = Arc::clone(&config.facilitators.preferred().label);
                 intent.at_facilitator(label)
             }
         };
         // The intent moves into the state written and back out: no copy of the payment.
         let settling = PaymentState::Settling {
-            owner: config.owner.to_string(),
+            owner: Arc::clone(&config.owner),
             lease_until: lease_until(config),
             intent,
         };

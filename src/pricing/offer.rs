@@ -139,6 +139,9 @@ pub struct Offer {
     /// The accepts of `required`, each shared with the payments made against it, so that a
     /// payment carries its requirement without copying it.
     shared_accepts: Arc<[Arc<PaymentRequirements>]>,
+    /// The resource's URL, shared with the ledger's states and records of the payments made
+    /// against it.
+    resource_url: Arc<str>,
 }
 
 impl Offer {
@@ -222,6 +225,11 @@ impl Offer {
         &self.body
     }
 
+    /// The resource's URL, shared rather than copied into what the ledger keeps of a payment.
+    pub(crate) fn resource_url(&self) -> &Arc<str> {
+        &self.resource_url
+    }
+
     /// The server's accept that the client's `accepted` names, if any.
     pub(crate) fn find_accept(
         &self,
@@ -254,6 +262,7 @@ impl Offer {
             header: header::encode_json(&body).ok()?,
             body: body.into(),
             shared_accepts: Arc::clone(&self.shared_accepts),
+            resource_url: Arc::clone(&self.resource_url),
         })
     }
 
@@ -277,6 +286,7 @@ impl Offer {
             header: header::encode_json(&body).ok()?,
             body: body.into(),
             shared_accepts: Arc::clone(&self.shared_accepts),
+            resource_url: Arc::clone(&self.resource_url),
         })
     }
 
@@ -547,6 +557,7 @@ impl OfferBuilder {
         let shared_accepts = required.accepts.iter().cloned().map(Arc::new).collect();
         Ok(Offer {
             shared_accepts,
+            resource_url: required.resource.url.as_str().into(),
             required: Arc::new(required),
             #[cfg(feature = "siwx")]
             added: None,

@@ -62,7 +62,7 @@ pub async fn check(store: Arc<dyn SettlementStore>) {
     match load(&*store, &labelled).await.map(|entry| entry.state) {
         Some(PaymentState::Settling { intent, .. }) => assert_eq!(
             intent.facilitator,
-            Some(format!("facilitator-{run}")),
+            Some(format!("facilitator-{run}").into()),
             "a settling intent keeps the label of its facilitator"
         ),
         other => panic!("a settling state loads as settling, got {other:?}"),
@@ -274,12 +274,12 @@ fn sample_states(run: &str) -> Vec<PaymentState> {
     };
     vec![
         PaymentState::InProgress {
-            owner: format!("owner-{run}"),
+            owner: format!("owner-{run}").into(),
             lease_until: 1_900_000_000_123,
             fingerprint: intent.fingerprint.clone(),
         },
         PaymentState::Settling {
-            owner: format!("owner-{run}"),
+            owner: format!("owner-{run}").into(),
             lease_until: 1_900_000_060_456,
             intent: intent.clone().at_facilitator(format!("facilitator-{run}")),
         },

@@ -34,7 +34,7 @@ impl PaymentKey {
     pub(crate) fn with_fingerprint(payload: &PaymentPayload, fingerprint: &Fingerprint) -> Self {
         match payload.payment_identifier() {
             Some(id) => Self::from_stored(format!("id:{id}")),
-            None => Self::from_stored(fingerprint.as_str()),
+            None => Self::from_stored(fingerprint.shared()),
         }
     }
 
@@ -106,7 +106,7 @@ impl fmt::Display for PaymentKey {
 /// key when there is no id, and stored to detect one id reused for a different payment.
 /// Computed once per request (it decodes the payload).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Fingerprint(String);
+pub(crate) struct Fingerprint(Arc<str>);
 
 impl Fingerprint {
     /// The fingerprint of `payload`.
@@ -166,7 +166,7 @@ impl Fingerprint {
             text.push_str(part);
             text[start..].make_ascii_lowercase();
         }
-        Self(text)
+        Self(text.into())
     }
 
     /// Any other scheme's: its proof in compact form, so that the same proof sent with other
@@ -176,17 +176,16 @@ impl Fingerprint {
         let raw = payload.payload.get();
         let proof = serde_json::from_str::<serde_json::Value>(raw)
             .map_or_else(|_| raw.to_owned(), |proof| proof.to_string());
-        Self(format!(
-            "raw:{}:{}:{proof}",
-            accepted.scheme, accepted.network
-        ))
+        Self(format!("raw:{}:{}:{proof}", accepted.scheme, accepted.network).into())
     }
 
-    pub(crate) fn as_str(&self) -> &str {
-        &self.0
+    /// The fingerprint, shared.
+    pub(crate) fn shared(&self) -> Arc<str> {
+        Arc::clone(&self.0)
     }
 
-    pub(crate) fn into_string(self) -> String {
+    /// The fingerprint as text shared by every state and record of the payment.
+    pub(crate) fn into_shared(self) -> Arc<str> {
         self.0
     }
 }
@@ -278,7 +277,7 @@ struct AuthorizationView<'a> {
 
 impl PartialEq<str> for Fingerprint {
     fn eq(&self, other: &str) -> bool {
-        self.0 == other
+        *self.0 == *other
     }
 }
 
@@ -291,9 +290,9 @@ pub struct SettlementRecord {
     /// What identifies the signed payment itself, whatever id the client chose: for EIP-3009
     /// payments `eip3009:<network>:<asset>:<from>:<nonce>`. A record whose fingerprint differs
     /// from a new payment's under the same key means one `payment-identifier` was reused.
-    pub fingerprint: String,
+    pub fingerprint: Arc<str>,
     /// URL of the resource the payment bought; a payment never buys a second resource.
-    pub resource: String,
+    pub resource: Arc<str>,
     /// The server's requirement that was paid.
     pub requirement: Arc<PaymentRequirements>,
     /// The facilitator's successful settlement.
@@ -320,13 +319,13 @@ impl SettlementRecord {
     /// A record of `settlement` for `payload` bought at `resource` under `requirement`.
     pub fn new(
         payload: &PaymentPayload,
-        resource: impl Into<String>,
+        resource: impl Into<Arc<str>>,
         requirement: impl Into<Arc<PaymentRequirements>>,
         settlement: SettleResponse,
     ) -> Self {
         Self {
             key: PaymentKey::of(payload),
-            fingerprint: Fingerprint::of(payload).into_string(),
+            fingerprint: Fingerprint::of(payload).into_shared(),
             resource: resource.into(),
             requirement: requirement.into(),
             settlement,
@@ -336,15 +335,15 @@ impl SettlementRecord {
     /// A record rebuilt from storage.
     pub fn from_parts(
         key: PaymentKey,
-        fingerprint: String,
-        resource: String,
+        fingerprint: impl Into<Arc<str>>,
+        resource: impl Into<Arc<str>>,
         requirement: impl Into<Arc<PaymentRequirements>>,
         settlement: SettleResponse,
     ) -> Self {
         Self {
             key,
-            fingerprint,
-            resource,
+            fingerprint: fingerprint.into(),
+            resource: resource.into(),
             requirement: requirement.into(),
             settlement,
         }

@@ -30,17 +30,17 @@ pub enum PaymentState {
     /// Nothing has been sent to `/settle`.
     InProgress {
         /// The layer instance holding the payment.
-        owner: String,
+        owner: Arc<str>,
         /// Until when the hold is valid; an expired hold may be taken over.
         lease_until: u64,
         /// [`SettlementRecord::fingerprint`] of the payment held.
-        fingerprint: String,
+        fingerprint: Arc<str>,
     },
     /// Written **before** `/settle` is sent: the intent that makes a crash recoverable. Once the
     /// lease has expired the payment is treated as [`InDoubt`](Self::InDoubt).
     Settling {
         /// The layer instance settling.
-        owner: String,
+        owner: Arc<str>,
         /// Until when; after this another process (or a restarted one) recovers the payment.
         lease_until: u64,
         /// What is being sent to `/settle`.
@@ -92,9 +92,9 @@ impl PaymentState {
 #[derive(Deserialize)]
 struct StoredState {
     phase: Phase,
-    owner: Option<String>,
+    owner: Option<Arc<str>>,
     lease_until: Option<u64>,
-    fingerprint: Option<String>,
+    fingerprint: Option<Arc<str>>,
     intent: Option<SettlementIntent>,
     since: Option<u64>,
     reason: Option<String>,
@@ -146,9 +146,9 @@ impl TryFrom<StoredState> for PaymentState {
 #[non_exhaustive]
 pub struct SettlementIntent {
     /// [`SettlementRecord::fingerprint`] of the payment.
-    pub fingerprint: String,
+    pub fingerprint: Arc<str>,
     /// URL of the resource being bought.
-    pub resource: String,
+    pub resource: Arc<str>,
     /// The exact `/settle` request body, shared (not copied) by every state and answer that
     /// carries it.
     pub request: Arc<FacilitatorRequest>,
@@ -156,14 +156,14 @@ pub struct SettlementIntent {
     /// [`Facilitators`](crate::facilitator::Facilitators)); every retry of the payment goes
     /// there alone. `None` (an intent written before labels existed) means the first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub facilitator: Option<String>,
+    pub facilitator: Option<Arc<str>>,
 }
 
 impl SettlementIntent {
     /// The intent to send `request` for `resource`.
-    pub fn new(resource: impl Into<String>, request: FacilitatorRequest) -> Self {
+    pub fn new(resource: impl Into<Arc<str>>, request: FacilitatorRequest) -> Self {
         Self {
-            fingerprint: super::Fingerprint::of(request.payment_payload()).into_string(),
+            fingerprint: super::Fingerprint::of(request.payment_payload()).into_shared(),
             resource: resource.into(),
             request: Arc::new(request),
             facilitator: None,
@@ -171,7 +171,7 @@ impl SettlementIntent {
     }
 
     /// The same intent, bound for the facilitator labelled `label`.
-    pub fn at_facilitator(mut self, label: impl Into<String>) -> Self {
+    pub fn at_facilitator(mut self, label: impl Into<Arc<str>>) -> Self {
         self.facilitator = Some(label.into());
         self
     }
@@ -179,11 +179,11 @@ impl SettlementIntent {
     /// The intent to send `request`, whose payment's fingerprint the layer already computed.
     pub(crate) fn with_fingerprint(
         fingerprint: super::Fingerprint,
-        resource: String,
+        resource: Arc<str>,
         request: Arc<FacilitatorRequest>,
     ) -> Self {
         Self {
-            fingerprint: fingerprint.into_string(),
+            fingerprint: fingerprint.into_shared(),
             resource,
             request,
             facilitator: None,
