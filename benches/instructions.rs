@@ -302,9 +302,8 @@ fn reqwest_alone_case() -> ReqwestCase {
         .build()
         .expect("client");
     let offer = offer(&UsdcDeployment::BASE);
-    let encode = |nonce| {
-        Bytes::from(serde_json::to_vec(&facilitator_request(&offer, nonce)).expect("request"))
-    };
+    // The bytes `HttpFacilitator` sends for the same request.
+    let encode = |nonce| facilitator_request(&offer, nonce).json().expect("request");
     let case = ReqwestCase {
         runtime,
         client,

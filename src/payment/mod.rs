@@ -440,7 +440,7 @@ impl Payments {
             Ok(settlement) => settlement,
             Err(refusal) => return refused(refusal),
         };
-        if *intent.resource != *offer.resource().url {
+        if intent.resource != *offer.resource_url() {
             // Settled for the resource it was signed for; a retry there delivers it.
             return self.refuse(offer, Refusal::SettledForAnotherResource);
         }
@@ -469,7 +469,7 @@ impl Payments {
         if *fingerprint != *record.fingerprint {
             return self.refuse(offer, Refusal::IdentifierReused);
         }
-        if *record.resource != *offer.resource().url {
+        if record.resource != *offer.resource_url() {
             return self.refuse(offer, Refusal::SettledForAnotherResource);
         }
         self.emit(|| PaymentEvent::Replayed {

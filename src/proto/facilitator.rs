@@ -17,7 +17,6 @@ use super::{AtomicAmount, Network, PaymentPayload, PaymentRequirements, X402Vers
 /// same bytes.
 ///
 /// ```
-/// use std::sync::Arc;
 /// use tower_x402::proto::{FacilitatorRequest, PaymentPayload, PaymentRequirements};
 ///
 /// # fn example(payload: PaymentPayload, requirements: PaymentRequirements) -> Result<(), serde_json::Error> {
