@@ -18,7 +18,8 @@
 //!
 //! Refusal kinds (`refusal` label): `invalid_header`, `other_resource`,
 //! `no_matching_requirement`, `invalid_payment`, `identifier_reused`,
-//! `settled_for_another_resource`, `facilitator_unavailable`, `facilitator_error`,
+//! `settled_for_another_resource`, `used_for_another_request`, `already_delivered`,
+//! `permit_amount_mismatch`, `facilitator_unavailable`, `facilitator_error`,
 //! `settlement_refused`, `records_unavailable`, `payment_in_progress`, `authorization_expired`,
 //! `charge_above_maximum`, `charge_missing`, `invalid_settlement_override`.
 //!

@@ -394,11 +394,13 @@ async fn the_amount_set_through_the_handle_is_settled_once() {
     assert_eq!(shop.facilitator.transfers(), vec![("1".into(), 70_000)]);
     assert_eq!(shop.facilitator.settle_amounts(), vec![70_000]);
 
-    // The same payment again is answered from its record: no second settlement, whatever the
-    // handler says this time.
+    // The same payment again is not served again (its charge was set by the work that served
+    // it): 409 with the settlement from its record, no second settlement.
     let again = shop.pay(&payload, &[("x-rows", "3")]).await;
-    assert_eq!(again.status(), 200);
+    assert_eq!(again.status(), 409);
     assert_eq!(settlement(&again).amount, Some(AtomicAmount(70_000)));
+    let body: serde_json::Value = again.json().await.unwrap();
+    assert_eq!(body["error"], "payment_already_delivered");
     assert_eq!(shop.facilitator.settle_amounts(), vec![70_000]);
     assert_eq!(shop.facilitator.transfers().len(), 1);
 }
@@ -619,9 +621,10 @@ async fn a_streamed_body_settles_after_its_last_chunk_for_the_tokens_sent() {
     assert_eq!(settled.amount, Some(AtomicAmount(7_000)));
     assert_eq!(shop.facilitator.transfers(), vec![("1".into(), 7_000)]);
 
-    // The same payment sent again is answered with the settlement from its record.
+    // The same payment sent again is refused, with the settlement from its record: the stream
+    // is not served twice.
     let (again, _driver) = streamed::pay(shop.addr, &payload).await;
-    assert_eq!(again.status(), 200);
+    assert_eq!(again.status(), 409);
     let replayed: SettleResponse =
         header::decode(again.headers()["payment-response"].as_bytes()).unwrap();
     assert_eq!(replayed, settled);

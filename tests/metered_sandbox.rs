@@ -116,8 +116,9 @@ async fn the_sandbox_settles_the_metered_amount_once() {
         AtomicAmount(1_000_000_000 - 120_000)
     );
 
-    // Answered from the record: no second /settle.
+    // Refused with the recorded settlement, the handler not run: no second /settle.
     let again = get_rows(&shop, 3, &payload).await;
+    assert_eq!(again.status(), 409);
     assert_eq!(settlement(&again).amount, Some(AtomicAmount(120_000)));
     assert_eq!(shop.sandbox.settle_calls(), 1);
 }
@@ -131,10 +132,17 @@ async fn a_lost_or_pending_upto_settle_answer_is_delivered_once_with_one_transfe
         shop.sandbox.queue_settle(step.clone());
         let first = get_rows(&shop, 5, &payload).await;
         let delivered = if step == Step::AnswerLost {
-            // In doubt; the retry re-sends the identical /settle, refused for the spent nonce,
-            // and the reconciler finds the transfer. The retry's handler charges more: ignored.
+            // In doubt. A retry with another query does not recover it: refused, still in
+            // doubt, nothing re-sent.
             assert_eq!(first.status(), 503, "{step:?}");
-            get_rows(&shop, 40, &payload).await
+            let other = get_rows(&shop, 40, &payload).await;
+            assert_eq!(other.status(), 409, "{step:?}");
+            let body: serde_json::Value = other.json().await.unwrap();
+            assert_eq!(body["error"], "payment_used_for_another_request");
+            assert_eq!(shop.sandbox.settle_calls(), 1, "{step:?}");
+            // The same request re-sends the identical /settle, refused for the spent nonce,
+            // and the reconciler finds the transfer.
+            get_rows(&shop, 5, &payload).await
         } else {
             // `settlement_pending`, then the identical re-send is answered with the settlement.
             first
@@ -283,9 +291,10 @@ async fn a_streamed_body_settles_on_the_sandbox_after_its_last_token_with_a_trai
         AtomicAmount(1_000_000_000 - 7_000)
     );
 
-    // The same payment sent again is answered from the record, not settled again.
+    // The same payment sent again is refused with the record's settlement, not streamed or
+    // settled again.
     let (again, _driver) = streamed::pay(shop.addr, &payload).await;
-    assert_eq!(again.status(), 200);
+    assert_eq!(again.status(), 409);
     let replayed: SettleResponse =
         header::decode(again.headers()["payment-response"].as_bytes()).unwrap();
     assert_eq!(replayed, settled);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use common::{Step, accepting, offer, payment, scripted};
 use tower::ServiceExt;
-use tower_x402::payment::{Outcome, Payments};
+use tower_x402::payment::{Outcome, Payments, RequestDigest};
 use tower_x402::{Refusal, SettlementMode, X402, X402Layer};
 
 #[tokio::test]
@@ -19,7 +19,7 @@ async fn settles_before_the_work_once_and_replays_from_the_ledger() {
     let requirement = Payments::accepted(&offer, &payload).unwrap().clone();
 
     let first = payments
-        .authorize(&offer, payload.clone(), requirement.clone())
+        .authorize(&offer, payload.clone(), requirement.clone(), call())
         .await;
     let Outcome::Settled(paid) = first else {
         panic!("expected a settlement, got {first:?}");
@@ -29,7 +29,9 @@ async fn settles_before_the_work_once_and_replays_from_the_ledger() {
     assert!(!paid.payment().replayed);
     drop(paid);
 
-    let again = payments.authorize(&offer, payload, requirement).await;
+    let again = payments
+        .authorize(&offer, payload, requirement, call())
+        .await;
     let Outcome::Replayed(replayed) = again else {
         panic!("expected a replay, got {again:?}");
     };
@@ -51,7 +53,7 @@ async fn cleared_payments_settle_after_the_work_or_are_released() {
 
     // The work failed: released unsettled, so the same payment may be used again.
     let Outcome::Cleared(cleared) = payments
-        .authorize(&offer, payload.clone(), requirement.clone())
+        .authorize(&offer, payload.clone(), requirement.clone(), call())
         .await
     else {
         panic!("expected a cleared payment");
@@ -62,7 +64,7 @@ async fn cleared_payments_settle_after_the_work_or_are_released() {
 
     // The work succeeded: settled once.
     let Outcome::Cleared(cleared) = payments
-        .authorize(&offer, payload.clone(), requirement.clone())
+        .authorize(&offer, payload.clone(), requirement.clone(), call())
         .await
     else {
         panic!("expected a cleared payment");
@@ -71,7 +73,9 @@ async fn cleared_payments_settle_after_the_work_or_are_released() {
     assert!(paid.payment().settlement.as_ref().unwrap().success);
     drop(paid);
     assert!(matches!(
-        payments.authorize(&offer, payload, requirement).await,
+        payments
+            .authorize(&offer, payload, requirement, call())
+            .await,
         Outcome::Replayed(_)
     ));
     assert_eq!(
@@ -91,7 +95,7 @@ async fn refusals_and_doubt_are_typed() {
         Step::Trust,
     )));
     match invalid
-        .authorize(&offer, payload.clone(), requirement.clone())
+        .authorize(&offer, payload.clone(), requirement.clone(), call())
         .await
     {
         Outcome::Refused(Refusal::InvalidPayment { reason }) => {
@@ -103,7 +107,7 @@ async fn refusals_and_doubt_are_typed() {
     let lost = scripted(Step::Trust, Step::Status(500));
     let doubtful = Arc::new(Payments::new(lost.clone()));
     let outcome = doubtful
-        .authorize(&offer, payload.clone(), requirement.clone())
+        .authorize(&offer, payload.clone(), requirement.clone(), call())
         .await;
     assert!(
         matches!(outcome, Outcome::InDoubt(Refusal::SettlementInDoubt { .. })),
@@ -136,10 +140,28 @@ async fn a_layer_and_another_adapter_share_one_ledger() {
         .unwrap();
     assert_eq!(response.status(), 200);
 
+    // The request the layer recorded: `GET /report`. The same request is delivered again;
+    // another one (the tool call of another adapter) is refused.
     let requirement = Payments::accepted(&offer, &payload).unwrap().clone();
+    let get = RequestDigest::http(&http::Method::GET, &"/report".parse().unwrap());
     assert!(matches!(
-        payments.authorize(&offer, payload, requirement).await,
+        payments
+            .authorize(&offer, payload.clone(), requirement.clone(), get)
+            .await,
         Outcome::Replayed(_)
     ));
+    assert!(matches!(
+        payments
+            .authorize(&offer, payload, requirement, call())
+            .await,
+        Outcome::Refused(Refusal::UsedForAnotherRequest {
+            settlement: Some(_)
+        })
+    ));
     assert_eq!(facilitator.settle_calls(), 1);
+}
+
+/// The request every tool call here comes with.
+fn call() -> RequestDigest {
+    RequestDigest::tool("report", None)
 }

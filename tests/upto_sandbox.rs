@@ -119,9 +119,9 @@ async fn the_handlers_charge_moves_once_against_the_sandbox() {
         START - 70_000
     );
 
-    // A replay is answered from the record: nothing moves again.
+    // A replay is refused with the record's settlement: nothing runs or moves again.
     let replay = shop.buy(signature, 7).await;
-    assert_eq!(replay.status(), 200);
+    assert_eq!(replay.status(), 409);
     assert_eq!(settlement(&replay).transaction, settled.transaction);
     assert_eq!(shop.sandbox.settlement_count(), 1);
     assert_eq!(

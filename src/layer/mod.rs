@@ -19,8 +19,11 @@
 //! | in doubt, and the [`Reconciler`] proves nothing moved and the authorization expired | 402; the payment is released |
 //! | settled | the inner response with `PAYMENT-RESPONSE` and `Cache-Control: private` |
 //! | settlement refused (`success: false`) | 402 with the failure in `PAYMENT-RESPONSE`; the inner response is dropped |
-//! | the same payment again, already settled | answered from its [`SettlementRecord`](crate::settlement::SettlementRecord): inner service runs, no facilitator call |
+//! | the same payment again, settled at a fixed price (`exact`), for the same method, path and query | delivered again from its [`SettlementRecord`](crate::settlement::SettlementRecord): inner service runs, no facilitator call |
+//! | the same payment again for another method, path or query (settled, or in doubt) | 409 `{"error": "payment_used_for_another_request", "message": …}`, the recorded `PAYMENT-RESPONSE` when settled; inner service not called |
+//! | the same metered (`upto`) payment again, settled | 409 `{"error": "payment_already_delivered", "message": …}` with the recorded `PAYMENT-RESPONSE`; inner service not called |
 //! | a settled payment presented for another resource | 402; a `payment-identifier` reused for another payment: 409 |
+//! | an `upto` permit signing another amount than the maximum it accepts | 402 whose `error` says so; nothing verified |
 //! | metered (`upto`): the handler's [`Charge`](crate::Charge), else its `Settlement-Overrides` header (removed from the response) | that amount settled once; zero: no `/settle`, `PAYMENT-RESPONSE` of `amount: "0"` |
 //! | metered: an amount above the signed maximum, a malformed `Settlement-Overrides`, or no amount | 500 with a JSON `error`; nothing settled, the payment released |
 //! | [`SettlementMode::AfterBody`](crate::SettlementMode::AfterBody) | head and body streamed as produced, `Trailer: PAYMENT-RESPONSE`; settled once the body ended (or was dropped: what was sent), the outcome in the trailer |
@@ -47,7 +50,13 @@
 //! repeats are answered from the [`SettlementStore`] without calling the facilitator. The
 //! single-flight lock is per process; across processes sharing one store, the store's
 //! compare-and-set operations and leases decide (in memory by default, a database if you give
-//! it one). A payment whose settlement outcome is unknown stays *in doubt* until a retry settles
+//! it one). A payment buys one delivery of one request — its method, path and query, recorded
+//! with it ([`RequestDigest`](crate::payment::RequestDigest)): a fixed-price payment is
+//! delivered again for the same request (a buyer whose answer was lost fetches it again), never
+//! for another; a metered one is never served twice. The body is not part of the request (the
+//! layer never reads it): a fixed-price route whose work depends on its body would deliver
+//! again for the same method, path and query whatever the body, so put what sets the work in
+//! the path or the query. A payment whose settlement outcome is unknown stays *in doubt* until a retry settles
 //! it: the identical `/settle` is re-sent, then the [`Reconciler`] asks
 //! the chain — see [`settlement`](crate::settlement). The layer is the HTTP adapter of the
 //! [payment core](crate::payment): it reads the headers, calls the core, and writes the responses.

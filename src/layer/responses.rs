@@ -48,6 +48,9 @@ pub(crate) fn refusal(config: &Config, offer: &Offer, refusal: &Refusal) -> Resp
         Refusal::RecordsUnavailable(_)
         | Refusal::SettlementInDoubt { .. }
         | Refusal::PaymentInProgress => unavailable(config, offer, config.retry_after, refusal),
+        Refusal::UsedForAnotherRequest { .. } | Refusal::AlreadyDelivered { .. } => {
+            conflict(config, refusal)
+        }
         _ if status == StatusCode::PAYMENT_REQUIRED => {
             challenge_explained(config, offer, &refusal.to_string())
         }
@@ -108,6 +111,33 @@ fn error(config: &Config, offer: &Offer, status: StatusCode, message: &str) -> R
         response
             .headers_mut()
             .insert(PAYMENT_REQUIRED, offer.challenge_header().clone());
+    }
+    response
+}
+
+/// A 409 for a payment that already bought its one delivery:
+/// `{"x402Version":2,"error":code,"message":…}`, with the recorded settlement in
+/// `PAYMENT-RESPONSE` when there is one.
+fn conflict(config: &Config, refusal: &Refusal) -> Response<Bytes> {
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct ConflictBody<'a> {
+        x402_version: u32,
+        error: &'a str,
+        message: String,
+    }
+    let body = serde_json::to_vec(&ConflictBody {
+        x402_version: 2,
+        error: refusal.conflict_code().unwrap_or("payment_conflict"),
+        message: refusal.to_string(),
+    })
+    .unwrap_or_default();
+    let mut response = base(config, StatusCode::CONFLICT, body.into());
+    if let Some(value) = refusal
+        .recorded_settlement()
+        .and_then(|settlement| codec::encode(settlement).ok())
+    {
+        response.headers_mut().insert(PAYMENT_RESPONSE, value);
     }
     response
 }

@@ -13,7 +13,7 @@ use super::future::{Gate, Pass, ResponseFuture};
 use super::{Config, X402Layer, responses};
 use crate::boxed::BoxFuture;
 use crate::facilitator::Facilitator;
-use crate::payment::{Outcome, PaymentEvent, Payments, Refusal};
+use crate::payment::{Outcome, PaymentEvent, Payments, Refusal, RequestDigest};
 use crate::paywall_page;
 use crate::pricing::{Offer, Price, Pricing};
 use crate::proto::{PAYMENT_SIGNATURE, PaymentPayload, header};
@@ -198,13 +198,16 @@ fn start(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) 
         Err(refusal) => return refuse(config, &offer, refusal),
     };
 
+    // What the payment buys: this method, path and query, delivered once.
+    let request = RequestDigest::http(&parts.method, &parts.uri);
     let config = Arc::clone(config);
     Start::Gate(Box::pin(async move {
         let outcome = config
             .payments
-            .authorize(&offer, payload, requirement)
+            .authorize(&offer, payload, requirement, request)
             .await;
         let pass = match outcome {
+            // The core lets a repeat through only for the request it bought, at a fixed price.
             Outcome::Settled(paid) | Outcome::Replayed(paid) => Pass::Paid(paid),
             Outcome::Cleared(cleared) => Pass::Cleared(cleared),
             Outcome::InDoubt(refusal) | Outcome::Refused(refusal) => {

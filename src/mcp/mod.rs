@@ -26,7 +26,10 @@
 //! |---|---|
 //! | no payment, a malformed one, a payment for another offer or refused by the facilitator | `PaymentRequired` in both fields, its `error` saying why |
 //! | the facilitator refused to settle | `PaymentRequired` with the reason; the tool's content is withheld |
-//! | settled (or answered from the record) | the tool's result (as it was) with `_meta["x402/payment-response"]` |
+//! | settled | the tool's result (as it was) with `_meta["x402/payment-response"]` |
+//! | the same payment again, fixed price (`exact`), the same arguments | the tool runs again (the same work, fully paid: a lost answer can be fetched again), its result with the recorded settlement |
+//! | the same payment again with other arguments (or for another tool) | `{"x402Version": 2, "error": "payment_used_for_another_request", "message": …}` with the recorded settlement in `_meta["x402/payment-response"]`; the tool does not run |
+//! | the same metered (`upto`) payment again, the same arguments | `{"x402Version": 2, "error": "payment_already_delivered", "message": …}` with the recorded settlement in `_meta`; the tool does not run |
 //! | **settlement not confirmed** (in doubt) | `{"x402Version": 2, "error": "settlement_not_confirmed", "retryWithSamePayment": true, "message": …}`; the tool's content is withheld |
 //! | the payment is being settled elsewhere, the facilitator or the ledger unavailable | the same shape with `retryWithSamePayment: true` and the reason as `error` |
 //! | anything else (a bug in the tool's charge, a conflicting payment identifier) | `{"x402Version": 2, "error": …}` |
@@ -107,7 +110,7 @@ use serde_json::{Value, json};
 use crate::BoxFuture;
 
 use crate::payment::charge::is_metered;
-use crate::payment::{Charge, Outcome, PaymentEvent, Payments, Refusal};
+use crate::payment::{Charge, Outcome, PaymentEvent, Payments, Refusal, RequestDigest};
 #[cfg(doc)]
 use crate::pricing::SettlementMode;
 use crate::pricing::{Offer, OfferError};
@@ -187,7 +190,8 @@ impl PaidTools {
     }
 
     /// Answers one call of a tool priced with `offer`, whose request carried `payment` in
-    /// `_meta["x402/payment"]`: the payment-required result without a payment; else the
+    /// `_meta["x402/payment"]` and is `request` (the tool's name and arguments,
+    /// [`RequestDigest::tool`]): the payment-required result without a payment; else the
     /// payment driven through the core, `work` run once the core allows it — given the
     /// [`Charge`] to set for an `upto` payment — and its result settled and returned with the
     /// settlement, or withheld, as the [module docs](self) say. [`price`](Self::price) calls it
@@ -200,6 +204,7 @@ impl PaidTools {
         &self,
         offer: &Arc<Offer>,
         payment: Option<&Value>,
+        request: RequestDigest,
         work: F,
     ) -> Result<CallToolResponse, ErrorData>
     where
@@ -231,11 +236,15 @@ impl PaidTools {
             }
         };
         let metered = is_metered(&requirement);
-        let cleared = match payments.authorize(offer, payload, requirement).await {
+        let outcome = payments
+            .authorize(offer, payload, requirement, request)
+            .await;
+        let cleared = match outcome {
             Outcome::Cleared(cleared) => cleared,
             Outcome::Settled(paid) | Outcome::Replayed(paid) => {
                 // Settled before the work (`SettlementMode::Before`), recovered from doubt, or
-                // settled earlier: the money moved, so the result says so whatever it is.
+                // settled earlier at a fixed price for these same arguments (the core refuses
+                // any other repeat): the money moved, so the result says so whatever it is.
                 let charge = metered.then(|| Charge::for_requirement(&paid.payment().requirement));
                 let settlement = paid.payment().settlement.clone();
                 let response = work(charge).await;
@@ -311,7 +320,8 @@ where
         let (inner, paid, offer) = (Arc::clone(&inner), paid.clone(), Arc::clone(&offer));
         Box::pin(async move {
             let payment = context.request_context.meta.0.0.remove(PAYMENT_META);
-            paid.call(&offer, payment.as_ref(), move |charge| {
+            let request = RequestDigest::tool(&context.name, context.arguments.as_ref());
+            paid.call(&offer, payment.as_ref(), request, move |charge| {
                 if let Some(charge) = charge {
                     context.request_context.extensions.insert(charge);
                 }
@@ -376,6 +386,17 @@ fn refused(offer: &Offer, refusal: &Refusal) -> CallToolResult {
             "the payment facilitator is unavailable: call the tool again later with the same \
              payment; it will not be charged twice",
         ),
+        Refusal::UsedForAnotherRequest { .. } | Refusal::AlreadyDelivered { .. } => {
+            let result = CallToolResult::structured_error(json!({
+                "x402Version": X402Version::V2,
+                "error": refusal.conflict_code(),
+                "message": refusal.to_string(),
+            }));
+            match refusal.recorded_settlement() {
+                Some(settlement) => with_payment_response(result, settlement),
+                None => result,
+            }
+        }
         _ if refusal.status() == http::StatusCode::PAYMENT_REQUIRED => {
             payment_required(offer, &refusal.to_string())
         }

@@ -6,6 +6,14 @@
 //! the ledger claim in its [`SettlementStore`], the replay of a payment that already settled,
 //! the recovery of payments in doubt, verification, and settlement — before the work in
 //! [`SettlementMode::Before`], after it ([`Cleared::settle`]) in [`SettlementMode::After`].
+//!
+//! **A payment buys one delivery of one request.** Every adapter names the request a payment
+//! comes with ([`RequestDigest`]: HTTP method, path and query; MCP tool and arguments) and the
+//! core records it with the payment. Presented again, a payment is delivered again only when it
+//! paid a fixed price (`exact`) and comes with the same request — the same work, fully paid, so
+//! a buyer whose answer was lost can fetch it again; a metered (`upto`) payment is never served
+//! twice, and no payment serves another request: those repeats are refused with a 409
+//! ([`Refusal::AlreadyDelivered`], [`Refusal::UsedForAnotherRequest`]) before any work runs.
 //! [`X402Layer`](crate::X402Layer) is its HTTP adapter: it reads the headers, calls the core,
 //! and writes the responses. Another adapter (an MCP tool dispatcher, a message consumer) drives
 //! the same core and gets the same guarantees: a payment settles once, whatever retries,
@@ -20,7 +28,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use tower_x402::facilitator::Facilitator;
-//! use tower_x402::payment::{Outcome, Payments};
+//! use tower_x402::payment::{Outcome, Payments, RequestDigest};
 //! use tower_x402::proto::{
 //!     FacilitatorRequest, PaymentPayload, ResourceInfo, SettleResponse, UsdcDeployment,
 //!     VerifyResponse,
@@ -60,13 +68,20 @@
 //!     "payload": { "signature": "0x01" },
 //! }))?;
 //! let requirement = Payments::accepted(&offer, &payload)?.clone();
-//! let first = payments.authorize(&offer, payload.clone(), requirement.clone()).await;
+//! let request = RequestDigest::tool("report", serde_json::json!({"year": 2025}).as_object());
+//! let first = payments.authorize(&offer, payload.clone(), requirement.clone(), request.clone()).await;
 //! assert!(matches!(first, Outcome::Settled(ref paid) if paid.payment().settlement.is_some()));
 //! drop(first);
 //!
-//! // The same payment again is answered from the ledger: no second settlement.
-//! let again = payments.authorize(&offer, payload, requirement).await;
+//! // The same payment for the same request is answered from the ledger: no second settlement.
+//! let again = payments.authorize(&offer, payload.clone(), requirement.clone(), request).await;
 //! assert!(matches!(again, Outcome::Replayed(_)));
+//! drop(again);
+//!
+//! // For another request it is refused: a payment buys one delivery of one request.
+//! let other = RequestDigest::tool("report", serde_json::json!({"year": 2024}).as_object());
+//! let refused = payments.authorize(&offer, payload, requirement, other).await;
+//! assert!(matches!(refused, Outcome::Refused(tower_x402::Refusal::UsedForAnotherRequest { .. })));
 //! # Ok(())
 //! # }
 //! ```
@@ -94,6 +109,7 @@ use crate::settlement::{
 };
 
 pub(crate) mod charge;
+mod delivery;
 mod events;
 #[cfg(feature = "metrics")]
 mod instruments;
@@ -106,6 +122,7 @@ mod uncancellable;
 mod verified;
 
 pub use charge::{Charge, ChargeError};
+pub use delivery::RequestDigest;
 pub use events::{PaymentEvent, PaymentEvents};
 pub use refusal::Refusal;
 pub use verified::{SettledPayment, VerifiedPayment};
@@ -306,15 +323,21 @@ impl Payments {
     /// Single-flights the payment, claims it in the ledger, answers repeats from their record,
     /// recovers payments in doubt, verifies new payments and, in [`SettlementMode::Before`],
     /// settles them. `requirement` is the offer's accept the payment matched
-    /// ([`accepted`](Self::accepted)). Refusals are reported to the event hook before they are
-    /// returned.
+    /// ([`accepted`](Self::accepted)); `request` is the request the payment comes with, recorded
+    /// with it: a payment buys one delivery of one request (see [`RequestDigest`] for what a
+    /// repeat is answered). Refusals are reported to the event hook before they are returned.
     pub async fn authorize(
         self: &Arc<Self>,
         offer: &Arc<Offer>,
         payload: PaymentPayload,
         requirement: Arc<PaymentRequirements>,
+        request: RequestDigest,
     ) -> Outcome {
-        let fingerprint = Fingerprint::of(&payload);
+        let (fingerprint, permit_differs) = Fingerprint::read(&payload);
+        if permit_differs && charge::is_metered(&requirement) {
+            // The buyer would leave a permit for another amount with the merchant.
+            return self.refuse(offer, Refusal::PermitAmountMismatch);
+        }
         let key = PaymentKey::with_fingerprint(&payload, &fingerprint);
         let guard = Arc::clone(&self.inflight).acquire(key.clone()).await;
 
@@ -327,12 +350,19 @@ impl Payments {
             .as_ref()
             .and_then(|recent| recent.get(&key))
         {
-            return self.replay(offer, payload, &fingerprint, record, guard);
+            return self.replay(offer, payload, &fingerprint, record, &request, guard);
         }
         let hold = match ledger::claim(self, &key, &fingerprint).await {
             Claim::Fresh(hold) => hold,
             Claim::Settled(record) => {
-                return self.replay(offer, payload, &fingerprint, *record, guard);
+                return self.replay(offer, payload, &fingerprint, *record, &request, guard);
+            }
+            Claim::Recover(_, intent)
+                if !delivery::same_request(intent.request_digest.as_deref(), &request) =>
+            {
+                // Recovered only by the request it was sent with; left in doubt.
+                let refusal = Refusal::UsedForAnotherRequest { settlement: None };
+                return self.refuse(offer, refusal);
             }
             Claim::Recover(hold, intent) => {
                 return self.recover(offer, hold, *intent, guard).await;
@@ -340,6 +370,7 @@ impl Payments {
             Claim::Refuse(refusal) => return self.refuse(offer, *refusal),
         };
 
+        let digest = request;
         let request = Arc::new(FacilitatorRequest::new(payload, Arc::clone(&requirement)));
         let span = tracing::info_span!("x402.verify", network = %requirement.network, scheme = %requirement.scheme);
         let (verifier, verified) = self.facilitators.verify(&request).instrument(span).await;
@@ -379,6 +410,7 @@ impl Payments {
             fingerprint,
             Arc::clone(offer.resource_url()),
             request,
+            digest.shared(),
         )
         .at_facilitator(verifier);
         if offer.settlement_mode().settles_after_work() {
@@ -456,14 +488,16 @@ impl Payments {
         Outcome::Settled(Paid::new(payment, guard))
     }
 
-    /// Answers a payment that has a settlement record: the same resource gets the recorded
-    /// settlement again; anything else is refused.
+    /// Answers a payment that has a settlement record: a fixed-price payment presented for the
+    /// request it bought is delivered again with the recorded settlement; anything else is
+    /// refused (see [`RequestDigest`]).
     fn replay(
         &self,
         offer: &Arc<Offer>,
         payload: PaymentPayload,
         fingerprint: &Fingerprint,
         record: SettlementRecord,
+        request: &RequestDigest,
         guard: InflightGuard,
     ) -> Outcome {
         if *fingerprint != *record.fingerprint {
@@ -471,6 +505,9 @@ impl Payments {
         }
         if record.resource != *offer.resource_url() {
             return self.refuse(offer, Refusal::SettledForAnotherResource);
+        }
+        if let Err(refusal) = delivery::redelivery(&record, request) {
+            return self.refuse(offer, refusal);
         }
         self.emit(|| PaymentEvent::Replayed {
             offer,
@@ -526,7 +563,8 @@ pub enum Outcome {
     /// Settled ([`SettlementMode::Before`], or a payment in doubt whose settlement was proven):
     /// deliver.
     Settled(Paid),
-    /// Settled earlier and answered from its record, with no facilitator call: deliver again.
+    /// Settled earlier for a fixed price and for the same request, answered from its record
+    /// with no facilitator call: deliver again (see [`RequestDigest`]).
     Replayed(Paid),
     /// `/settle` was sent but its outcome is unknown: the payment is kept *in doubt*
     /// ([`Refusal::SettlementInDoubt`]); the same payment presented again recovers it.

@@ -22,6 +22,9 @@ use crate::settlement::StoreError;
 /// | [`InvalidPayment`](Self::InvalidPayment) | 402 | the challenge |
 /// | [`IdentifierReused`](Self::IdentifierReused) | 409 | |
 /// | [`SettledForAnotherResource`](Self::SettledForAnotherResource) | 402 | the challenge |
+/// | [`UsedForAnotherRequest`](Self::UsedForAnotherRequest) | 409 | `error: "payment_used_for_another_request"`; the recorded `PAYMENT-RESPONSE` when settled |
+/// | [`AlreadyDelivered`](Self::AlreadyDelivered) | 409 | `error: "payment_already_delivered"`; the recorded `PAYMENT-RESPONSE` |
+/// | [`PermitAmountMismatch`](Self::PermitAmountMismatch) | 402 | the challenge; nothing verified |
 /// | [`Facilitator`](Self::Facilitator) unavailable | 503 | `Retry-After`; retry the same payment |
 /// | [`Facilitator`](Self::Facilitator) answered wrongly | 502 | |
 /// | [`SettlementRefused`](Self::SettlementRefused) | 402 | the challenge, the failure in `PAYMENT-RESPONSE` |
@@ -68,6 +71,22 @@ pub enum Refusal {
     IdentifierReused,
     /// The payment already settled, for another resource; a payment buys one resource.
     SettledForAnotherResource,
+    /// The payment was used for another request (method, path and query, or tool and
+    /// arguments) of this resource: a payment buys one delivery of one request. Nothing ran.
+    UsedForAnotherRequest {
+        /// The settlement recorded for the payment, when it settled (not while in doubt).
+        settlement: Option<SettleResponse>,
+    },
+    /// A metered (`upto`) payment presented again for the request it already bought: its
+    /// charge was decided by the work that served it, so the work does not run again. Nothing
+    /// ran; the recorded settlement says what was charged.
+    AlreadyDelivered {
+        /// The settlement recorded for the payment.
+        settlement: SettleResponse,
+    },
+    /// The amount a metered (`upto`) payment's Permit2 permit signs differs from the offer's
+    /// maximum it names in `accepted`. Refused before verification.
+    PermitAmountMismatch,
     /// The facilitator gave no usable answer. Nothing settled unless this came from `/settle`,
     /// where the money may or may not have moved: the client is asked to retry the same payment.
     Facilitator(FacilitatorError),
@@ -115,7 +134,9 @@ impl Refusal {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::InvalidHeader(_) => StatusCode::BAD_REQUEST,
-            Self::IdentifierReused => StatusCode::CONFLICT,
+            Self::IdentifierReused
+            | Self::UsedForAnotherRequest { .. }
+            | Self::AlreadyDelivered { .. } => StatusCode::CONFLICT,
             Self::Facilitator(failure) if failure.is_unavailable() => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -128,6 +149,7 @@ impl Refusal {
             | Self::NoMatchingRequirement { .. }
             | Self::InvalidPayment { .. }
             | Self::SettledForAnotherResource
+            | Self::PermitAmountMismatch
             | Self::SettlementRefused(_)
             | Self::AuthorizationExpired => StatusCode::PAYMENT_REQUIRED,
             Self::ChargeAboveMaximum { .. }
@@ -161,6 +183,19 @@ impl fmt::Display for Refusal {
             Self::SettledForAnotherResource => {
                 f.write_str("this payment was already settled for a different resource")
             }
+            Self::UsedForAnotherRequest { .. } => f.write_str(
+                "this payment was already used for a different request (another method, path \
+                 or query, or other tool arguments): a payment buys one delivery of one \
+                 request; nothing was run or charged again",
+            ),
+            Self::AlreadyDelivered { .. } => f.write_str(
+                "this metered payment was already delivered and charged (see PAYMENT-RESPONSE): \
+                 it is not served again; nothing was run or charged again",
+            ),
+            Self::PermitAmountMismatch => f.write_str(
+                "the permit's signed amount differs from the accepted maximum: sign the \
+                 maximum the offer names",
+            ),
             Self::Facilitator(failure) if failure.is_unavailable() => write!(
                 f,
                 "payment facilitator unavailable, retry the same payment later: {}",
@@ -208,6 +243,27 @@ impl fmt::Display for Refusal {
                 "the server's Settlement-Overrides header is malformed ({reason}); nothing was \
                  charged"
             ),
+        }
+    }
+}
+
+impl Refusal {
+    /// The short machine-readable code a 409 answers with as its `error` (the text above
+    /// goes in `message`): `payment_used_for_another_request` or `payment_already_delivered`.
+    pub(crate) fn conflict_code(&self) -> Option<&'static str> {
+        match self {
+            Self::UsedForAnotherRequest { .. } => Some("payment_used_for_another_request"),
+            Self::AlreadyDelivered { .. } => Some("payment_already_delivered"),
+            _ => None,
+        }
+    }
+
+    /// The settlement recorded for the payment this refusal is about, when it has one to show.
+    pub(crate) fn recorded_settlement(&self) -> Option<&SettleResponse> {
+        match self {
+            Self::UsedForAnotherRequest { settlement } => settlement.as_ref(),
+            Self::AlreadyDelivered { settlement } => Some(settlement),
+            _ => None,
         }
     }
 }

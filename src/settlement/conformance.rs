@@ -29,7 +29,8 @@ const RACERS: usize = 16;
 /// broken rule on the first violation. Uses fresh keys on every call, so it can run against a
 /// database that already holds data (and several times against the same one).
 ///
-/// Checks: absent keys load as `None`; `insert` stores version 1 and refuses an existing key;
+/// Checks: absent keys load as `None`; the facilitator label of an intent and the request digest
+/// of a record are read back; `insert` stores version 1 and refuses an existing key;
 /// `replace` and `remove` succeed only on the current version and bump or delete it; every
 /// state round-trips unchanged; a removed key can be inserted again; of concurrent `insert`s,
 /// `replace`s or `remove`s naming the same key and version exactly one succeeds.
@@ -69,6 +70,25 @@ pub async fn check(store: Arc<dyn SettlementStore>) {
     }
     assert!(
         ok(store.remove(&labelled, 1).await, "remove"),
+        "remove at version 1 succeeds"
+    );
+
+    // The request a payment bought is read back with its record.
+    let bought = key("bought");
+    assert!(
+        ok(store.insert(&bought, &states[3]).await, "insert"),
+        "insert of an absent key succeeds"
+    );
+    match load(&*store, &bought).await.map(|entry| entry.state) {
+        Some(PaymentState::Settled { record }) => assert_eq!(
+            record.request_digest,
+            Some(format!("sha256:{run}").into()),
+            "a settlement record keeps the request it bought"
+        ),
+        other => panic!("a settled state loads as settled, got {other:?}"),
+    }
+    assert!(
+        ok(store.remove(&bought, 1).await, "remove"),
         "remove at version 1 succeeds"
     );
 
@@ -261,7 +281,8 @@ fn sample_states(run: &str) -> Vec<PaymentState> {
     let intent = SettlementIntent::new(
         format!("https://shop.example/{run}"),
         FacilitatorRequest::new(payload.clone(), requirement.clone()),
-    );
+    )
+    .for_request(format!("http GET /{run}?q=\u{fc}ber&n=1"));
     let settlement = SettleResponse {
         success: true,
         error_reason: None,
@@ -294,7 +315,8 @@ fn sample_states(run: &str) -> Vec<PaymentState> {
                 format!("https://shop.example/{run}"),
                 requirement,
                 settlement,
-            ),
+            )
+            .for_request(format!("sha256:{run}")),
         },
     ]
 }

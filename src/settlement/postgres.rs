@@ -23,6 +23,12 @@ CREATE INDEX IF NOT EXISTS x402_payment_ledger_by_phase ON x402_payment_ledger (
 const ADD_FACILITATOR_COLUMN: &str =
     "ALTER TABLE x402_payment_ledger ADD COLUMN IF NOT EXISTS facilitator TEXT";
 
+/// The request a payment came with or bought (its
+/// [`RequestDigest`](crate::payment::RequestDigest), also in the state's JSON), for operators'
+/// queries; NULL for a payment being verified, and for rows written before it.
+const ADD_REQUEST_DIGEST_COLUMN: &str =
+    "ALTER TABLE x402_payment_ledger ADD COLUMN IF NOT EXISTS request_digest TEXT";
+
 /// Serialises concurrent `migrate` calls (`CREATE … IF NOT EXISTS` alone can still collide).
 const MIGRATION_LOCK: i64 = 0x7834_3032_6c65_6467; // "x402ledg"
 
@@ -64,8 +70,9 @@ impl PostgresSettlementStore {
         Self { pool }
     }
 
-    /// Creates the `x402_payment_ledger` table and its index if they do not exist. Safe to call
-    /// from several instances starting at once.
+    /// Creates the `x402_payment_ledger` table and its index if they do not exist, and adds the
+    /// columns added since (`facilitator`, `request_digest`) to a table created before
+    /// them. Safe to call from several instances starting at once.
     pub async fn migrate(&self) -> Result<(), StoreError> {
         let mut transaction = self.pool.begin().await.map_err(store_error)?;
         sqlx::query("SELECT pg_advisory_xact_lock($1)")
@@ -84,10 +91,9 @@ impl PostgresSettlementStore {
                 .await
                 .map_err(store_error)?;
         }
-        transaction
-            .execute(ADD_FACILITATOR_COLUMN)
-            .await
-            .map_err(store_error)?;
+        for column in [ADD_FACILITATOR_COLUMN, ADD_REQUEST_DIGEST_COLUMN] {
+            transaction.execute(column).await.map_err(store_error)?;
+        }
         transaction.commit().await.map_err(store_error)
     }
 
@@ -145,13 +151,15 @@ impl SettlementStore for PostgresSettlementStore {
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let done = sqlx::query(
-                "INSERT INTO x402_payment_ledger (payment_key, version, phase, state, facilitator) \
-                 VALUES ($1, 1, $2, $3, $4) ON CONFLICT (payment_key) DO NOTHING",
+                "INSERT INTO x402_payment_ledger \
+                 (payment_key, version, phase, state, facilitator, request_digest) \
+                 VALUES ($1, 1, $2, $3, $4, $5) ON CONFLICT (payment_key) DO NOTHING",
             )
             .bind(key.as_str())
             .bind(state.phase())
             .bind(encode(state)?)
             .bind(facilitator_of(state))
+            .bind(request_digest_of(state))
             .execute(&self.pool)
             .await
             .map_err(store_error)?;
@@ -169,7 +177,8 @@ impl SettlementStore for PostgresSettlementStore {
             let version = i64::try_from(version).map_err(store_error)?;
             let done = sqlx::query(
                 "UPDATE x402_payment_ledger \
-                 SET version = version + 1, phase = $3, state = $4, facilitator = $5, updated = now() \
+                 SET version = version + 1, phase = $3, state = $4, facilitator = $5, \
+                     request_digest = $6, updated = now() \
                  WHERE payment_key = $1 AND version = $2",
             )
             .bind(key.as_str())
@@ -177,6 +186,7 @@ impl SettlementStore for PostgresSettlementStore {
             .bind(state.phase())
             .bind(encode(state)?)
             .bind(facilitator_of(state))
+            .bind(request_digest_of(state))
             .execute(&self.pool)
             .await
             .map_err(store_error)?;
@@ -225,5 +235,16 @@ fn facilitator_of(state: &PaymentState) -> Option<&str> {
             intent.facilitator.as_deref()
         }
         PaymentState::InProgress { .. } | PaymentState::Settled { .. } => None,
+    }
+}
+
+/// The request digest `state` records, if any.
+fn request_digest_of(state: &PaymentState) -> Option<&str> {
+    match state {
+        PaymentState::Settling { intent, .. } | PaymentState::InDoubt { intent, .. } => {
+            intent.request_digest.as_deref()
+        }
+        PaymentState::Settled { record } => record.request_digest.as_deref(),
+        PaymentState::InProgress { .. } => None,
     }
 }

@@ -110,11 +110,17 @@ pub(crate) struct Fingerprint(Arc<str>);
 
 impl Fingerprint {
     /// The fingerprint of `payload`.
+    pub(crate) fn of(payload: &PaymentPayload) -> Self {
+        Self::read(payload).0
+    }
+
+    /// The fingerprint of `payload`, and whether its proof is a Permit2 permit that signs
+    /// another amount than the one its `accepted` names (read in the same pass).
     ///
     /// The proof is read in place, as the shape its scheme names (an `upto` payment's Permit2
     /// first, any other's EIP-3009), then as the other, and otherwise taken as it is.
-    pub(crate) fn of(payload: &PaymentPayload) -> Self {
-        let shapes: [fn(&PaymentPayload) -> Option<Self>; 2] =
+    pub(crate) fn read(payload: &PaymentPayload) -> (Self, bool) {
+        let shapes: [fn(&PaymentPayload) -> Option<(Self, bool)>; 2] =
             if payload.accepted.scheme == crate::proto::UPTO_SCHEME {
                 [Self::of_permit2, Self::of_eip3009]
             } else {
@@ -123,33 +129,37 @@ impl Fingerprint {
         shapes
             .iter()
             .find_map(|read| read(payload))
-            .unwrap_or_else(|| Self::of_proof(payload))
+            .unwrap_or_else(|| (Self::of_proof(payload), false))
     }
 
     /// An EIP-3009 authorization's fingerprint: the same shape `exact_evm` accepts, read
     /// without copying its strings.
-    fn of_eip3009(payload: &PaymentPayload) -> Option<Self> {
+    fn of_eip3009(payload: &PaymentPayload) -> Option<(Self, bool)> {
         let accepted = &payload.accepted;
         let evm = serde_json::from_str::<ExactEvmView<'_>>(payload.payload.get()).ok()?;
         let authorization = evm.authorization;
-        Some(Self::joined(
+        let fingerprint = Self::joined(
             "eip3009",
             accepted.network.as_str(),
             [&accepted.asset, &authorization.from, &authorization.nonce],
-        ))
+        );
+        Some((fingerprint, false))
     }
 
     /// A Permit2 (`upto`) permit's fingerprint: the same shape `upto_evm` accepts, read without
     /// copying its strings. Permit2 nonces belong to the owner, whatever the token: the chain
     /// spends each once.
-    fn of_permit2(payload: &PaymentPayload) -> Option<Self> {
+    fn of_permit2(payload: &PaymentPayload) -> Option<(Self, bool)> {
         let upto = serde_json::from_str::<UptoEvmView<'_>>(payload.payload.get()).ok()?;
         let permit = upto.permit2_authorization;
-        Some(Self::joined(
+        let signed = permit.permitted.amount.parse::<u128>().ok();
+        let differs = signed != Some(payload.accepted.amount.0);
+        let fingerprint = Self::joined(
             "permit2",
             payload.accepted.network.as_str(),
             [&permit.from, &permit.nonce],
-        ))
+        );
+        Some((fingerprint, differs))
     }
 
     /// `kind:network:part:…`, each part lowercased (hex addresses and nonces are the same
@@ -297,6 +307,12 @@ pub struct SettlementRecord {
     pub requirement: Arc<PaymentRequirements>,
     /// The facilitator's successful settlement.
     pub settlement: SettleResponse,
+    /// The request the payment bought
+    /// ([`RequestDigest`](crate::payment::RequestDigest)): a payment is delivered again only
+    /// for that request. `None` (a record written before requests were recorded) means any
+    /// request for [`resource`](Self::resource).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_digest: Option<Arc<str>>,
 }
 
 impl SettlementRecord {
@@ -313,6 +329,7 @@ impl SettlementRecord {
             resource: intent.resource.clone(),
             requirement: Arc::clone(intent.request.payment_requirements()),
             settlement,
+            request_digest: intent.request_digest.clone(),
         }
     }
 
@@ -329,7 +346,15 @@ impl SettlementRecord {
             resource: resource.into(),
             requirement: requirement.into(),
             settlement,
+            request_digest: None,
         }
+    }
+
+    /// The same record, for the request whose digest is `digest`
+    /// ([`RequestDigest::as_str`](crate::payment::RequestDigest::as_str)).
+    pub fn for_request(mut self, digest: impl Into<Arc<str>>) -> Self {
+        self.request_digest = Some(digest.into());
+        self
     }
 
     /// A record rebuilt from storage.
@@ -346,6 +371,7 @@ impl SettlementRecord {
             resource: resource.into(),
             requirement: requirement.into(),
             settlement,
+            request_digest: None,
         }
     }
 }

@@ -157,6 +157,11 @@ pub struct SettlementIntent {
     /// there alone. `None` (an intent written before labels existed) means the first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub facilitator: Option<Arc<str>>,
+    /// The request the payment came with
+    /// ([`RequestDigest`](crate::payment::RequestDigest)): a payment in doubt is recovered only
+    /// by that request. `None` (an intent written before requests were recorded) means any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_digest: Option<Arc<str>>,
 }
 
 impl SettlementIntent {
@@ -167,6 +172,7 @@ impl SettlementIntent {
             resource: resource.into(),
             request: Arc::new(request),
             facilitator: None,
+            request_digest: None,
         }
     }
 
@@ -176,17 +182,27 @@ impl SettlementIntent {
         self
     }
 
-    /// The intent to send `request`, whose payment's fingerprint the layer already computed.
+    /// The same intent, for the request whose digest is `digest`
+    /// ([`RequestDigest::as_str`](crate::payment::RequestDigest::as_str)).
+    pub fn for_request(mut self, digest: impl Into<Arc<str>>) -> Self {
+        self.request_digest = Some(digest.into());
+        self
+    }
+
+    /// The intent to send `request`, whose payment's fingerprint the layer already computed,
+    /// for the request whose digest is `digest`.
     pub(crate) fn with_fingerprint(
         fingerprint: super::Fingerprint,
         resource: Arc<str>,
         request: Arc<FacilitatorRequest>,
+        digest: Arc<str>,
     ) -> Self {
         Self {
             fingerprint: fingerprint.into_shared(),
             resource,
             request,
             facilitator: None,
+            request_digest: Some(digest),
         }
     }
 }

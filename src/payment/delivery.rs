@@ -1,0 +1,248 @@
+//! One payment, one delivery of one request: the digest of the request a payment bought, and
+//! the rule that decides whether a payment that already settled may be served again.
+//!
+//! Every adapter names the request a payment comes with as a [`RequestDigest`] — the HTTP
+//! layer its method, path and query, paid MCP tools the tool's name and its arguments — and the
+//! core records it with the payment in the ledger. A payment presented again is then answered
+//! as [`redelivery`] says:
+//!
+//! | the payment, settled for | presented again with | answer |
+//! |---|---|---|
+//! | a fixed price (`exact`) | the same request | delivered again: the same work, fully paid, so a lost answer can be fetched again |
+//! | a fixed price (`exact`) | another request | refused (409 `payment_used_for_another_request`); nothing runs |
+//! | a metered amount (`upto`) | the same request | refused (409 `payment_already_delivered`) with the recorded `PAYMENT-RESPONSE`; nothing runs |
+//! | a metered amount (`upto`) | another request | refused (409 `payment_used_for_another_request`) with the recorded `PAYMENT-RESPONSE`; nothing runs |
+//!
+//! A metered payment is not delivered again even for the same request: its charge was decided
+//! by the work that served it, and running the work again could serve more than was charged (a
+//! longer stream, rows added since), under a settlement that cannot grow. Its answer is not
+//! kept either — a streamed body has no bounded size to keep — so the repeat is told what was
+//! settled, in `PAYMENT-RESPONSE`, and a buyer who lost the answer pays again.
+//!
+//! A payment in doubt is recovered only by the request it was sent with; another request is
+//! refused the same way and leaves it in doubt.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use sha2::{Digest as _, Sha256};
+
+use super::Refusal;
+use super::charge::is_metered;
+use crate::settlement::SettlementRecord;
+
+/// Requests whose text is at most this long are recorded as they are; longer ones as their
+/// SHA-256, so that what the ledger keeps per payment stays small.
+const KEPT_AS_TEXT: usize = 96;
+
+/// The request a payment is presented with, as the ledger records it: the text of the request
+/// itself when it is short (`http GET /v1/rows?count=1`), else `sha256:` and the hex SHA-256 of
+/// that text. Two requests have equal digests exactly when their texts are equal.
+///
+/// ```
+/// use serde_json::json;
+/// use tower_x402::payment::RequestDigest;
+///
+/// let get: http::Uri = "/v1/rows?count=1".parse()?;
+/// let one = RequestDigest::http(&http::Method::GET, &get);
+/// assert_eq!(one.as_str(), "http GET /v1/rows?count=1");
+/// let fifty: http::Uri = "/v1/rows?count=50".parse()?;
+/// assert_ne!(one, RequestDigest::http(&http::Method::GET, &fifty));
+///
+/// // Tool arguments are compared as JSON, whatever their key order or spacing.
+/// let a = json!({"symbol": "USDC", "venue": "x"});
+/// let b = json!({"venue": "x", "symbol": "USDC"});
+/// assert_eq!(
+///     RequestDigest::tool("quote", a.as_object()),
+///     RequestDigest::tool("quote", b.as_object()),
+/// );
+/// let long = json!({"text": "a".repeat(500)});
+/// assert!(RequestDigest::tool("summarize", long.as_object()).as_str().starts_with("sha256:"));
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RequestDigest(Arc<str>);
+
+impl RequestDigest {
+    /// An HTTP request: its method, path and query, as sent (not normalised: the same request
+    /// sent again is the same text). The body is not part of it.
+    pub fn http(method: &http::Method, uri: &http::Uri) -> Self {
+        let target = uri.path_and_query().map_or("/", |target| target.as_str());
+        let mut text = String::with_capacity(6 + method.as_str().len() + target.len());
+        text.push_str("http ");
+        text.push_str(method.as_str());
+        text.push(' ');
+        text.push_str(target);
+        Self::bounded(text)
+    }
+
+    /// A call of the MCP tool `name` with `arguments`, as canonical JSON (object keys sorted, no
+    /// spacing): the same arguments in another order are the same request.
+    pub fn tool(name: &str, arguments: Option<&Map<String, Value>>) -> Self {
+        let mut text = String::from("mcp ");
+        write_canonical(&mut text, &Value::String(name.to_owned()));
+        text.push(' ');
+        match arguments {
+            Some(arguments) => write_object(&mut text, arguments),
+            None => text.push_str("{}"),
+        }
+        Self::bounded(text)
+    }
+
+    /// A digest read back from storage.
+    pub fn from_stored(text: impl Into<Arc<str>>) -> Self {
+        Self(text.into())
+    }
+
+    /// The digest as text, as the ledger stores it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The digest's text, shared.
+    pub(crate) fn shared(&self) -> Arc<str> {
+        Arc::clone(&self.0)
+    }
+
+    /// `text` itself when short, else its SHA-256. A text never starts with `sha256:` (it
+    /// starts with `http ` or `mcp `), so the two forms never meet.
+    fn bounded(text: String) -> Self {
+        if text.len() <= KEPT_AS_TEXT {
+            return Self(text.into());
+        }
+        let hash = Sha256::digest(text.as_bytes());
+        let mut hex = String::with_capacity(7 + 64);
+        hex.push_str("sha256:");
+        for byte in hash {
+            // Writing to a String cannot fail.
+            let _ = write!(hex, "{byte:02x}");
+        }
+        Self(hex.into())
+    }
+}
+
+impl std::fmt::Display for RequestDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// `value` as JSON with every object's keys sorted.
+fn write_canonical(out: &mut String, value: &Value) {
+    match value {
+        Value::Object(object) => write_object(out, object),
+        Value::Array(items) => {
+            out.push('[');
+            for (n, item) in items.iter().enumerate() {
+                if n > 0 {
+                    out.push(',');
+                }
+                write_canonical(out, item);
+            }
+            out.push(']');
+        }
+        // Scalars print as compact JSON (strings escaped).
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+fn write_object(out: &mut String, object: &Map<String, Value>) {
+    let mut entries: Vec<_> = object.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    out.push('{');
+    for (n, (key, value)) in entries.into_iter().enumerate() {
+        if n > 0 {
+            out.push(',');
+        }
+        write_canonical(out, &Value::String(key.clone()));
+        out.push(':');
+        write_canonical(out, value);
+    }
+    out.push('}');
+}
+
+/// Whether a request recorded as `recorded` (`None`: recorded before requests were) is the
+/// request `request`.
+pub(super) fn same_request(recorded: Option<&str>, request: &RequestDigest) -> bool {
+    // A record written before digests were kept was sold under the rule of its time: the same
+    // resource. Refusing it would strand a buyer whose answer was lost across the upgrade.
+    recorded.is_none_or(|recorded| recorded == request.as_str())
+}
+
+/// Whether the settled payment `record` may be delivered again for `request`: only a
+/// fixed-price payment, only for the request it bought. See the [module docs](self).
+// A `Refusal` is large, but this one is built on the refusal path only and answered at once.
+#[allow(clippy::result_large_err)]
+pub(super) fn redelivery(
+    record: &SettlementRecord,
+    request: &RequestDigest,
+) -> Result<(), Refusal> {
+    if !same_request(record.request_digest.as_deref(), request) {
+        return Err(Refusal::UsedForAnotherRequest {
+            settlement: Some(record.settlement.clone()),
+        });
+    }
+    if is_metered(&record.requirement) {
+        return Err(Refusal::AlreadyDelivered {
+            settlement: record.settlement.clone(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_request_is_its_method_path_and_query() {
+        let uri = |text: &str| text.parse::<http::Uri>().unwrap();
+        let get = RequestDigest::http(&http::Method::GET, &uri("/rows?count=1"));
+        assert_eq!(get.as_str(), "http GET /rows?count=1");
+        assert_ne!(
+            get,
+            RequestDigest::http(&http::Method::POST, &uri("/rows?count=1"))
+        );
+        assert_ne!(
+            get,
+            RequestDigest::http(&http::Method::GET, &uri("/rows?count=1&"))
+        );
+        // An absolute-form target is the same request as its origin form.
+        assert_eq!(
+            get,
+            RequestDigest::http(&http::Method::GET, &uri("http://shop.example/rows?count=1"))
+        );
+        let long = format!("/rows?q={}", "x".repeat(200));
+        let hashed = RequestDigest::http(&http::Method::GET, &uri(&long));
+        assert_eq!(hashed.as_str().len(), 7 + 64);
+        assert!(hashed.as_str().starts_with("sha256:"), "{hashed}");
+        let longer = format!("{long}y");
+        assert_ne!(
+            hashed,
+            RequestDigest::http(&http::Method::GET, &uri(&longer))
+        );
+    }
+
+    #[test]
+    fn tool_arguments_are_compared_as_canonical_json() {
+        let quote = |arguments: Value| RequestDigest::tool("quote", arguments.as_object());
+        let nested = quote(json!({"b": [1, {"y": 2, "x": "é\""}], "a": null}));
+        assert_eq!(
+            nested.as_str(),
+            r#"mcp "quote" {"a":null,"b":[1,{"x":"é\"","y":2}]}"#
+        );
+        assert_eq!(
+            nested,
+            quote(json!({"a": null, "b": [1, {"x": "é\"", "y": 2}]}))
+        );
+        assert_ne!(
+            quote(json!({"symbol": "USDC"})),
+            quote(json!({"symbol": "BTC"}))
+        );
+        assert_ne!(quote(json!({})), RequestDigest::tool("quote2", None));
+        assert_eq!(quote(json!({})), RequestDigest::tool("quote", None));
+    }
+}
