@@ -412,10 +412,134 @@ async fn upto_is_charged_what_the_tool_metered() {
     );
     assert_eq!(settlements[0].from, wallet.address());
 
-    // A repeat is answered from the record: the same amount, no second transfer.
+    // A repeat is not run again (the charge was the work's): refused with the recorded
+    // settlement, no second transfer.
     let again = call(&url, "meter", json!({"units": 37}), Some(&payment)).await;
+    assert_eq!(again["isError"], true, "{again}");
+    assert_eq!(
+        again["structuredContent"]["error"],
+        "payment_already_delivered"
+    );
     assert_eq!(again["_meta"][PAYMENT_RESPONSE_META]["amount"], "37000");
     assert_eq!(facilitator.sandbox.settlement_count(), 1);
+}
+
+#[tokio::test]
+async fn a_paid_call_buys_its_own_arguments_only() {
+    let facilitator = facilitator().await;
+    let (url, runs) = server(&facilitator, payments(&facilitator)).await;
+    let required = challenge(&call(&url, "quote", json!({"symbol": "USDC"}), None).await);
+    let payment = SandboxWallet::random().pay(&required).unwrap();
+
+    let bought = call(&url, "quote", json!({"symbol": "USDC"}), Some(&payment)).await;
+    assert_eq!(text_of(&bought), "USDC: 42.00 USD", "{bought}");
+    let transaction = bought["_meta"][PAYMENT_RESPONSE_META]["transaction"].clone();
+
+    // The same payment with other arguments: refused, the tool not run, the settlement shown.
+    for symbol in ["BTC", "ETH", "SOL"] {
+        let other = call(&url, "quote", json!({"symbol": symbol}), Some(&payment)).await;
+        assert_eq!(other["isError"], true, "{other}");
+        let refusal = &other["structuredContent"];
+        assert_eq!(
+            refusal["error"], "payment_used_for_another_request",
+            "{other}"
+        );
+        assert!(
+            refusal.get("accepts").is_none(),
+            "not a request to pay again"
+        );
+        assert!(!text_of(&other).contains("42.00"), "{other}");
+        assert_eq!(
+            other["_meta"][PAYMENT_RESPONSE_META]["transaction"],
+            transaction
+        );
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the tool ran once");
+
+    // The same arguments again: the same call, delivered again (a lost answer is recovered).
+    let again = call(&url, "quote", json!({"symbol": "USDC"}), Some(&payment)).await;
+    assert_eq!(text_of(&again), "USDC: 42.00 USD", "{again}");
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+
+    // A metered tool: settled for 5 units, then asked for 200 with the same payment.
+    let metered = challenge(&call(&url, "meter", json!({"units": 5}), None).await);
+    let permit = SandboxWallet::random().pay(&metered).unwrap();
+    let five = call(&url, "meter", json!({"units": 5}), Some(&permit)).await;
+    assert_eq!(text_of(&five), "5 units", "{five}");
+    let more = call(&url, "meter", json!({"units": 200}), Some(&permit)).await;
+    assert_eq!(
+        more["structuredContent"]["error"], "payment_used_for_another_request",
+        "{more}"
+    );
+    assert_eq!(more["_meta"][PAYMENT_RESPONSE_META]["amount"], "5000");
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    assert_eq!(
+        facilitator.sandbox.settle_calls(),
+        2,
+        "one settlement per payment"
+    );
+}
+
+#[tokio::test]
+async fn ten_concurrent_calls_with_one_payment_and_mixed_arguments_serve_only_the_first() {
+    for tool in ["quote", "meter"] {
+        let facilitator = facilitator().await;
+        facilitator
+            .sandbox
+            .queue_settle(Step::Answer.after(std::time::Duration::from_millis(200)));
+        let (url, runs) = server(&facilitator, payments(&facilitator)).await;
+        let arguments = |n: usize| match tool {
+            "quote" => json!({"symbol": (["USDC", "BTC"][n % 2])}),
+            _ => json!({"units": ([1, 150][n % 2])}),
+        };
+        let required = challenge(&call(&url, tool, arguments(0), None).await);
+        let payment = SandboxWallet::random().pay(&required).unwrap();
+
+        let calls: Vec<_> = (0..10)
+            .map(|n| {
+                let (url, payment, arguments) = (url.clone(), payment.clone(), arguments(n));
+                tokio::spawn(async move {
+                    let result = call(&url, tool, arguments.clone(), Some(&payment)).await;
+                    (arguments, result)
+                })
+            })
+            .collect();
+        let mut answers = Vec::new();
+        for answer in calls {
+            answers.push(answer.await.unwrap());
+        }
+        let delivered: Vec<_> = answers
+            .iter()
+            .filter(|(_, result)| result["isError"] == false)
+            .collect();
+        let bought = delivered[0].0.clone();
+        for (arguments, result) in &answers {
+            let error = &result["structuredContent"]["error"];
+            match (tool, *arguments == bought) {
+                // A fixed price: the same arguments are delivered again.
+                ("quote", true) => assert_eq!(result["isError"], false, "{result}"),
+                // Metered: delivered once.
+                (_, true) if result["isError"] == false => {}
+                (_, true) => assert_eq!(*error, "payment_already_delivered", "{result}"),
+                (_, false) => assert_eq!(*error, "payment_used_for_another_request", "{result}"),
+            }
+            assert_eq!(
+                result["_meta"][PAYMENT_RESPONSE_META],
+                delivered[0].1["_meta"][PAYMENT_RESPONSE_META],
+                "{tool}: one settlement, shown to every call"
+            );
+        }
+        if tool == "meter" {
+            assert_eq!(delivered.len(), 1, "{answers:?}");
+        }
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            delivered.len(),
+            "{tool}: the tool ran once per delivered call, never for other arguments"
+        );
+        assert_eq!(facilitator.sandbox.settle_calls(), 1, "{tool}");
+        assert_eq!(facilitator.sandbox.settlement_count(), 1, "{tool}");
+    }
 }
 
 #[tokio::test]
@@ -453,10 +577,16 @@ async fn two_instances_sharing_a_postgres_ledger_settle_the_same_payment_once() 
         answers.0["_meta"][PAYMENT_RESPONSE_META]["transaction"],
         answers.1["_meta"][PAYMENT_RESPONSE_META]["transaction"]
     );
-    // Each instance answers the other's payment from the shared record afterwards too.
+    // Each instance answers the other's payment from the shared record afterwards too, and
+    // refuses it for other arguments.
     for url in &urls {
         let again = call(url, "quote", json!({"symbol": "ACME"}), Some(&payment)).await;
         assert_eq!(again["isError"], false, "{again}");
+        let other = call(url, "quote", json!({"symbol": "BTC"}), Some(&payment)).await;
+        assert_eq!(
+            other["structuredContent"]["error"], "payment_used_for_another_request",
+            "{other}"
+        );
     }
     assert_eq!(facilitator.sandbox.settle_calls(), 1);
     assert_eq!(facilitator.sandbox.settlement_count(), 1);
