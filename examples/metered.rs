@@ -10,7 +10,11 @@
 //!   header (which the layer removes);
 //! - `GET /v1/tokens?count=N`: N tokens as `text/event-stream`, 0.001 USDC per token actually
 //!   sent, settled after the last one (`PAYMENT-RESPONSE` arrives as an HTTP trailer to a client
-//!   that sends `TE: trailers`, and again to the same payment sent again).
+//!   that sends `TE: trailers`).
+//!
+//! A payment buys one delivery of one request: the same payment sent again is answered 409 with
+//! the recorded `PAYMENT-RESPONSE` (`payment_already_delivered`, or
+//! `payment_used_for_another_request` for another query), and the handler does not run.
 //!
 //! A `count` the maximum does not cover is answered 400 before any payment is verified. Without
 //! `--facilitator` the in-process sandbox facilitator verifies and settles. The first line on

@@ -650,8 +650,9 @@ async fn a_client_that_disconnects_mid_stream_is_charged_for_what_was_sent_once(
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(shop.facilitator.settle_amounts(), vec![3_000], "once");
 
-    // The buyer's retry learns the settlement from the record.
+    // The buyer's retry learns the settlement from the record; the stream is not sent again.
     let (again, _driver) = streamed::pay(shop.addr, &payload).await;
+    assert_eq!(again.status(), 409);
     let replayed: SettleResponse =
         header::decode(again.headers()["payment-response"].as_bytes()).unwrap();
     assert_eq!(replayed.amount, Some(AtomicAmount(3_000)));

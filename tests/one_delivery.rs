@@ -245,7 +245,11 @@ async fn twenty_concurrent_copies_of_a_metered_payment_with_mixed_queries_are_se
         let served: Vec<&Answer> = answers.iter().filter(|a| a.status == 200).collect();
         assert_eq!(served.len(), 1, "{ledger:?}: one delivery: {answers:#?}");
         let delivered = served[0];
-        assert_eq!(shop.runs(), [delivered.target.clone()], "{ledger:?}");
+        assert_eq!(
+            shop.runs(),
+            std::slice::from_ref(&delivered.target),
+            "{ledger:?}"
+        );
         let settled = delivered.settlement.clone().unwrap();
         for answer in answers.iter().filter(|a| a.status != 200) {
             assert_eq!(answer.status, 409, "{ledger:?}: {answer:?}");
