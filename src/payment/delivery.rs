@@ -1,26 +1,7 @@
 //! One payment, one delivery of one request: the digest of the request a payment bought, and
 //! the rule that decides whether a payment that already settled may be served again.
 //!
-//! Every adapter names the request a payment comes with as a [`RequestDigest`] — the HTTP
-//! layer its method, path and query, paid MCP tools the tool's name and its arguments — and the
-//! core records it with the payment in the ledger. A payment presented again is then answered
-//! as [`redelivery`] says:
-//!
-//! | the payment, settled for | presented again with | answer |
-//! |---|---|---|
-//! | a fixed price (`exact`) | the same request | delivered again: the same work, fully paid, so a lost answer can be fetched again |
-//! | a fixed price (`exact`) | another request | refused (409 `payment_used_for_another_request`); nothing runs |
-//! | a metered amount (`upto`) | the same request | refused (409 `payment_already_delivered`) with the recorded `PAYMENT-RESPONSE`; nothing runs |
-//! | a metered amount (`upto`) | another request | refused (409 `payment_used_for_another_request`) with the recorded `PAYMENT-RESPONSE`; nothing runs |
-//!
-//! A metered payment is not delivered again even for the same request: its charge was decided
-//! by the work that served it, and running the work again could serve more than was charged (a
-//! longer stream, rows added since), under a settlement that cannot grow. Its answer is not
-//! kept either — a streamed body has no bounded size to keep — so the repeat is told what was
-//! settled, in `PAYMENT-RESPONSE`, and a buyer who lost the answer pays again.
-//!
-//! A payment in doubt is recovered only by the request it was sent with; another request is
-//! refused the same way and leaves it in doubt.
+//! The rule, and what a repeat is answered, are documented on [`RequestDigest`].
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -39,6 +20,28 @@ const KEPT_AS_TEXT: usize = 96;
 /// The request a payment is presented with, as the ledger records it: the text of the request
 /// itself when it is short (`http GET /v1/rows?count=1`), else `sha256:` and the hex SHA-256 of
 /// that text. Two requests have equal digests exactly when their texts are equal.
+///
+/// A payment buys one delivery of one request. Every adapter names the request a payment comes
+/// with — the HTTP layer its method, path and query ([`http`](Self::http)), paid MCP tools the
+/// tool's name and arguments ([`tool`](Self::tool)) — and
+/// [`Payments::authorize`](super::Payments::authorize) records it with the payment in the
+/// ledger. A payment presented again is answered:
+///
+/// | the payment, settled for | presented again with | answer |
+/// |---|---|---|
+/// | a fixed price (`exact`) | the same request | delivered again: the same work, fully paid, so a lost answer can be fetched again |
+/// | a fixed price (`exact`) | another request | [`Refusal::UsedForAnotherRequest`] (409 `payment_used_for_another_request`); nothing runs |
+/// | a metered amount (`upto`) | the same request | [`Refusal::AlreadyDelivered`] (409 `payment_already_delivered`) with the recorded settlement; nothing runs |
+/// | a metered amount (`upto`) | another request | [`Refusal::UsedForAnotherRequest`] with the recorded settlement; nothing runs |
+///
+/// A metered payment is not delivered again even for the same request: its charge was decided
+/// by the work that served it, and running the work again could serve more than was charged (a
+/// longer stream, rows added since) under a settlement that cannot grow. Its answer is not
+/// kept either — a streamed body has no bounded size to keep — so the repeat is told what was
+/// settled and a buyer who lost the answer pays again. A payment in doubt is recovered only by
+/// the request it was sent with; another request is refused the same way and leaves it in
+/// doubt. A record written before requests were recorded is delivered again for its resource,
+/// as it was sold.
 ///
 /// ```
 /// use serde_json::json;
@@ -171,7 +174,7 @@ pub(super) fn same_request(recorded: Option<&str>, request: &RequestDigest) -> b
 }
 
 /// Whether the settled payment `record` may be delivered again for `request`: only a
-/// fixed-price payment, only for the request it bought. See the [module docs](self).
+/// fixed-price payment, only for the request it bought (see [`RequestDigest`]).
 // A `Refusal` is large, but this one is built on the refusal path only and answered at once.
 #[allow(clippy::result_large_err)]
 pub(super) fn redelivery(
@@ -224,6 +227,54 @@ mod tests {
             hashed,
             RequestDigest::http(&http::Method::GET, &uri(&longer))
         );
+    }
+
+    #[test]
+    fn only_a_fixed_price_payment_is_delivered_again_and_only_for_its_request() {
+        let record = |scheme: &str, digest: Option<&str>| {
+            let requirement: crate::proto::PaymentRequirements = serde_json::from_value(json!({
+                "scheme": scheme, "network": "eip155:8453", "amount": "1000",
+                "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                "payTo": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C", "maxTimeoutSeconds": 60
+            }))
+            .unwrap();
+            let settlement = crate::proto::SettleResponse::failure(requirement.network.clone(), "");
+            let record = SettlementRecord::from_parts(
+                crate::settlement::PaymentKey::from_stored("k"),
+                "f",
+                "https://shop.example/rows",
+                requirement,
+                settlement,
+            );
+            match digest {
+                Some(digest) => record.for_request(digest),
+                None => record,
+            }
+        };
+        let uri = |text: &str| text.parse::<http::Uri>().unwrap();
+        let one = RequestDigest::http(&http::Method::GET, &uri("/rows?count=1"));
+        let fifty = RequestDigest::http(&http::Method::GET, &uri("/rows?count=50"));
+
+        let exact = record("exact", Some(one.as_str()));
+        assert!(redelivery(&exact, &one).is_ok());
+        assert!(matches!(
+            redelivery(&exact, &fifty),
+            Err(Refusal::UsedForAnotherRequest {
+                settlement: Some(_)
+            })
+        ));
+        let upto = record("upto", Some(one.as_str()));
+        assert!(matches!(
+            redelivery(&upto, &one),
+            Err(Refusal::AlreadyDelivered { .. })
+        ));
+        assert!(matches!(
+            redelivery(&upto, &fifty),
+            Err(Refusal::UsedForAnotherRequest { .. })
+        ));
+        // Recorded before requests were: sold for the resource, a metered one still once.
+        assert!(redelivery(&record("exact", None), &fifty).is_ok());
+        assert!(redelivery(&record("upto", None), &one).is_err());
     }
 
     #[test]
