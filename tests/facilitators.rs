@@ -255,7 +255,7 @@ async fn the_postgres_store_keeps_the_facilitator_label() {
     .execute(&pool)
     .await
     .unwrap();
-    let store = PostgresSettlementStore::new(pool);
+    let store = PostgresSettlementStore::new(pool.clone());
     store.migrate().await.unwrap();
     store.migrate().await.unwrap();
     use tower_x402::settlement::{PaymentKey, SettlementStore as _};
@@ -266,4 +266,30 @@ async fn the_postgres_store_keeps_the_facilitator_label() {
         "the old row is still read"
     );
     check_conformance(Arc::new(store)).await;
+    // The request a payment came with has its own column, beside the state's JSON: NULL for the
+    // row written before it and for payments being verified, the digest for the others.
+    let rows: Vec<(String, Option<String>, String)> =
+        sqlx::query_as("SELECT phase, request_digest, state FROM x402_payment_ledger")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert!(
+        rows.iter().any(|(phase, ..)| phase == "in_doubt"),
+        "{rows:?}"
+    );
+    for (phase, digest, state) in &rows {
+        match phase.as_str() {
+            "in_progress" => assert_eq!(digest, &None, "{state}"),
+            _ => {
+                let digest = digest
+                    .as_deref()
+                    .unwrap_or_else(|| panic!("{phase}: {state}"));
+                assert!(digest.starts_with("http GET /"), "{digest}");
+                assert!(
+                    state.contains(&format!("\"request_digest\":{}", serde_json::json!(digest))),
+                    "{state}"
+                );
+            }
+        }
+    }
 }
