@@ -72,12 +72,22 @@ impl RequestDigest {
     /// sent again is the same text). The body is not part of it.
     pub fn http(method: &http::Method, uri: &http::Uri) -> Self {
         let target = uri.path_and_query().map_or("/", |target| target.as_str());
-        let mut text = String::with_capacity(6 + method.as_str().len() + target.len());
-        text.push_str("http ");
-        text.push_str(method.as_str());
-        text.push(' ');
-        text.push_str(target);
-        Self::bounded(text)
+        let parts = ["http ", method.as_str(), " ", target];
+        let len: usize = parts.iter().map(|part| part.len()).sum();
+        if len <= KEPT_AS_TEXT {
+            // Gathered on the stack and copied once into its `Arc`: one allocation per paid
+            // request, not two.
+            let mut text = [0_u8; KEPT_AS_TEXT];
+            let mut at = 0;
+            for part in parts {
+                text[at..at + part.len()].copy_from_slice(part.as_bytes());
+                at += part.len();
+            }
+            if let Ok(text) = std::str::from_utf8(&text[..len]) {
+                return Self(text.into());
+            }
+        }
+        Self::bounded(parts.concat())
     }
 
     /// A call of the MCP tool `name` with `arguments`, as canonical JSON (object keys sorted, no
@@ -103,9 +113,9 @@ impl RequestDigest {
         &self.0
     }
 
-    /// The digest's text, shared.
-    pub(crate) fn shared(&self) -> Arc<str> {
-        Arc::clone(&self.0)
+    /// The digest's text, to share with the ledger's states.
+    pub(crate) fn into_shared(self) -> Arc<str> {
+        self.0
     }
 
     /// `text` itself when short, else its SHA-256. A text never starts with `sha256:` (it

@@ -410,7 +410,7 @@ impl Payments {
             fingerprint,
             Arc::clone(offer.resource_url()),
             request,
-            digest.shared(),
+            digest.into_shared(),
         )
         .at_facilitator(verifier);
         if offer.settlement_mode().settles_after_work() {
