@@ -10,7 +10,6 @@
 //! where the layer's payment ledger lives.
 
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row as _, Type};
-
 use tower_x402::proto::UsdAmount;
 
 use super::{
