@@ -75,6 +75,10 @@ async fn a_failure_midway_leaves_no_partial_rows() {
     assert_eq!(store.order_by_payment_key("key-2").await.unwrap(), None);
 }
 
+/// Two copies of one payment that both found no order, generated their own Passports and
+/// reached the write one after the other (the interleaving of copies on several instances):
+/// the second writes nothing, and the key derived for its Passport, which is never issued,
+/// is filed nowhere.
 async fn one_payment_makes_one_order() {
     let (_dir, store, _) = temp_store().await;
     let first = NewOrder {
@@ -82,17 +86,62 @@ async fn one_payment_makes_one_order() {
         secret_hash: "hash-1".to_owned(),
     };
     let created = store.record_order(&first).await.unwrap();
+    let before = store.row_counts().await.unwrap();
+    let mut loser = order("pp_other", "key-1");
+    loser.referral = None;
     let again = NewOrder {
-        order: order("pp_other", "key-1"),
+        order: loser,
         secret_hash: "hash-2".to_owned(),
     };
     let existing = store.record_order(&again).await.unwrap();
     assert_eq!(existing, Recorded::Existing(created.into_order()));
     let rows = store.row_counts().await.unwrap();
-    assert_eq!((rows["orders"], rows["fulfillment_grants"]), (1, 2));
+    assert_eq!(rows, before, "the second copy wrote nothing");
+    assert_eq!(
+        (
+            rows["orders"],
+            rows["fulfillment_grants"],
+            rows["referrals"]
+        ),
+        (1, 1, 1)
+    );
     assert!(store.grant_matches("pp_first", "hash-1").await.unwrap());
-    assert!(store.grant_matches("pp_first", "hash-2").await.unwrap());
+    assert!(!store.grant_matches("pp_first", "hash-2").await.unwrap());
     assert!(!store.grant_matches("pp_other", "hash-2").await.unwrap());
+    assert_eq!(store.order_by_passport("pp_other").await.unwrap(), None);
+}
+
+/// A key the order's Passport derives under another secret is added to that order once; a
+/// hash already granted to another order is refused and changes nothing.
+async fn a_grant_is_added_once_and_only_to_its_order() {
+    let (_dir, store, _) = temp_store().await;
+    for (passport, key, hash) in [
+        ("pp_first", "key-1", "hash-1"),
+        ("pp_second", "key-2", "hash-2"),
+    ] {
+        let new = NewOrder {
+            order: order(passport, key),
+            secret_hash: hash.to_owned(),
+        };
+        store.record_order(&new).await.unwrap();
+    }
+    store.add_grant("pp_first", "hash-rotated").await.unwrap();
+    store.add_grant("pp_first", "hash-rotated").await.unwrap();
+    store.add_grant("pp_first", "hash-1").await.unwrap();
+    assert_eq!(store.row_counts().await.unwrap()["fulfillment_grants"], 3);
+    assert!(
+        store
+            .grant_matches("pp_first", "hash-rotated")
+            .await
+            .unwrap()
+    );
+
+    let before = store.row_counts().await.unwrap();
+    let error = store.add_grant("pp_first", "hash-2").await.unwrap_err();
+    assert!(error.to_string().contains("another order"), "{error}");
+    assert_eq!(store.row_counts().await.unwrap(), before);
+    assert!(!store.grant_matches("pp_first", "hash-2").await.unwrap());
+    assert!(store.grant_matches("pp_second", "hash-2").await.unwrap());
 }
 
 async fn orders_read_back_exactly() {
@@ -238,6 +287,7 @@ async fn in_memory_databases_and_bad_urls() {
 super::support::on_both_backends!(
     a_failure_midway_leaves_no_partial_rows,
     one_payment_makes_one_order,
+    a_grant_is_added_once_and_only_to_its_order,
     orders_read_back_exactly,
     the_ledger_meets_the_settlement_store_contract,
     ledger_entries_survive_reopening_and_in_doubt_payments_are_listed,
