@@ -293,6 +293,95 @@ super::support::on_both_backends!(
     ledger_entries_survive_reopening_and_in_doubt_payments_are_listed,
 );
 
+/// Two instances writing one payment's order at the same moment on PostgreSQL, interleaved
+/// deterministically: the first has inserted its order and grant but not committed, so the
+/// second reads no order, and its insert waits on the payment's unique key; when the first
+/// commits, that insert fails and the retry finds the first order. The retry writes nothing:
+/// the second writer's key was derived for a Passport that is never issued.
+#[tokio::test]
+async fn on_postgres_the_writer_that_waited_for_the_first_files_no_grant() {
+    super::postgres_server::require();
+    let url = super::postgres_server::fresh_database().await;
+    let store = Store::open(&url).await.unwrap();
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    let winner = order("pp_first", "key-1");
+
+    let mut first = pool.begin().await.unwrap();
+    sqlx::query(
+        "INSERT INTO orders (passport, sku, resource, payer, payer_norm, network, tx, \
+         amount_micros, payment_key, demo, issued) \
+         VALUES ($1, $2, $3, $4, lower($4), $5, $6, $7, $8, $9, $10)",
+    )
+    .bind(&winner.passport)
+    .bind(&winner.sku)
+    .bind(&winner.resource)
+    .bind(&winner.payer)
+    .bind(&winner.network)
+    .bind(&winner.transaction)
+    .bind(i64::try_from(winner.amount.micros()).unwrap())
+    .bind(&winner.payment_key)
+    .bind(winner.demo)
+    .bind(winner.issued)
+    .execute(&mut *first)
+    .await
+    .unwrap();
+    sqlx::query("INSERT INTO fulfillment_grants (secret_hash, passport) VALUES ('hash-1', $1)")
+        .bind(&winner.passport)
+        .execute(&mut *first)
+        .await
+        .unwrap();
+
+    let second = tokio::spawn({
+        let store = store.clone();
+        async move {
+            store
+                .record_order(&NewOrder {
+                    order: order("pp_other", "key-1"),
+                    secret_hash: "hash-2".to_owned(),
+                })
+                .await
+        }
+    });
+    // The second writer's insert is waiting on the first's uncommitted row.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if waiting == 1 {
+            break;
+        }
+        assert!(!second.is_finished(), "{:?}", second.await);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second insert never waited"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    first.commit().await.unwrap();
+
+    let recorded = second.await.unwrap().unwrap();
+    let mut stored = winner.clone();
+    stored.referral = None;
+    assert_eq!(recorded, Recorded::Existing(stored));
+    let rows = store.row_counts().await.unwrap();
+    assert_eq!(
+        (
+            rows["orders"],
+            rows["fulfillment_grants"],
+            rows["referrals"]
+        ),
+        (1, 1, 0)
+    );
+    assert!(store.grant_matches("pp_first", "hash-1").await.unwrap());
+    assert!(!store.grant_matches("pp_first", "hash-2").await.unwrap());
+    assert_eq!(store.order_by_passport("pp_other").await.unwrap(), None);
+}
+
 /// The crate's PostgreSQL ledger on its own, as an application using only the layer would set it
 /// up: three instances migrating at once, then the contract.
 #[tokio::test]
