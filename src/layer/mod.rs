@@ -40,8 +40,8 @@
 //! [`SettlementMode::Before`](crate::SettlementMode::Before) verifies, settles, then runs the inner service, which finds the
 //! settlement in [`VerifiedPayment::settlement`](crate::VerifiedPayment::settlement). Choose it when serving has lasting effects —
 //! issuing a receipt, recording an order — that must never happen unpaid. A handler error after
-//! settlement is the application's to make good: a retry of the same payment is answered from
-//! the settlement record, so an idempotent handler simply runs again.
+//! settlement is the application's to make good: a retry of the same payment for the same
+//! request is answered from the settlement record, so an idempotent handler simply runs again.
 //!
 //! # One payment, one settlement
 //!
