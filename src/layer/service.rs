@@ -248,6 +248,13 @@ fn sign_in(
         match payment {
             Some(Start::Gate(gate)) => gate.await,
             Some(Start::Respond(response)) => Gate::Refuse(response),
+            // The entitlements could not be read: the buyer may own this, so never a 402.
+            None if rejection.is_unavailable() => Gate::Refuse(responses::unavailable_explained(
+                &config,
+                &offer,
+                config.retry_after,
+                &rejection.to_string(),
+            )),
             None => {
                 config
                     .payments

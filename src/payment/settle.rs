@@ -345,7 +345,7 @@ async fn settled(
             .clone()
             .or_else(|| payer_of(&intent.request))
     {
-        crate::siwx::record_purchase(entitlements, &intent.resource, &payer).await;
+        crate::siwx::record_purchase(entitlements, &intent.resource, &intent.request, &payer).await;
     }
     let record = SettlementRecord::of_intent(hold.key.clone(), intent, settlement.clone());
     if let Some(recent) = &config.recent_settlements {
