@@ -7,7 +7,7 @@
 # - Node.js and npm, and the browser tests' npm packages (pinned by package-lock.json).
 # - promtool (Debian's `prometheus` package): the store's tests check its metrics scrape with it.
 # - nginx: the reverse-proxy tests put Debian's nginx, with its stock buffers, in front of the
-#   store and the `metered` example (run in the foreground by the tests; no service is enabled).
+#   store and the `metered` example (each test runs its own in the foreground on a free port).
 #
 # System packages come from Debian's (or Ubuntu's) archive through apt-get, with sudo when not
 # run as root. On a machine that already has them this only runs the tests.
