@@ -1,5 +1,7 @@
-//! The `metered` example behind Debian's nginx with the stock configuration: its 402 passes the
-//! proxy, and a metered (`upto`) payment made through the proxy is charged what was served.
+//! Debian's nginx in front of x402 servers: the `metered` example behind the stock
+//! configuration, its 402 passing the proxy and a metered (`upto`) payment made through the
+//! proxy charged what was served; and a 402 too large for the stock buffer, refused by nginx
+//! (`502`) until the buffers of the server block in `examples/store/DEPLOYMENT.md` are used.
 //!
 //! The example runs as its own process (built here with cargo, like an operator's
 //! `cargo build --example metered`), settling through its in-process sandbox facilitator.
@@ -13,8 +15,16 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tower_x402::proto::{AtomicAmount, PaymentRequired, SettleResponse, header};
-use tower_x402_sandbox::SandboxWallet;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::get;
+use serde_json::json;
+use tower_x402::proto::{
+    AtomicAmount, Extension, PaymentRequired, ResourceInfo, SettleResponse, UsdcDeployment, header,
+};
+use tower_x402::{Offer, X402Layer};
+use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 
 use nginx::{Nginx, free_port};
 
@@ -146,4 +156,74 @@ async fn a_metered_charge_through_a_stock_nginx() {
         required.accepts[0].amount.get(),
         started.elapsed().as_secs_f64()
     );
+}
+
+/// The body of the `location /` block of the nginx server block in `DEPLOYMENT.md`, proxying
+/// to `upstream` instead of the `store` upstream group.
+fn deployment_location(upstream: SocketAddr) -> String {
+    let guide = include_str!("../examples/store/DEPLOYMENT.md");
+    let block = guide
+        .split("```nginx\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("DEPLOYMENT.md has an nginx block");
+    let location = block
+        .split("location / {")
+        .nth(1)
+        .and_then(|rest| rest.split("\n    }\n").next())
+        .expect("the nginx block has `location / {`");
+    assert!(location.contains("proxy_pass http://store;"), "{location}");
+    location.replace(
+        "proxy_pass http://store;",
+        &format!("proxy_pass http://{upstream};"),
+    )
+}
+
+#[tokio::test]
+async fn a_402_too_large_for_the_stock_buffer_passes_with_the_deployment_guides_block() {
+    // An offer with 6 KB of extensions: its 402's head is far past 4 KB.
+    let offer = Offer::builder(ResourceInfo::new("https://shop.example/report"))
+        .usdc(
+            &UsdcDeployment::BASE,
+            "0.10".parse().unwrap(),
+            "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
+        )
+        .extension(
+            "large",
+            Extension::new(json!({"note": "x".repeat(4500)}), json!({})),
+        )
+        .build()
+        .unwrap();
+    let app = Router::new().route(
+        "/report",
+        get(|| async { "paid" }).layer(X402Layer::new(SandboxFacilitator::new(), Arc::new(offer))),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = reqwest::Client::new();
+
+    let stock = Nginx::start(free_port(), upstream);
+    let refused = client
+        .get(format!("{}/report", stock.origin()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 502, "the stock buffer refuses it");
+    let log = stock.error_log();
+    assert!(log.contains("upstream sent too big header"), "{log}");
+
+    let guided = Nginx::start_with(free_port(), &deployment_location(upstream));
+    let answer = client
+        .get(format!("{}/report", guided.origin()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        answer.status(),
+        402,
+        "DEPLOYMENT.md's block passes it:\n{}",
+        guided.error_log()
+    );
+    assert!(answer.headers()["payment-required"].len() > 6000);
 }

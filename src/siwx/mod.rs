@@ -504,8 +504,8 @@ impl SignedIn {
         &self.chain_id
     }
 
-    /// The resource it is entitled to: the offer's resource URL, the key its payment was
-    /// recorded under.
+    /// The resource it is entitled to: the offer's resource URL (its entitlement is recorded
+    /// under that URL and the price paid, [`entitlement_key`]).
     pub fn resource(&self) -> &str {
         &self.resource
     }
