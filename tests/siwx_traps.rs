@@ -84,7 +84,6 @@ async fn buyer(buyer: Buyer) -> String {
     match buyer {
         Buyer::Paid(payment) => json!({"paid": payment.payer}),
         Buyer::SignedIn(signed_in) => json!({"signedIn": signed_in.address()}),
-        _ => json!({}),
     }
     .to_string()
 }

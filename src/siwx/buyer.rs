@@ -22,7 +22,6 @@ use super::SignedIn;
 /// # let _ = report;
 /// ```
 #[derive(Clone, Debug)]
-#[non_exhaustive]
 // One per request, moved into the handler: boxing the payment would only add an allocation.
 #[allow(clippy::large_enum_variant)]
 pub enum Buyer {
