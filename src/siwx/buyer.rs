@@ -43,8 +43,9 @@ impl Buyer {
         }
     }
 
-    /// What the layer put in `extensions`: the payment, else the sign-in.
-    pub(crate) fn from_extensions(extensions: &http::Extensions) -> Option<Self> {
+    /// What the layer put in a request's `extensions`: the payment, else the sign-in; `None`
+    /// when it put neither (no layer in front). For a tower service without axum.
+    pub fn from_extensions(extensions: &http::Extensions) -> Option<Self> {
         if let Some(payment) = extensions.get::<VerifiedPayment>() {
             return Some(Self::Paid(payment.clone()));
         }
