@@ -56,8 +56,9 @@ async fn response_head(address: SocketAddr, path: &str, headers: &str) -> Vec<u8
 }
 
 /// Every SKU's 402, with the default settings (sign-in on, the `bazaar` extension on), by an
-/// agent and by a browser script (whose `Origin` adds the CORS headers): the largest response
-/// head fits nginx's default `proxy_buffer_size`.
+/// agent, by a browser script (whose `Origin` adds the CORS headers) and by a browser (the
+/// paywall page and its security headers): the largest response head fits nginx's default
+/// `proxy_buffer_size`.
 #[tokio::test]
 async fn every_402_fits_a_stock_nginx_header_buffer() {
     let store = store_with(|_| {}, Arc::new(SandboxFacilitator::new())).await;
@@ -65,7 +66,12 @@ async fn every_402_fits_a_stock_nginx_header_buffer() {
     let mut largest = (0, String::new());
     for sku in store.state.catalog.iter() {
         let path = format!("/api/x402/{}", sku.slug);
-        for headers in ["", "Origin: https://buyer.example\r\n"] {
+        for headers in [
+            "",
+            "Origin: https://buyer.example\r\n",
+            // A browser: the paywall page, with its security headers.
+            "Accept: text/html,application/xhtml+xml\r\nOrigin: https://buyer.example\r\n",
+        ] {
             let head = response_head(address, &path, headers).await;
             let text = String::from_utf8_lossy(&head);
             assert!(text.starts_with("HTTP/1.1 402 "), "{text}");
