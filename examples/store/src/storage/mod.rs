@@ -1,10 +1,11 @@
 //! Everything the store remembers: the payment ledger, orders, fulfillment grants, referrals,
 //! downloads, funnel counters and sign-in-with-x entitlements.
 //!
-//! Handlers speak to [`Store`] in domain terms; every SQL statement lives in this module's
-//! backend files, chosen by [`Store::open`] from the URL scheme: `sqlite` (the zero-setup
-//! default, one process) and `postgres` (a server that several instances of the store share).
-//! Both implement the same methods; each has its own embedded migrations (`migrations/` and
+//! Handlers speak to [`Store`] in domain terms. The engine is chosen by [`Store::open`] from the
+//! URL scheme: `sqlite` (the zero-setup default, one process) or `postgres` (a server that
+//! several instances of the store share). The store's own statements are written once, for
+//! both ([`tables`]); each backend file holds what only its engine has (opening, the payment
+//! ledger, sign-in entitlements) and its embedded migrations (`migrations/` and
 //! `migrations-postgres/`), run at startup.
 //!
 //! Every request that writes more than one row does so in one transaction: an order, its
@@ -12,6 +13,7 @@
 
 mod postgres;
 mod sqlite;
+mod tables;
 
 use std::sync::Arc;
 
@@ -21,7 +23,8 @@ use tower_x402::settlement::{LedgerEntry, PaymentKey, PaymentState, SettlementSt
 use tower_x402::siwx::EntitlementStore;
 
 use self::postgres::PostgresBackend;
-use self::sqlite::{OrderLookup, SqliteBackend};
+use self::sqlite::SqliteBackend;
+use self::tables::OrderLookup;
 
 /// The store's database. Cheap to clone (a connection pool inside).
 #[derive(Clone, Debug)]
@@ -36,12 +39,12 @@ enum Backend {
     Postgres(PostgresBackend),
 }
 
-/// Calls the same method on whichever backend the store has.
+/// Runs one of the shared statements of [`tables`] on whichever engine the store has.
 macro_rules! dispatch {
     ($store:expr, $method:ident($($argument:expr),*)) => {
         match &$store.backend {
-            Backend::Sqlite(backend) => backend.$method($($argument),*).await,
-            Backend::Postgres(backend) => backend.$method($($argument),*).await,
+            Backend::Sqlite(backend) => backend.tables().$method($($argument),*).await,
+            Backend::Postgres(backend) => backend.tables().$method($($argument),*).await,
         }
     };
 }
@@ -402,7 +405,10 @@ impl Store {
     /// Payments whose settlement outcome is unknown (in doubt, or settling), oldest first: what
     /// an operator looks at when the layer reports payments stuck in doubt.
     pub async fn payments_in_doubt(&self) -> Result<Vec<(String, PaymentState)>, StorageError> {
-        dispatch!(self, payments_in_doubt())
+        match &self.backend {
+            Backend::Sqlite(backend) => backend.payments_in_doubt().await,
+            Backend::Postgres(backend) => backend.payments_in_doubt().await,
+        }
     }
 
     /// Rows in each table, for tests that check nothing was half-written.
@@ -552,43 +558,6 @@ pub fn unix_now() -> i64 {
         .map_or(0, |elapsed| {
             i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX)
         })
-}
-
-/// An order read back from a row of either backend's `ORDER_COLUMNS` query (the same columns and
-/// types on both).
-fn order_from_row<'r, R>(row: &'r R) -> Result<Order, StorageError>
-where
-    R: sqlx::Row,
-    &'r str: sqlx::ColumnIndex<R>,
-    String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    Option<String>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    bool: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    Option<bool>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-{
-    let micros: i64 = row.try_get("amount_micros")?;
-    let cited: Option<String> = row.try_get("cited")?;
-    let referral = match cited {
-        Some(cited) => Some(Referral {
-            cited,
-            counted: row.try_get("counted")?,
-            reason: row.try_get("reason")?,
-        }),
-        None => None,
-    };
-    Ok(Order {
-        passport: row.try_get("passport")?,
-        sku: row.try_get("sku")?,
-        resource: row.try_get("resource")?,
-        payer: row.try_get("payer")?,
-        network: row.try_get("network")?,
-        transaction: row.try_get("tx")?,
-        amount: UsdAmount::from_micros(count(micros)?),
-        payment_key: row.try_get("payment_key")?,
-        demo: row.try_get("demo")?,
-        issued: row.try_get("issued")?,
-        referral,
-    })
 }
 
 /// A stored count or amount, which is never negative.
