@@ -71,6 +71,7 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let mut stop = std::pin::pin!(tower_x402_sandbox::demo::stop_signal());
     for (name, listener) in [("facilitator", &facilitator), ("rpc", &rpc)] {
         match listener.local_addr() {
             Ok(address) => println!("{name} http://{address}"),
@@ -86,7 +87,7 @@ async fn main() -> ExitCode {
     let mut reported = 0;
     loop {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => return ExitCode::SUCCESS,
+            () = &mut stop => return ExitCode::SUCCESS,
             () = tokio::time::sleep(Duration::from_millis(200)) => {}
         }
         for settlement in sandbox.settlements().into_iter().skip(reported) {

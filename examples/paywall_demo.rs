@@ -8,6 +8,13 @@
 //! cargo run --example sandbox_facilitator -- --listen 127.0.0.1:4021 &
 //! cargo run --example paywall_demo -- --facilitator http://127.0.0.1:4021
 //! ```
+//!
+//! `--rpc-url` names an Ethereum JSON-RPC endpoint to look up a payment whose settlement answer
+//! was lost. Served with the limits of `examples/serve/mod.rs` (header and idle deadlines, a
+//! connection cap); SIGTERM or Ctrl-C lets the requests in progress finish and settle, then
+//! exits 0. A demonstration: the settlement records are kept in memory.
+
+mod serve;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -16,8 +23,9 @@ use axum::routing::get;
 use axum::{Json, Router};
 use clap::Parser;
 use serde_json::json;
+use tower_x402::payment::Payments;
 use tower_x402::proto::{ResourceInfo, UsdcDeployment};
-use tower_x402::{Offer, SettlementMode, VerifiedPayment, X402Layer};
+use tower_x402::{EvmRpcReconciler, Offer, SettlementMode, VerifiedPayment, X402Layer};
 use tower_x402_sandbox::demo;
 
 /// A one-route paywall for trying x402 clients against.
@@ -45,15 +53,22 @@ struct Args {
         default_value = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C"
     )]
     pay_to: String,
+    /// An Ethereum JSON-RPC endpoint of the payments' chain, to look up a payment whose
+    /// settlement answer was lost; without it such a payment stays in doubt (503).
+    #[arg(long, value_name = "URL")]
+    rpc_url: Option<String>,
+    #[command(flatten)]
+    limits: serve::Limits,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    demo::exit_code("paywall_demo", serve(Args::parse()).await)
+    serve::log_to_stderr();
+    serve::exit_code("paywall_demo", run(Args::parse()).await)
 }
 
-async fn serve(args: Args) -> Result<(), String> {
-    let (listener, address) = demo::listen(&args.listen).await?;
+async fn run(args: Args) -> Result<(), String> {
+    let (listener, address) = serve::listen(&args.listen).await?;
     let mode = if args.settle_first {
         SettlementMode::Before
     } else {
@@ -70,7 +85,11 @@ async fn serve(args: Args) -> Result<(), String> {
         .map(Arc::new)
         .map_err(|e| format!("offer: {e}"))?;
     let facilitator = demo::facilitator_or_sandbox(args.facilitator.as_deref())?;
-    let paywall = X402Layer::new(facilitator, offer);
+    let mut payments = Payments::new(facilitator);
+    if let Some(url) = &args.rpc_url {
+        payments = payments.reconciler(EvmRpcReconciler::new(url).map_err(|e| e.to_string())?);
+    }
+    let paywall = X402Layer::with_payments(payments.clone(), offer);
     let app = Router::new()
         .route(
             "/",
@@ -78,7 +97,10 @@ async fn serve(args: Args) -> Result<(), String> {
         )
         .route("/report", get(report).layer(paywall));
 
-    demo::serve_until_ctrl_c(listener, app).await
+    serve::serve(listener, app, args.limits, async move {
+        payments.until_idle().await;
+    })
+    .await
 }
 
 async fn report(payment: VerifiedPayment) -> Json<serde_json::Value> {
