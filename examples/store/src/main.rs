@@ -80,8 +80,15 @@ async fn run(args: Args) -> Result<(), String> {
             .local_addr()
             .map_err(|e| format!("STORE_METRICS_LISTEN: {e}"))?;
         let router = ops::router(&state, handle, draining.clone());
-        // Served until the process exits: `/readyz` says 503 while the shop drains.
-        tokio::spawn(async move { axum::serve(listener, router).await });
+        // Served until the process exits, within the shop's connection limits: `/readyz` says
+        // 503 while the shop drains.
+        let limits = state.config.limits;
+        tokio::spawn(serve::serve(
+            listener,
+            router,
+            limits,
+            std::future::pending(),
+        ));
         println!("metrics on http://{local}");
     }
     println!("listening on http://{address}");
