@@ -29,6 +29,11 @@ use tower_x402::{EvmRpcReconciler, Offer, SettlementMode, VerifiedPayment, X402L
 use tower_x402_sandbox::demo;
 
 /// A one-route paywall for trying x402 clients against.
+///
+/// A demonstration, not a server to put on the internet as it is: settlement records are kept in
+/// memory and it speaks plain HTTP/1.1 (put a reverse proxy in front for TLS). Its limits keep
+/// one client from exhausting it, and SIGTERM or Ctrl-C drains it: requests and streams in
+/// progress finish, their payments settle, then it exits 0.
 #[derive(Debug, Parser)]
 #[command(name = "paywall_demo")]
 struct Args {
