@@ -93,6 +93,7 @@ async fn run(args: Args) -> Result<(), String> {
     }
     println!("listening on http://{address}");
     let standing = state.standing.clone();
+    let payments = state.payments.clone();
     let limits = state.config.limits;
     let grace = state.config.shutdown_grace;
     let shutdown = async move {
@@ -102,6 +103,17 @@ async fn run(args: Args) -> Result<(), String> {
     serve::serve_with_grace(listener, app::app(state), limits, Some(grace), shutdown)
         .await
         .map_err(|e| format!("server error: {e}"))?;
+    // Settlements still running (their buyers hung up) finish before the process exits; one
+    // cut short by the deadline stays *settling* in the ledger, recovered on its retry.
+    if tokio::time::timeout(grace, payments.until_idle())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            ?grace,
+            "settlements still in progress at exit; their retries recover them"
+        );
+    }
     // Persist the last funnel counts before exiting.
     standing
         .flush()
