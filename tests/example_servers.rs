@@ -449,3 +449,47 @@ async fn paid_mcp_serves_calls_in_parallel_within_its_limit() {
         assert_eq!(answer["result"]["content"][0]["text"], format!("call {n}"));
     }
 }
+
+/// `sandbox`'s ledger as a chain over Ethereum JSON-RPC (Base); its URL.
+async fn chain(sandbox: &SandboxFacilitator) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let router = sandbox.rpc_router(tower_x402::proto::Network::BASE);
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    url
+}
+
+#[tokio::test]
+async fn a_lost_settle_answer_is_recovered_with_rpc_url_and_stays_in_doubt_without() {
+    for with_rpc in [false, true] {
+        let sandbox = SandboxFacilitator::new();
+        // The first `/settle` moves the money and its answer is lost (504 from a proxy).
+        sandbox.queue_settle(Step::AnswerLost);
+        let rpc = chain(&sandbox).await;
+        let args: &[&str] = if with_rpc { &["--rpc-url", &rpc] } else { &[] };
+        let server = Server::start("metered", &serve(&sandbox).await, args).await;
+        let url = format!("{}/v1/rows?count=2", server.base);
+        let payment = pay(&url, "upto").await;
+        let mut statuses = Vec::new();
+        for _ in 0..3 {
+            let response = reqwest::Client::new()
+                .get(&url)
+                .header(PAYMENT_SIGNATURE.as_str(), signature(&payment))
+                .send()
+                .await
+                .unwrap();
+            statuses.push(response.status().as_u16());
+            if response.status() == 200 {
+                assert!(response.headers().contains_key("payment-response"));
+                break;
+            }
+            assert!(response.headers().contains_key("retry-after"));
+        }
+        if with_rpc {
+            assert_eq!(statuses, [503, 200], "recovered from the chain");
+        } else {
+            assert_eq!(statuses, [503, 503, 503], "in doubt, never 402");
+        }
+        assert_eq!(sandbox.settlements().len(), 1, "one transfer in all");
+    }
+}
