@@ -7,6 +7,9 @@
 //!
 //! cargo run --example sandbox_facilitator -- --listen 127.0.0.1:4021 &
 //! cargo run --example paywall_demo -- --facilitator http://127.0.0.1:4021
+//!
+//! # failover: new sales move to the second while the first fails to verify or settle
+//! cargo run --example paywall_demo -- --facilitator http://primary,http://fallback
 //! ```
 //!
 //! `--rpc-url` names an Ethereum JSON-RPC endpoint to look up a payment whose settlement answer
@@ -23,9 +26,12 @@ use axum::routing::get;
 use axum::{Json, Router};
 use clap::Parser;
 use serde_json::json;
+use tower_x402::facilitator::{Facilitator, Facilitators};
 use tower_x402::payment::Payments;
 use tower_x402::proto::{ResourceInfo, UsdcDeployment};
-use tower_x402::{EvmRpcReconciler, Offer, SettlementMode, VerifiedPayment, X402Layer};
+use tower_x402::{
+    EvmRpcReconciler, HttpFacilitator, Offer, SettlementMode, VerifiedPayment, X402Layer,
+};
 use tower_x402_sandbox::demo;
 
 /// A one-route paywall for trying x402 clients against.
@@ -45,9 +51,16 @@ struct Args {
         default_value = "127.0.0.1:3402"
     )]
     listen: String,
-    /// Facilitator base URL; without it the sandbox runs in process.
-    #[arg(long, value_name = "URL", env = "DEMO_FACILITATOR")]
-    facilitator: Option<String>,
+    /// Facilitator base URL; repeat it (or separate with commas) for fallbacks in order of
+    /// preference: new sales move to the next one while a facilitator fails to answer /verify
+    /// or /settle. Without it the sandbox runs in process.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "DEMO_FACILITATOR",
+        value_delimiter = ','
+    )]
+    facilitator: Vec<String>,
     /// Settle before running the handler instead of after.
     #[arg(long)]
     settle_first: bool,
@@ -89,8 +102,22 @@ async fn run(args: Args) -> Result<(), String> {
         .build()
         .map(Arc::new)
         .map_err(|e| format!("offer: {e}"))?;
-    let facilitator = demo::facilitator_or_sandbox(args.facilitator.as_deref())?;
-    let mut payments = Payments::new(facilitator);
+    let mut payments = match args.facilitator.as_slice() {
+        [] => Payments::new(demo::facilitator_or_sandbox(None)?),
+        urls => {
+            // Each facilitator labelled by its URL (in the ledger and the logs).
+            let client = |url: &String| {
+                HttpFacilitator::new(url.as_str())
+                    .map(|client| Arc::new(client) as Arc<dyn Facilitator>)
+                    .map_err(|e| format!("facilitator {url}: {e}"))
+            };
+            let mut facilitators = Facilitators::new(urls[0].as_str(), client(&urls[0])?);
+            for url in &urls[1..] {
+                facilitators = facilitators.then(url.as_str(), client(url)?);
+            }
+            Payments::with_facilitators(facilitators)
+        }
+    };
     if let Some(url) = &args.rpc_url {
         payments = payments.reconciler(EvmRpcReconciler::new(url).map_err(|e| e.to_string())?);
     }

@@ -493,3 +493,27 @@ async fn a_lost_settle_answer_is_recovered_with_rpc_url_and_stays_in_doubt_witho
         assert_eq!(sandbox.settlements().len(), 1, "one transfer in all");
     }
 }
+
+#[tokio::test]
+async fn paywall_demo_moves_new_sales_off_a_facilitator_that_cannot_settle() {
+    let primary = SandboxFacilitator::new().with_settle(Step::Status(500));
+    let secondary = SandboxFacilitator::new();
+    let facilitators = format!("{},{}", serve(&primary).await, serve(&secondary).await);
+    let server = Server::start("paywall_demo", &facilitators, &[]).await;
+    let url = format!("{}/report", server.base);
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        let payment = pay(&url, "exact").await;
+        let response = reqwest::Client::new()
+            .get(&url)
+            .header(PAYMENT_SIGNATURE.as_str(), signature(&payment))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(response.status().as_u16());
+    }
+    assert_eq!(statuses, [503, 503, 503, 200, 200]);
+    assert_eq!(primary.settle_calls(), 3);
+    assert_eq!(primary.settlement_count(), 0);
+    assert_eq!(secondary.settlement_count(), 2);
+}
