@@ -12,7 +12,7 @@ use tower_service::Service;
 
 use super::Config;
 use super::body::ResponseBody;
-use super::metered::{Meter, charged, header_amount, take_overrides};
+use super::metered::{Meter, header_amount, take_overrides};
 use super::responses::{self, into_body, mark_paid};
 use crate::boxed::BoxFuture;
 use crate::payment::charge::is_metered;
@@ -207,11 +207,8 @@ where
                             response.map(|body| ResponseBody::metered(body, meter))
                         ));
                     }
-                    let amount = from_header.and_then(|from_header| {
-                        charge
-                            .map(|charge| charged(&charge, from_header, cleared.payment()))
-                            .transpose()
-                    });
+                    let amount = from_header
+                        .map(|from_header| charge.map(|charge| charge.settled(from_header)));
                     this.state.set(State::Settle {
                         settle: Box::pin(async move {
                             let offer = Arc::clone(&cleared.payment().offer);

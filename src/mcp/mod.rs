@@ -271,13 +271,7 @@ impl PaidTools {
             }
         };
         let settled = match charge {
-            Some(charge) => match charge.amount() {
-                Some(amount) => cleared.settle_amount(amount).await,
-                None => {
-                    tracing::error!(key = %cleared.payment().key, "the tool set no charge for a metered payment; nothing settled");
-                    Err(cleared.refuse(Refusal::ChargeMissing).await)
-                }
-            },
+            Some(charge) => cleared.settle_amount(charge.settled(None)).await,
             None => cleared.settle().await,
         };
         Ok(match settled {

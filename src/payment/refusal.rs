@@ -30,7 +30,6 @@ use crate::settlement::StoreError;
 /// | [`PaymentInProgress`](Self::PaymentInProgress) | 503 | `Retry-After`; retry the same payment |
 /// | [`AuthorizationExpired`](Self::AuthorizationExpired) | 402 | the challenge; nothing moved, pay again |
 /// | [`ChargeAboveMaximum`](Self::ChargeAboveMaximum) | 500 | nothing settled; the payment is released |
-/// | [`ChargeMissing`](Self::ChargeMissing) | 500 | nothing settled; the payment is released |
 /// | [`InvalidSettlementOverride`](Self::InvalidSettlementOverride) | 500 | nothing settled; the payment is released |
 ///
 /// ```
@@ -97,9 +96,6 @@ pub enum Refusal {
         /// What the buyer signed for.
         maximum: AtomicAmount,
     },
-    /// The work set no charge for a metered (`upto`) payment: a bug in the handler. Nothing
-    /// settled (never the maximum by default), and the payment is released.
-    ChargeMissing,
     /// The work's `Settlement-Overrides` header could not be read: a bug in the handler.
     /// Nothing settled (never the maximum by default), and the payment is released.
     InvalidSettlementOverride {
@@ -130,9 +126,9 @@ impl Refusal {
             | Self::SettledForAnotherResource
             | Self::SettlementRefused(_)
             | Self::AuthorizationExpired => StatusCode::PAYMENT_REQUIRED,
-            Self::ChargeAboveMaximum { .. }
-            | Self::ChargeMissing
-            | Self::InvalidSettlementOverride { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::ChargeAboveMaximum { .. } | Self::InvalidSettlementOverride { .. } => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 }
@@ -198,10 +194,6 @@ impl fmt::Display for Refusal {
                 f,
                 "the server set a charge of {charged} above the {maximum} signed for; nothing \
                  was charged"
-            ),
-            Self::ChargeMissing => f.write_str(
-                "the server set no amount to charge for this metered payment; nothing was \
-                 charged",
             ),
             Self::InvalidSettlementOverride { reason } => write!(
                 f,
