@@ -193,7 +193,7 @@ pub struct Referral {
 pub struct NewOrder {
     /// The order.
     pub order: Order,
-    /// SHA-256 (hex) of the fulfillment secret.
+    /// SHA-256 (hex) of the fulfillment key derived for `order.passport`.
     pub secret_hash: String,
 }
 
@@ -202,7 +202,7 @@ pub struct NewOrder {
 pub enum Recorded {
     /// The order was written.
     Created(Order),
-    /// The payment already had an order; only the new fulfillment grant was added to it.
+    /// The payment already had an order (returned as recorded); nothing was written.
     Existing(Order),
 }
 
@@ -337,11 +337,14 @@ impl Store {
     }
 
     /// Writes an order, its fulfillment grant and its referral in one transaction. When the
-    /// payment already bought an order, only adds the new fulfillment grant to that order and
-    /// returns it.
+    /// payment already bought an order, writes nothing and returns that order: the new order's
+    /// Passport is never issued, so a key derived for it would unlock nothing anyone holds.
+    /// The caller answers with the existing order's Passport and, if that order has no grant
+    /// for the key it derives now, adds one with [`Store::add_grant`].
     pub async fn record_order(&self, new: &NewOrder) -> Result<Recorded, StorageError> {
         match dispatch!(self, insert_order(new)) {
-            // Another request for the same payment committed first: the retry finds its order.
+            // Another request for the same payment committed first (on PostgreSQL, between this
+            // transaction's read and its insert): the retry finds that order.
             Err(error) if error.is_unique_violation() => dispatch!(self, insert_order(new)),
             outcome => outcome,
         }
@@ -356,6 +359,18 @@ impl Store {
             .map(|byte| format!("{byte:02x}"))
             .collect();
         dispatch!(self, secret("fulfillment", &candidate))
+    }
+
+    /// Adds `secret_hash` to the fulfillment grants of the recorded order `passport`: the key
+    /// that order's Passport derives under a fulfillment secret it has no grant for yet (after
+    /// a rotation, or on an instance configured with another secret). Adding a grant the order
+    /// already has writes nothing.
+    ///
+    /// # Errors
+    ///
+    /// The database fails, or `secret_hash` is already granted to another order.
+    pub async fn add_grant(&self, passport: &str, secret_hash: &str) -> Result<(), StorageError> {
+        dispatch!(self, add_grant(passport, secret_hash))
     }
 
     /// Whether `secret_hash` is one of the fulfillment grants of `passport`.

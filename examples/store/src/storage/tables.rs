@@ -129,11 +129,10 @@ where
             .fetch_optional(&mut *tx)
             .await?;
         if let Some(row) = existing {
-            // The payment already bought this order: only the new fulfillment key is added.
-            let order = order_from_row(&row)?;
-            Self::insert_grant(&mut tx, &order.passport, &new.secret_hash).await?;
-            tx.commit().await?;
-            return Ok(Recorded::Existing(order));
+            // The payment already bought this order. The key brought along was derived for the
+            // Passport of this request, which is never recorded: it is filed nowhere.
+            tx.rollback().await?;
+            return Ok(Recorded::Existing(order_from_row(&row)?));
         }
         let amount = i64::try_from(order.amount.micros()).map_err(|e| corrupt("amount", e))?;
         sqlx::query(
@@ -179,6 +178,30 @@ where
             .bind(passport)
             .execute(&mut **tx)
             .await?;
+        Ok(())
+    }
+
+    /// Files `secret_hash` under `passport`, unless it already is; refused when the hash is
+    /// another order's.
+    pub(super) async fn add_grant(
+        &self,
+        passport: &str,
+        secret_hash: &str,
+    ) -> Result<(), StorageError> {
+        sqlx::query(
+            "INSERT INTO fulfillment_grants (secret_hash, passport) VALUES ($1, $2) \
+             ON CONFLICT (secret_hash) DO NOTHING",
+        )
+        .bind(secret_hash)
+        .bind(passport)
+        .execute(&self.pool)
+        .await?;
+        if !self.grant_matches(passport, secret_hash).await? {
+            return Err(corrupt(
+                "fulfillment grant",
+                format!("the key offered for {passport} is already another order's"),
+            ));
+        }
         Ok(())
     }
 
