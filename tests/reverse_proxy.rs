@@ -42,11 +42,14 @@ fn metered_binary() -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut build = Command::new(cargo);
     build
+        // Every feature, whatever the example requires: the library the tests were built with
+        // (`--all-features`) is reused, and only the example is linked.
         .args([
             "build",
             "--quiet",
             "-p",
             "tower-x402",
+            "--all-features",
             "--example",
             "metered",
         ])
