@@ -6,6 +6,8 @@
 # - Chromium: the store's browser tests render and pay its pages in it.
 # - Node.js and npm, and the browser tests' npm packages (pinned by package-lock.json).
 # - promtool (Debian's `prometheus` package): the store's tests check its metrics scrape with it.
+# - nginx: the reverse-proxy tests put Debian's nginx, with its stock buffers, in front of the
+#   store and the `metered` example (each test runs its own in the foreground on a free port).
 #
 # System packages come from Debian's (or Ubuntu's) archive through apt-get, with sudo when not
 # run as root. On a machine that already has them this only runs the tests.
@@ -18,6 +20,8 @@ missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+# Debian installs nginx in /usr/sbin, which is not on every user's PATH.
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 # The tests look for initdb under /usr/lib/postgresql/*/bin unless PG_BIN names another place.
 if [ -z "${PG_BIN:-}" ] && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
     missing+=(postgresql)

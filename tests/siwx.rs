@@ -2,7 +2,7 @@
 //! keys (secp256k1, EIP-1271 contract wallets over JSON-RPC on loopback, ed25519) and being
 //! served without payment, and every kind of proof the layer must refuse.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -13,8 +13,9 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 use tower_x402::proto::{Network, PaymentRequired, ResourceInfo, UsdcDeployment, header};
+use tower_x402::settlement::StoreError;
 use tower_x402::siwx::{EntitlementStore, MemoryEntitlementStore, SignInWithX, SignedIn};
-use tower_x402::{Offer, SettlementMode, X402Layer};
+use tower_x402::{BoxFuture, Offer, SettlementMode, X402Layer};
 use tower_x402_sandbox::siwx::{encode, proof_fields};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxSolanaWallet, SandboxWallet};
 
@@ -154,13 +155,11 @@ async fn the_challenge_is_bound_to_the_configured_origin_and_the_route() {
     let (_, extension) = challenge(&app, "/a?format=pdf").await;
     let info = &extension["info"];
     assert_eq!(info["domain"], "shop.example");
-    assert_eq!(info["uri"], "https://shop.example/a?format=pdf");
+    // The path, without the query: the size of a 402 is not the client's to choose.
+    assert_eq!(info["uri"], "https://shop.example/a");
     assert_eq!(info["version"], "1");
     assert_eq!(info["statement"], "Sign in to get what you bought");
-    assert_eq!(
-        info["resources"],
-        json!(["https://shop.example/a?format=pdf"])
-    );
+    assert_eq!(info["resources"], json!(["https://shop.example/a"]));
     assert_eq!(info["nonce"].as_str().unwrap().len(), 40);
     assert!(info["issuedAt"].as_str().unwrap().ends_with('Z'));
     assert!(info["expirationTime"].as_str().unwrap() > info["issuedAt"].as_str().unwrap());
@@ -530,4 +529,111 @@ fn now() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs()
+}
+
+/// An entitlement store whose database is away: every call fails.
+#[derive(Clone, Default)]
+struct Away {
+    calls: Arc<Mutex<u32>>,
+}
+
+impl EntitlementStore for Away {
+    fn record_purchase<'a>(
+        &'a self,
+        _resource: &'a str,
+        _address: &'a str,
+        _at: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        *self.calls.lock().unwrap() += 1;
+        Box::pin(async { Err(StoreError("the database is away".into())) })
+    }
+
+    fn last_purchase<'a>(
+        &'a self,
+        _resource: &'a str,
+        _address: &'a str,
+    ) -> BoxFuture<'a, Result<Option<u64>, StoreError>> {
+        *self.calls.lock().unwrap() += 1;
+        Box::pin(async { Err(StoreError("the database is away".into())) })
+    }
+
+    fn consume_nonce<'a>(
+        &'a self,
+        _nonce: &'a str,
+        _expires: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        *self.calls.lock().unwrap() += 1;
+        Box::pin(async { Err(StoreError("the database is away".into())) })
+    }
+}
+
+#[tokio::test]
+async fn a_sign_in_while_the_entitlement_store_is_away_is_a_503_never_a_402() {
+    let facilitator = SandboxFacilitator::new();
+    let away = Away::default();
+    let siwx = SignInWithX::new(ORIGIN, SECRET)
+        .unwrap()
+        .entitlement_store(away.clone());
+    let offer = offer("report", false);
+    let app = Router::new().route(
+        "/report",
+        get(who).layer(X402Layer::new(facilitator.clone(), offer).sign_in_with_x(siwx)),
+    );
+    let wallet = SandboxWallet::random();
+    let settled = facilitator.settlements().len();
+
+    let (_, extension) = challenge(&app, "/report").await;
+    let proof = wallet.sign_in(&extension).unwrap();
+    let answer = send(&app, "/report", &[("sign-in-with-x", &proof)]).await;
+    assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(answer.headers().contains_key("retry-after"));
+    assert!(
+        !answer.headers().contains_key("payment-required"),
+        "no challenge to pay"
+    );
+    assert_eq!(answer.headers()["content-type"], "application/json");
+    let error = json_body(answer).await["error"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(error.starts_with("siwx_store_unavailable"), "{error}");
+    assert!(*away.calls.lock().unwrap() > 0, "the store was asked");
+    assert_eq!(facilitator.settlements().len(), settled, "nothing paid");
+}
+
+#[tokio::test]
+async fn a_huge_query_does_not_grow_the_sign_in_challenge() {
+    let facilitator = SandboxFacilitator::new();
+    let siwx = SignInWithX::new(ORIGIN, SECRET).unwrap();
+    let offer = offer("report", false);
+    let app = Router::new().route(
+        "/report",
+        get(who).layer(X402Layer::new(facilitator.clone(), offer).sign_in_with_x(siwx)),
+    );
+    let plain = send(&app, "/report", &[]).await;
+    let plain_len = plain.headers()["payment-required"].len();
+    let path = format!("/report?q={}", "x".repeat(30 * 1024));
+    let (_, extension) = challenge(&app, &path).await;
+    assert_eq!(extension["info"]["uri"], format!("{ORIGIN}/report"));
+    assert_eq!(
+        extension["info"]["resources"],
+        json!([format!("{ORIGIN}/report")])
+    );
+    let queried = send(&app, &path, &[]).await;
+    let queried_len = queried.headers()["payment-required"].len();
+    assert_eq!(queried_len, plain_len, "the query adds nothing");
+    let body = queried.into_body().collect().await.unwrap().to_bytes();
+    assert!(body.len() < 2048, "{} bytes of body", body.len());
+
+    // And the proof for the path signs in whatever the query.
+    let wallet = SandboxWallet::random();
+    buy(&app, "/report?a=1", &wallet).await;
+    let (_, extension) = challenge(&app, "/report?a=1").await;
+    let proof = wallet.sign_in(&extension).unwrap();
+    assert_eq!(
+        send(&app, "/report?b=2", &[("sign-in-with-x", &proof)])
+            .await
+            .status(),
+        StatusCode::OK
+    );
 }

@@ -1,4 +1,5 @@
-//! [`VerifiedPayment`] and [`SettledPayment`] as axum extractors.
+//! [`VerifiedPayment`], [`SettledPayment`] and (feature `siwx`) [`Buyer`](crate::siwx::Buyer)
+//! as axum extractors.
 
 use axum_core::extract::FromRequestParts;
 use axum_core::response::{IntoResponse, Response};
@@ -9,20 +10,43 @@ use crate::payment::{SettledPayment, VerifiedPayment};
 
 /// Rejection when a handler asks for [`VerifiedPayment`] (or [`SettledPayment`]) but no
 /// [`X402Layer`](super::X402Layer) put one (a settled one) in the request: a server
-/// misconfiguration, answered with a 500.
+/// misconfiguration, answered with a 500. Behind a layer with sign-in, a signed-in request has
+/// no payment: the error says so and names the extractor to take instead
+/// ([`Buyer`](crate::siwx::Buyer)).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MissingPayment {
     settled: bool,
+    signed_in: bool,
 }
 
 const MISSING_PAYMENT: &str =
     "no verified payment on this request: is `X402Layer` installed in front of this handler?";
 const MISSING_SETTLEMENT: &str = "no settled payment on this request: is `X402Layer` with \
      `SettlementMode::Before` installed in front of this handler?";
+const SIGNED_IN_NOT_PAID: &str = "this request was signed in (sign-in-with-x) by a buyer who \
+     paid before, so it carries no payment: behind `X402Layer::sign_in_with_x` a handler takes \
+     `tower_x402::siwx::Buyer` (paid or signed in), or `Option<VerifiedPayment>` and \
+     `Option<SignedIn>`";
+#[cfg(feature = "siwx")]
+const MISSING_BUYER: &str = "neither a payment nor a sign-in on this request: is `X402Layer` \
+     installed in front of this handler?";
 
 impl MissingPayment {
+    fn for_request(parts: &Parts, settled: bool) -> Self {
+        #[cfg(feature = "siwx")]
+        let signed_in = parts.extensions.get::<crate::siwx::SignedIn>().is_some();
+        #[cfg(not(feature = "siwx"))]
+        let signed_in = {
+            let _ = parts;
+            false
+        };
+        Self { settled, signed_in }
+    }
+
     fn message(self) -> &'static str {
-        if self.settled {
+        if self.signed_in {
+            SIGNED_IN_NOT_PAID
+        } else if self.settled {
             MISSING_SETTLEMENT
         } else {
             MISSING_PAYMENT
@@ -58,7 +82,7 @@ impl<S: Send + Sync> FromRequestParts<S> for VerifiedPayment {
             .extensions
             .get::<VerifiedPayment>()
             .cloned()
-            .ok_or(MissingPayment { settled: false })
+            .ok_or_else(|| MissingPayment::for_request(parts, false))
     }
 }
 
@@ -67,7 +91,27 @@ impl<S: Send + Sync> FromRequestParts<S> for SettledPayment {
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let payment = VerifiedPayment::from_request_parts(parts, state).await?;
-        SettledPayment::try_from(payment).map_err(|_| MissingPayment { settled: true })
+        SettledPayment::try_from(payment).map_err(|_| MissingPayment::for_request(parts, true))
+    }
+}
+
+/// [`Buyer`](crate::siwx::Buyer): the payment, else the sign-in the layer put in the request;
+/// a 500 naming the layer when there is neither.
+#[cfg(feature = "siwx")]
+impl<S: Send + Sync> FromRequestParts<S> for crate::siwx::Buyer {
+    type Rejection = (StatusCode, [(header::HeaderName, HeaderValue); 1], String);
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        crate::siwx::Buyer::from_extensions(&parts.extensions).ok_or_else(|| {
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                )],
+                serde_json::json!({ "error": MISSING_BUYER }).to_string(),
+            )
+        })
     }
 }
 

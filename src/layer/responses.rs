@@ -165,12 +165,17 @@ fn unavailable(
     wait: Duration,
     refusal: &Refusal,
 ) -> Response<Bytes> {
-    let mut response = error(
-        config,
-        offer,
-        StatusCode::SERVICE_UNAVAILABLE,
-        &refusal.to_string(),
-    );
+    unavailable_explained(config, offer, wait, &refusal.to_string())
+}
+
+/// A 503 with `Retry-After: wait` and `message` as its JSON `error`.
+pub(crate) fn unavailable_explained(
+    config: &Config,
+    offer: &Offer,
+    wait: Duration,
+    message: &str,
+) -> Response<Bytes> {
+    let mut response = error(config, offer, StatusCode::SERVICE_UNAVAILABLE, message);
     response
         .headers_mut()
         .insert(header::RETRY_AFTER, retry_after_value(wait));

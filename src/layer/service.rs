@@ -162,6 +162,18 @@ fn start(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) 
     // A HEAD has no body to deliver, so it never pays: it is answered like an unpaid GET,
     // whatever it carries.
     let signature = match parts.method {
+        // Said as it is: the payment was neither verified nor spent, and a GET buys.
+        Method::HEAD if parts.headers.contains_key(PAYMENT_SIGNATURE) => {
+            config
+                .payments
+                .report_refusal(&offer, &Refusal::PaymentMissing);
+            return Start::Respond(responses::challenge_explained(
+                config,
+                &offer,
+                "a HEAD request is never paid: this payment was neither verified nor spent; \
+                 send it with a GET to buy",
+            ));
+        }
         Method::HEAD => None,
         _ => parts.headers.get(PAYMENT_SIGNATURE),
     };
@@ -251,6 +263,13 @@ fn sign_in(
         match payment {
             Some(Start::Gate(gate)) => gate.await,
             Some(Start::Respond(response)) => Gate::Refuse(response),
+            // The entitlements could not be read: the buyer may own this, so never a 402.
+            None if rejection.is_unavailable() => Gate::Refuse(responses::unavailable_explained(
+                &config,
+                &offer,
+                config.retry_after,
+                &rejection.to_string(),
+            )),
             None => {
                 config
                     .payments

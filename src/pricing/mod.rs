@@ -18,6 +18,7 @@ use http::request::Parts;
 
 #[cfg(feature = "siwx")]
 mod added;
+pub mod header_budget;
 mod offer;
 
 pub(crate) use offer::UNPAID_ERROR;

@@ -113,7 +113,10 @@ pub enum OfferError {
 /// A priced resource: what is sold and the ways to pay for it.
 ///
 /// Building an offer encodes its `PAYMENT-REQUIRED` header and JSON body once; serving a 402
-/// afterwards only clones reference-counted bytes.
+/// afterwards only clones reference-counted bytes. A challenge whose header passes
+/// [`WARN_LEN`](super::header_budget::WARN_LEN) bytes logs a warning: behind a stock nginx,
+/// whose buffer for a response's headers is 4 KB, its 402 would become a 502
+/// ([`header_budget`](super::header_budget)).
 ///
 /// ```
 /// use tower_x402::proto::{ResourceInfo, UsdcDeployment};
@@ -554,6 +557,7 @@ impl OfferBuilder {
         let body = serde_json::to_vec(&required)
             .map_err(|e| encode_error(header::HeaderError::Encode(e)))?;
         let header = header::encode_json(&body).map_err(encode_error)?;
+        super::header_budget::check(&required.resource.url, header.len(), "");
         let shared_accepts = required.accepts.iter().cloned().map(Arc::new).collect();
         Ok(Offer {
             shared_accepts,

@@ -3,9 +3,12 @@
 //!
 //! With [`X402Layer::sign_in_with_x`](crate::X402Layer::sign_in_with_x), every 402 the layer
 //! answers carries `extensions["sign-in-with-x"]`: `info` (the configured domain, the URI of
-//! the request on the configured origin, version `1`, a nonce, `issuedAt`, `expirationTime`,
-//! the statement if any, `resources`), `supportedChains` (the networks of the route's accepts:
-//! `eip191` on `eip155:*`, `ed25519` on `solana:*`) and the JSON schema of a proof. The wallet
+//! the request's path on the configured origin — without its query, so a client cannot make the
+//! 402 as large as it likes —, version `1`, a nonce, `issuedAt`, `expirationTime`, the statement
+//! if any, `resources`), `supportedChains` (the networks of the route's accepts: `eip191` on
+//! `eip155:*`, `ed25519` on `solana:*`) and a JSON schema naming the fields a proof must carry
+//! (kept short: the whole challenge travels in a response header, and nginx's default buffer
+//! for a response's headers is 4 KB; a path longer than 512 bytes gets no challenge). The wallet
 //! signs the EIP-4361 message (EVM) or the SIWS message (Solana) built from those fields and
 //! sends them back, with `address`, `chainId`, `type` and `signature`, as base64 JSON in the
 //! [`SIGN_IN_WITH_X`] header.
@@ -17,16 +20,19 @@
 //! |---|---|
 //! | base64 JSON of the proof's shape | `invalid_siwx_header` |
 //! | `domain` is the configured origin's host | `invalid_siwx_domain_mismatch` |
-//! | `uri` is this request's URI on the configured origin | `invalid_siwx_uri_mismatch` |
+//! | `uri` is this request's path on the configured origin | `invalid_siwx_uri_mismatch` |
 //! | `version` is `1` | `invalid_siwx_version` |
 //! | `issuedAt` is a timestamp, not older than the proof lifetime (5 min), not in the future | `invalid_siwx_issued_at`, `invalid_siwx_issued_at_too_old`, `invalid_siwx_issued_at_in_future` |
 //! | `expirationTime` (if any) in the future, `notBefore` (if any) in the past | `invalid_siwx_expiration_time`, `invalid_siwx_expired`, `invalid_siwx_not_before`, `invalid_siwx_not_yet_valid` |
 //! | the nonce is one this server issued for this `issuedAt`, `expirationTime`, URI and resource | `invalid_siwx_nonce` |
 //! | `chainId` is one of `supportedChains`, with its `type` | `invalid_siwx_unsupported_chain`, `invalid_siwx_chain_id` |
 //! | the signature (EOA by recovery; EIP-1271 through the JSON-RPC endpoint; ed25519) | `invalid_siwx_signature`, `invalid_siwx_malformed_signature`, `invalid_siwx_verifier_error` |
-//! | the address paid for this resource, within the entitlement lifetime | `invalid_siwx_not_entitled`, `invalid_siwx_entitlement_lapsed` |
+//! | the address paid for this resource at this price, within the entitlement lifetime | `invalid_siwx_not_entitled`, `invalid_siwx_entitlement_lapsed` |
 //! | the proof was not used before (on any instance sharing the store) | `invalid_siwx_nonce_used` |
-//! | the store answered | `siwx_store_unavailable` |
+//!
+//! When the [`EntitlementStore`] fails (its database is away), a request that carries no
+//! payment is answered **503** with `Retry-After` and the JSON error `siwx_store_unavailable`,
+//! never a 402: a client that pays on 402 would buy again what it owns.
 //!
 //! The nonce is `r ‖ HMAC-SHA256(secret, r, issuedAt, expirationTime, uri, resource, origin)`
 //! (8 random bytes and 12 bytes of the MAC, 40 hex digits): a proof whose nonce this server did
@@ -35,14 +41,22 @@
 //!
 //! A valid proof from an entitled address is served **without payment and without calling the
 //! facilitator**: the inner service finds [`SignedIn`] in the request's extensions (an axum
-//! extractor with the feature `axum`). A request that carries both a proof and a
+//! extractor with the feature `axum`) and no [`VerifiedPayment`](crate::VerifiedPayment). A
+//! handler behind a layer with sign-in takes [`Buyer`] (paid or signed in), or
+//! `Option<VerifiedPayment>` and `Option<SignedIn>`; one that takes `VerifiedPayment` alone
+//! answers every signed-in request 500, with an error that says so. A request that carries both a proof and a
 //! `PAYMENT-SIGNATURE` is decided by the proof first; when the proof fails, the payment is
 //! processed as usual.
 //!
 //! Every payment the layer settles (`exact` and `upto`) records an entitlement in the
-//! [`EntitlementStore`]: the payer (EVM addresses lower-cased), the ledger's canonical resource
-//! key (the offer's resource URL) and the time. An entitlement lapses after the entitlement
-//! lifetime (default 365 days; [`SignInWithX::entitlement_lifetime`]).
+//! [`EntitlementStore`]: the payer (EVM addresses lower-cased), what was bought — the offer's
+//! resource URL and the amount of the accept the buyer signed, [`entitlement_key`] — and the
+//! time. A proof opens an offer only for a buyer who paid one of that offer's amounts: with two
+//! price tiers under one resource URL (a price that depends on the query), a buyer of the cheaper
+//! tier cannot sign in to the dearer one. Entitlements recorded before they were keyed by price
+//! (the resource URL alone) are still honoured, for any price of that URL, until they lapse. An
+//! entitlement lapses after the entitlement lifetime (default 365 days;
+//! [`SignInWithX::entitlement_lifetime`]).
 //!
 //! The origin is configured, never derived from `Host` or `X-Forwarded-*`.
 
@@ -60,8 +74,10 @@ use sha2::Sha256;
 
 use crate::BoxError;
 use crate::pricing::Offer;
+use crate::proto::{AtomicAmount, FacilitatorRequest};
 use crate::settlement::StoreError;
 
+mod buyer;
 #[cfg(any(test, feature = "test-util"))]
 mod conformance;
 mod message;
@@ -70,6 +86,7 @@ mod postgres;
 mod store;
 mod verify;
 
+pub use buyer::Buyer;
 #[cfg(any(test, feature = "test-util"))]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub use conformance::check as check_conformance;
@@ -95,6 +112,10 @@ const CLOCK_SKEW: Duration = Duration::from_secs(5);
 
 /// The largest `SIGN-IN-WITH-X` value read, in encoded bytes.
 const MAX_HEADER_LEN: usize = 8 * 1024;
+
+/// The longest request path a sign-in challenge is issued for, in bytes: its URI appears twice
+/// in every 402, which must stay small enough for a reverse proxy to read.
+const MAX_PATH_LEN: usize = 512;
 
 /// Bytes of randomness and of MAC in a nonce.
 const NONCE_RANDOM: usize = 8;
@@ -205,14 +226,28 @@ impl SignInWithX {
         &self.origin
     }
 
-    /// `offer` with a fresh sign-in challenge for the request URI `path_and_query`.
+    /// `offer` with a fresh sign-in challenge for the request URI `path_and_query`; `None` (no
+    /// challenge) for a path longer than [`MAX_PATH_LEN`].
     pub(crate) fn decorate(&self, offer: &Offer, path_and_query: &str) -> Option<Offer> {
-        offer.with_extension(EXTENSION, self.challenge(offer, path_and_query)?)
+        let decorated = offer.with_extension(EXTENSION, self.challenge(offer, path_and_query)?)?;
+        crate::pricing::header_budget::check(
+            offer.resource_url(),
+            decorated.challenge_header().len(),
+            " with its sign-in challenge",
+        );
+        Some(decorated)
     }
 
-    /// The `sign-in-with-x` extension for `offer` at `path_and_query`, serialized.
+    /// The `sign-in-with-x` extension for `offer` at `path_and_query`, serialized. The
+    /// challenge's URI is the path without its query: the entitlement is to the offer's
+    /// resource, whatever the query, and a query would make every 402 as large as the client
+    /// chose (beyond what a reverse proxy reads).
     pub(crate) fn challenge(&self, offer: &Offer, path_and_query: &str) -> Option<Box<RawValue>> {
-        let uri = format!("{}{path_and_query}", self.origin);
+        let path = without_query(path_and_query);
+        if path.len() > MAX_PATH_LEN {
+            return None;
+        }
+        let uri = format!("{}{path}", self.origin);
         let now = now_ms();
         let issued_at = timestamp(now);
         let expiration_time = timestamp(now + self.proof_lifetime.as_millis());
@@ -286,7 +321,7 @@ impl SignInWithX {
                 format!("expected {:?}, got {:?}", self.host, proof.domain),
             ));
         }
-        let uri = format!("{}{path_and_query}", self.origin);
+        let uri = format!("{}{}", self.origin, without_query(path_and_query));
         if proof.uri != uri {
             return Err(Rejection::new(
                 Code::UriMismatch,
@@ -395,15 +430,13 @@ impl SignInWithX {
         verified.map_err(|(code, detail)| Rejection::new(code, detail))?;
 
         let address = normalise_address(&proof.address);
-        let last = self
-            .store
-            .last_purchase(resource, &address)
+        let last = last_entitlement(&*self.store, offer, &address)
             .await
             .map_err(unavailable)?;
         let Some(last) = last else {
             return Err(Rejection::new(
                 Code::NotEntitled,
-                "this address has not paid for this resource",
+                "this address has not paid for this resource at this price",
             ));
         };
         if let Some(lifetime) = self.entitlement_lifetime
@@ -471,8 +504,8 @@ impl SignedIn {
         &self.chain_id
     }
 
-    /// The resource it is entitled to: the offer's resource URL, the key its payment was
-    /// recorded under.
+    /// The resource it is entitled to: the offer's resource URL (its entitlement is recorded
+    /// under that URL and the price paid, [`entitlement_key`]).
     pub fn resource(&self) -> &str {
         &self.resource
     }
@@ -546,6 +579,12 @@ impl Rejection {
             detail: detail.into(),
         }
     }
+
+    /// Whether the proof could not be checked because the entitlement store failed: answered
+    /// 503 with `Retry-After`, never with a 402 that would have the buyer pay again.
+    pub(crate) fn is_unavailable(&self) -> bool {
+        self.code == Code::StoreUnavailable
+    }
 }
 
 impl fmt::Display for Rejection {
@@ -558,8 +597,56 @@ fn unavailable(error: StoreError) -> Rejection {
     tracing::warn!(%error, "entitlement store failed; sign-in refused");
     Rejection::new(
         Code::StoreUnavailable,
-        "entitlements cannot be read right now; try again, or pay",
+        "entitlements cannot be read right now: sign in again after Retry-After, with a fresh \
+         challenge if this proof is refused as used; nothing needs to be paid again",
     )
+}
+
+/// `path_and_query` without its query.
+fn without_query(path_and_query: &str) -> &str {
+    path_and_query
+        .split_once('?')
+        .map_or(path_and_query, |(path, _)| path)
+}
+
+/// The key under which an entitlement to `resource` bought at `amount` (the atomic amount of
+/// the accept the buyer signed, the maximum for `upto`) is kept:
+/// `https://shop.example/report#amount=100000`. Two prices under one resource URL are two
+/// entitlements, so a buyer of the cheaper one cannot sign in to the dearer one.
+///
+/// ```
+/// use tower_x402::siwx::entitlement_key;
+///
+/// let key = entitlement_key("https://shop.example/report", &"100000".parse()?);
+/// assert_eq!(key, "https://shop.example/report#amount=100000");
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+pub fn entitlement_key(resource: &str, amount: &AtomicAmount) -> String {
+    format!("{resource}#amount={amount}")
+}
+
+/// When `address` last paid for `offer` at one of its prices (each distinct amount of its
+/// accepts), or, for a purchase recorded before entitlements were keyed by price, for its
+/// resource URL alone.
+async fn last_entitlement(
+    store: &dyn EntitlementStore,
+    offer: &Offer,
+    address: &str,
+) -> Result<Option<u64>, StoreError> {
+    let resource = &offer.resource().url;
+    let mut latest = None;
+    let accepts = offer.accepts();
+    for (i, accept) in accepts.iter().enumerate() {
+        if accepts[..i].iter().any(|seen| seen.amount == accept.amount) {
+            continue;
+        }
+        let key = entitlement_key(resource, &accept.amount);
+        latest = latest.max(store.last_purchase(&key, address).await?);
+    }
+    if latest.is_none() {
+        latest = store.last_purchase(resource, address).await?;
+    }
+    Ok(latest)
 }
 
 /// A sign-in proof as sent.
@@ -651,29 +738,12 @@ static PROOF_SCHEMA: std::sync::LazyLock<Box<RawValue>> = std::sync::LazyLock::n
         .unwrap_or_else(|_| unreachable!("a JSON value serializes"))
 });
 
-/// The JSON Schema (2020-12) of a proof.
+/// The JSON Schema of a proof, reduced to the fields it must carry: every byte of a challenge
+/// is sent in a header that reverse proxies read into a 4 KB buffer, and the official clients
+/// build the proof from `info` and `supportedChains` alone.
 fn schema() -> Value {
-    let string = json!({"type": "string"});
-    let time = json!({"type": "string", "format": "date-time"});
     json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
         "type": "object",
-        "properties": {
-            "domain": string,
-            "address": string,
-            "statement": string,
-            "uri": {"type": "string", "format": "uri"},
-            "version": string,
-            "chainId": string,
-            "type": string,
-            "nonce": string,
-            "issuedAt": time,
-            "expirationTime": time,
-            "notBefore": time,
-            "requestId": string,
-            "resources": {"type": "array", "items": {"type": "string", "format": "uri"}},
-            "signature": string
-        },
         "required": ["domain", "address", "uri", "version", "chainId", "type", "nonce", "issuedAt", "signature"]
     })
 }
@@ -683,16 +753,24 @@ const ENTITLEMENT_RETRY_FIRST: Duration = Duration::from_millis(100);
 /// The longest pause between two attempts to write an entitlement the store did not take.
 const ENTITLEMENT_RETRY_MAX: Duration = Duration::from_secs(5);
 
-/// Records that `payer` paid for `resource` now. A store that cannot take it now (its database
-/// is away) is sent the same entitlement, with the time of the purchase, again in the background
-/// until it takes it, so a buyer whose payment settled during an outage can sign in once the
-/// outage is over. Recording is idempotent, so a write that did land before its error is
-/// harmless to repeat.
+/// Records that `payer` paid for `resource` now, at the price of the accept `request`'s payment
+/// signed ([`entitlement_key`]). A store that cannot take it now (its database is away) is sent
+/// the same entitlement, with the time of the purchase, again in the background until it takes
+/// it, so a buyer whose payment settled during an outage can sign in once the outage is over.
+/// Recording is idempotent, so a write that did land before its error is harmless to repeat.
 pub(crate) async fn record_purchase(
     store: &Arc<dyn EntitlementStore>,
     resource: &str,
+    request: &FacilitatorRequest,
     payer: &str,
 ) {
+    let key = entitlement_key(resource, &request.payment_payload().accepted.amount);
+    record_entitlement(store, &key, payer).await;
+}
+
+/// Records that `payer` bought what `resource` (an [`entitlement_key`]) names, now; see
+/// [`record_purchase`].
+async fn record_entitlement(store: &Arc<dyn EntitlementStore>, resource: &str, payer: &str) {
     let address = normalise_address(payer);
     let at = unix_now();
     let Err(error) = store.record_purchase(resource, &address, at).await else {
@@ -806,7 +884,7 @@ mod tests {
     }
 
     #[test]
-    fn the_challenge_has_every_field_in_order_and_the_proof_schema() {
+    fn the_challenge_has_every_field_in_order_and_the_proof_schema_without_the_query() {
         let siwx = SignInWithX::new("https://shop.example", [7_u8; 32])
             .unwrap()
             .statement("Sign in");
@@ -821,6 +899,11 @@ mod tests {
         .build()
         .unwrap();
         let raw = siwx.challenge(&offer, "/report?x=1").unwrap();
+        assert!(
+            siwx.challenge(&offer, &format!("/{}", "a".repeat(MAX_PATH_LEN)))
+                .is_none(),
+            "no challenge for a path longer than the limit"
+        );
         let challenge: Value = serde_json::from_str(raw.get()).unwrap();
         let keys = |value: &Value| {
             value
@@ -846,13 +929,13 @@ mod tests {
             ]
         );
         assert_eq!(info["domain"], "shop.example");
-        assert_eq!(info["uri"], "https://shop.example/report?x=1");
+        assert_eq!(
+            info["uri"], "https://shop.example/report",
+            "the query is left out"
+        );
         assert_eq!(info["version"], "1");
         assert_eq!(info["statement"], "Sign in");
-        assert_eq!(
-            info["resources"],
-            json!(["https://shop.example/report?x=1"])
-        );
+        assert_eq!(info["resources"], json!(["https://shop.example/report"]));
         let issued = parse_timestamp(info["issuedAt"].as_str().unwrap()).unwrap();
         let expires = parse_timestamp(info["expirationTime"].as_str().unwrap()).unwrap();
         assert_eq!(expires - issued, 300_000);
@@ -944,7 +1027,7 @@ mod tests {
         let store: Arc<dyn EntitlementStore> = away.clone();
         let payer = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
         let before = unix_now();
-        record_purchase(&store, "https://shop.example/a", payer).await;
+        record_entitlement(&store, "https://shop.example/a", payer).await;
         let lower = "0x209693bc6afc0c5328ba36faf03c514ef312287c";
         assert_eq!(
             store

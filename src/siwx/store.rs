@@ -10,10 +10,13 @@ use crate::settlement::StoreError;
 /// per (resource, address) — the last time that address paid for that resource — and the
 /// *consumed nonces*, so that a sign-in proof is accepted once.
 ///
-/// The resource is the ledger's canonical key of what was bought (the offer's resource URL,
-/// as in [`SettlementRecord::resource`](crate::settlement::SettlementRecord::resource)); the
-/// address is the payer as settled, lower-cased when it is an EVM `0x` address and kept as is
-/// otherwise (Solana's base58 is case-sensitive).
+/// The resource is the key of what was bought, [`entitlement_key`](super::entitlement_key):
+/// the offer's resource URL (as in
+/// [`SettlementRecord::resource`](crate::settlement::SettlementRecord::resource)) and the amount
+/// of the accept the buyer signed, `https://shop.example/report#amount=100000` — or, for an
+/// entitlement recorded before they were keyed by price, the URL alone; the address is the
+/// payer as settled, lower-cased when it is an EVM `0x` address and kept as is otherwise
+/// (Solana's base58 is case-sensitive).
 ///
 /// The contract, which `siwx::check_conformance` (feature `test-util`) tests:
 ///

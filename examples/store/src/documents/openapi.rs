@@ -55,7 +55,7 @@ pub fn build(config: &Config, catalog: &Catalog, demo: bool) -> Value {
                     "name": "SIGN-IN-WITH-X",
                     "in": "header",
                     "required": false,
-                    "description": "Sign-in-with-x: for a wallet that already paid for this product. Every 402 carries extensions[\"sign-in-with-x\"] (info with domain, uri, version, a one-time nonce, issuedAt, expirationTime; supportedChains; the proof's JSON schema). Sign its EIP-4361 message (personal_sign) with the wallet that paid and send base64 of the JSON {info fields, address, chainId, type, signature} within five minutes: the answer is the purchase again (same Passport and fulfillment URLs, replayed: true), without paying. Each proof works once; an invalid or unentitled proof gets the 402 whose error starts with an invalid_siwx_* code.",
+                    "description": "Sign-in-with-x: for a wallet that already paid for this product. Every 402 carries extensions[\"sign-in-with-x\"] (info with domain, uri, version, a one-time nonce, issuedAt, expirationTime; supportedChains; the fields a proof must carry). Sign its EIP-4361 message (personal_sign) with the wallet that paid and send base64 of the JSON {info fields, address, chainId, type, signature} within five minutes: the answer is the purchase again (same Passport and fulfillment URLs, replayed: true), without paying. Each proof works once; an invalid or unentitled proof gets the 402 whose error starts with an invalid_siwx_* code.",
                     "schema": {"type": "string", "contentEncoding": "base64"},
                 },
                 {
@@ -73,7 +73,10 @@ pub fn build(config: &Config, catalog: &Catalog, demo: bool) -> Value {
                         "description": "Base64 of the x402 v2 SettleResponse.",
                         "schema": {"type": "string"},
                     }},
-                    "content": {"application/json": {"schema": crate::sales::purchase::response_schema()}},
+                    "content": {"application/json": {
+                        "schema": crate::sales::purchase::response_schema(),
+                        "example": sku.example,
+                    }},
                 },
                 "402": {
                     "description": "Payment Required",

@@ -514,14 +514,17 @@ async fn openapi_describes_the_payment_headers_and_the_fulfillment_route() {
 #[tokio::test]
 async fn the_output_example_uses_visible_example_values() {
     let store = store().await;
-    let challenge = store.get("/api/x402/store-rail-receipt").await.challenge();
-    let example = challenge["extensions"]["bazaar"].to_string();
+    let openapi: serde_json::Value =
+        serde_json::from_str(&store.get("/openapi.json").await.text).unwrap();
+    let example = openapi["paths"]["/api/x402/store-rail-receipt"]["get"]["responses"]["200"]
+        ["content"]["application/json"]["example"]
+        .to_string();
     assert!(example.contains("pp_EXAMPLE"), "{example}");
     assert!(
         example.contains("key=EXAMPLE_KEY_NOT_A_SECRET"),
         "{example}"
     );
-    let catalog = store.get("/.well-known/x402.json").await.text;
+    let catalog = store.get("/openapi.json").await.text;
     let keys: Vec<&str> = catalog
         .match_indices("?key=")
         .map(|(at, _)| &catalog[at + 5..at + 5 + 43])

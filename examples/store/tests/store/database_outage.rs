@@ -7,14 +7,15 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use tower_x402_sandbox::SandboxFacilitator;
+use tower_x402::proto::{PaymentRequired, header};
+use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 use x402_store::config::Config;
 use x402_store::state::build_state_with;
 
 use super::live_store::{PATIENCE, new_payment, open_store, present, serve_store, wait_until};
 use super::postgres_server::PgServer;
 use super::reliability;
-use super::support::RECEIPT;
+use super::support::{RECEIPT, signature_header};
 
 /// How soon after PostgreSQL is back a paid request is delivered again.
 const RESTART_DELIVERY: Duration = Duration::from_secs(5);
@@ -104,6 +105,117 @@ async fn with_postgres_stopped_catalog_answers_at_once_and_payments_fail_fast() 
         delivered_unpaid: false,
     };
     reliability::check("store-database", &[row]);
+}
+
+/// A buyer who paid before PostgreSQL stopped signs in while it is stopped: the entitlements
+/// cannot be read, and the answer is a JSON 503 with `Retry-After` — never the 402 a client
+/// would pay again for what it owns; once the database is back, a fresh proof signs in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_in_while_postgres_is_stopped_is_a_503_never_a_402() {
+    super::postgres_server::require();
+    let server = PgServer::start_own().unwrap();
+    let config = Config::for_tests(server.url("postgres"));
+    let timeout = config.database_timeout;
+    let sandbox = SandboxFacilitator::new();
+    let state = build_state_with(config, Arc::new(sandbox.clone()), true)
+        .await
+        .unwrap();
+    let base = serve_store(state).await;
+    let client = reqwest::Client::new();
+    let product = format!("{base}/api/x402/{RECEIPT}");
+    let buyer = SandboxWallet::random();
+    let challenge = client.get(&product).send().await.unwrap();
+    let required: PaymentRequired =
+        header::decode(challenge.headers()["payment-required"].as_bytes()).unwrap();
+    let (bought, _, _) = timed_get(
+        &client,
+        &product,
+        Some(&signature_header(&buyer, &required)),
+    )
+    .await;
+    assert_eq!(bought, StatusCode::OK);
+    let settlements = sandbox.settlement_count();
+
+    let proof = buyer
+        .sign_in(&sign_in_extension(&client, &product).await)
+        .unwrap();
+    server.stop();
+    let started = Instant::now();
+    let answer = tokio::time::timeout(
+        PATIENCE,
+        client.get(&product).header("sign-in-with-x", &proof).send(),
+    )
+    .await
+    .expect("the store hung")
+    .unwrap();
+    let took = started.elapsed();
+    let status = answer.status();
+    let retry_after = answer.headers().contains_key("retry-after");
+    let challenged = answer.headers().contains_key("payment-required");
+    let body: Value = answer.json().await.unwrap_or(Value::Null);
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(retry_after, "Retry-After");
+    assert!(!challenged, "no challenge to pay: {body}");
+    let error = body["error"].as_str().unwrap_or_default();
+    assert!(error.starts_with("siwx_store_unavailable"), "{body}");
+    assert!(
+        took < timeout * 2 + Duration::from_secs(1),
+        "503 after {took:?}"
+    );
+
+    server.start_again().unwrap();
+    // The proof was not used up (its nonce could not be written): once the database answers,
+    // a sign-in serves the purchase again.
+    let started = Instant::now();
+    let served = loop {
+        let proof = buyer
+            .sign_in(&sign_in_extension(&client, &product).await)
+            .unwrap();
+        let answer = client
+            .get(&product)
+            .header("sign-in-with-x", &proof)
+            .send()
+            .await
+            .unwrap();
+        if answer.status() == StatusCode::OK {
+            break answer.status();
+        }
+        assert!(
+            started.elapsed() < RESTART_DELIVERY,
+            "no sign-in within {RESTART_DELIVERY:?} of the restart: {}",
+            answer.status()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        sandbox.settlement_count(),
+        settlements,
+        "nothing paid again"
+    );
+
+    let row = reliability::Row {
+        fault: "PostgreSQL stopped under a running store; a buyer who paid before signs in (`SIGN-IN-WITH-X`), then again after the restart".to_owned(),
+        mode: "before",
+        client_sees: format!(
+            "{} + Retry-After (`siwx_store_unavailable`); {} after the restart",
+            status.as_u16(),
+            served.as_u16()
+        ),
+        // The purchase, and the sign-in after the restart; never the refused sign-in.
+        inner_ran: 2,
+        transfers: sandbox.settlement_count(),
+        delivered_unpaid: false,
+    };
+    reliability::check("store-database-sign-in", &[row]);
+}
+
+/// The `sign-in-with-x` extension of a fresh 402 for `product`.
+async fn sign_in_extension(client: &reqwest::Client, product: &str) -> Value {
+    let answer = client.get(product).send().await.unwrap();
+    assert_eq!(answer.status(), StatusCode::PAYMENT_REQUIRED);
+    let required: PaymentRequired =
+        header::decode(answer.headers()["payment-required"].as_bytes()).unwrap();
+    required.extensions.unwrap()["sign-in-with-x"].clone()
 }
 
 /// `/readyz` follows the database: 200, 503 naming the database while PostgreSQL is stopped (a

@@ -51,6 +51,7 @@ mod reliability {
 }
 mod request_log;
 mod restart_store;
+mod reverse_proxy;
 mod server_limits;
 mod settlement_in_doubt;
 mod shared_database;
