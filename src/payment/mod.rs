@@ -415,6 +415,7 @@ impl Payments {
                 fingerprint,
                 Arc::clone(offer.resource_url()),
                 request,
+                digest.into_shared(),
             )
             .at_facilitator(verifier);
             return self.recover(offer, hold, intent, guard).await;
