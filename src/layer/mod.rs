@@ -120,6 +120,23 @@ pub use future::ResponseFuture;
 pub use metered::SETTLEMENT_OVERRIDES;
 pub use service::X402;
 
+/// The HTTP status the layer answers `refusal` with by default (an
+/// [`InvalidHeader`](crate::payment::Refusal::InvalidHeader) is answered as
+/// [`X402Layer::invalid_header_status`] says): its [`kind`](crate::payment::Refusal::kind) in
+/// HTTP terms.
+///
+/// ```
+/// use http::StatusCode;
+/// use tower_x402::layer::status_of;
+/// use tower_x402::payment::Refusal;
+///
+/// assert_eq!(status_of(&Refusal::IdentifierReused), StatusCode::CONFLICT);
+/// assert_eq!(status_of(&Refusal::PaymentInProgress), StatusCode::SERVICE_UNAVAILABLE);
+/// ```
+pub fn status_of(refusal: &crate::payment::Refusal) -> http::StatusCode {
+    responses::status_of_kind(refusal.kind())
+}
+
 /// A [`Layer`] that puts an x402 paywall in front of a service.
 ///
 /// See the [module docs](self) for the request flow and an example.

@@ -107,7 +107,7 @@ use serde_json::{Value, json};
 use crate::BoxFuture;
 
 use crate::payment::charge::is_metered;
-use crate::payment::{Charge, Outcome, PaymentEvent, Payments, Refusal};
+use crate::payment::{Charge, Outcome, PaymentEvent, Payments, Refusal, RefusalKind};
 #[cfg(doc)]
 use crate::pricing::SettlementMode;
 use crate::pricing::{Offer, OfferError};
@@ -376,7 +376,7 @@ fn refused(offer: &Offer, refusal: &Refusal) -> CallToolResult {
             "the payment facilitator is unavailable: call the tool again later with the same \
              payment; it will not be charged twice",
         ),
-        _ if refusal.status() == http::StatusCode::PAYMENT_REQUIRED => {
+        _ if refusal.kind() == RefusalKind::PaymentRequired => {
             payment_required(offer, &refusal.to_string())
         }
         _ => CallToolResult::structured_error(json!({

@@ -68,7 +68,7 @@ pub enum PaymentEvent<'a> {
     Failed {
         /// The offer concerned.
         offer: &'a Offer,
-        /// Why; [`Refusal::status`] is the status sent.
+        /// Why; [`Refusal::kind`] says what the client is asked to do.
         refusal: &'a Refusal,
     },
 }

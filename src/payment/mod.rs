@@ -107,7 +107,7 @@ mod verified;
 
 pub use charge::{Charge, ChargeError};
 pub use events::{PaymentEvent, PaymentEvents};
-pub use refusal::Refusal;
+pub use refusal::{Refusal, RefusalKind};
 pub use verified::{SettledPayment, VerifiedPayment};
 
 /// How many settlements the core remembers in memory beside a custom
