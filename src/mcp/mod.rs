@@ -104,7 +104,7 @@ use rmcp::model::{CallToolResponse, CallToolResult, MetaObject, Tool};
 use serde::Deserialize as _;
 use serde_json::{Value, json};
 
-use crate::BoxFuture;
+use crate::boxed::BoxFuture;
 
 use crate::payment::charge::is_metered;
 use crate::payment::{Charge, Outcome, PaymentEvent, Payments, Refusal, RefusalKind};

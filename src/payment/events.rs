@@ -1,6 +1,6 @@
 //! Observing what the core and the layer do with each payment.
 
-use super::Refusal;
+use super::refusal::Refusal;
 use crate::pricing::Offer;
 use crate::proto::{PaymentPayload, SettleResponse};
 use crate::settlement::{PaymentKey, SettlementRecord};

@@ -6,10 +6,12 @@ use std::time::Duration;
 
 use tracing::Instrument as _;
 
+use super::events::PaymentEvent;
 use super::ledger::{Hold, lease_until, now_ms, release};
+use super::payments::Payments;
+use super::refusal::Refusal;
 use super::single_flight::InflightGuard;
 use super::uncancellable::{Panicked, Uncancellable};
-use super::{PaymentEvent, Payments, Refusal};
 use crate::facilitator::{FacilitatorError, Member};
 use crate::pricing::Offer;
 use crate::proto::{FacilitatorRequest, SettleResponse};

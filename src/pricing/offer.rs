@@ -445,7 +445,7 @@ impl OfferBuilder {
     /// [`OfferError::Supported`] when `/supported` could not be read.
     pub async fn build_for<F>(mut self, facilitator: &F) -> Result<Offer, OfferError>
     where
-        F: crate::Facilitator + ?Sized,
+        F: crate::facilitator::Facilitator + ?Sized,
     {
         if self.error.is_none() && self.accepts.iter().any(is_metered) {
             let supported =

@@ -58,7 +58,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use sha2::Sha256;
 
-use crate::BoxError;
+use crate::boxed::BoxError;
 use crate::pricing::Offer;
 use crate::settlement::StoreError;
 
@@ -908,7 +908,7 @@ mod tests {
             resource: &'a str,
             address: &'a str,
             at: u64,
-        ) -> crate::BoxFuture<'a, Result<(), StoreError>> {
+        ) -> crate::boxed::BoxFuture<'a, Result<(), StoreError>> {
             let left = self.failures.load(std::sync::atomic::Ordering::SeqCst);
             if left > 0 {
                 self.failures
@@ -922,7 +922,7 @@ mod tests {
             &'a self,
             resource: &'a str,
             address: &'a str,
-        ) -> crate::BoxFuture<'a, Result<Option<u64>, StoreError>> {
+        ) -> crate::boxed::BoxFuture<'a, Result<Option<u64>, StoreError>> {
             self.inner.last_purchase(resource, address)
         }
 
@@ -930,7 +930,7 @@ mod tests {
             &'a self,
             nonce: &'a str,
             expires: u64,
-        ) -> crate::BoxFuture<'a, Result<bool, StoreError>> {
+        ) -> crate::boxed::BoxFuture<'a, Result<bool, StoreError>> {
             self.inner.consume_nonce(nonce, expires)
         }
     }
