@@ -40,9 +40,8 @@ impl Pass {
 pub(super) enum Gate {
     Proceed(Arc<Config>, Pass),
     Refuse(Response<Bytes>),
-    /// A sign-in proof was accepted: served without payment.
-    #[cfg(feature = "siwx")]
-    SignedIn(crate::siwx::SignedIn),
+    /// A lifecycle hook granted the request: served without payment, with these extensions.
+    Granted(http::Extensions),
 }
 
 type SettleFuture = BoxFuture<'static, (Arc<Config>, Result<Paid, Response<Bytes>>)>;
@@ -139,10 +138,9 @@ where
                     Gate::Refuse(response) => this.state.set(State::Respond {
                         response: Some(response),
                     }),
-                    #[cfg(feature = "siwx")]
-                    Gate::SignedIn(signed_in) => {
+                    Gate::Granted(extensions) => {
                         let mut request = request.take().expect(POLLED_AFTER_COMPLETION);
-                        request.extensions_mut().insert(signed_in);
+                        request.extensions_mut().extend(extensions);
                         let future = service.take().expect(POLLED_AFTER_COMPLETION).call(request);
                         this.state.set(State::Inner {
                             future,

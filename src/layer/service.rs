@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::{Method, Request, Response};
+use http::{HeaderMap, Method, Request, Response};
 use tower_service::Service;
 
 use super::body::ResponseBody;
@@ -13,7 +13,7 @@ use super::future::{Gate, Pass, ResponseFuture};
 use super::{Config, X402Layer, responses};
 use crate::boxed::BoxFuture;
 use crate::facilitator::Facilitator;
-use crate::payment::{Outcome, PaymentEvent, Payments, Refusal};
+use crate::payment::{Outcome, PaymentEvent, Payments, ProtectedRequest, Refusal, RequestDecision};
 use crate::paywall_page;
 use crate::pricing::{Offer, Price, Pricing};
 use crate::proto::{PAYMENT_SIGNATURE, PaymentPayload, header};
@@ -100,43 +100,7 @@ where
                 return ResponseFuture::respond(responses::not_sold(status, &message));
             }
         };
-        #[cfg(feature = "siwx")]
-        let (offer, proof) = match &self.config.siwx {
-            Some(siwx) => {
-                let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-                let offer = siwx
-                    .decorate(&offer, path)
-                    .map_or(offer, std::sync::Arc::new);
-                // A HEAD never signs in, as it never pays.
-                let proof = match parts.method {
-                    Method::HEAD => None,
-                    _ => parts
-                        .headers
-                        .get(crate::siwx::SIGN_IN_WITH_X)
-                        .map(|value| (Arc::clone(siwx), value.clone(), path.to_owned())),
-                };
-                (offer, proof)
-            }
-            None => (offer, None),
-        };
-        #[cfg(feature = "siwx")]
-        let start = match proof {
-            // Without a payment there is nothing to start unless the proof fails.
-            Some((siwx, proof, path)) => {
-                let paying = parts.headers.contains_key(PAYMENT_SIGNATURE);
-                let payment = paying.then(|| start(&self.config, Arc::clone(&offer), &parts));
-                Start::Gate(sign_in(
-                    Arc::clone(&self.config),
-                    siwx,
-                    offer,
-                    SignInRequest { proof, path },
-                    payment,
-                ))
-            }
-            None => start(&self.config, offer, &parts),
-        };
-        #[cfg(not(feature = "siwx"))]
-        let start = start(&self.config, offer, &parts);
+        let start = begin(&self.config, offer, &parts);
         let gate = match start {
             Start::Respond(response) => return ResponseFuture::respond(response),
             Start::Gate(gate) => gate,
@@ -156,19 +120,71 @@ enum Start {
     Gate(BoxFuture<'static, Gate>),
 }
 
+/// The payment side of a priced request: [`start`], after the lifecycle hooks when there are
+/// some.
+#[inline]
+fn begin(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) -> Start {
+    if config.payments.hooks.is_empty() {
+        start(config, offer, &parts.method, &parts.headers)
+    } else {
+        hooked(config, offer, parts)
+    }
+}
+
+/// The hooks' part of a priced request: its challenge's extensions, then their decision —
+/// serve it without payment, refuse it, or go on to [`start`].
+#[cold]
+fn hooked(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) -> Start {
+    let hooks = &config.payments.hooks;
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    let paying = parts.headers.contains_key(PAYMENT_SIGNATURE);
+    let offer = hooks
+        .decorate(&ProtectedRequest::http(
+            &offer,
+            &path,
+            &parts.method,
+            &parts.headers,
+            paying,
+        ))
+        .unwrap_or(offer);
+    let (config, method, headers) = (
+        Arc::clone(config),
+        parts.method.clone(),
+        parts.headers.clone(),
+    );
+    Start::Gate(Box::pin(async move {
+        let request = ProtectedRequest::http(&offer, &path, &method, &headers, paying);
+        match config.payments.hooks.on_protected_request(&request).await {
+            RequestDecision::Grant(extensions) => Gate::Granted(extensions),
+            RequestDecision::Abort(refusal) => {
+                config.payments.report_refusal(&offer, &refusal);
+                Gate::Refuse(responses::refusal(&config, &offer, &refusal))
+            }
+            _ => match start(&config, Arc::clone(&offer), &method, &headers) {
+                Start::Respond(response) => Gate::Refuse(response),
+                Start::Gate(gate) => gate.await,
+            },
+        }
+    }))
+}
+
 /// The payment side of a priced request: the challenge (JSON or the paywall page) without a
 /// payment, a refusal of an unusable one, or the gate that authorizes it.
-fn start(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) -> Start {
+fn start(config: &Arc<Config>, offer: Arc<Offer>, method: &Method, headers: &HeaderMap) -> Start {
     // A HEAD has no body to deliver, so it never pays: it is answered like an unpaid GET,
     // whatever it carries.
-    let signature = match parts.method {
+    let signature = match *method {
         Method::HEAD => None,
-        _ => parts.headers.get(PAYMENT_SIGNATURE),
+        _ => headers.get(PAYMENT_SIGNATURE),
     };
     let Some(value) = signature else {
         if let Some(page) = &config.paywall_page
-            && parts.method == Method::GET
-            && paywall_page::prefers_html(&parts.headers)
+            && method == Method::GET
+            && paywall_page::prefers_html(headers)
         {
             let payments = &config.payments;
             payments.emit(|| PaymentEvent::ChallengeServed { offer: &offer });
@@ -213,53 +229,6 @@ fn start(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) 
         };
         Gate::Proceed(config, pass)
     }))
-}
-
-/// What a request carrying a sign-in proof brings.
-#[cfg(feature = "siwx")]
-struct SignInRequest {
-    proof: http::HeaderValue,
-    /// The path and query the challenge was issued for.
-    path: String,
-}
-
-/// The gate of a request carrying a sign-in proof: the proof first; when it fails, the payment
-/// the request also carries (`payment`), else the 402 whose `error` says why the proof failed.
-#[cfg(feature = "siwx")]
-fn sign_in(
-    config: Arc<Config>,
-    siwx: Arc<crate::siwx::SignInWithX>,
-    offer: Arc<Offer>,
-    request: SignInRequest,
-    payment: Option<Start>,
-) -> BoxFuture<'static, Gate> {
-    Box::pin(async move {
-        let rejection = match siwx
-            .check(&offer, request.proof.as_bytes(), &request.path)
-            .await
-        {
-            Ok(signed_in) => {
-                tracing::debug!(address = %signed_in.address(), resource = %signed_in.resource(), "signed in");
-                return Gate::SignedIn(signed_in);
-            }
-            Err(rejection) => rejection,
-        };
-        tracing::debug!(%rejection, "sign-in proof refused");
-        match payment {
-            Some(Start::Gate(gate)) => gate.await,
-            Some(Start::Respond(response)) => Gate::Refuse(response),
-            None => {
-                config
-                    .payments
-                    .report_refusal(&offer, &Refusal::PaymentMissing);
-                Gate::Refuse(responses::challenge_explained(
-                    &config,
-                    &offer,
-                    &rejection.to_string(),
-                ))
-            }
-        }
-    })
 }
 
 /// Reports `refusal` and answers it.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tracing::Instrument as _;
 
 use super::events::PaymentEvent;
+use super::hooks::{BeforeVerify, PaymentContext, VerifyFailure};
 use super::ledger::{self, Claim, Hold};
 use super::outcome::{Cleared, Outcome, Paid, refused};
 use super::payments::Payments;
@@ -14,10 +15,11 @@ use super::refusal::Refusal;
 use super::settle::{self, Attempt};
 use super::single_flight::InflightGuard;
 use super::verified::VerifiedPayment;
+use crate::facilitator::FacilitatorError;
 use crate::pricing::Offer;
 #[cfg(doc)]
 use crate::pricing::SettlementMode;
-use crate::proto::{FacilitatorRequest, PaymentPayload, PaymentRequirements};
+use crate::proto::{FacilitatorRequest, PaymentPayload, PaymentRequirements, VerifyResponse};
 use crate::settlement::{
     Fingerprint, PaymentKey, PaymentState, SettlementIntent, SettlementRecord,
 };
@@ -90,25 +92,13 @@ impl Payments {
         };
 
         let request = Arc::new(FacilitatorRequest::new(payload, Arc::clone(&requirement)));
-        let span = tracing::info_span!("x402.verify", network = %requirement.network, scheme = %requirement.scheme);
-        let (verifier, verified) = self.facilitators.verify(&request).instrument(span).await;
-        let verified = match verified {
+        let (verifier, verified) = match self.verify(offer, &key, &request).await {
             Ok(verified) => verified,
             Err(failure) => {
-                tracing::warn!(error = %failure, "facilitator verify failed");
                 ledger::release(self, &hold).await;
-                return self.refuse(offer, Refusal::Facilitator(failure));
+                return self.refuse(offer, failure.into_refusal(&fingerprint, &request, self));
             }
         };
-        if !verified.is_valid {
-            ledger::release(self, &hold).await;
-            let reason = verified
-                .invalid_reason
-                .unwrap_or_else(|| "invalid_payment".to_owned());
-            self.refused
-                .remember(&fingerprint, &request.payment_payload().payload, &reason);
-            return self.refuse(offer, Refusal::InvalidPayment { reason });
-        }
         self.emit(|| PaymentEvent::Verified {
             offer,
             payer: verified.payer.as_deref(),
@@ -123,13 +113,23 @@ impl Payments {
             replayed: false,
             offer: Arc::clone(offer),
         };
-        // The facilitator that verified the payment settles it.
+        if !self.hooks.is_empty()
+            && let Err(refusal) = self.hooks.after_verify(&payment).await
+        {
+            ledger::release(self, &hold).await;
+            return self.refuse(offer, refusal);
+        }
         let intent = SettlementIntent::with_fingerprint(
             fingerprint,
             Arc::clone(offer.resource_url()),
             request,
-        )
-        .at_facilitator(verifier);
+        );
+        // The facilitator that verified the payment settles it (a payment a hook verified, the
+        // preferred one).
+        let intent = match verifier {
+            Some(verifier) => intent.at_facilitator(verifier),
+            None => intent,
+        };
         if offer.settlement_mode().settles_after_work() {
             return Outcome::Cleared(Cleared::new(Arc::clone(self), payment, hold, intent, guard));
         }
@@ -143,6 +143,47 @@ impl Payments {
             Err(refusal) => return refused(refusal),
         }
         Outcome::Settled(Paid::new(payment, guard))
+    }
+
+    /// Verifies a new payment: at the facilitator, unless a hook verified it; a failure a hook
+    /// recovers from goes on as verified. Returns the label of the facilitator that verified it.
+    async fn verify(
+        &self,
+        offer: &Offer,
+        key: &PaymentKey,
+        request: &FacilitatorRequest,
+    ) -> Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed> {
+        let context = PaymentContext::new(offer, offer.resource_url(), key, request);
+        if !self.hooks.is_empty() {
+            match self.hooks.before_verify(&context).await {
+                BeforeVerify::Continue => {}
+                BeforeVerify::Skip(verified) if verified.is_valid => return Ok((None, verified)),
+                BeforeVerify::Skip(verified) => return Err(VerifyFailed::Invalid(verified)),
+                BeforeVerify::Abort(refusal) => return Err(VerifyFailed::Hook(refusal)),
+            }
+        }
+        let requirement = request.payment_requirements();
+        let span = tracing::info_span!("x402.verify", network = %requirement.network, scheme = %requirement.scheme);
+        let (verifier, verified) = self.facilitators.verify(request).instrument(span).await;
+        let failed = match verified {
+            Ok(verified) if verified.is_valid => return Ok((Some(verifier), verified)),
+            Ok(verified) => VerifyFailed::Invalid(verified),
+            Err(failure) => {
+                tracing::warn!(error = %failure, "facilitator verify failed");
+                VerifyFailed::Facilitator(failure)
+            }
+        };
+        if !self.hooks.is_empty() {
+            let failure = match &failed {
+                VerifyFailed::Invalid(verified) => VerifyFailure::Invalid(verified),
+                VerifyFailed::Facilitator(failure) => VerifyFailure::Facilitator(failure),
+                VerifyFailed::Hook(_) => return Err(failed),
+            };
+            if let Some(verified) = self.hooks.on_verify_failure(&context, &failure).await {
+                return Ok((Some(verifier), verified));
+            }
+        }
+        Err(failed)
     }
 
     /// Reports `refusal` and returns it as the outcome.
@@ -229,5 +270,36 @@ impl Payments {
             offer: Arc::clone(offer),
         };
         Outcome::Replayed(Paid::new(payment, Some(guard)))
+    }
+}
+
+/// Why a new payment did not verify.
+enum VerifyFailed {
+    Facilitator(FacilitatorError),
+    Invalid(VerifyResponse),
+    Hook(Refusal),
+}
+
+impl VerifyFailed {
+    /// The refusal to answer; an invalid payment is remembered as refused.
+    fn into_refusal(
+        self,
+        fingerprint: &Fingerprint,
+        request: &FacilitatorRequest,
+        payments: &Payments,
+    ) -> Refusal {
+        match self {
+            Self::Facilitator(failure) => Refusal::Facilitator(failure),
+            Self::Hook(refusal) => refusal,
+            Self::Invalid(verified) => {
+                let reason = verified
+                    .invalid_reason
+                    .unwrap_or_else(|| "invalid_payment".to_owned());
+                payments
+                    .refused
+                    .remember(fingerprint, &request.payment_payload().payload, &reason);
+                Refusal::InvalidPayment { reason }
+            }
+        }
     }
 }

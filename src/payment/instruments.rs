@@ -66,6 +66,7 @@ fn refusal_kind(refusal: &Refusal) -> &'static str {
         Refusal::ChargeAboveMaximum { .. } => "charge_above_maximum",
         Refusal::ChargeMissing => "charge_missing",
         Refusal::InvalidSettlementOverride { .. } => "invalid_settlement_override",
+        Refusal::Hook { .. } => "hook",
     }
 }
 

@@ -74,6 +74,7 @@
 pub(crate) mod charge;
 mod events;
 mod flow;
+mod hooks;
 #[cfg(feature = "metrics")]
 mod instruments;
 mod ledger;
@@ -88,6 +89,10 @@ mod verified;
 
 pub use charge::{Charge, ChargeError};
 pub use events::{PaymentEvent, PaymentEvents};
+pub use hooks::{
+    BeforeSettle, BeforeVerify, PaymentContext, PaymentHooks, ProtectedRequest, RequestDecision,
+    SettleFailure, VerifyFailure,
+};
 pub use outcome::{Cleared, Outcome, Paid};
 pub use payments::Payments;
 pub use refusal::{Refusal, RefusalKind};

@@ -80,6 +80,8 @@ struct ClearedParts {
     payment: VerifiedPayment,
     hold: Hold,
     intent: SettlementIntent,
+    /// Tells the hooks when the payment is dropped unsettled.
+    cancel: Cancel,
     _guard: InflightGuard,
 }
 
@@ -91,11 +93,13 @@ impl Cleared {
         intent: SettlementIntent,
         guard: InflightGuard,
     ) -> Self {
+        let cancel = Cancel::new(&payments, &payment);
         Self(Box::new(ClearedParts {
             payments,
             payment,
             hold,
             intent,
+            cancel,
             _guard: guard,
         }))
     }
@@ -117,8 +121,11 @@ impl Cleared {
             mut payment,
             hold,
             intent,
+            mut cancel,
             _guard: guard,
         } = *self.0;
+        // From here on the payment settles, or a settlement hook hears of its failure.
+        cancel.disarm();
         let offer = &payment.offer;
         let (outcome, guard) =
             settle::settle(&payments, offer, hold, intent, Attempt::First, guard).await;
@@ -154,9 +161,12 @@ impl Cleared {
                 payments,
                 mut payment,
                 hold,
+                mut cancel,
                 _guard: guard,
                 ..
             } = *self.0;
+            // Charged nothing, by the work's choice: served, not cancelled.
+            cancel.disarm();
             ledger::release(&payments, &hold).await;
             tracing::debug!(key = %hold.key, "metered charge of zero: nothing settled, the authorization stays unused");
             payment.settlement = Some(SettleResponse {
@@ -181,18 +191,58 @@ impl Cleared {
     }
 
     /// Releases the payment unsettled and reports `refusal`, a bug in the work: nothing moved.
-    pub async fn refuse(self, refusal: Refusal) -> Refusal {
+    /// The hooks hear it was cancelled.
+    pub async fn refuse(mut self, refusal: Refusal) -> Refusal {
         let payments = Arc::clone(&self.0.payments);
         let offer = Arc::clone(&self.0.payment.offer);
         ledger::release(&payments, &self.0.hold).await;
+        self.0.cancel.now().await;
         payments.report_refusal(&offer, &refusal);
         refusal
     }
 
     /// Lets go of the payment without settling it (the work failed), so that it can be used
-    /// again.
-    pub async fn release(self) {
+    /// again. The hooks hear it was cancelled.
+    pub async fn release(mut self) {
         ledger::release(&self.0.payments, &self.0.hold).await;
+        self.0.cancel.now().await;
+    }
+}
+
+/// A payment's cancellation, told to the hooks once: when the payment is released, or
+/// dropped before it settled. Holds nothing when no hook is registered.
+struct Cancel(Option<(Arc<Payments>, VerifiedPayment)>);
+
+impl Cancel {
+    fn new(payments: &Arc<Payments>, payment: &VerifiedPayment) -> Self {
+        Self((!payments.hooks.is_empty()).then(|| (Arc::clone(payments), payment.clone())))
+    }
+
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+
+    /// Tells the hooks now.
+    async fn now(&mut self) {
+        if let Some((payments, payment)) = self.0.take() {
+            payments.hooks.on_cancelled(&payment).await;
+        }
+    }
+}
+
+impl Drop for Cancel {
+    fn drop(&mut self) {
+        let Some((payments, payment)) = self.0.take() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move { payments.hooks.on_cancelled(&payment).await });
+            }
+            Err(_) => {
+                tracing::warn!(key = %payment.key, "no runtime to tell the hooks of a cancelled payment on")
+            }
+        }
     }
 }
 

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::events::{PaymentEvent, PaymentEvents};
+use super::hooks::{Hooks, PaymentHooks};
 #[cfg(feature = "metrics")]
 use super::instruments;
 use super::refusal::Refusal;
@@ -42,6 +43,8 @@ pub struct Payments {
     /// settled is still recognised when that store fails to save or to answer.
     pub(crate) recent_settlements: Option<MemorySettlementStore>,
     pub(crate) events: Option<Arc<dyn PaymentEvents>>,
+    /// The lifecycle hooks, asked in order.
+    pub(crate) hooks: Hooks,
     pub(crate) inflight: Arc<Inflight>,
     /// Who this core is in the ledger's leases.
     pub(crate) owner: Arc<str>,
@@ -55,9 +58,6 @@ pub struct Payments {
     pub(crate) held_wait: Duration,
     /// Payments the facilitator recently found invalid.
     pub(crate) refused: Arc<RefusedPayments>,
-    /// Where each settled payment records its payer's entitlement (sign-in-with-x).
-    #[cfg(feature = "siwx")]
-    pub(crate) entitlements: Option<Arc<dyn crate::siwx::EntitlementStore>>,
 }
 
 impl Payments {
@@ -75,6 +75,7 @@ impl Payments {
             store: metered_store(Arc::new(MemorySettlementStore::default())),
             recent_settlements: None,
             events: None,
+            hooks: Hooks::default(),
             inflight: Arc::default(),
             owner: new_owner_id(),
             lease: DEFAULT_LEASE,
@@ -82,8 +83,6 @@ impl Payments {
             pending_pause: Duration::from_secs(1),
             held_wait: Duration::from_secs(5),
             refused: Arc::new(RefusedPayments::new(DEFAULT_REFUSAL_MEMORY)),
-            #[cfg(feature = "siwx")]
-            entitlements: None,
         }
     }
 
@@ -149,6 +148,12 @@ impl Payments {
         self
     }
 
+    /// Adds `hook` to the [lifecycle hooks](PaymentHooks), after those added before.
+    pub fn hook(mut self, hook: impl PaymentHooks) -> Self {
+        self.hooks.push(Arc::new(hook));
+        self
+    }
+
     /// Reports every [`PaymentEvent`] to `events`.
     pub fn events(mut self, events: impl PaymentEvents) -> Self {
         self.events = Some(Arc::new(events));
@@ -187,6 +192,7 @@ impl fmt::Debug for Payments {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Payments")
             .field("events", &self.events.is_some())
+            .field("hooks", &self.hooks.len())
             .field("owner", &self.owner)
             .field("lease", &self.lease)
             .field("held_wait", &self.held_wait)

@@ -32,6 +32,7 @@ use crate::settlement::StoreError;
 /// | [`ChargeAboveMaximum`](Self::ChargeAboveMaximum) | [`ServerFault`](RefusalKind::ServerFault) | 500; nothing settled, the payment released |
 /// | [`ChargeMissing`](Self::ChargeMissing) | [`ServerFault`](RefusalKind::ServerFault) | 500; nothing settled, the payment released |
 /// | [`InvalidSettlementOverride`](Self::InvalidSettlementOverride) | [`ServerFault`](RefusalKind::ServerFault) | 500; nothing settled, the payment released |
+/// | [`Hook`](Self::Hook) | the hook's | as its kind says |
 ///
 /// ```
 /// use tower_x402::payment::{Refusal, RefusalKind};
@@ -105,6 +106,13 @@ pub enum Refusal {
         /// What was wrong with it, for the logs and the response.
         reason: String,
     },
+    /// A [lifecycle hook](super::PaymentHooks) refused the request.
+    Hook {
+        /// What the client is asked to do.
+        kind: RefusalKind,
+        /// The answer's `error`.
+        reason: String,
+    },
 }
 
 impl Refusal {
@@ -128,6 +136,7 @@ impl Refusal {
             Self::ChargeAboveMaximum { .. }
             | Self::ChargeMissing
             | Self::InvalidSettlementOverride { .. } => RefusalKind::ServerFault,
+            Self::Hook { kind, .. } => *kind,
         }
     }
 }
@@ -218,6 +227,7 @@ impl fmt::Display for Refusal {
                 "the server set no amount to charge for this metered payment; nothing was \
                  charged",
             ),
+            Self::Hook { reason, .. } => f.write_str(reason),
             Self::InvalidSettlementOverride { reason } => write!(
                 f,
                 "the server's Settlement-Overrides header is malformed ({reason}); nothing was \

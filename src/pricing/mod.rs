@@ -16,7 +16,6 @@ use std::sync::Arc;
 use http::StatusCode;
 use http::request::Parts;
 
-#[cfg(feature = "siwx")]
 mod added;
 mod offer;
 

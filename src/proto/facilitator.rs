@@ -33,6 +33,10 @@ pub struct FacilitatorRequest {
     x402_version: X402Version,
     payment_payload: Arc<PaymentPayload>,
     payment_requirements: Arc<PaymentRequirements>,
+    /// Fields sent beside those three (a lifecycle hook's, for `/settle`). Sent, never read
+    /// back: a request read from its JSON (a stored intent) has none.
+    #[serde(flatten, skip_deserializing)]
+    fields: Option<Map<String, Value>>,
     /// This request as JSON, once something has asked for it.
     #[serde(skip)]
     json: OnceLock<Bytes>,
@@ -50,8 +54,44 @@ impl FacilitatorRequest {
             x402_version: payment_payload.x402_version,
             payment_payload,
             payment_requirements: payment_requirements.into(),
+            fields: None,
             json: OnceLock::new(),
         }
+    }
+
+    /// The same request with `fields` beside its own (an extension's data for `/settle`), as a
+    /// new request with its own encoding. A field named like one of the request's own is
+    /// ignored.
+    ///
+    /// ```
+    /// # use tower_x402::proto::{FacilitatorRequest, PaymentPayload, PaymentRequirements};
+    /// # fn check(request: FacilitatorRequest) -> Result<(), serde_json::Error> {
+    /// let mut fields = serde_json::Map::new();
+    /// fields.insert("voucher".into(), serde_json::json!({"id": 7}));
+    /// let request = request.with_fields(fields);
+    /// let json: serde_json::Value = serde_json::from_slice(&request.json()?)?;
+    /// assert_eq!(json["voucher"]["id"], 7);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_fields(&self, mut fields: Map<String, Value>) -> Self {
+        for own in ["x402Version", "paymentPayload", "paymentRequirements"] {
+            fields.remove(own);
+        }
+        let mut all = self.fields.clone().unwrap_or_default();
+        all.extend(fields);
+        Self {
+            x402_version: self.x402_version,
+            payment_payload: Arc::clone(&self.payment_payload),
+            payment_requirements: Arc::clone(&self.payment_requirements),
+            fields: (!all.is_empty()).then_some(all),
+            json: OnceLock::new(),
+        }
+    }
+
+    /// The fields sent beside the request's own ([`with_fields`](Self::with_fields)).
+    pub fn fields(&self) -> Option<&Map<String, Value>> {
+        self.fields.as_ref()
     }
 
     /// The same payment against other `requirements` (a metered settlement's charged amount),
@@ -64,6 +104,7 @@ impl FacilitatorRequest {
             x402_version: self.x402_version,
             payment_payload: Arc::clone(&self.payment_payload),
             payment_requirements: payment_requirements.into(),
+            fields: self.fields.clone(),
             json: OnceLock::new(),
         }
     }
@@ -110,6 +151,7 @@ impl PartialEq for FacilitatorRequest {
         self.x402_version == other.x402_version
             && self.payment_payload == other.payment_payload
             && self.payment_requirements == other.payment_requirements
+            && self.fields == other.fields
     }
 }
 

@@ -64,6 +64,7 @@ use crate::settlement::StoreError;
 
 #[cfg(any(test, feature = "test-util"))]
 mod conformance;
+mod hook;
 mod message;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -127,7 +128,7 @@ pub struct SignInWithX {
     /// The nonce MAC, keyed with the server's secret once.
     mac: Hmac<Sha256>,
     statement: Option<Arc<str>>,
-    pub(crate) store: Arc<dyn EntitlementStore>,
+    store: Arc<dyn EntitlementStore>,
     entitlement_lifetime: Option<Duration>,
     proof_lifetime: Duration,
     rpc: Option<verify::EvmRpc>,
@@ -205,14 +206,19 @@ impl SignInWithX {
         &self.origin
     }
 
-    /// `offer` with a fresh sign-in challenge for the request URI `path_and_query`.
-    pub(crate) fn decorate(&self, offer: &Offer, path_and_query: &str) -> Option<Offer> {
-        offer.with_extension(EXTENSION, self.challenge(offer, path_and_query)?)
+    /// The URI a proof for `path` signs: the path and query of an HTTP request on the
+    /// configured origin, or what is called as it is (an MCP tool's `mcp://tool/{name}`).
+    fn uri(&self, path: &str) -> String {
+        if path.starts_with('/') {
+            format!("{}{path}", self.origin)
+        } else {
+            path.to_owned()
+        }
     }
 
     /// The `sign-in-with-x` extension for `offer` at `path_and_query`, serialized.
     pub(crate) fn challenge(&self, offer: &Offer, path_and_query: &str) -> Option<Box<RawValue>> {
-        let uri = format!("{}{path_and_query}", self.origin);
+        let uri = self.uri(path_and_query);
         let now = now_ms();
         let issued_at = timestamp(now);
         let expiration_time = timestamp(now + self.proof_lifetime.as_millis());
@@ -286,7 +292,7 @@ impl SignInWithX {
                 format!("expected {:?}, got {:?}", self.host, proof.domain),
             ));
         }
-        let uri = format!("{}{path_and_query}", self.origin);
+        let uri = self.uri(path_and_query);
         if proof.uri != uri {
             return Err(Rejection::new(
                 Code::UriMismatch,
