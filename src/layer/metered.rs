@@ -51,19 +51,6 @@ pub(super) fn header_amount(
     Err(Box::new(Refusal::InvalidSettlementOverride { reason }))
 }
 
-/// What a metered payment is charged: the [`Charge`] the handler set, else the amount its
-/// header named. None at all is the handler's bug: refused (500), never the maximum.
-pub(super) fn charged(
-    charge: &Charge,
-    from_header: Option<AtomicAmount>,
-    payment: &VerifiedPayment,
-) -> Result<AtomicAmount, Box<Refusal>> {
-    charge.amount().or(from_header).ok_or_else(|| {
-        tracing::error!(key = %payment.key, "the handler set no charge for a metered payment; nothing settled");
-        Box::new(Refusal::ChargeMissing)
-    })
-}
-
 /// Settles a payment once its response body has ended — or has been dropped (the client
 /// disconnected), charging what was sent — on a task of its own, and hands the outcome back as
 /// trailers.
@@ -166,14 +153,7 @@ async fn settle(unsettled: Unsettled) -> Option<HeaderMap> {
         charge,
         from_header,
     } = unsettled;
-    let amount = charge
-        .map(|charge| charged(&charge, from_header, cleared.payment()))
-        .transpose();
-    let outcome = match amount {
-        Ok(Some(amount)) => cleared.settle_amount(amount).await,
-        Ok(None) => cleared.settle().await,
-        Err(refusal) => Err(cleared.refuse(*refusal).await),
-    };
+    let outcome = cleared.settle_charged(charge.as_ref(), from_header).await;
     let settlement = match outcome {
         Ok(paid) => paid.payment().settlement.clone(),
         Err(Refusal::SettlementRefused(settlement)) => Some(settlement),

@@ -13,9 +13,9 @@ use super::future::{Gate, Pass, ResponseFuture};
 use super::{Config, X402Layer, responses};
 use crate::boxed::BoxFuture;
 use crate::facilitator::Facilitator;
-use crate::payment::{Outcome, PaymentEvent, Payments, ProtectedRequest, Refusal, RequestDecision};
+use crate::payment::{Outcome, PaymentEvent, ProtectedRequest, Refusal, RequestDecision};
 use crate::paywall_page;
-use crate::pricing::{Offer, Price, Pricing};
+use crate::pricing::{Offer, PendingPrice, Price, Pricing};
 use crate::proto::{PAYMENT_SIGNATURE, PaymentPayload, header};
 
 /// The x402 paywall service; see [`X402Layer`](super::X402Layer) and the [module docs](super).
@@ -99,19 +99,76 @@ where
             Price::NotSold { status, message } => {
                 return ResponseFuture::respond(responses::not_sold(status, &message));
             }
+            Price::Later(pending) => {
+                let gate = priced_later(&self.config, pending, &parts);
+                return self.authorize(gate, Request::from_parts(parts, body));
+            }
         };
         let start = begin(&self.config, offer, &parts);
         let gate = match start {
             Start::Respond(response) => return ResponseFuture::respond(response),
             Start::Gate(gate) => gate,
         };
+        self.authorize(gate, Request::from_parts(parts, body))
+    }
+}
+
+impl<S> X402<S> {
+    /// The future that calls the inner service with `request` once `gate` lets it through.
+    fn authorize<ReqBody, ResBody>(
+        &mut self,
+        gate: BoxFuture<'static, Gate>,
+        request: Request<ReqBody>,
+    ) -> ResponseFuture<S, ReqBody, ResBody>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    {
         // The inner service is called later, from the future: move the service that `poll_ready`
         // prepared into it and keep a fresh clone here.
         // See https://docs.rs/tower/latest/tower/trait.Service.html#be-careful-when-cloning-inner-services
         let clone = self.inner.clone();
         let service = mem::replace(&mut self.inner, clone);
-        ResponseFuture::authorize(gate, service, Request::from_parts(parts, body))
+        ResponseFuture::authorize(gate, service, request)
     }
+}
+
+/// The gate of a request whose price is known later ([`Price::Later`]): once the price is
+/// known, the request goes on as a synchronous price would have sent it.
+#[cold]
+fn priced_later(
+    config: &Arc<Config>,
+    pending: PendingPrice,
+    parts: &http::request::Parts,
+) -> BoxFuture<'static, Gate> {
+    let config = Arc::clone(config);
+    let (mut head, ()) = Request::new(()).into_parts();
+    head.method = parts.method.clone();
+    head.uri = parts.uri.clone();
+    head.version = parts.version;
+    head.headers = parts.headers.clone();
+    Box::pin(async move {
+        let price = match pending.take() {
+            Some(price) => price.await,
+            None => Price::NotSold {
+                status: http::StatusCode::INTERNAL_SERVER_ERROR,
+                message: "this request's price was already used by another request".into(),
+            },
+        };
+        match price {
+            Price::Free => Gate::Granted(http::Extensions::new()),
+            Price::Charge(offer) => match begin(&config, offer, &head) {
+                Start::Respond(response) => Gate::Refuse(response),
+                Start::Gate(gate) => gate.await,
+            },
+            Price::NotSold { status, message } => {
+                Gate::Refuse(responses::not_sold(status, &message))
+            }
+            Price::Later(_) => Gate::Refuse(responses::not_sold(
+                http::StatusCode::INTERNAL_SERVER_ERROR,
+                "this request's price could not be decided",
+            )),
+        }
+    })
 }
 
 /// How a priced request goes on: answered at once, or through a gate that decides.
@@ -205,21 +262,9 @@ fn start(config: &Arc<Config>, offer: Arc<Offer>, method: &Method, headers: &Hea
         Ok(payload) => payload,
         Err(error) => return refuse(config, &offer, Refusal::InvalidHeader(error)),
     };
-    config.payments.emit(|| PaymentEvent::PaymentReceived {
-        offer: &offer,
-        payload: &payload,
-    });
-    let requirement = match Payments::accepted(&offer, &payload) {
-        Ok(requirement) => requirement.clone(),
-        Err(refusal) => return refuse(config, &offer, refusal),
-    };
-
     let config = Arc::clone(config);
     Start::Gate(Box::pin(async move {
-        let outcome = config
-            .payments
-            .authorize(&offer, payload, requirement)
-            .await;
+        let outcome = config.payments.pay(&offer, payload).await;
         let pass = match outcome {
             Outcome::Settled(paid) | Outcome::Replayed(paid) => Pass::Paid(paid),
             Outcome::Cleared(cleared) => Pass::Cleared(cleared),

@@ -106,10 +106,8 @@ use serde_json::{Map, Value, json};
 
 use crate::boxed::BoxFuture;
 
-use crate::payment::charge::is_metered;
 use crate::payment::{
-    Charge, Outcome, PaymentEvent, Payments, ProtectedRequest, Refusal, RefusalKind,
-    RequestDecision,
+    Charge, Outcome, Payments, ProtectedRequest, Refusal, RefusalKind, RequestDecision,
 };
 #[cfg(doc)]
 use crate::pricing::SettlementMode;
@@ -269,24 +267,12 @@ impl PaidTools {
                 return Ok(payment_required(offer, &reason).into());
             }
         };
-        payments.emit(|| PaymentEvent::PaymentReceived {
-            offer,
-            payload: &payload,
-        });
-        let requirement = match Payments::accepted(offer, &payload) {
-            Ok(requirement) => requirement.clone(),
-            Err(refusal) => {
-                payments.report_refusal(offer, &refusal);
-                return Ok(refused(offer, &refusal).into());
-            }
-        };
-        let metered = is_metered(&requirement);
-        let cleared = match payments.authorize(offer, payload, requirement).await {
+        let cleared = match payments.pay(offer, payload).await {
             Outcome::Cleared(cleared) => cleared,
             Outcome::Settled(paid) | Outcome::Replayed(paid) => {
                 // Settled before the work (`SettlementMode::Before`), recovered from doubt, or
                 // settled earlier: the money moved, so the result says so whatever it is.
-                let charge = metered.then(|| Charge::for_requirement(&paid.payment().requirement));
+                let charge = paid.payment().new_charge();
                 let settlement = paid.payment().settlement.clone();
                 let response = work(Admission::charged(charge)).await;
                 drop(paid);
@@ -301,7 +287,7 @@ impl PaidTools {
                 return Ok(refused(offer, &refusal).into());
             }
         };
-        let charge = metered.then(|| Charge::for_requirement(&cleared.payment().requirement));
+        let charge = cleared.payment().new_charge();
         let result = match work(Admission::charged(charge.clone())).await {
             Ok(CallToolResponse::Complete(result)) if result.is_error != Some(true) => result,
             // The tool failed, or asks the client for input first: nothing is settled, and the
@@ -320,16 +306,7 @@ impl PaidTools {
                 return other;
             }
         };
-        let settled = match charge {
-            Some(charge) => match charge.amount() {
-                Some(amount) => cleared.settle_amount(amount).await,
-                None => {
-                    tracing::error!(key = %cleared.payment().key, "the tool set no charge for a metered payment; nothing settled");
-                    Err(cleared.refuse(Refusal::ChargeMissing).await)
-                }
-            },
-            None => cleared.settle().await,
-        };
+        let settled = cleared.settle_charged(charge.as_ref(), None).await;
         Ok(match settled {
             Ok(paid) => match &paid.payment().settlement {
                 Some(settlement) => with_payment_response(result, settlement).into(),

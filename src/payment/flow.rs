@@ -54,6 +54,21 @@ impl Payments {
         })
     }
 
+    /// The adapters' entry for a decoded payment: reports it received, finds the accept of
+    /// `offer` it pays ([`accepted`](Self::accepted)) and [`authorize`](Self::authorize)s it.
+    /// Every refusal is reported before it is returned.
+    pub async fn pay(self: &Arc<Self>, offer: &Arc<Offer>, payload: PaymentPayload) -> Outcome {
+        self.emit(|| PaymentEvent::PaymentReceived {
+            offer,
+            payload: &payload,
+        });
+        let requirement = match Self::accepted(offer, &payload) {
+            Ok(requirement) => Arc::clone(requirement),
+            Err(refusal) => return self.refuse(offer, refusal),
+        };
+        self.authorize(offer, payload, requirement).await
+    }
+
     /// Single-flights the payment, claims it in the ledger, answers repeats from their record,
     /// recovers payments in doubt, verifies new payments and, in [`SettlementMode::Before`],
     /// settles them. `requirement` is the offer's accept the payment matched

@@ -11,7 +11,14 @@
 //! the same core and gets the same guarantees: a payment settles once, whatever retries,
 //! crashes or lost answers happen, and every refusal is a [`Refusal`] to answer in its own
 //! terms. Give it the layer's [`Payments`] ([`X402Layer::payments`](crate::X402Layer::payments))
-//! and both share one ledger.
+//! and both share one ledger. An adapter decodes the payment in its own terms and hands it to
+//! [`Payments::pay`]; after the work, [`Cleared::settle_charged`] settles what it charged.
+//!
+//! Plug-ins take part in each payment's life through [`PaymentHooks`], registered with
+//! [`Payments::hook`]: they may grant a request without payment, refuse it, verify or settle a
+//! payment themselves, recover a failed verification or settlement, add data to the 402, to the
+//! request sent to `/settle` and to `PAYMENT-RESPONSE`, and hear of every settlement and every
+//! cancelled payment. Sign-in-with-x is one such plug-in.
 //!
 //! # Example
 //!

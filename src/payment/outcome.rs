@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::charge;
+use super::charge::{self, Charge};
 use super::ledger::{self, Hold};
 use super::payments::Payments;
 use super::refusal::Refusal;
@@ -188,6 +188,28 @@ impl Cleared {
         charged.amount = amount;
         cleared.0.intent.request = Arc::new(request.with_requirements(charged));
         cleared.settle().await
+    }
+
+    /// Settles what the work charged: for a metered (`upto`) payment, the amount set on its
+    /// `charge`, else the amount the work `named` another way (an HTTP handler's
+    /// `Settlement-Overrides`); for any other payment, the requirement's amount. A metered
+    /// payment the work set no amount for is a bug in the work: nothing settled (never the
+    /// maximum), the payment released, [`Refusal::ChargeMissing`].
+    pub async fn settle_charged(
+        self,
+        charge: Option<&Charge>,
+        named: Option<AtomicAmount>,
+    ) -> Result<Paid, Refusal> {
+        let Some(charge) = charge else {
+            return self.settle().await;
+        };
+        match charge.amount().or(named) {
+            Some(amount) => self.settle_amount(amount).await,
+            None => {
+                tracing::error!(key = %self.0.payment.key, "the work set no charge for a metered payment; nothing settled");
+                Err(self.refuse(Refusal::ChargeMissing).await)
+            }
+        }
     }
 
     /// Releases the payment unsettled and reports `refusal`, a bug in the work: nothing moved.
