@@ -66,12 +66,14 @@ pub(super) async fn settle(
         let intent = if config.hooks.is_empty() {
             intent
         } else {
-            match before_settle(config, offer, &hold, intent).await {
+            match Box::pin(before_settle(config, offer, &hold, intent)).await {
                 Ok(intent) => intent,
                 Err(Skipped::Refused(refusal)) => return (Err(refusal), Some(guard)),
                 Err(Skipped::Settled(settlement, intent)) => {
-                    let settled = settled(config, offer, &hold, &intent, settlement, attempt).await;
-                    return (Ok(settled), Some(guard));
+                    // Boxed: a path only hooks take, kept out of the size of every settlement.
+                    let recorded =
+                        Box::pin(settled(config, offer, &hold, &intent, settlement, attempt));
+                    return (Ok(recorded.await), Some(guard));
                 }
             }
         };

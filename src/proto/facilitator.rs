@@ -27,7 +27,7 @@ use super::{AtomicAmount, Network, PaymentPayload, PaymentRequirements, X402Vers
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone, Serialize, Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FacilitatorRequest {
     x402_version: X402Version,
@@ -35,8 +35,8 @@ pub struct FacilitatorRequest {
     payment_requirements: Arc<PaymentRequirements>,
     /// Fields sent beside those three (a lifecycle hook's, for `/settle`). Sent, never read
     /// back: a request read from its JSON (a stored intent) has none.
-    #[serde(flatten, skip_deserializing)]
-    fields: Option<Map<String, Value>>,
+    #[serde(skip)]
+    fields: Option<Arc<Map<String, Value>>>,
     /// This request as JSON, once something has asked for it.
     #[serde(skip)]
     json: OnceLock<Bytes>,
@@ -78,20 +78,20 @@ impl FacilitatorRequest {
         for own in ["x402Version", "paymentPayload", "paymentRequirements"] {
             fields.remove(own);
         }
-        let mut all = self.fields.clone().unwrap_or_default();
+        let mut all = self.fields.as_deref().cloned().unwrap_or_default();
         all.extend(fields);
         Self {
             x402_version: self.x402_version,
             payment_payload: Arc::clone(&self.payment_payload),
             payment_requirements: Arc::clone(&self.payment_requirements),
-            fields: (!all.is_empty()).then_some(all),
+            fields: (!all.is_empty()).then(|| Arc::new(all)),
             json: OnceLock::new(),
         }
     }
 
     /// The fields sent beside the request's own ([`with_fields`](Self::with_fields)).
     pub fn fields(&self) -> Option<&Map<String, Value>> {
-        self.fields.as_ref()
+        self.fields.as_deref()
     }
 
     /// The same payment against other `requirements` (a metered settlement's charged amount),
@@ -139,6 +139,29 @@ impl FacilitatorRequest {
         let mut body = Vec::with_capacity(REQUEST_CAPACITY);
         serde_json::to_writer(&mut body, self)?;
         Ok(self.json.get_or_init(|| Bytes::from(body)).clone())
+    }
+}
+
+/// The three fields of the protocol, then any [`with_fields`](FacilitatorRequest::with_fields)
+/// added.
+impl Serialize for FacilitatorRequest {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap as _, SerializeStruct as _};
+        let Some(fields) = &self.fields else {
+            let mut request = serializer.serialize_struct("FacilitatorRequest", 3)?;
+            request.serialize_field("x402Version", &self.x402_version)?;
+            request.serialize_field("paymentPayload", &self.payment_payload)?;
+            request.serialize_field("paymentRequirements", &self.payment_requirements)?;
+            return request.end();
+        };
+        let mut request = serializer.serialize_map(Some(3 + fields.len()))?;
+        request.serialize_entry("x402Version", &self.x402_version)?;
+        request.serialize_entry("paymentPayload", &self.payment_payload)?;
+        request.serialize_entry("paymentRequirements", &self.payment_requirements)?;
+        for (name, value) in fields.iter() {
+            request.serialize_entry(name, value)?;
+        }
+        request.end()
     }
 }
 
