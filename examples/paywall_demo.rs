@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --example paywall_demo                        # prints `listening on http://ADDR`
-//! cargo run --example pay -- http://ADDR/report           # in another terminal
+//! cargo run -p x402-buyer --bin pay -- http://ADDR/report # in another terminal
 //!
 //! cargo run --example sandbox_facilitator -- --listen 127.0.0.1:4021 &
 //! cargo run --example paywall_demo -- --facilitator http://127.0.0.1:4021

@@ -20,8 +20,7 @@
 //! `no_matching_requirement`, `invalid_payment`, `identifier_reused`,
 //! `settled_for_another_resource`, `facilitator_unavailable`, `facilitator_error`,
 //! `settlement_refused`, `records_unavailable`, `payment_in_progress`, `authorization_expired`,
-//! `charge_above_maximum`, `charge_missing`, `invalid_settlement_override`, `hook` (a lifecycle
-//! hook's refusal).
+//! `charge_above_maximum`, `invalid_settlement_override`, `hook` (a lifecycle hook's refusal).
 //!
 //! Every label value comes from these fixed lists: no address, nonce, URL or facilitator reason
 //! ever becomes a label, so the number of series stays bounded.

@@ -4,7 +4,7 @@
 //!
 //! `evm_rpc::EvmRpcReconciler` (feature `evm-rpc`) reads the chain with these; a stand-in chain
 //! (`tower-x402-sandbox` has one) writes them. The token's `Transfer` event is
-//! [`eip3009::Transfer`](crate::eip3009::Transfer). The `PermitWitnessTransferFrom` message a
+//! `eip3009::Transfer` (feature `eip3009`). The `PermitWitnessTransferFrom` message a
 //! payer signs is the wallet's and the facilitator's business, not this crate's: the layer never
 //! signs or checks a signature.
 //!

@@ -456,14 +456,24 @@ async fn a_malformed_override_settles_nothing_and_is_a_server_error() {
 }
 
 #[tokio::test]
-async fn no_charge_set_is_a_server_error_never_the_maximum() {
+async fn an_untouched_charge_settles_zero_never_the_maximum() {
     let shop = shop().await;
+    // The handler neither touches its `Charge` nor sends `Settlement-Overrides`: zero results.
     let payload = payment(&shop.offer, 1);
     let response = shop.pay(&payload, &[]).await;
-    assert_eq!(response.status(), 500);
-    assert!(error_of(response).await.contains("no amount"));
-    assert!(shop.facilitator.settle_amounts().is_empty());
-    assert_eq!(shop.phase(&payload).await, None);
+    assert_eq!(response.status(), 200);
+    let settled = settlement(&response);
+    assert!(settled.success);
+    assert_eq!(settled.amount, Some(AtomicAmount(0)));
+    assert_eq!(settled.transaction, "");
+    assert_eq!(response.text().await.unwrap(), "rows");
+    assert!(shop.facilitator.settle_amounts().is_empty(), "no /settle");
+    assert!(shop.facilitator.transfers().is_empty(), "no transfer");
+    assert_eq!(shop.phase(&payload).await, None, "released, still usable");
+    // The unused authorization pays a later request that does charge.
+    let response = shop.pay(&payload, &[("x-rows", "2")]).await;
+    assert_eq!(settlement(&response).amount, Some(AtomicAmount(20_000)));
+    assert_eq!(shop.facilitator.transfers(), vec![("1".into(), 20_000)]);
 }
 
 #[tokio::test]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Renders BENCHMARKS.md's chart from the load benchmark's results:
+# Renders the load benchmark's chart of ratios to the bare route from its results:
 # `bash benches/load/chart.sh [RESULTS.tsv ...]` (default target/load-bench/results.tsv) writes
 # benches/load/ratios.svg. Makes a venv under target/ with the pinned matplotlib.
 set -euo pipefail

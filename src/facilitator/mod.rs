@@ -1,9 +1,9 @@
 //! The facilitator: the external party that verifies and settles payments.
 //!
-//! [`Facilitator`] is the interface the layer talks to. [`HttpFacilitator`] implements it over
-//! HTTP for a real facilitator; the `sandbox` feature adds an in-process stand-in. A negative
-//! answer (`isValid: false`, `success: false`) is a normal `Ok` result; [`FacilitatorError`] is
-//! reserved for not getting an answer at all.
+//! [`Facilitator`] is the interface the layer talks to. `HttpFacilitator` (feature `reqwest`)
+//! implements it over HTTP for a real facilitator; the `tower-x402-sandbox` crate has an
+//! in-process stand-in for tests. A negative answer (`isValid: false`, `success: false`) is a
+//! normal `Ok` result; [`FacilitatorError`] is reserved for not getting an answer at all.
 
 use std::fmt;
 use std::sync::Arc;

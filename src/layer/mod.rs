@@ -21,8 +21,8 @@
 //! | settlement refused (`success: false`) | 402 with the failure in `PAYMENT-RESPONSE`; the inner response is dropped |
 //! | the same payment again, already settled | answered from its [`SettlementRecord`](crate::settlement::SettlementRecord): inner service runs, no facilitator call |
 //! | a settled payment presented for another resource | 402; a `payment-identifier` reused for another payment: 409 |
-//! | metered (`upto`): the handler's [`Charge`](crate::Charge), else its `Settlement-Overrides` header (removed from the response) | that amount settled once; zero: no `/settle`, `PAYMENT-RESPONSE` of `amount: "0"` |
-//! | metered: an amount above the signed maximum, a malformed `Settlement-Overrides`, or no amount | 500 with a JSON `error`; nothing settled, the payment released |
+//! | metered (`upto`): the handler's [`Charge`](crate::Charge), else its `Settlement-Overrides` header (removed from the response), else zero | that amount settled once; zero (the charge untouched included): no `/settle`, `PAYMENT-RESPONSE` of `amount: "0"` |
+//! | metered: an amount above the signed maximum, or a malformed `Settlement-Overrides` | 500 with a JSON `error`; nothing settled, the payment released |
 //! | [`SettlementMode::AfterBody`](crate::SettlementMode::AfterBody) | head and body streamed as produced, `Trailer: PAYMENT-RESPONSE`; settled once the body ended (or was dropped: what was sent), the outcome in the trailer |
 //!
 //! 402 and paid responses carry `Access-Control-Expose-Headers: PAYMENT-REQUIRED,

@@ -44,9 +44,10 @@ pub enum ChargeError {
 ///
 /// Whatever the handler sets, the layer never settles more than the buyer signed: an amount
 /// above the maximum settles nothing and is answered 500, since it is a bug in the handler.
-/// Zero settles nothing either, and the buyer's authorization stays unused. A handler that sets
-/// no amount at all on a metered request is a bug too: answered 500, nothing settled — never
-/// silently the maximum.
+/// Zero settles nothing, and the buyer's authorization stays unused. A charge the handler never
+/// touched is zero too (unless the response names an amount in `Settlement-Overrides`): a
+/// handler that adds per result and finds none owes nothing, and the buyer is never charged the
+/// maximum by default.
 ///
 /// ```
 /// use tower_x402::payment::Charge;
@@ -99,6 +100,12 @@ impl Charge {
     /// The amount set so far, or `None` when the handler set nothing.
     pub fn amount(&self) -> Option<AtomicAmount> {
         self.lock().map(AtomicAmount)
+    }
+
+    /// What is settled for this charge: the amount set, else `from_header` (the amount the
+    /// response's `Settlement-Overrides` named), else zero — an untouched charge settles nothing.
+    pub(crate) fn settled(&self, from_header: Option<AtomicAmount>) -> AtomicAmount {
+        self.amount().or(from_header).unwrap_or(AtomicAmount(0))
     }
 
     /// What may still be added before the maximum is reached.
@@ -317,6 +324,13 @@ mod tests {
         charge.add(AtomicAmount(u128::MAX));
         assert_eq!(charge.amount(), Some(AtomicAmount(u128::MAX)));
         assert_eq!(charge.remaining(), AtomicAmount(0));
+        let untouched = Charge::new(AtomicAmount(100), 6);
+        assert_eq!(untouched.settled(None), AtomicAmount(0));
+        assert_eq!(untouched.settled(Some(AtomicAmount(7))), AtomicAmount(7));
+        assert_eq!(
+            charge.settled(Some(AtomicAmount(7))),
+            AtomicAmount(u128::MAX)
+        );
         let unknown = Charge::with_decimals(AtomicAmount(1), None);
         assert_eq!(
             unknown.add_usd(UsdAmount::from_micros(1)),

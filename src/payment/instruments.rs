@@ -64,7 +64,6 @@ fn refusal_kind(refusal: &Refusal) -> &'static str {
         Refusal::PaymentInProgress => "payment_in_progress",
         Refusal::AuthorizationExpired => "authorization_expired",
         Refusal::ChargeAboveMaximum { .. } => "charge_above_maximum",
-        Refusal::ChargeMissing => "charge_missing",
         Refusal::InvalidSettlementOverride { .. } => "invalid_settlement_override",
         Refusal::Hook { .. } => "hook",
     }

@@ -192,23 +192,16 @@ impl Cleared {
 
     /// Settles what the work charged: for a metered (`upto`) payment, the amount set on its
     /// `charge`, else the amount the work `named` another way (an HTTP handler's
-    /// `Settlement-Overrides`); for any other payment, the requirement's amount. A metered
-    /// payment the work set no amount for is a bug in the work: nothing settled (never the
-    /// maximum), the payment released, [`Refusal::ChargeMissing`].
+    /// `Settlement-Overrides`), else zero — an untouched charge settles nothing, never the
+    /// maximum; for any other payment, the requirement's amount.
     pub async fn settle_charged(
         self,
         charge: Option<&Charge>,
         named: Option<AtomicAmount>,
     ) -> Result<Paid, Refusal> {
-        let Some(charge) = charge else {
-            return self.settle().await;
-        };
-        match charge.amount().or(named) {
-            Some(amount) => self.settle_amount(amount).await,
-            None => {
-                tracing::error!(key = %self.0.payment.key, "the work set no charge for a metered payment; nothing settled");
-                Err(self.refuse(Refusal::ChargeMissing).await)
-            }
+        match charge {
+            Some(charge) => self.settle_amount(charge.settled(named)).await,
+            None => self.settle().await,
         }
     }
 

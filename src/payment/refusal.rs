@@ -30,7 +30,6 @@ use crate::settlement::StoreError;
 /// | [`PaymentInProgress`](Self::PaymentInProgress) | [`RetrySamePayment`](RefusalKind::RetrySamePayment) | 503, `Retry-After` |
 /// | [`AuthorizationExpired`](Self::AuthorizationExpired) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge; nothing moved, pay again |
 /// | [`ChargeAboveMaximum`](Self::ChargeAboveMaximum) | [`ServerFault`](RefusalKind::ServerFault) | 500; nothing settled, the payment released |
-/// | [`ChargeMissing`](Self::ChargeMissing) | [`ServerFault`](RefusalKind::ServerFault) | 500; nothing settled, the payment released |
 /// | [`InvalidSettlementOverride`](Self::InvalidSettlementOverride) | [`ServerFault`](RefusalKind::ServerFault) | 500; nothing settled, the payment released |
 /// | [`Hook`](Self::Hook) | the hook's | as its kind says |
 ///
@@ -97,9 +96,6 @@ pub enum Refusal {
         /// What the buyer signed for.
         maximum: AtomicAmount,
     },
-    /// The work set no charge for a metered (`upto`) payment: a bug in the handler. Nothing
-    /// settled (never the maximum by default), and the payment is released.
-    ChargeMissing,
     /// The work's `Settlement-Overrides` header could not be read: a bug in the handler.
     /// Nothing settled (never the maximum by default), and the payment is released.
     InvalidSettlementOverride {
@@ -133,9 +129,9 @@ impl Refusal {
             | Self::SettledForAnotherResource
             | Self::SettlementRefused(_)
             | Self::AuthorizationExpired => RefusalKind::PaymentRequired,
-            Self::ChargeAboveMaximum { .. }
-            | Self::ChargeMissing
-            | Self::InvalidSettlementOverride { .. } => RefusalKind::ServerFault,
+            Self::ChargeAboveMaximum { .. } | Self::InvalidSettlementOverride { .. } => {
+                RefusalKind::ServerFault
+            }
             Self::Hook { kind, .. } => *kind,
         }
     }
@@ -222,10 +218,6 @@ impl fmt::Display for Refusal {
                 f,
                 "the server set a charge of {charged} above the {maximum} signed for; nothing \
                  was charged"
-            ),
-            Self::ChargeMissing => f.write_str(
-                "the server set no amount to charge for this metered payment; nothing was \
-                 charged",
             ),
             Self::Hook { reason, .. } => f.write_str(reason),
             Self::InvalidSettlementOverride { reason } => write!(

@@ -117,9 +117,9 @@ impl From<Arc<Offer>> for Price {
 /// Decides what each request costs.
 ///
 /// Implemented for closures over the request head that return a [`Price`] or an
-/// `Option<Arc<Offer>>` (`None` is free), for `Arc<Offer>` (one price for everything behind the
-/// layer) and for [`PriceTable`]. A price that must be looked up asynchronously is a
-/// [`Price::later`].
+/// `Option<Arc<Offer>>` (`None` is free) — dynamic pricing, see [`from_fn`] — for `Arc<Offer>`
+/// and `Offer` (one price for everything behind the layer) and for [`PriceTable`]. A price that
+/// must be looked up asynchronously is a [`Price::later`].
 ///
 /// ```
 /// use std::sync::Arc;
@@ -160,6 +160,77 @@ impl Pricing for Arc<Offer> {
     fn price(&self, _request: &Parts) -> Price {
         Price::Charge(Arc::clone(self))
     }
+}
+
+/// One price for every request behind the layer, as `Arc<Offer>` is. Each request gets a clone
+/// of the offer (its parts are shared: reference counts and one allocation); an `Arc<Offer>`
+/// costs none of that, and is what to pass where the same offer serves several routes.
+///
+/// ```
+/// use axum::{Router, routing::get};
+/// use tower_x402::proto::{ResourceInfo, UsdcDeployment};
+/// use tower_x402::{HttpFacilitator, Offer, X402Layer};
+///
+/// let offer = Offer::builder(ResourceInfo::new("https://api.example.com/report"))
+///     .usdc(&UsdcDeployment::BASE, "0.10".parse()?, "0x209693Bc6afc0C5328bA36FaF03C514EF312287C")
+///     .build()?;
+/// let facilitator = HttpFacilitator::new("https://x402.org/facilitator")?;
+/// let app: Router = Router::new()
+///     .route("/report", get(|| async { "the report" }))
+///     .layer(X402Layer::new(facilitator, offer));
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+impl Pricing for Offer {
+    fn price(&self, _request: &Parts) -> Price {
+        Price::Charge(Arc::new(self.clone()))
+    }
+}
+
+/// Dynamic pricing: a closure that prices each request from its head (path, query, headers),
+/// returning a [`Price`] or an `Option<Arc<Offer>>` (`None` is free).
+///
+/// A closure is a [`Pricing`] as it is; passing it through `from_fn` lets Rust infer its
+/// argument's type, so `|parts| …` needs no `: &Parts` annotation. Build the offers once, outside
+/// the closure, and hand out clones of their `Arc`s: an [`Offer`] encodes its challenge when it
+/// is built, so one built per request pays that encoding on every request.
+///
+/// ```
+/// use std::sync::Arc;
+/// use axum::extract::Query;
+/// use tower_x402::pricing::{self, Pricing};
+/// use tower_x402::proto::{ResourceInfo, UsdcDeployment};
+/// use tower_x402::{Offer, Price};
+///
+/// #[derive(serde::Deserialize)]
+/// struct Report {
+///     tier: String,
+/// }
+///
+/// let pay_to = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
+/// let premium = Arc::new(
+///     Offer::builder(ResourceInfo::new("https://api.example.com/report?tier=premium"))
+///         .usdc(&UsdcDeployment::BASE, "0.25".parse()?, pay_to)
+///         .build()?,
+/// );
+/// let pricing = pricing::from_fn(move |parts| match Query::<Report>::try_from_uri(&parts.uri) {
+///     Ok(Query(report)) if report.tier == "premium" => Price::Charge(Arc::clone(&premium)),
+///     Ok(_) => Price::Free,
+///     Err(_) => Price::NotSold {
+///         status: http::StatusCode::BAD_REQUEST,
+///         message: "`tier` is required".into(),
+///     },
+/// });
+///
+/// let request = http::Request::get("/report?tier=premium").body(())?;
+/// assert!(matches!(pricing.price(&request.into_parts().0), Price::Charge(_)));
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+pub fn from_fn<F, P>(price: F) -> F
+where
+    F: Fn(&Parts) -> P + Send + Sync + 'static,
+    P: Into<Price>,
+{
+    price
 }
 
 /// Offers by exact request path, whatever the method (a priced path is never free).

@@ -66,6 +66,38 @@ impl ResourceInfo {
             ..Self::default()
         }
     }
+
+    /// The resource, described for the buyer (`description`).
+    ///
+    /// ```
+    /// use tower_x402::proto::ResourceInfo;
+    ///
+    /// let report = ResourceInfo::new("https://api.example.com/report")
+    ///     .description("The quarterly report")
+    ///     .mime_type("application/pdf");
+    /// assert_eq!(report.description.as_deref(), Some("The quarterly report"));
+    /// ```
+    #[must_use]
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+
+    /// The resource, with the media type of the paid response (`mimeType`).
+    ///
+    /// ```
+    /// use tower_x402::proto::ResourceInfo;
+    ///
+    /// let rows = ResourceInfo::new("https://api.example.com/v1/rows").mime_type("application/json");
+    /// assert_eq!(rows.mime_type.as_deref(), Some("application/json"));
+    /// assert_eq!(serde_json::to_value(&rows)?["mimeType"], "application/json");
+    /// # Ok::<_, serde_json::Error>(())
+    /// ```
+    #[must_use]
+    pub fn mime_type(mut self, mime_type: impl Into<String>) -> Self {
+        self.mime_type = Some(mime_type.into());
+        self
+    }
 }
 
 /// One accepted way to pay: scheme, network, amount, asset and recipient.

@@ -10,7 +10,7 @@
 //! chain. Concurrent requests with the same key are single-flighted inside one process; across
 //! processes sharing one store, the store's compare-and-set operations and leases decide.
 //!
-//! [`check_conformance`] (feature `test-util`) tests any store against the contract below.
+//! `check_conformance` (feature `test-util`) tests any store against the contract below.
 
 use std::sync::Arc;
 
@@ -49,7 +49,7 @@ pub struct StoreError(#[source] pub BoxError);
 /// database (a table with a primary key, a version column and the state as JSON; a Redis hash
 /// with a Lua script or `WATCH`; a DynamoDB item with condition expressions).
 ///
-/// The contract, which [`check_conformance`] (feature `test-util`) tests:
+/// The contract, which `check_conformance` (feature `test-util`) tests:
 ///
 /// - each operation is atomic for its key: of two concurrent operations naming the same
 ///   version, at most one succeeds;

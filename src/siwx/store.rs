@@ -15,8 +15,7 @@ use crate::settlement::StoreError;
 /// address is the payer as settled, lower-cased when it is an EVM `0x` address and kept as is
 /// otherwise (Solana's base58 is case-sensitive).
 ///
-/// The contract, which [`check_conformance`](super::check_conformance) (feature `test-util`)
-/// tests:
+/// The contract, which `siwx::check_conformance` (feature `test-util`) tests:
 ///
 /// - [`record_purchase`](Self::record_purchase) keeps the latest time per (resource, address):
 ///   an older time never replaces a newer one;
@@ -83,7 +82,7 @@ impl<T: EntitlementStore + ?Sized> EntitlementStore for Arc<T> {
 /// An [`EntitlementStore`] in this process's memory: the default. It forgets on restart and is
 /// private to one process, so a buyer signs in only where (and while) the purchase was
 /// recorded; several instances share a database store instead
-/// ([`PostgresEntitlementStore`](super::PostgresEntitlementStore), feature `postgres`).
+/// (`PostgresEntitlementStore`, feature `postgres`).
 ///
 /// Consumed nonces are dropped once expired (checked on each new one).
 #[derive(Clone, Debug, Default)]

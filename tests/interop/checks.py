@@ -37,7 +37,7 @@ def main() -> int:
         store_checks.register(suite, services)
         upto_checks.register(suite)  # metered payments: the example `metered`
         mcp_checks.register(suite)  # paid MCP tools: the example `paid_mcp`
-        siwx_checks.register(suite, services)  # sign-in-with-x, both ways: the example `siwx_proof`
+        siwx_checks.register(suite, services)  # sign-in-with-x, both ways: the `siwx-proof` binary of `x402-buyer`
     passed, failed = suite.run()
     if args.results:
         args.results.write_text(f"{passed} {failed}\n")

@@ -6,7 +6,8 @@
 #   - a Python facilitator made of the official SDK (facilitator.py),
 #   - three stores: embedded sandbox (demo), sandbox facilitator over HTTP (live),
 #     Python facilitator over HTTP (live),
-#   - the metered and paid_mcp examples (and builds siwx_proof, run by siwx_checks.py),
+#   - the metered and paid_mcp examples (and builds the x402-buyer package's siwx-proof, run by
+#     siwx_checks.py),
 # runs the checks (checks.py), stops everything it started, and ends with the line
 # "N passed, M failed". Exits non-zero on any failure.
 set -euo pipefail
@@ -131,9 +132,9 @@ export X402_METERED="$started_url" X402_METERED_PAY_TO="$pay_to"
 start paid-mcp "$target/release/examples/paid_mcp" --listen 127.0.0.1:0 --facilitator "$sandbox_url" --pay-to "$pay_to"
 export X402_PAID_MCP="$started_url"
 # Sign-in-with-x proofs of the sandbox wallet, checked by the official verification (siwx_checks.py).
-(cd "$root" && cargo build --quiet --release -p tower-x402 --example siwx_proof) \
-  || setup_failed "cargo build --example siwx_proof"
-export X402_SIWX_PROOF="$target/release/examples/siwx_proof"
+(cd "$root" && cargo build --quiet --release -p x402-buyer --bin siwx-proof) \
+  || setup_failed "cargo build -p x402-buyer --bin siwx-proof"
+export X402_SIWX_PROOF="$target/release/siwx-proof"
 
 # 4. Checks.
 status=0

@@ -4,13 +4,13 @@
   facilitator, then answers a fresh 402's `sign-in-with-x` challenge with `create_siwx_payload`
   and `encode_siwx_header` and is served the same Passport without a facilitator call; another
   account's proof and the same proof sent again are refused with their codes.
-- The official server side accepts the crate's proofs: the `siwx_proof` example (the sandbox
+- The official server side accepts the crate's proofs: the `siwx-proof` binary of `x402-buyer` (the sandbox
   wallet) answers a challenge, and the proof passes `parse_siwx_header`,
   `validate_siwx_message` and `verify_siwx_signature` (what the official server hook runs);
   a tampered proof does not.
 
 The environment (set by `run.sh`): the stores' URLs as `store_checks.Services` reads them,
-`X402_SIWX_PROOF` (the `siwx_proof` example's binary).
+`X402_SIWX_PROOF` (the `siwx-proof` binary of `x402-buyer`).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def wait_for_order(store: str, ident: str) -> None:
 
 
 def sandbox_proof(extension: dict[str, Any], private_key: str) -> str:
-    """The `SIGN-IN-WITH-X` header the `siwx_proof` example prints for `extension`."""
+    """The `SIGN-IN-WITH-X` header the `siwx-proof` binary prints for `extension`."""
     done = subprocess.run(
         [os.environ["X402_SIWX_PROOF"], "--private-key", private_key],
         input=json.dumps(extension),
@@ -101,7 +101,7 @@ def sandbox_proof(extension: dict[str, Any], private_key: str) -> str:
         timeout=30,
         check=False,
     )
-    expect(done.returncode == 0, f"siwx_proof exited {done.returncode}: {done.stderr.strip()[:300]}")
+    expect(done.returncode == 0, f"siwx-proof exited {done.returncode}: {done.stderr.strip()[:300]}")
     return done.stdout.strip()
 
 

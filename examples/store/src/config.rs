@@ -1,26 +1,25 @@
 //! Settings: every one a command-line flag that can also come from a `STORE_…` variable.
 //!
-//! [`Args`] is what clap parses. Every setting has a value parser from this module, so a bad
-//! value is refused while the command line is parsed, with one message naming the variable and
-//! the flag (`STORE_BASE_URL (--base-url): …`). [`Config::from_args`] then applies the one rule
-//! that combines settings (live mode needs `STORE_PAY_TO`) and fills in the defaults that depend
-//! on other settings.
+//! [`Args`] is what clap parses, and clap alone: each field names its flag, its variable, its
+//! default and its value parser — a plain `fn(&str) -> Result<T, String>` from this module such
+//! as [`seconds`] or [`positive`]. Each value is named after its variable, so that clap's
+//! refusal names both the flag and the variable: `invalid value 'x' for '--base-url
+//! <STORE_BASE_URL>': …`.
+//! [`Config::from_args`] then checks what clap would echo in its refusal (secrets, a database
+//! URL's password) and the rules that combine settings (live mode needs `STORE_PAY_TO`), and
+//! fills in the defaults that depend on other settings.
 //!
-//! A new setting is a field of [`Args`] — `long`, `env = "STORE_…"`, its default, and
-//! `value_parser = checked(PARSE)` where `PARSE` is a `fn(&str) -> Result<T, String>` such as
-//! [`seconds`] or [`positive`] — and the field it fills in [`Config`], set in
+//! A new setting is a field of [`Args`] and the field it fills in [`Config`], set in
 //! [`Config::from_args`], in [`Config::for_tests`] and shown by `Config`'s `Debug`.
 
 use std::ffi::OsStr;
 use std::fmt;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
 use clap::Parser;
-use clap::builder::TypedValueParser;
-use clap::error::ErrorKind;
 use reqwest::Url;
 
 use crate::discovery::channels::ChannelSpec;
@@ -31,123 +30,129 @@ use crate::storage::{Engine, without_password};
 /// address that only the in-process sandbox ever "pays". Live mode requires `STORE_PAY_TO`.
 pub const DEMO_PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 
-/// The command line (each flag also reads its `STORE_…` environment variable). Every value is
-/// checked as it is parsed.
+/// The command line; each flag also reads the environment variable its value is named after.
 #[derive(Parser)]
 #[command(
     name = "store",
     version,
-    about = "A digital store whose products are paid over HTTP 402 (x402 v2, USDC)"
+    about = "A digital store whose products are paid over HTTP 402 (x402 v2, USDC)",
+    long_about = "A digital store whose products are paid over HTTP 402 (x402 v2, USDC).\n\n\
+                  Every flag can also be set through the environment variable its value is \
+                  named after; a flag on the command line wins over its variable.",
+    mut_args = named_after_its_variable
 )]
 pub struct Args {
     /// Address to listen on (port 0 picks a free port).
-    #[arg(long, env = "STORE_LISTEN", default_value = "127.0.0.1:4020", value_parser = checked(number::<SocketAddr>))]
+    #[arg(long, env = "STORE_LISTEN", default_value = "127.0.0.1:4020")]
     pub listen: SocketAddr,
     /// Public origin of the store, e.g. `https://shop.example` (default: `http://` + the bound address).
-    #[arg(long, env = "STORE_BASE_URL", value_parser = checked(base_url))]
+    #[arg(long, env = "STORE_BASE_URL", value_parser = base_url)]
     pub base_url: Option<String>,
     /// Prefix of every SKU slug (`<prefix>-rail-receipt`, …).
-    #[arg(long, env = "STORE_SLUG_PREFIX", default_value = "store", value_parser = checked(slug_prefix))]
+    #[arg(long, env = "STORE_SLUG_PREFIX", default_value = "store", value_parser = slug_prefix)]
     pub slug_prefix: String,
     /// Receiving address on Base (required with `--facilitator-url`).
-    #[arg(long, env = "STORE_PAY_TO", value_parser = checked(evm_address))]
+    #[arg(long, env = "STORE_PAY_TO", value_parser = evm_address)]
     pub pay_to: Option<String>,
     /// External facilitators, comma-separated in order of preference; without it the store runs
     /// in demo mode with the in-process sandbox.
-    #[arg(long, env = "STORE_FACILITATOR_URL", value_parser = checked(facilitator_urls))]
+    #[arg(long, env = "STORE_FACILITATOR_URL", value_parser = facilitator_urls)]
     pub facilitator_url: Option<String>,
     /// Bearer tokens sent to the external facilitators, comma-separated and matched by
     /// position; a single one is sent to all.
-    #[arg(long, env = "STORE_FACILITATOR_BEARER", hide_env_values = true, value_parser = checked(not_blank))]
+    #[arg(long, env = "STORE_FACILITATOR_BEARER", hide_env_values = true)]
     pub facilitator_bearer: Option<String>,
     /// Consecutive transport failures that open a facilitator's circuit breaker.
-    #[arg(long, env = "STORE_FACILITATOR_BREAKER_FAILURES", default_value = "3", value_parser = checked(positive::<u32>))]
+    #[arg(long, env = "STORE_FACILITATOR_BREAKER_FAILURES", default_value = "3", value_parser = positive::<u32>)]
     pub facilitator_breaker_failures: u32,
     /// Seconds an open facilitator breaker waits before one trial request.
-    #[arg(long, env = "STORE_FACILITATOR_BREAKER_PAUSE_SECS", default_value = "30", value_parser = checked(seconds))]
+    #[arg(long, env = "STORE_FACILITATOR_BREAKER_PAUSE_SECS", default_value = "30", value_parser = seconds)]
     pub facilitator_breaker_pause_secs: Duration,
     /// The database: `sqlite://PATH` (its directory is created if missing) or `postgres://…`
     /// (an existing database that several instances may share).
     #[arg(
         long,
         env = "STORE_DATABASE_URL",
-        default_value = "sqlite://data/store.db",
-        value_parser = checked(database_url)
+        default_value = "sqlite://data/store.db"
     )]
     pub database_url: String,
     /// Seconds a request waits for a database connection (and, on SQLite, for another writer)
     /// before it fails with a 503: an unreachable database is reported quickly, well within a
     /// client's own timeout.
-    #[arg(
-        long,
-        env = "STORE_DATABASE_TIMEOUT_SECS",
-        default_value = "2",
-        value_parser = checked(seconds)
-    )]
+    #[arg(long, env = "STORE_DATABASE_TIMEOUT_SECS", default_value = "2", value_parser = seconds)]
     pub database_timeout_secs: Duration,
     /// Deposit address on Solana mainnet; opens the second payment door.
-    #[arg(long, env = "STORE_SECOND_PAY_TO", value_parser = checked(solana_address))]
+    #[arg(long, env = "STORE_SECOND_PAY_TO", value_parser = solana_address)]
     pub second_pay_to: Option<String>,
     /// Deposit address on Algorand mainnet; opens the third door if the facilitator lists Algorand.
-    #[arg(long, env = "STORE_THIRD_PAY_TO", value_parser = checked(algorand_address))]
+    #[arg(long, env = "STORE_THIRD_PAY_TO", value_parser = algorand_address)]
     pub third_pay_to: Option<String>,
     /// Hosted human checkout page; `{sku}` is replaced by the slug.
-    #[arg(long, env = "STORE_CHECKOUT_URL", value_parser = checked(checkout_url))]
+    #[arg(long, env = "STORE_CHECKOUT_URL", value_parser = checkout_url)]
     pub checkout_url: Option<String>,
     /// Web origins allowed to pay from a page (comma-separated, e.g. `https://shop.example`);
     /// any origin when unset.
-    #[arg(long, env = "STORE_CORS_ORIGINS", value_delimiter = ',', value_parser = checked(cors_origin))]
+    #[arg(long, env = "STORE_CORS_ORIGINS", value_delimiter = ',', value_parser = cors_origin)]
     pub cors_origins: Vec<String>,
     /// Directory holding the deliverable files.
-    #[arg(long, env = "STORE_CONTENT_DIR", value_parser = checked(directory))]
+    #[arg(long, env = "STORE_CONTENT_DIR", value_parser = directory)]
     pub content_dir: Option<PathBuf>,
     /// JSON file listing the discovery channels (default: the built-in list).
-    #[arg(long, env = "STORE_DISCOVERY_CHANNELS", value_parser = checked(channel_list))]
+    #[arg(long, env = "STORE_DISCOVERY_CHANNELS", value_parser = channel_list)]
     pub discovery_channels: Option<ChannelList>,
     /// Ethereum JSON-RPC endpoint of Base, used to reconcile payments whose settlement outcome
     /// was lost (in doubt). Unset with an external facilitator: they stay in doubt (503) and are
     /// logged for settling by hand. In demo mode the sandbox reconciles.
-    #[arg(long, env = "STORE_RPC_URL", value_parser = checked(http_url))]
+    #[arg(long, env = "STORE_RPC_URL", value_parser = http_url)]
     pub rpc_url: Option<String>,
     /// Seconds a store process holds a payment it is settling before another (or a restarted
     /// one) may recover it; longer than the facilitator's settle timeout (60 s).
-    #[arg(long, env = "STORE_SETTLEMENT_LEASE", default_value = "120", value_parser = checked(positive::<u64>))]
+    #[arg(long, env = "STORE_SETTLEMENT_LEASE", default_value = "120", value_parser = positive::<u64>)]
     pub settlement_lease: u64,
     /// Seconds a client has to send a request's headers (also closes an idle keep-alive connection).
-    #[arg(long, env = "STORE_HEADER_READ_TIMEOUT_SECS", default_value = "10", value_parser = checked(seconds))]
+    #[arg(long, env = "STORE_HEADER_READ_TIMEOUT_SECS", default_value = "10", value_parser = seconds)]
     pub header_read_timeout_secs: Duration,
     /// Seconds a new connection has to send its first bytes before it is closed.
-    #[arg(long, env = "STORE_FIRST_BYTE_TIMEOUT_SECS", default_value = "10", value_parser = checked(seconds))]
+    #[arg(long, env = "STORE_FIRST_BYTE_TIMEOUT_SECS", default_value = "10", value_parser = seconds)]
     pub first_byte_timeout_secs: Duration,
     /// Seconds an HTTP/2 connection may stay open with no request in progress (pings do not count).
-    #[arg(long, env = "STORE_HTTP2_IDLE_TIMEOUT_SECS", default_value = "30", value_parser = checked(seconds))]
+    #[arg(long, env = "STORE_HTTP2_IDLE_TIMEOUT_SECS", default_value = "30", value_parser = seconds)]
     pub http2_idle_timeout_secs: Duration,
     /// Seconds a request on a free route may take before it is answered 408.
-    #[arg(long, env = "STORE_REQUEST_TIMEOUT_SECS", default_value = "30", value_parser = checked(seconds))]
+    #[arg(long, env = "STORE_REQUEST_TIMEOUT_SECS", default_value = "30", value_parser = seconds)]
     pub request_timeout_secs: Duration,
     /// Connections served at once; more wait in the listen backlog.
-    #[arg(long, env = "STORE_MAX_CONNECTIONS", default_value = "1024", value_parser = checked(positive::<usize>))]
+    #[arg(long, env = "STORE_MAX_CONNECTIONS", default_value = "1024", value_parser = positive::<usize>)]
     pub max_connections: usize,
     /// Secret (at least 32 characters) from which each order's fulfillment key is derived, so a
     /// re-delivery hands out the same key (default: one generated once and kept in the database,
     /// shared by every instance and kept across restarts).
-    #[arg(long, env = "STORE_FULFILLMENT_SECRET", hide_env_values = true, value_parser = checked(fulfillment_secret))]
+    #[arg(long, env = "STORE_FULFILLMENT_SECRET", hide_env_values = true)]
     pub fulfillment_secret: Option<String>,
     /// Seconds after settlement during which the same PAYMENT-SIGNATURE re-delivers the purchase.
-    #[arg(long, env = "STORE_REDELIVERY_WINDOW_SECS", default_value = "604800", value_parser = checked(number::<u64>))]
+    #[arg(long, env = "STORE_REDELIVERY_WINDOW_SECS", default_value = "604800")]
     pub redelivery_window_secs: u64,
     /// Seconds after a purchase during which its buyer may sign in with the same wallet
     /// (sign-in-with-x) and get it again without paying; 0: for ever.
-    #[arg(long, env = "STORE_SIWX_ENTITLEMENT_SECS", default_value = "31536000", value_parser = checked(number::<u64>))]
+    #[arg(long, env = "STORE_SIWX_ENTITLEMENT_SECS", default_value = "31536000")]
     pub siwx_entitlement_secs: u64,
     /// Address of the operator's endpoints: `/metrics` (Prometheus), `/healthz`, `/readyz`
     /// (unset: not served). Keep it off the public network.
-    #[arg(long, env = "STORE_METRICS_LISTEN", value_parser = checked(number::<SocketAddr>))]
+    #[arg(long, env = "STORE_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
     /// Seconds the requests in progress (a payment being settled) have to finish after SIGTERM
     /// before the process exits anyway.
-    #[arg(long, env = "STORE_SHUTDOWN_GRACE_SECS", default_value = "30", value_parser = checked(seconds))]
+    #[arg(long, env = "STORE_SHUTDOWN_GRACE_SECS", default_value = "30", value_parser = seconds)]
     pub shutdown_grace_secs: Duration,
+}
+
+/// `arg` with its value named after its environment variable (`--listen <STORE_LISTEN>`), in
+/// `--help` and in clap's refusals alike.
+fn named_after_its_variable(arg: clap::Arg) -> clap::Arg {
+    match arg.get_env().and_then(OsStr::to_str).map(str::to_owned) {
+        Some(variable) => arg.value_name(variable),
+        None => arg,
+    }
 }
 
 /// The discovery channels read from `STORE_DISCOVERY_CHANNELS` (a name of its own, so clap takes
@@ -219,13 +224,45 @@ pub struct ConfigError {
 }
 
 impl Config {
-    /// Fills in the defaults that depend on other settings, and checks the rule that combines
-    /// them: live mode (`STORE_FACILITATOR_URL`) needs `STORE_PAY_TO`.
+    /// Checks the settings whose refusal must not show their value, and the rules that combine
+    /// settings (live mode, `STORE_FACILITATOR_URL`, needs `STORE_PAY_TO`); fills in the defaults
+    /// that depend on other settings.
     ///
     /// # Errors
     ///
-    /// `STORE_FACILITATOR_URL` is set without `STORE_PAY_TO`.
+    /// A database URL that is neither `sqlite:` nor `postgres://`, a blank bearer token, a
+    /// fulfillment secret under 32 characters, `STORE_FACILITATOR_URL` without `STORE_PAY_TO`,
+    /// or a number of bearer tokens that matches neither one nor every facilitator.
     pub fn from_args(args: Args) -> Result<Self, ConfigError> {
+        if Engine::of(&args.database_url).is_none() {
+            return Err(ConfigError {
+                setting: "STORE_DATABASE_URL (--database-url)",
+                problem: format!(
+                    "`{}` is neither a sqlite: nor a postgres:// URL",
+                    without_password(&args.database_url)
+                ),
+            });
+        }
+        if args
+            .facilitator_bearer
+            .as_ref()
+            .is_some_and(|bearer| bearer.trim().is_empty())
+        {
+            return Err(ConfigError {
+                setting: "STORE_FACILITATOR_BEARER (--facilitator-bearer)",
+                problem: "is empty".to_owned(),
+            });
+        }
+        if args
+            .fulfillment_secret
+            .as_ref()
+            .is_some_and(|secret| secret.len() < 32)
+        {
+            return Err(ConfigError {
+                setting: "STORE_FULFILLMENT_SECRET (--fulfillment-secret)",
+                problem: "must be at least 32 characters".to_owned(),
+            });
+        }
         let pay_to = match (args.pay_to, &args.facilitator_url) {
             (Some(pay_to), _) => pay_to,
             (None, None) => DEMO_PAY_TO.to_owned(),
@@ -406,63 +443,8 @@ impl fmt::Debug for Config {
     }
 }
 
-/// A clap value parser that checks a setting with `parse` and, when it refuses the value, names
-/// the setting as the operator may have set it: `STORE_BASE_URL (--base-url): problem`.
-pub fn checked<T, F>(parse: F) -> Checked<F>
-where
-    F: Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static,
-    T: Clone + Send + Sync + 'static,
-{
-    Checked(parse)
-}
-
-/// The value parser of [`checked`].
-#[derive(Clone, Debug)]
-pub struct Checked<F>(F);
-
-impl<T, F> TypedValueParser for Checked<F>
-where
-    F: Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static,
-    T: Clone + Send + Sync + 'static,
-{
-    type Value = T;
-
-    fn parse_ref(
-        &self,
-        cmd: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &OsStr,
-    ) -> Result<T, clap::Error> {
-        let refuse = |kind: ErrorKind, problem: String| {
-            let setting = arg.map(setting_name).unwrap_or_default();
-            cmd.clone().error(kind, format!("{setting}: {problem}"))
-        };
-        // Not echoed: the value may be a secret.
-        let Some(text) = value.to_str() else {
-            return Err(refuse(ErrorKind::InvalidUtf8, "is not UTF-8".to_owned()));
-        };
-        (self.0)(text).map_err(|problem| refuse(ErrorKind::ValueValidation, problem))
-    }
-}
-
-/// `STORE_X (--x)`: the environment variable and the flag of `arg`.
-fn setting_name(arg: &clap::Arg) -> String {
-    match (arg.get_env(), arg.get_long()) {
-        (Some(env), Some(long)) => format!("{} (--{long})", env.to_string_lossy()),
-        (None, Some(long)) => format!("--{long}"),
-        (Some(env), None) => env.to_string_lossy().into_owned(),
-        (None, None) => arg.get_id().to_string(),
-    }
-}
-
-/// Any value `FromStr` parses: a number, a socket address.
-pub fn number<T>(text: &str) -> Result<T, String>
-where
-    T: FromStr,
-    T::Err: fmt::Display,
-{
-    text.parse().map_err(|e| format!("`{text}`: {e}"))
-}
+// The value parsers below answer what is wrong with a value; clap's refusal shows the value
+// itself and the flag with its variable: `invalid value 'x' for '--listen <STORE_LISTEN>': …`.
 
 /// A number of at least 1.
 pub fn positive<T>(text: &str) -> Result<T, String>
@@ -470,7 +452,7 @@ where
     T: FromStr + Default + PartialEq,
     T::Err: fmt::Display,
 {
-    let value = number::<T>(text)?;
+    let value: T = text.parse().map_err(|e| format!("{e}"))?;
     if value == T::default() {
         return Err("must be at least 1".to_owned());
     }
@@ -488,9 +470,9 @@ pub fn http_url(text: &str) -> Result<String, String> {
 }
 
 fn parse_http_url(text: &str) -> Result<Url, String> {
-    let url = Url::parse(text).map_err(|e| format!("`{text}` is not an absolute URL: {e}"))?;
+    let url = Url::parse(text).map_err(|e| format!("not an absolute URL: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(format!("`{text}` must be an http(s) URL with a host"));
+        return Err("must be an http(s) URL with a host".to_owned());
     }
     Ok(url)
 }
@@ -506,50 +488,18 @@ pub fn base_url(text: &str) -> Result<String, String> {
     Ok(trimmed.to_owned())
 }
 
-/// The facilitator's base URL, kept without its trailing slashes.
-pub fn facilitator_url(text: &str) -> Result<String, String> {
-    http_url(text.trim_end_matches('/'))
-}
-
-/// Facilitator base URLs, comma-separated, each checked like [`facilitator_url`]; kept as one
-/// comma-separated list of the cleaned URLs.
+/// Facilitator base URLs, comma-separated, each an http(s) URL; kept as one comma-separated
+/// list of the URLs without blanks around them and trailing slashes.
 pub fn facilitator_urls(text: &str) -> Result<String, String> {
     let urls = text
         .split(',')
         .enumerate()
         .map(|(index, entry)| {
-            facilitator_url(entry.trim())
+            http_url(entry.trim().trim_end_matches('/'))
                 .map_err(|problem| format!("entry {} ({entry:?}): {problem}", index + 1))
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(urls.join(","))
-}
-
-/// A non-empty secret (the facilitator's bearer token).
-pub fn not_blank(text: &str) -> Result<String, String> {
-    if text.trim().is_empty() {
-        return Err("is empty".to_owned());
-    }
-    Ok(text.to_owned())
-}
-
-/// A secret of at least 32 characters.
-pub fn fulfillment_secret(text: &str) -> Result<String, String> {
-    if text.len() < 32 {
-        return Err("must be at least 32 characters".to_owned());
-    }
-    Ok(text.to_owned())
-}
-
-/// A `sqlite:` or `postgres://` URL (shown without its password when refused).
-pub fn database_url(text: &str) -> Result<String, String> {
-    match Engine::of(text) {
-        Some(_) => Ok(text.to_owned()),
-        None => Err(format!(
-            "`{}` is neither a sqlite: nor a postgres:// URL",
-            without_password(text)
-        )),
-    }
 }
 
 /// 1–32 lowercase letters, digits and inner hyphens.
@@ -562,9 +512,7 @@ pub fn slug_prefix(text: &str) -> Result<String, String> {
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
     if !fits {
-        return Err(format!(
-            "`{text}` must be 1–32 lowercase letters, digits and inner hyphens"
-        ));
+        return Err("must be 1–32 lowercase letters, digits and inner hyphens".to_owned());
     }
     Ok(text.to_owned())
 }
@@ -572,9 +520,7 @@ pub fn slug_prefix(text: &str) -> Result<String, String> {
 /// A Base address.
 pub fn evm_address(text: &str) -> Result<String, String> {
     if !is_evm_address(text) {
-        return Err(format!(
-            "`{text}` is not a Base address (0x followed by 40 hex digits)"
-        ));
+        return Err("not a Base address (0x followed by 40 hex digits)".to_owned());
     }
     Ok(text.to_owned())
 }
@@ -582,9 +528,7 @@ pub fn evm_address(text: &str) -> Result<String, String> {
 /// A Solana address.
 pub fn solana_address(text: &str) -> Result<String, String> {
     if !is_solana_address(text) {
-        return Err(format!(
-            "`{text}` is not a Solana address (32–44 base58 characters)"
-        ));
+        return Err("not a Solana address (32–44 base58 characters)".to_owned());
     }
     Ok(text.to_owned())
 }
@@ -592,9 +536,7 @@ pub fn solana_address(text: &str) -> Result<String, String> {
 /// An Algorand address.
 pub fn algorand_address(text: &str) -> Result<String, String> {
     if !is_algorand_address(text) {
-        return Err(format!(
-            "`{text}` is not an Algorand address (58 base32 characters A–Z, 2–7)"
-        ));
+        return Err("not an Algorand address (58 base32 characters A–Z, 2–7)".to_owned());
     }
     Ok(text.to_owned())
 }
@@ -622,18 +564,16 @@ pub fn cors_origin(text: &str) -> Result<String, String> {
 pub fn directory(text: &str) -> Result<PathBuf, String> {
     let path = PathBuf::from(text);
     if !path.is_dir() {
-        return Err(format!("`{}` is not a directory", path.display()));
+        return Err("not a directory".to_owned());
     }
     Ok(path)
 }
 
 /// A JSON file listing discovery channels, each of them valid.
 pub fn channel_list(text: &str) -> Result<ChannelList, String> {
-    let path = Path::new(text);
-    let json = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-    let channels: ChannelList = serde_json::from_str(&json)
-        .map_err(|e| format!("`{}` is not a channel list: {e}", path.display()))?;
+    let json = std::fs::read_to_string(text).map_err(|e| format!("cannot read it: {e}"))?;
+    let channels: ChannelList =
+        serde_json::from_str(&json).map_err(|e| format!("not a channel list: {e}"))?;
     for channel in &channels {
         channel.validate()?;
     }
@@ -666,6 +606,8 @@ pub fn is_algorand_address(address: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use clap::error::ErrorKind;
+
     use super::*;
 
     fn args(extra: &[&str]) -> Args {
@@ -813,8 +755,11 @@ mod tests {
         ];
         for (argv, setting) in cases {
             let refusal = refusal(argv);
+            // clap names the flag with its variable; `from_args` names the variable, then the flag.
+            let (variable, flag) = setting.trim_end_matches(')').split_once(" (").unwrap();
             assert!(
-                refusal.contains(&format!("{setting}: ")),
+                refusal.contains(&format!("for '{flag} <{variable}>': "))
+                    || refusal.contains(&format!("{setting}: ")),
                 "{argv:?}: {refusal}"
             );
         }
@@ -824,7 +769,9 @@ mod tests {
     fn a_refusal_names_the_value_but_never_a_secret() {
         let message = refusal(&["--base-url", "shop.example"]);
         assert!(
-            message.contains("`shop.example` is not an absolute URL"),
+            message.contains(
+                "invalid value 'shop.example' for '--base-url <STORE_BASE_URL>': not an absolute URL"
+            ),
             "{message}"
         );
         let message = refusal(&["--fulfillment-secret", "s3cret-but-short"]);
@@ -834,6 +781,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_setting_that_is_not_utf8_is_refused_unechoed() {
+        use std::ffi::OsStr;
         use std::os::unix::ffi::OsStrExt as _;
         let secret = OsStr::from_bytes(b"s3cret\xff-not-utf8-but-long-enough-to-be-a-secret");
         let argv = [
@@ -846,10 +794,7 @@ mod tests {
         };
         assert_eq!(error.kind(), ErrorKind::InvalidUtf8);
         let message = error.to_string();
-        assert!(
-            message.contains("STORE_FULFILLMENT_SECRET (--fulfillment-secret): is not UTF-8"),
-            "{message}"
-        );
+        assert!(message.contains("invalid UTF-8"), "{message}");
         assert!(!message.contains("s3cret"), "{message}");
     }
 

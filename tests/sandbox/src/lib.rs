@@ -19,6 +19,9 @@
 //! [`SandboxFacilitator::rpc_router`] serves its ledger as an Ethereum JSON-RPC chain, which
 //! `tower_x402::evm_rpc::EvmRpcReconciler` can read.
 //!
+//! [`SandboxWallet::buy`] makes a buyer's whole round trip against a service in process — the
+//! request, its 402, the payment, the paid request — in one call, for tests.
+//!
 //! [`demo`] holds what the example servers share at start-up: the facilitator at a URL or the
 //! sandbox in process, and the `listening on http://ADDR` line scripts wait for.
 //!
@@ -46,6 +49,7 @@
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 
+mod buy;
 mod clock;
 pub mod demo;
 mod eip712;
@@ -62,6 +66,7 @@ mod upto;
 mod verify;
 mod wallet;
 
+pub use buy::{BuyError, Purchase};
 pub use eip712::{
     AuthorizationDigest, AuthorizationError, DigestError, DomainError, authorization_digest,
 };

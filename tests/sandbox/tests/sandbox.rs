@@ -876,7 +876,7 @@ async fn http_router_answers_400_to_bodies_that_are_not_requests() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// A paid request through X402Layer, the way `examples/pay.rs` makes it
+// A paid request through X402Layer, the way the `pay` buyer (`examples/buyer`) makes it
 
 /// Serves `/report` behind `X402Layer` with the sandbox in process; the handler reports what
 /// the layer told it about the payment.

@@ -257,14 +257,7 @@ async fn redeliver(state: &Shop<'_>, sku: &Sku, signed_in: &SignedIn) -> Respons
         .await
     {
         Ok(true) => Ok(()),
-        Ok(false) => state
-            .store
-            .record_order(&NewOrder {
-                order: order.clone(),
-                secret_hash: key.hash(),
-            })
-            .await
-            .map(drop),
+        Ok(false) => state.store.add_grant(&order.passport, &key.hash()).await,
         Err(error) => Err(error),
     };
     if let Err(error) = granted {
@@ -324,34 +317,11 @@ async fn fulfil(
         .fulfillment_secret
         .as_deref()
         .ok_or(Failure::Unkeyed)?;
-    let referral = match &existing {
-        // The citation was judged when the order was first recorded.
-        Some(order) => {
-            if order.sku != sku.slug {
-                return Err(Failure::OtherSku);
-            }
-            let window =
-                i64::try_from(state.config.redelivery_window.as_secs()).unwrap_or(i64::MAX);
-            if unix_now().saturating_sub(order.issued) >= window {
-                return Err(Failure::RedeliveryClosed);
-            }
-            let key = derived_key(secret, &order.passport)?;
-            // The same key as before: nothing to write.
-            if state
-                .store
-                .grant_matches(&order.passport, &key.hash())
-                .await?
-            {
-                return Ok(PurchaseBody::new(state.config, sku, order, &key, true).await);
-            }
-            None
-        }
-        None => referral::evaluate(state.store, headers, payer.as_deref(), state.demo).await?,
-    };
-    let passport = match &existing {
-        Some(order) => order.passport.clone(),
-        None => PassportId::generate().as_str().to_owned(),
-    };
+    if let Some(order) = existing {
+        return answer_again(state, sku, &order, secret).await;
+    }
+    let referral = referral::evaluate(state.store, headers, payer.as_deref(), state.demo).await?;
+    let passport = PassportId::generate().as_str().to_owned();
     let key = derived_key(secret, &passport)?;
     let new = NewOrder {
         order: Order {
@@ -369,20 +339,42 @@ async fn fulfil(
         },
         secret_hash: key.hash(),
     };
-    let recorded = state.store.record_order(&new).await?;
-    let replayed = matches!(recorded, Recorded::Existing(_));
-    let order = recorded.into_order();
+    match state.store.record_order(&new).await? {
+        Recorded::Created(order) => {
+            Ok(PurchaseBody::new(state.config, sku, &order, &key, false).await)
+        }
+        // Another copy of this payment (on this instance or another) recorded its order first,
+        // under the Passport it generated: this request's Passport and key were never stored,
+        // and the answer is that order's.
+        Recorded::Existing(order) => answer_again(state, sku, &order, secret).await,
+    }
+}
+
+/// The answer to a payment that already bought `order`: its Passport, with the key it derives
+/// under the current secret (granted now if the order has no grant for it yet: one key per
+/// order per secret). The citation was judged when the order was first recorded.
+async fn answer_again(
+    state: &Shop<'_>,
+    sku: &Sku,
+    order: &Order,
+    secret: &[u8],
+) -> Result<PurchaseBody, Failure> {
     if order.sku != sku.slug {
         return Err(Failure::OtherSku);
     }
-    // Another request for the same payment (on this instance or another) recorded its order
-    // first, under the Passport it generated: the key is that Passport's.
-    let key = if order.passport == new.order.passport {
-        key
-    } else {
-        derived_key(secret, &order.passport)?
-    };
-    Ok(PurchaseBody::new(state.config, sku, &order, &key, replayed).await)
+    let window = i64::try_from(state.config.redelivery_window.as_secs()).unwrap_or(i64::MAX);
+    if unix_now().saturating_sub(order.issued) >= window {
+        return Err(Failure::RedeliveryClosed);
+    }
+    let key = derived_key(secret, &order.passport)?;
+    if !state
+        .store
+        .grant_matches(&order.passport, &key.hash())
+        .await?
+    {
+        state.store.add_grant(&order.passport, &key.hash()).await?;
+    }
+    Ok(PurchaseBody::new(state.config, sku, order, &key, true).await)
 }
 
 /// The fulfillment key of `passport`.

@@ -1,10 +1,11 @@
 //! Everything the store remembers: the payment ledger, orders, fulfillment grants, referrals,
 //! downloads, funnel counters and sign-in-with-x entitlements.
 //!
-//! Handlers speak to [`Store`] in domain terms; every SQL statement lives in this module's
-//! backend files, chosen by [`Store::open`] from the URL scheme: `sqlite` (the zero-setup
-//! default, one process) and `postgres` (a server that several instances of the store share).
-//! Both implement the same methods; each has its own embedded migrations (`migrations/` and
+//! Handlers speak to [`Store`] in domain terms. The engine is chosen by [`Store::open`] from the
+//! URL scheme: `sqlite` (the zero-setup default, one process) or `postgres` (a server that
+//! several instances of the store share). The store's own statements are written once, for
+//! both ([`tables`]); each backend file holds what only its engine has (opening, the payment
+//! ledger, sign-in entitlements) and its embedded migrations (`migrations/` and
 //! `migrations-postgres/`), run at startup.
 //!
 //! Every request that writes more than one row does so in one transaction: an order, its
@@ -12,6 +13,7 @@
 
 mod postgres;
 mod sqlite;
+mod tables;
 
 use std::sync::Arc;
 
@@ -21,7 +23,8 @@ use tower_x402::settlement::{LedgerEntry, PaymentKey, PaymentState, SettlementSt
 use tower_x402::siwx::EntitlementStore;
 
 use self::postgres::PostgresBackend;
-use self::sqlite::{OrderLookup, SqliteBackend};
+use self::sqlite::SqliteBackend;
+use self::tables::OrderLookup;
 
 /// The store's database. Cheap to clone (a connection pool inside).
 #[derive(Clone, Debug)]
@@ -36,12 +39,12 @@ enum Backend {
     Postgres(PostgresBackend),
 }
 
-/// Calls the same method on whichever backend the store has.
+/// Runs one of the shared statements of [`tables`] on whichever engine the store has.
 macro_rules! dispatch {
     ($store:expr, $method:ident($($argument:expr),*)) => {
         match &$store.backend {
-            Backend::Sqlite(backend) => backend.$method($($argument),*).await,
-            Backend::Postgres(backend) => backend.$method($($argument),*).await,
+            Backend::Sqlite(backend) => backend.tables().$method($($argument),*).await,
+            Backend::Postgres(backend) => backend.tables().$method($($argument),*).await,
         }
     };
 }
@@ -190,7 +193,7 @@ pub struct Referral {
 pub struct NewOrder {
     /// The order.
     pub order: Order,
-    /// SHA-256 (hex) of the fulfillment secret.
+    /// SHA-256 (hex) of the fulfillment key derived for `order.passport`.
     pub secret_hash: String,
 }
 
@@ -199,7 +202,7 @@ pub struct NewOrder {
 pub enum Recorded {
     /// The order was written.
     Created(Order),
-    /// The payment already had an order; only the new fulfillment grant was added to it.
+    /// The payment already had an order (returned as recorded); nothing was written.
     Existing(Order),
 }
 
@@ -334,11 +337,14 @@ impl Store {
     }
 
     /// Writes an order, its fulfillment grant and its referral in one transaction. When the
-    /// payment already bought an order, only adds the new fulfillment grant to that order and
-    /// returns it.
+    /// payment already bought an order, writes nothing and returns that order: the new order's
+    /// Passport is never issued, so a key derived for it would unlock nothing anyone holds.
+    /// The caller answers with the existing order's Passport and, if that order has no grant
+    /// for the key it derives now, adds one with [`Store::add_grant`].
     pub async fn record_order(&self, new: &NewOrder) -> Result<Recorded, StorageError> {
         match dispatch!(self, insert_order(new)) {
-            // Another request for the same payment committed first: the retry finds its order.
+            // Another request for the same payment committed first (on PostgreSQL, between this
+            // transaction's read and its insert): the retry finds that order.
             Err(error) if error.is_unique_violation() => dispatch!(self, insert_order(new)),
             outcome => outcome,
         }
@@ -353,6 +359,18 @@ impl Store {
             .map(|byte| format!("{byte:02x}"))
             .collect();
         dispatch!(self, secret("fulfillment", &candidate))
+    }
+
+    /// Adds `secret_hash` to the fulfillment grants of the recorded order `passport`: the key
+    /// that order's Passport derives under a fulfillment secret it has no grant for yet (after
+    /// a rotation, or on an instance configured with another secret). Adding a grant the order
+    /// already has writes nothing.
+    ///
+    /// # Errors
+    ///
+    /// The database fails, or `secret_hash` is already granted to another order.
+    pub async fn add_grant(&self, passport: &str, secret_hash: &str) -> Result<(), StorageError> {
+        dispatch!(self, add_grant(passport, secret_hash))
     }
 
     /// Whether `secret_hash` is one of the fulfillment grants of `passport`.
@@ -402,7 +420,10 @@ impl Store {
     /// Payments whose settlement outcome is unknown (in doubt, or settling), oldest first: what
     /// an operator looks at when the layer reports payments stuck in doubt.
     pub async fn payments_in_doubt(&self) -> Result<Vec<(String, PaymentState)>, StorageError> {
-        dispatch!(self, payments_in_doubt())
+        match &self.backend {
+            Backend::Sqlite(backend) => backend.payments_in_doubt().await,
+            Backend::Postgres(backend) => backend.payments_in_doubt().await,
+        }
     }
 
     /// Rows in each table, for tests that check nothing was half-written.
@@ -552,43 +573,6 @@ pub fn unix_now() -> i64 {
         .map_or(0, |elapsed| {
             i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX)
         })
-}
-
-/// An order read back from a row of either backend's `ORDER_COLUMNS` query (the same columns and
-/// types on both).
-fn order_from_row<'r, R>(row: &'r R) -> Result<Order, StorageError>
-where
-    R: sqlx::Row,
-    &'r str: sqlx::ColumnIndex<R>,
-    String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    Option<String>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    bool: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    Option<bool>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-{
-    let micros: i64 = row.try_get("amount_micros")?;
-    let cited: Option<String> = row.try_get("cited")?;
-    let referral = match cited {
-        Some(cited) => Some(Referral {
-            cited,
-            counted: row.try_get("counted")?,
-            reason: row.try_get("reason")?,
-        }),
-        None => None,
-    };
-    Ok(Order {
-        passport: row.try_get("passport")?,
-        sku: row.try_get("sku")?,
-        resource: row.try_get("resource")?,
-        payer: row.try_get("payer")?,
-        network: row.try_get("network")?,
-        transaction: row.try_get("tx")?,
-        amount: UsdAmount::from_micros(count(micros)?),
-        payment_key: row.try_get("payment_key")?,
-        demo: row.try_get("demo")?,
-        issued: row.try_get("issued")?,
-        referral,
-    })
 }
 
 /// A stored count or amount, which is never negative.

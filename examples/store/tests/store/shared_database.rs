@@ -104,7 +104,8 @@ async fn concurrent_writers_on_one_database_add_up_and_make_one_order() {
         (Some(50), Some(100))
     );
 
-    // The same payment recorded through both handles at once: one order, both grants on it.
+    // The same payment recorded through both handles at once, each copy under its own Passport:
+    // one order, and only its own grant (the other copies' Passports are never issued).
     let orders = (0..8).map(|n| {
         let store = handles[n % 2].clone();
         let new = NewOrder {
@@ -114,20 +115,30 @@ async fn concurrent_writers_on_one_database_add_up_and_make_one_order() {
         tokio::spawn(async move { store.record_order(&new).await })
     });
     let mut created = Vec::new();
+    let mut answered = std::collections::BTreeSet::new();
     for recorded in all_recorded(orders).await {
-        if let Recorded::Created(order) = recorded {
-            created.push(order.passport);
+        if let Recorded::Created(order) = &recorded {
+            created.push(order.passport.clone());
         }
+        answered.insert(recorded.into_order().passport);
     }
     assert_eq!(created.len(), 1, "{created:?}");
+    assert_eq!(
+        answered,
+        [created[0].clone()].into(),
+        "every copy got the one order"
+    );
     let rows = handles[0].row_counts().await.unwrap();
-    assert_eq!((rows["orders"], rows["fulfillment_grants"]), (1, 8));
+    assert_eq!((rows["orders"], rows["fulfillment_grants"]), (1, 1));
+    let winner: usize = created[0]["pp_".len()..].parse().unwrap();
     for n in 0..8 {
-        assert!(
+        assert_eq!(
             handles[0]
                 .grant_matches(&created[0], &format!("hash-{n}"))
                 .await
-                .unwrap()
+                .unwrap(),
+            n == winner,
+            "hash-{n}"
         );
     }
 }

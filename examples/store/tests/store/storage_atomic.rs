@@ -75,6 +75,10 @@ async fn a_failure_midway_leaves_no_partial_rows() {
     assert_eq!(store.order_by_payment_key("key-2").await.unwrap(), None);
 }
 
+/// Two copies of one payment that both found no order, generated their own Passports and
+/// reached the write one after the other (the interleaving of copies on several instances):
+/// the second writes nothing, and the key derived for its Passport, which is never issued,
+/// is filed nowhere.
 async fn one_payment_makes_one_order() {
     let (_dir, store, _) = temp_store().await;
     let first = NewOrder {
@@ -82,17 +86,62 @@ async fn one_payment_makes_one_order() {
         secret_hash: "hash-1".to_owned(),
     };
     let created = store.record_order(&first).await.unwrap();
+    let before = store.row_counts().await.unwrap();
+    let mut loser = order("pp_other", "key-1");
+    loser.referral = None;
     let again = NewOrder {
-        order: order("pp_other", "key-1"),
+        order: loser,
         secret_hash: "hash-2".to_owned(),
     };
     let existing = store.record_order(&again).await.unwrap();
     assert_eq!(existing, Recorded::Existing(created.into_order()));
     let rows = store.row_counts().await.unwrap();
-    assert_eq!((rows["orders"], rows["fulfillment_grants"]), (1, 2));
+    assert_eq!(rows, before, "the second copy wrote nothing");
+    assert_eq!(
+        (
+            rows["orders"],
+            rows["fulfillment_grants"],
+            rows["referrals"]
+        ),
+        (1, 1, 1)
+    );
     assert!(store.grant_matches("pp_first", "hash-1").await.unwrap());
-    assert!(store.grant_matches("pp_first", "hash-2").await.unwrap());
+    assert!(!store.grant_matches("pp_first", "hash-2").await.unwrap());
     assert!(!store.grant_matches("pp_other", "hash-2").await.unwrap());
+    assert_eq!(store.order_by_passport("pp_other").await.unwrap(), None);
+}
+
+/// A key the order's Passport derives under another secret is added to that order once; a
+/// hash already granted to another order is refused and changes nothing.
+async fn a_grant_is_added_once_and_only_to_its_order() {
+    let (_dir, store, _) = temp_store().await;
+    for (passport, key, hash) in [
+        ("pp_first", "key-1", "hash-1"),
+        ("pp_second", "key-2", "hash-2"),
+    ] {
+        let new = NewOrder {
+            order: order(passport, key),
+            secret_hash: hash.to_owned(),
+        };
+        store.record_order(&new).await.unwrap();
+    }
+    store.add_grant("pp_first", "hash-rotated").await.unwrap();
+    store.add_grant("pp_first", "hash-rotated").await.unwrap();
+    store.add_grant("pp_first", "hash-1").await.unwrap();
+    assert_eq!(store.row_counts().await.unwrap()["fulfillment_grants"], 3);
+    assert!(
+        store
+            .grant_matches("pp_first", "hash-rotated")
+            .await
+            .unwrap()
+    );
+
+    let before = store.row_counts().await.unwrap();
+    let error = store.add_grant("pp_first", "hash-2").await.unwrap_err();
+    assert!(error.to_string().contains("another order"), "{error}");
+    assert_eq!(store.row_counts().await.unwrap(), before);
+    assert!(!store.grant_matches("pp_first", "hash-2").await.unwrap());
+    assert!(store.grant_matches("pp_second", "hash-2").await.unwrap());
 }
 
 async fn orders_read_back_exactly() {
@@ -238,10 +287,100 @@ async fn in_memory_databases_and_bad_urls() {
 super::support::on_both_backends!(
     a_failure_midway_leaves_no_partial_rows,
     one_payment_makes_one_order,
+    a_grant_is_added_once_and_only_to_its_order,
     orders_read_back_exactly,
     the_ledger_meets_the_settlement_store_contract,
     ledger_entries_survive_reopening_and_in_doubt_payments_are_listed,
 );
+
+/// Two instances writing one payment's order at the same moment on PostgreSQL, interleaved
+/// deterministically: the first has inserted its order and grant but not committed, so the
+/// second reads no order, and its insert waits on the payment's unique key; when the first
+/// commits, that insert fails and the retry finds the first order. The retry writes nothing:
+/// the second writer's key was derived for a Passport that is never issued.
+#[tokio::test]
+async fn on_postgres_the_writer_that_waited_for_the_first_files_no_grant() {
+    super::postgres_server::require();
+    let url = super::postgres_server::fresh_database().await;
+    let store = Store::open(&url).await.unwrap();
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    let winner = order("pp_first", "key-1");
+
+    let mut first = pool.begin().await.unwrap();
+    sqlx::query(
+        "INSERT INTO orders (passport, sku, resource, payer, payer_norm, network, tx, \
+         amount_micros, payment_key, demo, issued) \
+         VALUES ($1, $2, $3, $4, lower($4), $5, $6, $7, $8, $9, $10)",
+    )
+    .bind(&winner.passport)
+    .bind(&winner.sku)
+    .bind(&winner.resource)
+    .bind(&winner.payer)
+    .bind(&winner.network)
+    .bind(&winner.transaction)
+    .bind(i64::try_from(winner.amount.micros()).unwrap())
+    .bind(&winner.payment_key)
+    .bind(winner.demo)
+    .bind(winner.issued)
+    .execute(&mut *first)
+    .await
+    .unwrap();
+    sqlx::query("INSERT INTO fulfillment_grants (secret_hash, passport) VALUES ('hash-1', $1)")
+        .bind(&winner.passport)
+        .execute(&mut *first)
+        .await
+        .unwrap();
+
+    let second = tokio::spawn({
+        let store = store.clone();
+        async move {
+            store
+                .record_order(&NewOrder {
+                    order: order("pp_other", "key-1"),
+                    secret_hash: "hash-2".to_owned(),
+                })
+                .await
+        }
+    });
+    // The second writer's insert is waiting on the first's uncommitted row.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if waiting == 1 {
+            break;
+        }
+        assert!(!second.is_finished(), "{:?}", second.await);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second insert never waited"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    first.commit().await.unwrap();
+
+    let recorded = second.await.unwrap().unwrap();
+    let mut stored = winner.clone();
+    stored.referral = None;
+    assert_eq!(recorded, Recorded::Existing(stored));
+    let rows = store.row_counts().await.unwrap();
+    assert_eq!(
+        (
+            rows["orders"],
+            rows["fulfillment_grants"],
+            rows["referrals"]
+        ),
+        (1, 1, 0)
+    );
+    assert!(store.grant_matches("pp_first", "hash-1").await.unwrap());
+    assert!(!store.grant_matches("pp_first", "hash-2").await.unwrap());
+    assert_eq!(store.order_by_passport("pp_other").await.unwrap(), None);
+}
 
 /// The crate's PostgreSQL ledger on its own, as an application using only the layer would set it
 /// up: three instances migrating at once, then the contract.

@@ -25,7 +25,7 @@ impl SqliteEntitlementStore {
     async fn record(&self, resource: &str, address: &str, at: u64) -> Result<(), StorageError> {
         let at = i64::try_from(at).map_err(|e| corrupt("purchase time", e))?;
         sqlx::query(
-            "INSERT INTO entitlements (resource, address, purchased) VALUES (?, ?, ?) \
+            "INSERT INTO entitlements (resource, address, purchased) VALUES ($1, $2, $3) \
              ON CONFLICT (resource, address) \
              DO UPDATE SET purchased = MAX(purchased, excluded.purchased)",
         )
@@ -39,7 +39,7 @@ impl SqliteEntitlementStore {
 
     async fn last(&self, resource: &str, address: &str) -> Result<Option<u64>, StorageError> {
         let purchased: Option<i64> = sqlx::query_scalar(
-            "SELECT purchased FROM entitlements WHERE resource = ? AND address = ?",
+            "SELECT purchased FROM entitlements WHERE resource = $1 AND address = $2",
         )
         .bind(resource)
         .bind(address)
@@ -53,12 +53,12 @@ impl SqliteEntitlementStore {
     async fn consume(&self, nonce: &str, expires: u64) -> Result<bool, StorageError> {
         let expires = i64::try_from(expires).map_err(|e| corrupt("nonce expiry", e))?;
         // Nonces past their expiry go first: a proof carrying one is refused as too old anyway.
-        sqlx::query("DELETE FROM siwx_nonces WHERE expires < ?")
+        sqlx::query("DELETE FROM siwx_nonces WHERE expires < $1")
             .bind(unix_now())
             .execute(&self.pool)
             .await?;
         let done = sqlx::query(
-            "INSERT INTO siwx_nonces (nonce, expires) VALUES (?, ?) ON CONFLICT (nonce) DO NOTHING",
+            "INSERT INTO siwx_nonces (nonce, expires) VALUES ($1, $2) ON CONFLICT (nonce) DO NOTHING",
         )
         .bind(nonce)
         .bind(expires)

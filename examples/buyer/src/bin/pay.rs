@@ -1,20 +1,22 @@
 //! Buys an x402-protected URL with a sandbox wallet.
 //!
 //! ```text
-//! cargo run --example pay -- http://127.0.0.1:3402/report
-//! cargo run --example pay -- http://127.0.0.1:3402/report --header X-REFERRER-PASSPORT:abc
+//! cargo run -p x402-buyer --bin pay -- http://127.0.0.1:4020/api/x402/store-rail-receipt
+//! cargo run -p x402-buyer --bin pay -- http://127.0.0.1:3402/report --header X-REFERRER-PASSPORT:abc
 //! ```
 //!
-//! GETs the URL; on a 402 it decodes the `PAYMENT-REQUIRED` challenge, signs an EIP-3009
-//! payment for the first accept it can pay, and repeats the request with `PAYMENT-SIGNATURE`.
-//! It prints the final status, the decoded `PAYMENT-RESPONSE` (pretty JSON) and the body on
-//! stdout, progress on stderr, and exits non-zero when anything fails. A 503 to the paid request
-//! is retried with the same payment (`--retries`, default 3, after `Retry-After`).
+//! GETs the URL; on a 402 it decodes the `PAYMENT-REQUIRED` challenge, signs a payment for the
+//! first accept it can pay (an EIP-3009 authorization for `exact`, a Permit2 permit of the
+//! maximum for `upto`), and repeats the request with `PAYMENT-SIGNATURE`. It prints the final
+//! status, the decoded `PAYMENT-RESPONSE` (pretty JSON) and the body on stdout, what was
+//! charged on stderr — for an `upto` route the amount the server settled beside the maximum
+//! that was signed — and exits non-zero when anything fails. A 503 to the paid request is
+//! retried with the same payment (`--retries`, default 3, after `Retry-After`).
 //!
 //! The payer key comes from `PAYER_PRIVATE_KEY` (64 hex digits); without it a random wallet is
 //! created and its address printed. The signatures are real, but the wallet's funds exist only in
-//! the sandbox ledger: point it at a server whose facilitator is the sandboxed one
-//! (`examples/paywall_demo.rs`, or any server using `examples/sandbox_facilitator.rs`).
+//! the sandbox ledger: point it at a server whose facilitator is the sandboxed one (the example
+//! store, `metered` and `paywall_demo` run it in process by default).
 
 use std::env;
 use std::process::ExitCode;
@@ -23,7 +25,8 @@ use std::time::Duration;
 use clap::Parser;
 use http::{HeaderName, HeaderValue};
 use tower_x402::proto::{
-    PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, PaymentRequired, SettleResponse, header,
+    AtomicAmount, PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, PaymentRequired,
+    PaymentRequirements, SettleResponse, UPTO_SCHEME, UsdAmount, UsdcDeployment, header,
 };
 use tower_x402_sandbox::SandboxWallet;
 
@@ -120,9 +123,16 @@ async fn run(args: Args) -> Result<(), String> {
         .pay(&required)
         .map_err(|e| format!("cannot pay {}: {e}", required.resource.url))?;
     let accepted = &payment.accepted;
+    let up_to = if accepted.scheme == UPTO_SCHEME {
+        "up to "
+    } else {
+        ""
+    };
     eprintln!(
-        "paying {} atomic units of {} on {} to {}",
-        accepted.amount, accepted.asset, accepted.network, accepted.pay_to
+        "paying {up_to}{} on {} to {}",
+        amount(accepted, accepted.amount),
+        accepted.network,
+        accepted.pay_to
     );
     let signature = header::encode(&payment).map_err(|e| format!("encoding the payment: {e}"))?;
     if let Some(path) = &args.save_signature {
@@ -163,6 +173,9 @@ async fn run(args: Args) -> Result<(), String> {
             let pretty = serde_json::to_string_pretty(&settlement)
                 .map_err(|e| format!("printing PAYMENT-RESPONSE: {e}"))?;
             println!("{pretty}");
+            if settlement.success {
+                eprintln!("{}", charged(&payment.accepted, &settlement));
+            }
             Some(settlement)
         }
         None => {
@@ -187,6 +200,33 @@ async fn run(args: Args) -> Result<(), String> {
                 .unwrap_or("no reason given")
         )),
         _ => Ok(()),
+    }
+}
+
+/// `amount` of `requirement`'s asset: in USDC when the asset is a known USDC deployment, with
+/// the atomic units beside it; in atomic units of the asset otherwise.
+fn amount(requirement: &PaymentRequirements, amount: AtomicAmount) -> String {
+    let usdc = UsdcDeployment::ALL.iter().find(|usdc| {
+        usdc.network == requirement.network && usdc.asset.eq_ignore_ascii_case(&requirement.asset)
+    });
+    match usdc.and_then(|usdc| UsdAmount::from_atomic(amount, usdc.decimals).ok()) {
+        Some(dollars) => format!("{dollars} USDC ({amount} atomic units)"),
+        None => format!("{amount} atomic units of {}", requirement.asset),
+    }
+}
+
+/// What a successful settlement charged. For `upto`, the amount the server settled (its
+/// `PAYMENT-RESPONSE` `amount`; zero sends no transaction) and the maximum that was signed.
+fn charged(accepted: &PaymentRequirements, settlement: &SettleResponse) -> String {
+    let charged = settlement.amount.unwrap_or(accepted.amount);
+    if accepted.scheme == UPTO_SCHEME {
+        format!(
+            "charged {} of the {} signed",
+            amount(accepted, charged),
+            amount(accepted, accepted.amount)
+        )
+    } else {
+        format!("charged {}", amount(accepted, charged))
     }
 }
 

@@ -1,8 +1,8 @@
 //! Signs in to a `sign-in-with-x` challenge with a sandbox wallet and prints the proof.
 //!
 //! ```text
-//! cargo run --example siwx_proof < extension.json
-//! cargo run --example siwx_proof -- --extension extension.json --private-key 0x…
+//! cargo run -p x402-buyer --bin siwx-proof < extension.json
+//! cargo run -p x402-buyer --bin siwx-proof -- --extension extension.json --private-key 0x…
 //! ```
 //!
 //! Reads a 402's `extensions["sign-in-with-x"]` object (JSON, from `--extension FILE` or stdin),
@@ -25,7 +25,7 @@ const FIXED_PRIVATE_KEY: &str = "4c0883a69102937d6231471b5dbb6204fe5129617082792
 
 /// Prints the `SIGN-IN-WITH-X` header a sandbox wallet signs for a challenge.
 #[derive(Debug, Parser)]
-#[command(name = "siwx_proof")]
+#[command(name = "siwx-proof")]
 struct Args {
     /// File holding the `sign-in-with-x` extension JSON; stdin when absent.
     #[arg(long, value_name = "FILE")]
@@ -47,7 +47,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(message) => {
-            eprintln!("siwx_proof: {message}");
+            eprintln!("siwx-proof: {message}");
             ExitCode::FAILURE
         }
     }
