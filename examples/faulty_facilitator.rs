@@ -9,7 +9,9 @@
 //!
 //! Faults: `answer-lost` (settles, answers 504), `connection-reset` (settles, resets),
 //! `no-answer` (settles, never answers), `lost-before-settling`, `pending-then-settled`,
-//! `stays-pending`, `refused`, `none`. Later `/settle` calls answer normally. `--delay-ms` holds the
+//! `stays-pending`, `refused`, `server-error` (answers 500, settles nothing), `none`. Later
+//! `/settle` calls answer normally, unless `--every` gives every one the fault (a facilitator
+//! that verifies but cannot settle, for trying failover). `--delay-ms` holds the
 //! first `/settle` open that long before its fault (with `--fault none`: a slow settlement, for trying
 //! a buyer who hangs up mid-settlement). The chain id of the JSON-RPC
 //! endpoint is Base's (`--network` to change). Prints `facilitator http://…` and `rpc http://…`,
@@ -33,9 +35,12 @@ struct Args {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8545")]
     rpc_listen: String,
     /// What the first /settle does: answer-lost, connection-reset, no-answer,
-    /// lost-before-settling, pending-then-settled, stays-pending, refused or none.
+    /// lost-before-settling, pending-then-settled, stays-pending, refused, server-error or none.
     #[arg(long, value_name = "NAME", default_value = "answer-lost")]
     fault: String,
+    /// Give every /settle the fault, not only the first.
+    #[arg(long)]
+    every: bool,
     /// How long the first /settle is held open before its fault, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 0)]
     delay_ms: u64,
@@ -56,11 +61,17 @@ async fn main() -> ExitCode {
         eprintln!("faulty_facilitator: unknown fault `{}`", args.fault);
         return ExitCode::FAILURE;
     };
-    let sandbox = SandboxFacilitator::new();
-    sandbox.queue_settle(match args.delay_ms {
+    let fault = match args.delay_ms {
         0 => fault,
         delay => fault.after(Duration::from_millis(delay)),
-    });
+    };
+    let sandbox = if args.every {
+        SandboxFacilitator::new().with_settle(fault)
+    } else {
+        let sandbox = SandboxFacilitator::new();
+        sandbox.queue_settle(fault);
+        sandbox
+    };
     let (facilitator, rpc) = match (
         tokio::net::TcpListener::bind(&args.listen).await,
         tokio::net::TcpListener::bind(&args.rpc_listen).await,
@@ -71,6 +82,7 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let mut stop = std::pin::pin!(tower_x402_sandbox::demo::stop_signal());
     for (name, listener) in [("facilitator", &facilitator), ("rpc", &rpc)] {
         match listener.local_addr() {
             Ok(address) => println!("{name} http://{address}"),
@@ -86,7 +98,7 @@ async fn main() -> ExitCode {
     let mut reported = 0;
     loop {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => return ExitCode::SUCCESS,
+            () = &mut stop => return ExitCode::SUCCESS,
             () = tokio::time::sleep(Duration::from_millis(200)) => {}
         }
         for settlement in sandbox.settlements().into_iter().skip(reported) {

@@ -2,7 +2,8 @@
 //! it actually served.
 //!
 //! ```text
-//! cargo run --release --example metered -- [--listen ADDR] [--facilitator URL] [--pay-to ADDRESS]
+//! cargo run --release --features evm-rpc --example metered -- \
+//!     [--listen ADDR] [--facilitator URL] [--rpc-url URL] [--pay-to ADDRESS]
 //! ```
 //!
 //! - `GET /v1/rows?count=N`: N rows as JSON, 0.01 USDC per row, through the typed `Charge`;
@@ -12,9 +13,19 @@
 //!   sent, settled after the last one (`PAYMENT-RESPONSE` arrives as an HTTP trailer to a client
 //!   that sends `TE: trailers`, and again to the same payment sent again).
 //!
-//! A `count` the maximum does not cover is answered 400 before any payment is verified. Without
-//! `--facilitator` the in-process sandbox facilitator verifies and settles. The first line on
-//! stdout is `listening on http://ADDR`.
+//! A `count` the maximum does not cover, or that is not one non-negative integer, is answered
+//! 400 (JSON) before any payment is verified. Without `--facilitator` the in-process sandbox
+//! facilitator verifies and settles. With `--rpc-url` a payment whose settlement answer was lost
+//! is looked up on chain when the buyer retries it, and delivered once the transfer is found.
+//! The first line on stdout is `listening on http://ADDR`.
+//!
+//! Served with the limits of `examples/serve/mod.rs` (header and idle deadlines, a connection
+//! cap), and stopped by SIGTERM or Ctrl-C: streams in progress finish (or are cut after the
+//! grace and charged for what they sent), their payments settle, and the process exits 0. The
+//! settlement records are kept in memory: a restart forgets them (with `--rpc-url` a payment in
+//! doubt is still recovered). Run it behind a reverse proxy (TLS, HTTP/2), as a demonstration.
+
+mod serve;
 
 use std::pin::Pin;
 use std::process::ExitCode;
@@ -22,7 +33,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::extract::Query;
+use axum::http::Uri;
 use axum::http::request::Parts;
 use axum::response::IntoResponse;
 use axum::routing::get;
@@ -30,11 +41,17 @@ use axum::{Json, Router};
 use bytes::Bytes;
 use clap::Parser;
 use serde_json::json;
+use tower_x402::payment::Payments;
 use tower_x402::proto::{AtomicAmount, ResourceInfo, UsdAmount, UsdcDeployment};
-use tower_x402::{Charge, Offer, Price, SettlementMode, X402Layer};
+use tower_x402::{Charge, EvmRpcReconciler, Offer, Price, SettlementMode, X402Layer};
 use tower_x402_sandbox::demo;
 
 /// A metered x402 API: rows and streamed tokens, charged for what was served.
+///
+/// A demonstration, not a server to put on the internet as it is: settlement records are kept in
+/// memory and it speaks plain HTTP/1.1 (put a reverse proxy in front for TLS). Its limits keep
+/// one client from exhausting it, and SIGTERM or Ctrl-C drains it: requests and streams in
+/// progress finish, their payments settle, then it exits 0.
 #[derive(Debug, Parser)]
 #[command(name = "metered")]
 struct Args {
@@ -51,6 +68,12 @@ struct Args {
         default_value = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C"
     )]
     pay_to: String,
+    /// An Ethereum JSON-RPC endpoint of the payments' chain, to look up a payment whose
+    /// settlement answer was lost; without it such a payment stays in doubt (503).
+    #[arg(long, value_name = "URL")]
+    rpc_url: Option<String>,
+    #[command(flatten)]
+    limits: serve::Limits,
 }
 
 /// Every route's maximum: 0.50 USDC.
@@ -61,13 +84,18 @@ const TOKEN_MICROS: u64 = 1_000;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    demo::log_to_stderr();
-    demo::exit_code("metered", serve(Args::parse()).await)
+    serve::log_to_stderr();
+    serve::exit_code("metered", run(Args::parse()).await)
 }
 
-async fn serve(args: Args) -> Result<(), String> {
-    let (listener, address) = demo::listen(&args.listen).await?;
+async fn run(args: Args) -> Result<(), String> {
+    let (listener, address) = serve::listen(&args.listen).await?;
     let facilitator = demo::facilitator_or_sandbox(args.facilitator.as_deref())?;
+    // One payment core for the three routes: one ledger, and one place to wait for on shutdown.
+    let mut payments = Payments::new(Arc::clone(&facilitator));
+    if let Some(url) = &args.rpc_url {
+        payments = payments.reconciler(EvmRpcReconciler::new(url).map_err(|e| e.to_string())?);
+    }
     let offer = |path: &str, mode: SettlementMode| {
         let facilitator = Arc::clone(&facilitator);
         let (url, pay_to) = (format!("http://{address}{path}"), args.pay_to.clone());
@@ -89,9 +117,8 @@ async fn serve(args: Args) -> Result<(), String> {
     let legacy_offer = offer("/v1/rows-legacy", SettlementMode::After).await?;
     let tokens_offer = offer("/v1/tokens", SettlementMode::AfterBody).await?;
     let paywall = |offer: Arc<Offer>, unit: u64| {
-        X402Layer::new(
-            Arc::clone(&facilitator),
-            move |parts: &Parts| match count_of(parts) {
+        X402Layer::with_payments(payments.clone(), move |parts: &Parts| {
+            match count_of(&parts.uri) {
                 Ok(count) if count.saturating_mul(unit) <= MAXIMUM_MICROS => {
                     Price::Charge(Arc::clone(&offer))
                 }
@@ -103,12 +130,12 @@ async fn serve(args: Args) -> Result<(), String> {
                     )
                     .into(),
                 },
-                Err(message) => Price::NotSold {
+                Err(error) => Price::NotSold {
                     status: http::StatusCode::BAD_REQUEST,
-                    message: message.into(),
+                    message: error.message().into(),
                 },
-            },
-        )
+            }
+        })
     };
     let app = Router::new()
         .route("/", get(index))
@@ -122,31 +149,50 @@ async fn serve(args: Args) -> Result<(), String> {
             get(tokens).layer(paywall(tokens_offer, TOKEN_MICROS)),
         );
 
-    demo::serve_until_ctrl_c(listener, app).await
+    serve::serve(listener, app, args.limits, async move {
+        payments.until_idle().await;
+    })
+    .await
 }
 
-/// The `count` query parameter (default 1).
-fn count_of(parts: &Parts) -> Result<u64, &'static str> {
-    let query = parts.uri.query().unwrap_or("");
-    match query
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("count="))
-    {
-        None => Ok(1),
-        Some(count) => count
-            .parse()
-            .map_err(|_| "count must be a non-negative integer"),
+/// Why a query names no usable `count`.
+#[derive(Debug)]
+enum CountError {
+    NotANumber,
+    Repeated,
+}
+
+impl CountError {
+    fn message(&self) -> &'static str {
+        match self {
+            Self::NotANumber => "count must be a non-negative integer",
+            Self::Repeated => "count is given more than once",
+        }
+    }
+
+    /// The JSON 400 a handler answers (the paywall refuses the same queries before payment).
+    fn response(&self) -> axum::response::Response {
+        let body = json!({"error": self.message()});
+        (http::StatusCode::BAD_REQUEST, Json(body)).into_response()
     }
 }
 
-#[derive(serde::Deserialize)]
-struct Count {
-    #[serde(default = "one")]
-    count: u64,
-}
-
-fn one() -> u64 {
-    1
+/// The `count` query parameter (default 1): the price and the handlers read it alike, so a
+/// query the handler would refuse is refused before payment.
+fn count_of(uri: &Uri) -> Result<u64, CountError> {
+    let mut counts = uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|pair| pair.strip_prefix("count="));
+    let count = counts.next();
+    if counts.next().is_some() {
+        return Err(CountError::Repeated);
+    }
+    match count {
+        None => Ok(1),
+        Some(count) => count.parse().map_err(|_| CountError::NotANumber),
+    }
 }
 
 async fn index() -> Json<serde_json::Value> {
@@ -167,15 +213,23 @@ fn rows_of(count: u64) -> Json<serde_json::Value> {
     ))
 }
 
-async fn rows(charge: Charge, Query(Count { count }): Query<Count>) -> Json<serde_json::Value> {
+async fn rows(charge: Charge, uri: Uri) -> axum::response::Response {
+    let count = match count_of(&uri) {
+        Ok(count) => count,
+        Err(error) => return error.response(),
+    };
     charge.set(AtomicAmount(0));
     for _ in 0..count {
         charge.add(AtomicAmount(u128::from(ROW_MICROS)));
     }
-    rows_of(count)
+    rows_of(count).into_response()
 }
 
-async fn rows_legacy(Query(Count { count }): Query<Count>) -> axum::response::Response {
+async fn rows_legacy(uri: Uri) -> axum::response::Response {
+    let count = match count_of(&uri) {
+        Ok(count) => count,
+        Err(error) => return error.response(),
+    };
     let amount = json!({ "amount": (count * ROW_MICROS).to_string() }).to_string();
     let mut response = rows_of(count).into_response();
     if let Ok(value) = http::HeaderValue::try_from(amount) {
@@ -186,7 +240,11 @@ async fn rows_legacy(Query(Count { count }): Query<Count>) -> axum::response::Re
     response
 }
 
-async fn tokens(charge: Charge, Query(Count { count }): Query<Count>) -> impl IntoResponse {
+async fn tokens(charge: Charge, uri: Uri) -> axum::response::Response {
+    let count = match count_of(&uri) {
+        Ok(count) => count,
+        Err(error) => return error.response(),
+    };
     charge.set(AtomicAmount(0));
     let body = Tokens {
         left: count,
@@ -198,6 +256,7 @@ async fn tokens(charge: Charge, Query(Count { count }): Query<Count>) -> impl In
         [(http::header::CONTENT_TYPE, "text/event-stream")],
         axum::body::Body::new(body),
     )
+        .into_response()
 }
 
 /// `count` server-sent events, one every 50 ms, each charged as it is handed to the connection:

@@ -2,12 +2,22 @@
 //! `X402Layer`, with the sandbox facilitator in process (or a facilitator URL).
 //!
 //! ```text
-//! cargo run --example paywall_demo                        # prints `listening on http://ADDR`
+//! cargo run --features evm-rpc --example paywall_demo      # prints `listening on http://ADDR`
 //! cargo run -p x402-buyer --bin pay -- http://ADDR/report # in another terminal
 //!
 //! cargo run --example sandbox_facilitator -- --listen 127.0.0.1:4021 &
-//! cargo run --example paywall_demo -- --facilitator http://127.0.0.1:4021
+//! cargo run --features evm-rpc --example paywall_demo -- --facilitator http://127.0.0.1:4021
+//!
+//! # failover: new sales move to the second while the first fails to verify or settle
+//! cargo run --features evm-rpc --example paywall_demo -- --facilitator http://primary,http://fallback
 //! ```
+//!
+//! `--rpc-url` names an Ethereum JSON-RPC endpoint to look up a payment whose settlement answer
+//! was lost. Served with the limits of `examples/serve/mod.rs` (header and idle deadlines, a
+//! connection cap); SIGTERM or Ctrl-C lets the requests in progress finish and settle, then
+//! exits 0. A demonstration: the settlement records are kept in memory.
+
+mod serve;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -16,11 +26,20 @@ use axum::routing::get;
 use axum::{Json, Router};
 use clap::Parser;
 use serde_json::json;
+use tower_x402::facilitator::{Facilitator, Facilitators};
+use tower_x402::payment::Payments;
 use tower_x402::proto::{ResourceInfo, UsdcDeployment};
-use tower_x402::{Offer, SettlementMode, VerifiedPayment, X402Layer};
+use tower_x402::{
+    EvmRpcReconciler, HttpFacilitator, Offer, SettlementMode, VerifiedPayment, X402Layer,
+};
 use tower_x402_sandbox::demo;
 
 /// A one-route paywall for trying x402 clients against.
+///
+/// A demonstration, not a server to put on the internet as it is: settlement records are kept in
+/// memory and it speaks plain HTTP/1.1 (put a reverse proxy in front for TLS). Its limits keep
+/// one client from exhausting it, and SIGTERM or Ctrl-C drains it: requests and streams in
+/// progress finish, their payments settle, then it exits 0.
 #[derive(Debug, Parser)]
 #[command(name = "paywall_demo")]
 struct Args {
@@ -32,9 +51,16 @@ struct Args {
         default_value = "127.0.0.1:3402"
     )]
     listen: String,
-    /// Facilitator base URL; without it the sandbox runs in process.
-    #[arg(long, value_name = "URL", env = "DEMO_FACILITATOR")]
-    facilitator: Option<String>,
+    /// Facilitator base URL; repeat it (or separate with commas) for fallbacks in order of
+    /// preference: new sales move to the next one while a facilitator fails to answer /verify
+    /// or /settle. Without it the sandbox runs in process.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "DEMO_FACILITATOR",
+        value_delimiter = ','
+    )]
+    facilitator: Vec<String>,
     /// Settle before running the handler instead of after.
     #[arg(long)]
     settle_first: bool,
@@ -45,15 +71,22 @@ struct Args {
         default_value = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C"
     )]
     pay_to: String,
+    /// An Ethereum JSON-RPC endpoint of the payments' chain, to look up a payment whose
+    /// settlement answer was lost; without it such a payment stays in doubt (503).
+    #[arg(long, value_name = "URL")]
+    rpc_url: Option<String>,
+    #[command(flatten)]
+    limits: serve::Limits,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    demo::exit_code("paywall_demo", serve(Args::parse()).await)
+    serve::log_to_stderr();
+    serve::exit_code("paywall_demo", run(Args::parse()).await)
 }
 
-async fn serve(args: Args) -> Result<(), String> {
-    let (listener, address) = demo::listen(&args.listen).await?;
+async fn run(args: Args) -> Result<(), String> {
+    let (listener, address) = serve::listen(&args.listen).await?;
     let mode = if args.settle_first {
         SettlementMode::Before
     } else {
@@ -69,8 +102,26 @@ async fn serve(args: Args) -> Result<(), String> {
         .build()
         .map(Arc::new)
         .map_err(|e| format!("offer: {e}"))?;
-    let facilitator = demo::facilitator_or_sandbox(args.facilitator.as_deref())?;
-    let paywall = X402Layer::new(facilitator, offer);
+    let mut payments = match args.facilitator.as_slice() {
+        [] => Payments::new(demo::facilitator_or_sandbox(None)?),
+        urls => {
+            // Each facilitator labelled by its URL (in the ledger and the logs).
+            let client = |url: &String| {
+                HttpFacilitator::new(url.as_str())
+                    .map(|client| Arc::new(client) as Arc<dyn Facilitator>)
+                    .map_err(|e| format!("facilitator {url}: {e}"))
+            };
+            let mut facilitators = Facilitators::new(urls[0].as_str(), client(&urls[0])?);
+            for url in &urls[1..] {
+                facilitators = facilitators.then(url.as_str(), client(url)?);
+            }
+            Payments::with_facilitators(facilitators)
+        }
+    };
+    if let Some(url) = &args.rpc_url {
+        payments = payments.reconciler(EvmRpcReconciler::new(url).map_err(|e| e.to_string())?);
+    }
+    let paywall = X402Layer::with_payments(payments.clone(), offer);
     let app = Router::new()
         .route(
             "/",
@@ -78,7 +129,10 @@ async fn serve(args: Args) -> Result<(), String> {
         )
         .route("/report", get(report).layer(paywall));
 
-    demo::serve_until_ctrl_c(listener, app).await
+    serve::serve(listener, app, args.limits, async move {
+        payments.until_idle().await;
+    })
+    .await
 }
 
 async fn report(payment: VerifiedPayment) -> Json<serde_json::Value> {

@@ -10,7 +10,8 @@
 //!
 //! The first line on stdout is `listening on http://ADDR` with the bound address (so port 0
 //! works for scripts); logs go to stderr (`RUST_LOG=tower_x402=debug` shows each refusal).
-//! Ctrl-C stops it; the ledger lives only as long as the process.
+//! SIGTERM or Ctrl-C stops it (the requests in progress are answered first); the ledger lives
+//! only as long as the process.
 
 use std::process::ExitCode;
 
@@ -55,5 +56,5 @@ async fn serve(args: Args) -> Result<(), String> {
     let app = facilitator
         .router()
         .nest("/rpc", facilitator.rpc_router(Network::BASE));
-    demo::serve_until_ctrl_c(listener, app).await
+    demo::serve_until_stopped(listener, app).await
 }

@@ -199,6 +199,59 @@ async fn a_lost_settle_answer_is_retried_only_at_the_facilitator_that_received_i
     assert_eq!(facilitators.is_open("primary"), Some(false));
 }
 
+/// A facilitator that verifies every payment but answers every `/settle` with `status`.
+async fn settles_nothing(status: u16) {
+    let primary = accepting().with_settle(Step::Status(status));
+    let secondary = accepting();
+    let facilitators = primary_then_secondary(&primary, &secondary)
+        .await
+        .failures_to_open(3)
+        .pause(Duration::from_secs(60));
+    let layer = layer(facilitators.clone());
+
+    // Each of the first three sales is verified at the primary, whose `/settle` fails: in doubt.
+    for seed in 1..=3 {
+        let (status, body) = buy(&layer, seed).await;
+        assert_eq!(
+            status,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "sale {seed}: {body}"
+        );
+        assert_eq!(body["retry_after"], true, "sale {seed}");
+    }
+    assert_eq!(
+        facilitators.is_open("primary"),
+        Some(true),
+        "three failed settlements open the breaker, whatever /verify answered"
+    );
+    // New sales go to the secondary.
+    for seed in 4..=6 {
+        let (status, body) = buy(&layer, seed).await;
+        assert_eq!(status, StatusCode::OK, "sale {seed}: {body}");
+    }
+    assert_eq!(
+        primary.verify_calls(),
+        3,
+        "no new sale verified at the primary"
+    );
+    assert_eq!(secondary.settlement_count(), 3);
+    // A payment in doubt stays with the facilitator that received its `/settle`.
+    let (status, body) = buy(&layer, 1).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(primary.settle_calls(), 4, "the retry went to the primary");
+    assert_eq!(secondary.settle_calls(), 3, "and never to the secondary");
+}
+
+#[tokio::test]
+async fn a_facilitator_answering_every_settle_500_loses_new_sales_to_the_next() {
+    settles_nothing(500).await;
+}
+
+#[tokio::test]
+async fn a_facilitator_answering_every_settle_504_loses_new_sales_to_the_next() {
+    settles_nothing(504).await;
+}
+
 #[tokio::test]
 async fn a_negative_verify_answer_does_not_trip_the_breaker() {
     let primary = accepting();

@@ -1002,7 +1002,11 @@ async fn head_with_a_payment_never_verifies_or_settles() {
         *head.method_mut() = http::Method::HEAD;
         let (response, calls) = send_with(layer, StatusCode::OK, head).await;
         assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED, "{mode:?}");
-        assert!(response.headers().contains_key("payment-required"));
+        let error = decode_required(&response).error.unwrap_or_default();
+        assert!(
+            error.contains("HEAD request is never paid") && error.contains("GET"),
+            "the challenge says why, not that the header is missing: {error}"
+        );
         assert_eq!(calls, 0);
         assert_eq!(
             (facilitator.verify_calls(), facilitator.settle_calls()),

@@ -363,3 +363,57 @@ async fn the_same_invalid_payment_is_refused_from_memory() {
     assert_eq!(pay(&client, &url, &other).await.unwrap().status(), 402);
     assert_eq!(facilitator.verify_calls(), 2);
 }
+
+#[tokio::test]
+async fn a_payment_whose_nonce_was_used_before_this_ledger_knew_it_is_in_doubt_never_402() {
+    // A first process settled the payment, then stopped before its answer was recorded (its
+    // ledger was in memory): the facilitator has the transfer, the next process's ledger has
+    // nothing.
+    let facilitator = accepting();
+    let facilitator_url = common::serve(&facilitator).await;
+    let offer = offer(URL, SettlementMode::After);
+    let payload = payment(&offer, 7);
+    let first = serve(X402Layer::new(
+        HttpFacilitator::new(&facilitator_url).unwrap(),
+        Arc::clone(&offer),
+    ))
+    .await;
+    let paid = pay(&reqwest::Client::new(), &first, &payload)
+        .await
+        .unwrap();
+    assert_eq!(paid.status(), 200);
+    assert_eq!(facilitator.settlement_count(), 1);
+
+    // The restarted process, without a reconciler: `/verify` says the nonce is used. Money
+    // moved, so this is no 402: it is in doubt, to be retried.
+    let restarted = serve(X402Layer::new(
+        HttpFacilitator::new(&facilitator_url).unwrap(),
+        Arc::clone(&offer),
+    ))
+    .await;
+    for attempt in 1..=2 {
+        let answer = pay(&reqwest::Client::new(), &restarted, &payload)
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 503, "attempt {attempt}");
+        assert!(answer.headers().contains_key("retry-after"));
+    }
+
+    // With a reconciler that reads the ledger the transfer is found: delivered, not charged
+    // again.
+    let reconciled = serve(
+        X402Layer::new(
+            HttpFacilitator::new(&facilitator_url).unwrap(),
+            Arc::clone(&offer),
+        )
+        .reconciler(facilitator.clone()),
+    )
+    .await;
+    let answer = pay(&reqwest::Client::new(), &reconciled, &payload)
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    assert!(answer.headers().contains_key("payment-response"));
+    assert_eq!(answer.text().await.unwrap(), "the report");
+    assert_eq!(facilitator.settlement_count(), 1, "one transfer in all");
+}

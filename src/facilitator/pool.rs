@@ -3,7 +3,9 @@
 //! `/verify` and new settlements go to the first facilitator whose breaker admits a request;
 //! `/verify` moves on to the next one when a facilitator gives no answer. `/settle` never moves
 //! on: a `/settle` that got no answer may have moved money, so the payment's intent records the
-//! facilitator's label and every retry of that payment goes to it alone.
+//! facilitator's label and every retry of that payment goes to it alone. Failed settlements
+//! still count towards the breaker, apart from `/verify`'s answers, so that a facilitator that
+//! verifies but cannot settle stops getting new sales.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -23,11 +25,20 @@ const DEFAULT_PAUSE: Duration = Duration::from_secs(30);
 
 /// Facilitators in order of preference, each with a circuit breaker.
 ///
-/// A breaker opens after [`failures_to_open`](Self::failures_to_open) consecutive transport
-/// failures (no answer at all: unreachable, timed out, 429/502/503/504); a negative answer
-/// (`isValid: false`, `success: false`) is an answer and keeps it closed. After
-/// [`pause`](Self::pause) one trial request goes through: success closes the breaker, failure
-/// opens it again. When every breaker is open the first facilitator is asked anyway.
+/// A breaker opens after [`failures_to_open`](Self::failures_to_open) consecutive failures of
+/// either kind, each counted on its own:
+///
+/// - `/verify` transport failures (no answer at all: unreachable, timed out, 429/502/503/504);
+///   a negative answer (`isValid: false`) is an answer and resets this count;
+/// - `/settle` failures: no answer, a timeout, an error status (a 500 too) or an answer that
+///   could not be read. Only a `/settle` answer resets this count — a successful `/verify` does
+///   not, so a facilitator that verifies every payment but settles none is routed around.
+///
+/// After [`pause`](Self::pause) one trial request goes through: an answer closes the breaker
+/// (for a breaker opened by `/settle` failures, only a `/settle` answer does), a failure opens
+/// it again. When every breaker is open the first facilitator is asked anyway. An open breaker
+/// only turns new sales away: the retries of a payment whose settlement is in doubt still go to
+/// the facilitator it was sent to.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -59,13 +70,30 @@ pub(crate) struct Member {
 /// A breaker's state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Breaker {
-    /// Requests go through; `failures` consecutive transport failures so far.
-    Closed { failures: u32 },
-    /// No requests since `since`, until the pause has passed.
-    Open { since: Instant },
+    /// Requests go through; consecutive `/verify` transport failures and `/settle` failures so
+    /// far, each counted on its own.
+    Closed { verify: u32, settle: u32 },
+    /// No requests since `since`, until the pause has passed; `settle` when `/settle` failures
+    /// opened it.
+    Open { since: Instant, settle: bool },
     /// One trial request is on its way since `since` (a trial whose caller went away without
-    /// an outcome is replaced by another after the pause).
-    HalfOpen { since: Instant },
+    /// an outcome is replaced by another after the pause); `settle` when only a `/settle`
+    /// answer closes it.
+    HalfOpen { since: Instant, settle: bool },
+}
+
+/// Which call an outcome is of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Call {
+    Verify,
+    Settle,
+}
+
+impl Breaker {
+    const CLOSED: Self = Self::Closed {
+        verify: 0,
+        settle: 0,
+    };
 }
 
 impl Facilitators {
@@ -165,7 +193,8 @@ impl Facilitators {
         let mut member = Arc::clone(self.preferred());
         loop {
             let answer = member.facilitator.verify(request).await;
-            self.record(&member, answer.as_ref().err());
+            let failed = answer.as_ref().is_err_and(FacilitatorError::is_unavailable);
+            self.record(&member, Call::Verify, failed);
             match answer {
                 Err(failure) if failure.is_unavailable() => {
                     let position = self.position(&member);
@@ -185,14 +214,15 @@ impl Facilitators {
         }
     }
 
-    /// `/settle` at `member` only, its outcome recorded in its breaker.
+    /// `/settle` at `member` only, its outcome recorded in its breaker: any failure to get an
+    /// answer counts (a 500 or a lost answer as much as a timeout).
     pub(crate) async fn settle(
         &self,
         member: &Member,
         request: &FacilitatorRequest,
     ) -> Result<SettleResponse, FacilitatorError> {
         let answer = member.facilitator.settle(request).await;
-        self.record(member, answer.as_ref().err());
+        self.record(member, Call::Settle, answer.is_err());
         answer
     }
 
@@ -203,20 +233,47 @@ impl Facilitators {
             .unwrap_or(self.members.len() - 1)
     }
 
-    /// Counts a call's outcome: a transport failure towards opening, anything else closes.
-    fn record(&self, member: &Member, failure: Option<&FacilitatorError>) {
-        let failed = failure.is_some_and(FacilitatorError::is_unavailable);
+    /// Counts a call's outcome: a failure towards opening (each call's failures counted on
+    /// their own), an answer resets that call's count and closes a half-open breaker it may
+    /// close.
+    fn record(&self, member: &Member, call: Call, failed: bool) {
+        let limit = self.failures_to_open;
+        let open = |settle| Breaker::Open {
+            since: Instant::now(),
+            settle,
+        };
         let mut breaker = member.lock();
-        let next = match (*breaker, failed) {
-            (_, false) => Breaker::Closed { failures: 0 },
-            (Breaker::Closed { failures }, true) if failures + 1 < self.failures_to_open => {
+        let next = match (*breaker, call, failed) {
+            (Breaker::Closed { settle, .. }, Call::Verify, false) => {
+                Breaker::Closed { verify: 0, settle }
+            }
+            (Breaker::Closed { verify, .. }, Call::Settle, false) => {
+                Breaker::Closed { verify, settle: 0 }
+            }
+            (Breaker::Closed { verify, settle }, Call::Verify, true) if verify + 1 < limit => {
                 Breaker::Closed {
-                    failures: failures + 1,
+                    verify: verify + 1,
+                    settle,
                 }
             }
-            (_, true) => Breaker::Open {
-                since: Instant::now(),
-            },
+            (Breaker::Closed { verify, settle }, Call::Settle, true) if settle + 1 < limit => {
+                Breaker::Closed {
+                    verify,
+                    settle: settle + 1,
+                }
+            }
+            (Breaker::Closed { .. }, call, true) => open(call == Call::Settle),
+            // A `/verify` answer says nothing of a facilitator that could not settle.
+            (
+                state @ (Breaker::Open { settle: true, .. }
+                | Breaker::HalfOpen { settle: true, .. }),
+                Call::Verify,
+                false,
+            ) => state,
+            (Breaker::Open { .. } | Breaker::HalfOpen { .. }, _, false) => Breaker::CLOSED,
+            (Breaker::Open { settle, .. } | Breaker::HalfOpen { settle, .. }, call, true) => {
+                open(settle || call == Call::Settle)
+            }
         };
         if next != *breaker {
             if matches!(next, Breaker::Open { .. }) && !matches!(*breaker, Breaker::Open { .. }) {
@@ -238,7 +295,7 @@ impl Member {
         let member = Arc::new(Self {
             label,
             facilitator,
-            breaker: Arc::new(Mutex::new(Breaker::Closed { failures: 0 })),
+            breaker: Arc::new(Mutex::new(Breaker::CLOSED)),
         });
         member.publish();
         member
@@ -261,9 +318,12 @@ impl Member {
         let mut breaker = self.lock();
         match *breaker {
             Breaker::Closed { .. } => true,
-            Breaker::Open { since } | Breaker::HalfOpen { since } if since.elapsed() >= pause => {
+            Breaker::Open { since, settle } | Breaker::HalfOpen { since, settle }
+                if since.elapsed() >= pause =>
+            {
                 *breaker = Breaker::HalfOpen {
                     since: Instant::now(),
+                    settle,
                 };
                 true
             }
@@ -341,16 +401,16 @@ mod tests {
             endpoint: Endpoint::Verify,
             after: Duration::from_secs(1),
         };
-        facilitators.record(&member, Some(&failure));
+        facilitators.record(&member, Call::Verify, failure.is_unavailable());
         assert_eq!(facilitators.is_open("a"), Some(false));
-        facilitators.record(&member, Some(&failure));
+        facilitators.record(&member, Call::Verify, failure.is_unavailable());
         assert_eq!(facilitators.is_open("a"), Some(true));
         assert!(member.admits(Duration::ZERO), "the pause passed: one trial");
         assert!(
             !member.admits(Duration::from_secs(60)),
             "one trial per pause"
         );
-        facilitators.record(&member, None);
+        facilitators.record(&member, Call::Verify, false);
         assert_eq!(facilitators.is_open("a"), Some(false));
     }
 
@@ -363,7 +423,7 @@ mod tests {
             after: Duration::from_secs(1),
         };
         for _ in 0..3 {
-            facilitators.record(&member, Some(&failure));
+            facilitators.record(&member, Call::Verify, failure.is_unavailable());
         }
         assert_eq!(facilitators.is_open("a"), Some(true));
         assert!(
@@ -372,11 +432,37 @@ mod tests {
         );
         assert!(member.admits(Duration::ZERO), "the pause passed: one trial");
         // One failed trial opens it again, without counting up to three.
-        facilitators.record(&member, Some(&failure));
+        facilitators.record(&member, Call::Verify, failure.is_unavailable());
         assert_eq!(facilitators.is_open("a"), Some(true));
         assert!(
             !member.admits(Duration::from_secs(60)),
             "a new pause starts with the failed trial"
+        );
+    }
+
+    #[test]
+    fn settle_failures_open_the_breaker_whatever_verify_answers_and_only_a_settle_closes_it() {
+        let facilitators = Facilitators::new("a", Arc::new(Switch::default()))
+            .failures_to_open(2)
+            .pause(Duration::ZERO);
+        let member = Arc::clone(facilitators.preferred());
+        for _ in 0..2 {
+            facilitators.record(&member, Call::Verify, false);
+            facilitators.record(&member, Call::Settle, true);
+        }
+        assert_eq!(facilitators.is_open("a"), Some(true));
+        assert!(member.admits(Duration::ZERO), "the pause passed: one trial");
+        facilitators.record(&member, Call::Verify, false);
+        assert_eq!(
+            facilitators.is_open("a"),
+            Some(true),
+            "a verified trial says nothing of settling"
+        );
+        facilitators.record(&member, Call::Settle, false);
+        assert_eq!(
+            facilitators.is_open("a"),
+            Some(false),
+            "a settle answer closes it"
         );
     }
 

@@ -7,7 +7,7 @@
 //! |---|---|
 //! | free | passed to the inner service untouched |
 //! | not sold here | the status and JSON `error` pricing chose; inner service not called |
-//! | no `PAYMENT-SIGNATURE`, or a `HEAD` | 402, `PAYMENT-REQUIRED` challenge, the same object as JSON body, `Cache-Control: no-store`; a `HEAD` never verifies or settles |
+//! | no `PAYMENT-SIGNATURE`, or a `HEAD` | 402, `PAYMENT-REQUIRED` challenge, the same object as JSON body, `Cache-Control: no-store`; a `HEAD` never verifies or settles (one that carries a payment is told so in the challenge's `error`) |
 //! | a payment whose `resource.url` names another resource | 402 whose `error` says so; nothing verified |
 //! | header not base64 / not JSON / wrong shape / too large / not version 2 | 400 with a JSON `error` and the challenge, or 402 with the challenge ([`X402Layer::invalid_header_status`]) |
 //! | `accepted` matches none of the offer's accepts | 402 whose `error` names the differing field |

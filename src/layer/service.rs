@@ -235,6 +235,18 @@ fn start(config: &Arc<Config>, offer: Arc<Offer>, method: &Method, headers: &Hea
     // A HEAD has no body to deliver, so it never pays: it is answered like an unpaid GET,
     // whatever it carries.
     let signature = match *method {
+        // Said as it is: the payment was neither verified nor spent, and a GET buys.
+        Method::HEAD if headers.contains_key(PAYMENT_SIGNATURE) => {
+            config
+                .payments
+                .report_refusal(&offer, &Refusal::PaymentMissing);
+            return Start::Respond(responses::challenge_explained(
+                config,
+                &offer,
+                "a HEAD request is never paid: this payment was neither verified nor spent; \
+                 send it with a GET to buy",
+            ));
+        }
         Method::HEAD => None,
         _ => headers.get(PAYMENT_SIGNATURE),
     };

@@ -262,7 +262,7 @@ impl PaidTools {
         let payload = match decode(value) {
             Ok(payload) => payload,
             Err(error) => {
-                let reason = format!("invalid _meta[\"{PAYMENT_META}\"]: {error}");
+                let reason = format!("invalid _meta[\"{PAYMENT_META}\"]: {}", describe(&error));
                 payments.report_refusal(offer, &Refusal::InvalidHeader(error));
                 return Ok(payment_required(offer, &reason).into());
             }
@@ -384,6 +384,14 @@ fn decode(value: &Value) -> Result<PaymentPayload, HeaderError> {
         what: "PaymentPayload",
         source,
     })
+}
+
+/// What is wrong with a `_meta["x402/payment"]` value, in its own terms (it is no header).
+fn describe(error: &HeaderError) -> String {
+    match error {
+        HeaderError::Shape { what, source } => format!("not a valid {what}: {source}"),
+        other => other.to_string(),
+    }
 }
 
 /// The payment-required result: the challenge with `error`, in both `structuredContent` and

@@ -109,6 +109,18 @@ impl Payments {
         let request = Arc::new(FacilitatorRequest::new(payload, Arc::clone(&requirement)));
         let (verifier, verified) = match self.verify(offer, &key, &request).await {
             Ok(verified) => verified,
+            Err(VerifyFailed::NonceUsed(verifier)) => {
+                // The authorization was used, and this ledger does not know by whom: possibly
+                // by this very payment, settled by a process that stopped before recording it.
+                // Money may have moved, so it is in doubt (503), never 402: recovered like one.
+                let intent = SettlementIntent::with_fingerprint(
+                    fingerprint,
+                    Arc::clone(offer.resource_url()),
+                    request,
+                )
+                .at_facilitator(verifier);
+                return self.recover(offer, hold, intent, guard).await;
+            }
             Err(failure) => {
                 ledger::release(self, &hold).await;
                 return self.refuse(offer, failure.into_refusal(&fingerprint, &request, self));
@@ -182,6 +194,10 @@ impl Payments {
         let (verifier, verified) = self.facilitators.verify(request).instrument(span).await;
         let failed = match verified {
             Ok(verified) if verified.is_valid => return Ok((Some(verifier), verified)),
+            Ok(verified) if settle::is_nonce_used(verified.invalid_reason.as_deref()) => {
+                tracing::warn!(%key, reason = ?verified.invalid_reason, "verify says the payment's nonce is used; treating it as in doubt");
+                return Err(VerifyFailed::NonceUsed(verifier));
+            }
             Ok(verified) => VerifyFailed::Invalid(verified),
             Err(failure) => {
                 tracing::warn!(error = %failure, "facilitator verify failed");
@@ -192,7 +208,7 @@ impl Payments {
             let failure = match &failed {
                 VerifyFailed::Invalid(verified) => VerifyFailure::Invalid(verified),
                 VerifyFailed::Facilitator(failure) => VerifyFailure::Facilitator(failure),
-                VerifyFailed::Hook(_) => return Err(failed),
+                VerifyFailed::Hook(_) | VerifyFailed::NonceUsed(_) => return Err(failed),
             };
             if let Some(verified) = self.hooks.on_verify_failure(&context, &failure).await {
                 return Ok((Some(verifier), verified));
@@ -290,6 +306,8 @@ impl Payments {
 
 /// Why a new payment did not verify.
 enum VerifyFailed {
+    /// `/verify` says the payment's nonce is used: possibly by this very payment.
+    NonceUsed(Arc<str>),
     Facilitator(FacilitatorError),
     Invalid(VerifyResponse),
     Hook(Refusal),
@@ -306,6 +324,8 @@ impl VerifyFailed {
         match self {
             Self::Facilitator(failure) => Refusal::Facilitator(failure),
             Self::Hook(refusal) => refusal,
+            // Answered by recovery before it comes here; refused as in progress if it did.
+            Self::NonceUsed(_) => Refusal::PaymentInProgress,
             Self::Invalid(verified) => {
                 let reason = verified
                     .invalid_reason

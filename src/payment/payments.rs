@@ -154,6 +154,30 @@ impl Payments {
         self
     }
 
+    /// Resolves once no payment is being verified, settled or served by this core — including
+    /// settlements that go on after their client hung up, and metered bodies still streaming.
+    /// For a graceful shutdown: stop taking requests, let the open ones finish, then wait for
+    /// this before the process exits, so that no delivered work is left unsettled.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// # struct Never;
+    /// # impl tower_x402::facilitator::Facilitator for Never {
+    /// #     fn verify<'a>(&'a self, _: &'a tower_x402::proto::FacilitatorRequest)
+    /// #         -> tower_x402::BoxFuture<'a, Result<tower_x402::proto::VerifyResponse, tower_x402::FacilitatorError>> { unreachable!() }
+    /// #     fn settle<'a>(&'a self, _: &'a tower_x402::proto::FacilitatorRequest)
+    /// #         -> tower_x402::BoxFuture<'a, Result<tower_x402::proto::SettleResponse, tower_x402::FacilitatorError>> { unreachable!() }
+    /// # }
+    /// let payments = tower_x402::payment::Payments::new(Never);
+    /// // Nothing in progress: resolves at once.
+    /// payments.until_idle().await;
+    /// # }
+    /// ```
+    pub async fn until_idle(&self) {
+        self.inflight.until_idle().await;
+    }
+
     /// Reports every [`PaymentEvent`] to `events`.
     pub fn events(mut self, events: impl PaymentEvents) -> Self {
         self.events = Some(Arc::new(events));

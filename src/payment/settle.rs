@@ -20,14 +20,28 @@ use crate::settlement::{PaymentState, Reconciliation, SettlementIntent, Settleme
 
 /// `success: false` reasons that do not prove nothing moved: the transaction may be on its way
 /// (`settlement_pending`), or the authorization was used — possibly by this very payment.
-const UNCERTAIN_REASONS: [&str; 6] = [
+const UNCERTAIN_REASONS: [&str; 7] = [
     "settlement_pending",
     "invalid_exact_evm_nonce_already_used",
     "permit2_invalid_nonce",
+    "invalid_permit2_nonce_already_used",
     "unexpected_settle_error",
     "invalid_transaction_state",
     "duplicate_settlement",
 ];
+
+/// `isValid: false` reasons that say the payment's authorization (its nonce) was used already:
+/// for a payment the ledger does not know, it may have been used by this very payment.
+const NONCE_USED_REASONS: [&str; 3] = [
+    "invalid_exact_evm_nonce_already_used",
+    "permit2_invalid_nonce",
+    "invalid_permit2_nonce_already_used",
+];
+
+/// Whether `/verify` refused a payment because its nonce was used already.
+pub(super) fn is_nonce_used(reason: Option<&str>) -> bool {
+    reason.is_some_and(|reason| NONCE_USED_REASONS.contains(&reason))
+}
 
 /// Whose `/settle` this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

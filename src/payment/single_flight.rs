@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
+use tokio::sync::{Mutex as AsyncMutex, Notify, OwnedMutexGuard};
 
 use crate::settlement::PaymentKey;
 
@@ -11,6 +11,8 @@ use crate::settlement::PaymentKey;
 #[derive(Debug, Default)]
 pub(crate) struct Inflight {
     locks: Mutex<HashMap<PaymentKey, Arc<AsyncMutex<()>>>>,
+    /// Woken when the last payment in progress is done.
+    idle: Notify,
 }
 
 impl Inflight {
@@ -26,6 +28,24 @@ impl Inflight {
             key,
             lock,
             guard: Some(guard),
+        }
+    }
+
+    /// Resolves once no payment is in progress (none held, none waiting).
+    pub(crate) async fn until_idle(&self) {
+        loop {
+            let woken = self.idle.notified();
+            let mut woken = std::pin::pin!(woken);
+            woken.as_mut().enable();
+            if self
+                .locks
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_empty()
+            {
+                return;
+            }
+            woken.await;
         }
     }
 
@@ -64,6 +84,9 @@ impl Drop for InflightGuard {
         // New waiters clone the lock under the map mutex held here, so the count is exact.
         if Arc::strong_count(&self.lock) == 2 {
             locks.remove(&self.key);
+            if locks.is_empty() {
+                self.inflight.idle.notify_waiters();
+            }
         }
     }
 }
@@ -83,7 +106,17 @@ mod tests {
         drop(first);
         let second = waiter.await.unwrap();
         assert_eq!(inflight.len(), 1);
+        let idle = tokio::spawn({
+            let inflight = Arc::clone(&inflight);
+            async move { inflight.until_idle().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!idle.is_finished(), "idle while a payment is held");
         drop(second);
         assert_eq!(inflight.len(), 0);
+        tokio::time::timeout(std::time::Duration::from_secs(1), idle)
+            .await
+            .expect("idle once the last payment is done")
+            .unwrap();
     }
 }

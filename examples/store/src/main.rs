@@ -80,12 +80,20 @@ async fn run(args: Args) -> Result<(), String> {
             .local_addr()
             .map_err(|e| format!("STORE_METRICS_LISTEN: {e}"))?;
         let router = ops::router(&state, handle, draining.clone());
-        // Served until the process exits: `/readyz` says 503 while the shop drains.
-        tokio::spawn(async move { axum::serve(listener, router).await });
+        // Served until the process exits, within the shop's connection limits: `/readyz` says
+        // 503 while the shop drains.
+        let limits = state.config.limits;
+        tokio::spawn(serve::serve(
+            listener,
+            router,
+            limits,
+            std::future::pending(),
+        ));
         println!("metrics on http://{local}");
     }
     println!("listening on http://{address}");
     let standing = state.standing.clone();
+    let payments = state.payments.clone();
     let limits = state.config.limits;
     let grace = state.config.shutdown_grace;
     let shutdown = async move {
@@ -95,6 +103,17 @@ async fn run(args: Args) -> Result<(), String> {
     serve::serve_with_grace(listener, app::app(state), limits, Some(grace), shutdown)
         .await
         .map_err(|e| format!("server error: {e}"))?;
+    // Settlements still running (their buyers hung up) finish before the process exits; one
+    // cut short by the deadline stays *settling* in the ledger, recovered on its retry.
+    if tokio::time::timeout(grace, payments.until_idle())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            ?grace,
+            "settlements still in progress at exit; their retries recover them"
+        );
+    }
     // Persist the last funnel counts before exiting.
     standing
         .flush()

@@ -5,7 +5,10 @@
 //! |---|---|
 //! | `GET /metrics` | the metrics of [`tower_x402::metrics`] in the Prometheus text format |
 //! | `GET /healthz` | 200 `{"status":"ok"}` while the process answers |
-//! | `GET /readyz` | 200 `{"status":"ready",…}` when the database answers a query and the facilitator's `/supported` is read (within its cache lifetime); 503 `{"status":"not_ready",…}` naming the failing check otherwise, and while the store shuts down |
+//! | `GET /readyz` | 200 `{"status":"ready",…}` when the database answers a query and at least one facilitator can take a payment — its circuit breaker closed and its `/supported` answering now (asked afresh, never from the cache); 503 `{"status":"not_ready",…}` naming the failing check otherwise, and while the store shuts down |
+//!
+//! The listener has the shop's connection limits (see [`crate::serve`]): a client that connects
+//! and sends nothing, or stays idle, is closed after the header deadline.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,7 +22,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde_json::json;
-use tower_x402::facilitator::Facilitators;
+use tower_x402::facilitator::{Endpoint, Facilitator, Facilitators};
+use tower_x402::proto::SupportedResponse;
 
 use crate::state::AppState;
 use crate::storage::Store;
@@ -83,7 +87,75 @@ struct Ops {
     handle: PrometheusHandle,
     store: Store,
     facilitators: Facilitators,
+    /// How each facilitator's `/supported` is asked afresh, in the order of `facilitators`.
+    probes: Arc<[Probe]>,
+    http: reqwest::Client,
     draining: Draining,
+}
+
+/// How `/readyz` asks a facilitator's `/supported` without its client's cache.
+#[derive(Clone)]
+enum Probe {
+    /// An external facilitator: `GET` this URL with this bearer token.
+    Http { url: String, bearer: Option<String> },
+    /// The in-process sandbox: its own answer, which is always current.
+    InProcess(Arc<dyn Facilitator>),
+}
+
+impl Probe {
+    /// The probes of `state`'s facilitators: over HTTP for those of `STORE_FACILITATOR_URL`.
+    fn all(state: &AppState) -> Arc<[Self]> {
+        let urls = state.config.facilitators();
+        if urls.is_empty() {
+            return state
+                .facilitators
+                .iter()
+                .map(|(_, facilitator)| Self::InProcess(Arc::clone(facilitator)))
+                .collect();
+        }
+        urls.into_iter()
+            .map(|(url, bearer)| Self::Http {
+                url: tower_x402::HttpFacilitator::new(url).map_or_else(
+                    |_| format!("{}/supported", url.trim_end_matches('/')),
+                    |client| client.endpoint_url(Endpoint::Supported).to_owned(),
+                ),
+                bearer: bearer.map(str::to_owned),
+            })
+            .collect()
+    }
+
+    /// Whether `/supported` answers now.
+    async fn check(&self, http: &reqwest::Client) -> Result<(), String> {
+        match self {
+            Self::InProcess(facilitator) => facilitator
+                .supported()
+                .await
+                .map(drop)
+                .map_err(|error| error.public_summary()),
+            Self::Http { url, bearer } => {
+                let mut request = http.get(url);
+                if let Some(token) = bearer {
+                    request = request.bearer_auth(token);
+                }
+                let answer = request
+                    .send()
+                    .await
+                    .map_err(|_| "facilitator /supported is unreachable".to_owned())?;
+                let status = answer.status();
+                if !status.is_success() {
+                    return Err(format!(
+                        "facilitator /supported answered HTTP {}",
+                        status.as_u16()
+                    ));
+                }
+                answer
+                    .json::<SupportedResponse>()
+                    .await
+                    .map(drop)
+                    .map_err(|_| "facilitator /supported sent a malformed answer".to_owned())
+            }
+        }
+    }
 }
 
 /// The operator's router: `/metrics`, `/healthz`, `/readyz`.
@@ -99,6 +171,8 @@ pub fn router(state: &AppState, handle: PrometheusHandle, draining: Draining) ->
             handle,
             store: state.store.clone(),
             facilitators: state.facilitators.clone(),
+            probes: Probe::all(state),
+            http: state.http.clone(),
             draining,
         })
 }
@@ -125,13 +199,17 @@ async fn readyz(State(ops): State<Ops>) -> Response {
         Ok(Err(error)) => Err(error.to_string()),
         Err(_) => Err(format!("no answer within {CHECK_TIMEOUT:?}")),
     };
-    // Ready when at least one facilitator's `/supported` can be read (its cached answer counts).
+    // Ready when at least one facilitator can take a payment: its breaker closed (it did not
+    // just fail to verify or settle) and its `/supported` answering now, not from a cache.
     let mut facilitators = Vec::new();
-    for (label, facilitator) in ops.facilitators.iter() {
-        let result = match tokio::time::timeout(CHECK_TIMEOUT, facilitator.supported()).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(error)) => Err(error.public_summary()),
-            Err(_) => Err(format!("no answer within {CHECK_TIMEOUT:?}")),
+    for ((label, _), probe) in ops.facilitators.iter().zip(ops.probes.iter()) {
+        let result = if ops.facilitators.is_open(label).unwrap_or(false) {
+            Err("its circuit breaker is open: recent calls failed".to_owned())
+        } else {
+            match tokio::time::timeout(CHECK_TIMEOUT, probe.check(&ops.http)).await {
+                Ok(result) => result,
+                Err(_) => Err(format!("no answer within {CHECK_TIMEOUT:?}")),
+            }
         };
         facilitators.push((label, result));
     }
@@ -141,7 +219,7 @@ async fn readyz(State(ops): State<Ops>) -> Response {
     };
     let facilitator = match facilitators.iter().find(|(_, result)| result.is_ok()) {
         Some(_) => Ok(()),
-        None => Err("no facilitator answered /supported".to_owned()),
+        None => Err("no facilitator can take a payment".to_owned()),
     };
     let each: Vec<_> = facilitators
         .iter()

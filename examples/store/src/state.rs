@@ -51,6 +51,27 @@ pub struct AppState {
     pub reconciler: Option<Arc<dyn Reconciler>>,
     /// Outbound HTTP for discovery probes and announcements: short timeouts, no redirects.
     pub http: reqwest::Client,
+    /// The paywall's payment core, once the app is built: on shutdown the process waits for the
+    /// settlements it still runs (a buyer who hung up mid-settlement).
+    pub payments: PaymentsInProgress,
+}
+
+/// Where the paywall leaves its payment core for the shutdown to wait on.
+#[derive(Clone, Debug, Default)]
+pub struct PaymentsInProgress(Arc<std::sync::OnceLock<Arc<tower_x402::payment::Payments>>>);
+
+impl PaymentsInProgress {
+    /// Keeps `payments` (the first one given; the paywall is built once).
+    pub fn keep(&self, payments: Arc<tower_x402::payment::Payments>) {
+        let _ = self.0.set(payments);
+    }
+
+    /// Resolves once no payment is being verified or settled (at once before any was kept).
+    pub async fn until_idle(&self) {
+        if let Some(payments) = self.0.get() {
+            payments.until_idle().await;
+        }
+    }
 }
 
 impl std::fmt::Debug for AppState {
@@ -226,5 +247,6 @@ pub async fn build_state_with_facilitators(
         facilitators,
         reconciler,
         http,
+        payments: PaymentsInProgress::default(),
     })
 }

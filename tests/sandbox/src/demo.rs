@@ -1,6 +1,6 @@
 //! What the example servers share at start-up: logs on stderr, the listener and its address,
 //! the facilitator (one at a URL, or the sandbox in process), the `listening on http://ADDR`
-//! line scripts wait for, serving until Ctrl-C, and the exit status.
+//! line scripts wait for, serving until SIGTERM or Ctrl-C, and the exit status.
 
 use std::io::{IsTerminal as _, Write as _};
 use std::net::SocketAddr;
@@ -72,7 +72,8 @@ pub fn facilitator_or_sandbox(url: Option<&str>) -> Result<Arc<dyn Facilitator>,
 }
 
 /// Writes `listening on http://ADDR` as the first line on stdout, then serves `app` on
-/// `listener` until Ctrl-C (or until killed, where Ctrl-C cannot be watched).
+/// `listener` until SIGTERM or Ctrl-C, letting the requests in progress finish (a `/settle`
+/// answered) before it returns.
 ///
 /// ```no_run
 /// # #[tokio::main(flavor = "current_thread")]
@@ -80,26 +81,72 @@ pub fn facilitator_or_sandbox(url: Option<&str>) -> Result<Arc<dyn Facilitator>,
 /// use tower_x402_sandbox::demo;
 ///
 /// let (listener, _) = demo::listen("127.0.0.1:0").await?;
-/// demo::serve_until_ctrl_c(listener, axum::Router::new()).await
+/// demo::serve_until_stopped(listener, axum::Router::new()).await
 /// # }
 /// ```
-pub async fn serve_until_ctrl_c(listener: TcpListener, app: axum::Router) -> Result<(), String> {
+pub async fn serve_until_stopped(listener: TcpListener, app: axum::Router) -> Result<(), String> {
     let address = listener
         .local_addr()
         .map_err(|e| format!("bound address: {e}"))?;
+    let stop = stop_signal();
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "listening on http://{address}")
         .and_then(|()| stdout.flush())
         .map_err(|e| format!("writing to stdout: {e}"))?;
     drop(stdout);
     axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            if tokio::signal::ctrl_c().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        })
+        .with_graceful_shutdown(stop)
         .await
         .map_err(|e| format!("server error: {e}"))
+}
+
+/// Resolves on SIGTERM (how Docker, systemd and Kubernetes stop a process) or Ctrl-C; never
+/// where neither can be watched. The handlers are installed when it is called, not when it is
+/// first awaited: call it before telling anyone the process is ready.
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// tower_x402_sandbox::demo::stop_signal().await;
+/// println!("stopping");
+/// # }
+/// ```
+pub fn stop_signal() -> impl std::future::Future<Output = ()> {
+    // Both handlers are installed now, before the caller says it is listening: a signal sent
+    // from then on is never missed (or met by the default action, which kills).
+    #[cfg(unix)]
+    let (mut interrupt, mut terminate) = {
+        use tokio::signal::unix::{SignalKind, signal};
+        (
+            signal(SignalKind::interrupt()).ok(),
+            signal(SignalKind::terminate()).ok(),
+        )
+    };
+    async move {
+        #[cfg(unix)]
+        {
+            let interrupt = async {
+                match interrupt.as_mut() {
+                    Some(signal) => drop(signal.recv().await),
+                    None => std::future::pending().await,
+                }
+            };
+            let terminate = async {
+                match terminate.as_mut() {
+                    Some(signal) => drop(signal.recv().await),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = interrupt => {}
+                () = terminate => {}
+            }
+        }
+        #[cfg(not(unix))]
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 /// The process's exit status for how serving ended; a failure is told on stderr as

@@ -94,12 +94,14 @@ impl Step {
     /// The fault named `name` in kebab case, as the command-line examples take it: `none`
     /// ([`Answer`](Self::Answer)), `answer-lost`, `connection-reset`, `no-answer`,
     /// `lost-before-settling` (a 504 without settling), `pending-then-settled`, `stays-pending`
-    /// ([`Pending`](Self::Pending)), `refused` (`insufficient_funds`).
+    /// ([`Pending`](Self::Pending)), `refused` (`insufficient_funds`), `server-error` (a 500
+    /// without settling).
     ///
     /// ```
     /// use tower_x402_sandbox::Step;
     ///
     /// assert_eq!(Step::from_name("lost-before-settling"), Some(Step::Status(504)));
+    /// assert_eq!(Step::from_name("server-error"), Some(Step::Status(500)));
     /// assert_eq!(Step::from_name("sideways"), None);
     /// ```
     pub fn from_name(name: &str) -> Option<Self> {
@@ -112,6 +114,7 @@ impl Step {
             "pending-then-settled" => Self::PendingThenSettled,
             "stays-pending" => Self::Pending,
             "refused" => Self::Refuse("insufficient_funds".to_owned()),
+            "server-error" => Self::Status(500),
             _ => return None,
         })
     }

@@ -35,6 +35,7 @@ use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::sales::purchase::purchase;
 use crate::sales::standing::Standing;
+use crate::state::PaymentsInProgress;
 use crate::storage::Store;
 
 pub mod doors;
@@ -51,6 +52,7 @@ where
     Standing: FromRef<S>,
     Facilitators: FromRef<S>,
     Option<Arc<dyn Reconciler>>: FromRef<S>,
+    PaymentsInProgress: FromRef<S>,
 {
     let catalog = Arc::<Catalog>::from_ref(state);
     let config = Arc::<Config>::from_ref(state);
@@ -93,6 +95,7 @@ where
             tracing::error!(%error, "sign-in-with-x is off: its settings are unusable");
         }
     }
+    PaymentsInProgress::from_ref(state).keep(paywall.payments());
     // The paywall wraps the handler only (not the method router), so other methods get 405;
     // CORS wraps the method router, so the preflight (OPTIONS) is answered before it.
     get(purchase.layer(paywall)).layer(cors(&config.cors_origins))

@@ -149,3 +149,147 @@ fn a_bad_entry_in_the_list_is_named() {
     assert!(refusal.contains("STORE_FACILITATOR_URL"), "{refusal}");
     assert!(refusal.contains("entry 2 (\"not a url\")"), "{refusal}");
 }
+
+/// `sandbox` served on `listener` until `stop` is sent: then the listener closes and the open
+/// connections with it.
+fn serve_until(
+    sandbox: &SandboxFacilitator,
+    listener: tokio::net::TcpListener,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let app = sandbox.router();
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    (stop, server)
+}
+
+/// Polls `/readyz` until it answers `want` (at most 20 s); the last body.
+async fn readyz_becomes(
+    client: &reqwest::Client,
+    ops: &str,
+    want: StatusCode,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (status, body) = get_json(client, &format!("{ops}/readyz")).await;
+        if status == want {
+            return body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "/readyz stayed {status}: {body}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn readyz_is_not_ready_while_the_only_facilitator_is_down_and_ready_once_it_is_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("store.db").display());
+    let sandbox = SandboxFacilitator::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (stop, server) = serve_until(&sandbox, listener);
+    let (_, rpc) = sandbox_over_http(&SandboxFacilitator::new()).await;
+    let store = start(
+        &format!("http://{address}"),
+        &rpc,
+        &database,
+        &["--metrics-listen", "127.0.0.1:0"],
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let ops = store.ops.clone().expect("the metrics address");
+    readyz_becomes(&client, &ops, StatusCode::OK).await;
+
+    // The facilitator stops: its `/supported` was read a moment ago, but that is no answer now.
+    stop.send(()).unwrap();
+    server.await.unwrap();
+    let down = readyz_becomes(&client, &ops, StatusCode::SERVICE_UNAVAILABLE).await;
+    assert_eq!(down["checks"]["facilitator"]["ok"], false, "{down}");
+    assert_eq!(down["checks"]["facilitators"][0]["ok"], false, "{down}");
+
+    // Back on the same address: ready again.
+    let listener = tokio::net::TcpListener::bind(address).await.unwrap();
+    let _back = serve_until(&sandbox, listener);
+    readyz_becomes(&client, &ops, StatusCode::OK).await;
+}
+
+#[tokio::test]
+async fn readyz_is_not_ready_when_every_breaker_is_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("store.db").display());
+    // Verifies every payment, answers `/supported`, and fails every `/settle` with a 500.
+    let sandbox = SandboxFacilitator::new().with_settle(tower_x402_sandbox::Step::Status(500));
+    let (url, rpc) = sandbox_over_http(&sandbox).await;
+    let store = start(
+        &url,
+        &rpc,
+        &database,
+        &[
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--facilitator-breaker-failures",
+            "1",
+        ],
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let ops = store.ops.clone().expect("the metrics address");
+    readyz_becomes(&client, &ops, StatusCode::OK).await;
+
+    let (signature, _) = sign(&client, &store.base).await;
+    let (status, body) = present(&client, &store.base, &signature).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let (status, open) = get_json(&client, &format!("{ops}/readyz")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{open}");
+    assert_eq!(
+        open["checks"]["facilitators"][0]["circuit_open"], true,
+        "{open}"
+    );
+    assert_eq!(open["checks"]["facilitators"][0]["ok"], false, "{open}");
+}
+
+#[tokio::test]
+async fn the_metrics_listener_closes_a_silent_connection() {
+    use tokio::io::AsyncReadExt as _;
+
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("store.db").display());
+    let sandbox = SandboxFacilitator::new();
+    let (url, rpc) = sandbox_over_http(&sandbox).await;
+    let store = start(
+        &url,
+        &rpc,
+        &database,
+        &[
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--first-byte-timeout-secs",
+            "1",
+            "--header-read-timeout-secs",
+            "1",
+        ],
+    )
+    .await;
+    let ops = store.ops.clone().expect("the metrics address");
+    let mut silent = tokio::net::TcpStream::connect(ops.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    let mut buffer = [0u8; 16];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(5), silent.read(&mut buffer))
+        .await
+        .expect("a silent connection to the metrics listener is closed");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    let (status, _) = get_json(&reqwest::Client::new(), &format!("{ops}/healthz")).await;
+    assert_eq!(status, StatusCode::OK);
+}

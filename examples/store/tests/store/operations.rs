@@ -373,3 +373,52 @@ async fn sigterm_while_settle_is_held_completes_the_sale_and_exits_cleanly() {
         "restarted store: the same payment answered {status} from its record (replayed), /settle calls 1, transfers 1"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_waits_for_a_settlement_whose_buyer_hung_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("store.db").display());
+    let sandbox = SandboxFacilitator::new();
+    let (facilitator, rpc) = sandbox_over_http(&sandbox).await;
+    let mut store = start(&facilitator, &rpc, &database, &[]).await;
+    let client = reqwest::Client::new();
+    let (signature, payment) = sign(&client, &store.base).await;
+
+    // `/settle` takes 2 s; the buyer hangs up while it runs, then SIGTERM comes.
+    sandbox.queue_settle(Step::Answer.after(Duration::from_secs(2)));
+    let sale = {
+        let (client, base) = (client.clone(), store.base.clone());
+        tokio::spawn(async move { present(&client, &base, &signature).await })
+    };
+    let started = Instant::now();
+    while sandbox.settle_calls() == 0 {
+        assert!(started.elapsed() < PATIENCE, "/settle never came");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    sale.abort();
+    let pid = store.child.id().expect("the store runs").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let exit = tokio::time::timeout(PATIENCE, store.child.wait())
+        .await
+        .expect("the store exits")
+        .unwrap();
+    assert!(exit.success(), "the store exits 0: {exit}");
+    assert_eq!(sandbox.settle_calls(), 1);
+    assert_eq!(sandbox.settlement_count(), 1);
+    // The settlement finished and was recorded before the process exited.
+    let ledger = Store::open(&database).await.unwrap();
+    let entry = ledger
+        .load(&PaymentKey::of(&payment))
+        .await
+        .unwrap()
+        .expect("the payment is in the ledger");
+    assert!(
+        matches!(entry.state, PaymentState::Settled { .. }),
+        "{:?}",
+        entry.state
+    );
+}
