@@ -21,7 +21,7 @@
 //! `settled_for_another_resource`, `used_for_another_request`, `already_delivered`,
 //! `permit_amount_mismatch`, `facilitator_unavailable`, `facilitator_error`,
 //! `settlement_refused`, `records_unavailable`, `payment_in_progress`, `authorization_expired`,
-//! `charge_above_maximum`, `invalid_settlement_override`.
+//! `charge_above_maximum`, `invalid_settlement_override`, `hook` (a lifecycle hook's refusal).
 //!
 //! Every label value comes from these fixed lists: no address, nonce, URL or facilitator reason
 //! ever becomes a label, so the number of series stays bounded.

@@ -889,7 +889,9 @@ async fn failed_events_carry_the_typed_refusal() {
                 Refusal::SettledForAnotherResource => "other resource",
                 _ => "other",
             };
-            log.lock().unwrap().push((kind, refusal.status().as_u16()));
+            log.lock()
+                .unwrap()
+                .push((kind, tower_x402::layer::status_of(refusal).as_u16()));
         }
     };
     let offer = offer(URL, SettlementMode::Before);

@@ -20,9 +20,6 @@ pub(crate) struct Config {
     pub(crate) max_header_len: usize,
     pub(crate) invalid_header: InvalidHeaderStatus,
     pub(crate) retry_after: Duration,
-    /// Sign-in-with-x, when on.
-    #[cfg(feature = "siwx")]
-    pub(crate) siwx: Option<Arc<crate::siwx::SignInWithX>>,
 }
 
 impl fmt::Debug for Config {
@@ -34,8 +31,6 @@ impl fmt::Debug for Config {
             .field("paywall_page", &self.paywall_page)
             .field("max_header_len", &self.max_header_len)
             .field("retry_after", &self.retry_after);
-        #[cfg(feature = "siwx")]
-        debug.field("siwx", &self.siwx);
         debug.finish_non_exhaustive()
     }
 }

@@ -126,7 +126,7 @@ impl<S: Send + Sync> axum_core::extract::OptionalFromRequestParts<S> for Verifie
     }
 }
 
-/// Rejection when a handler asks for a [`Charge`](crate::Charge) on a request that carries no
+/// Rejection when a handler asks for a [`Charge`](crate::payment::Charge) on a request that carries no
 /// metered (`upto`) payment: a server misconfiguration (no [`X402Layer`](super::X402Layer), or
 /// an offer without `upto` accepts), answered with a 500.
 #[derive(Debug, Clone, Copy, Default)]
@@ -155,13 +155,13 @@ impl std::fmt::Display for MissingCharge {
 
 impl std::error::Error for MissingCharge {}
 
-impl<S: Send + Sync> FromRequestParts<S> for crate::Charge {
+impl<S: Send + Sync> FromRequestParts<S> for crate::payment::Charge {
     type Rejection = MissingCharge;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         parts
             .extensions
-            .get::<crate::Charge>()
+            .get::<crate::payment::Charge>()
             .cloned()
             .ok_or(MissingCharge)
     }

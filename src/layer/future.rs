@@ -15,7 +15,6 @@ use super::body::ResponseBody;
 use super::metered::{Meter, header_amount, take_overrides};
 use super::responses::{self, into_body, mark_paid};
 use crate::boxed::BoxFuture;
-use crate::payment::charge::is_metered;
 use crate::payment::{Charge, Cleared, Paid, VerifiedPayment};
 use crate::pricing::SettlementMode;
 
@@ -40,9 +39,8 @@ impl Pass {
 pub(super) enum Gate {
     Proceed(Arc<Config>, Pass),
     Refuse(Response<Bytes>),
-    /// A sign-in proof was accepted: served without payment.
-    #[cfg(feature = "siwx")]
-    SignedIn(crate::siwx::SignedIn),
+    /// A lifecycle hook granted the request: served without payment, with these extensions.
+    Granted(http::Extensions),
 }
 
 type SettleFuture = BoxFuture<'static, (Arc<Config>, Result<Paid, Response<Bytes>>)>;
@@ -73,7 +71,7 @@ pin_project! {
             service: Option<S>,
             request: Option<Request<ReqBody>>,
         },
-        Inner { #[pin] future: S::Future, passed: Option<(Arc<Config>, Pass, Option<Charge>)> },
+        Inner { #[pin] future: S::Future, passed: Option<Passed> },
         Settle { settle: SettleFuture, response: Option<Response<ResBody>> },
         Release { release: BoxFuture<'static, ()>, response: Option<Response<ResBody>> },
     }
@@ -135,94 +133,36 @@ where
                     gate,
                     service,
                     request,
-                } => match ready!(gate.as_mut().poll(cx)) {
-                    Gate::Refuse(response) => this.state.set(State::Respond {
-                        response: Some(response),
-                    }),
-                    #[cfg(feature = "siwx")]
-                    Gate::SignedIn(signed_in) => {
-                        let mut request = request.take().expect(POLLED_AFTER_COMPLETION);
-                        request.extensions_mut().insert(signed_in);
-                        let future = service.take().expect(POLLED_AFTER_COMPLETION).call(request);
-                        this.state.set(State::Inner {
-                            future,
-                            passed: None,
-                        });
-                    }
-                    Gate::Proceed(config, pass) => {
-                        let mut request = request.take().expect(POLLED_AFTER_COMPLETION);
-                        let payment = pass.payment();
-                        let charge = is_metered(&payment.payload.accepted)
-                            .then(|| Charge::for_requirement(&payment.payload.accepted));
-                        if let Some(charge) = &charge {
-                            request.extensions_mut().insert(charge.clone());
+                } => {
+                    let gate = ready!(gate.as_mut().poll(cx));
+                    let mut request = request.take().expect(POLLED_AFTER_COMPLETION);
+                    match admit(gate, &mut request) {
+                        Err(response) => this.state.set(State::Respond {
+                            response: Some(response),
+                        }),
+                        Ok(passed) => {
+                            let mut service = service.take().expect(POLLED_AFTER_COMPLETION);
+                            let future = service.call(request);
+                            this.state.set(State::Inner { future, passed });
                         }
-                        request.extensions_mut().insert(payment.clone());
-                        let future = service.take().expect(POLLED_AFTER_COMPLETION).call(request);
-                        this.state.set(State::Inner {
-                            future,
-                            passed: Some((config, pass, charge)),
-                        });
                     }
-                },
+                }
                 StateProj::Inner { future, passed } => {
-                    let mut response = ready!(future.poll(cx))?;
+                    let response = ready!(future.poll(cx))?;
                     let Some(passed) = passed.take() else {
                         return Poll::Ready(Ok(response.map(ResponseBody::inner)));
                     };
-                    let (config, pass, charge) = passed;
-                    // Never shown to the client, whatever happens next.
-                    let overrides = take_overrides(response.headers_mut());
-                    let cleared = match pass {
-                        Pass::Paid(paid) => {
-                            // Settled before the handler, or a repeat answered from its record.
-                            if let Some(settlement) = &paid.payment().settlement {
-                                mark_paid(&config, response.headers_mut(), settlement);
-                            }
-                            return Poll::Ready(Ok(response.map(ResponseBody::inner)));
-                        }
-                        Pass::Cleared(cleared) => cleared,
-                    };
-                    if response.status().as_u16() >= 400 {
-                        // The handler failed: the buyer is not charged, and the payment is
-                        // released so that it can be used again.
-                        this.state.set(State::Release {
-                            release: Box::pin(cleared.release()),
+                    match after_work(passed, response) {
+                        Next::Done(response) => return Poll::Ready(Ok(response)),
+                        Next::Release(release, response) => this.state.set(State::Release {
+                            release,
                             response: Some(response),
-                        });
-                        continue;
-                    }
-                    let from_header = match &charge {
-                        Some(charge) => header_amount(charge, overrides, cleared.payment()),
-                        None => Ok(None),
-                    };
-                    let after_body =
-                        cleared.payment().offer.settlement_mode() == SettlementMode::AfterBody;
-                    if let (true, Ok(from_header)) = (after_body, &from_header) {
-                        // The head goes out now, the body streams as produced, and the payment
-                        // settles once it has ended.
-                        responses::mark_metered(&config, response.headers_mut());
-                        let meter = Meter::new(cleared, charge, *from_header);
-                        return Poll::Ready(Ok(
-                            response.map(|body| ResponseBody::metered(body, meter))
-                        ));
-                    }
-                    let amount = from_header
-                        .map(|from_header| charge.map(|charge| charge.settled(from_header)));
-                    this.state.set(State::Settle {
-                        settle: Box::pin(async move {
-                            let offer = Arc::clone(&cleared.payment().offer);
-                            let outcome = match amount {
-                                Ok(Some(amount)) => cleared.settle_amount(amount).await,
-                                Ok(None) => cleared.settle().await,
-                                Err(refusal) => Err(cleared.refuse(*refusal).await),
-                            };
-                            let outcome = outcome
-                                .map_err(|refusal| responses::refusal(&config, &offer, &refusal));
-                            (config, outcome)
                         }),
-                        response: Some(response),
-                    });
+                        Next::Settle(settle, response) => this.state.set(State::Settle {
+                            settle,
+                            response: Some(response),
+                        }),
+                    }
                 }
                 StateProj::Release { release, response } => {
                     ready!(release.as_mut().poll(cx));
@@ -246,4 +186,83 @@ where
             }
         }
     }
+}
+
+/// A payment let through, with the [`Charge`] of a metered one: what is left to do once the
+/// inner service answered.
+type Passed = (Arc<Config>, Pass, Option<Charge>);
+
+/// What the gate decided, applied to the request: its extensions (a hook's grant, the payment
+/// and its charge), or the response that refuses it.
+// The refusal is answered at once, never passed along: not worth a box.
+#[allow(clippy::result_large_err)]
+fn admit<B>(gate: Gate, request: &mut Request<B>) -> Result<Option<Passed>, Response<Bytes>> {
+    match gate {
+        Gate::Refuse(response) => Err(response),
+        Gate::Granted(extensions) => {
+            request.extensions_mut().extend(extensions);
+            Ok(None)
+        }
+        Gate::Proceed(config, pass) => {
+            let payment = pass.payment();
+            let charge = payment.new_charge();
+            if let Some(charge) = &charge {
+                request.extensions_mut().insert(charge.clone());
+            }
+            request.extensions_mut().insert(payment.clone());
+            Ok(Some((config, pass, charge)))
+        }
+    }
+}
+
+/// What follows the inner service's answer to a paid request.
+enum Next<B> {
+    /// Answer now: settled already, or metered after the body.
+    Done(Response<ResponseBody<B>>),
+    /// The handler failed: release the payment, then answer.
+    Release(BoxFuture<'static, ()>, Response<B>),
+    /// Settle what the work charged, then answer (or refuse).
+    Settle(SettleFuture, Response<B>),
+}
+
+fn after_work<B>((config, pass, charge): Passed, mut response: Response<B>) -> Next<B> {
+    // Never shown to the client, whatever happens next.
+    let overrides = take_overrides(response.headers_mut());
+    let cleared = match pass {
+        Pass::Paid(paid) => {
+            // Settled before the handler, or a repeat answered from its record.
+            if let Some(settlement) = &paid.payment().settlement {
+                mark_paid(&config, response.headers_mut(), settlement);
+            }
+            return Next::Done(response.map(ResponseBody::inner));
+        }
+        Pass::Cleared(cleared) => cleared,
+    };
+    if response.status().as_u16() >= 400 {
+        // The handler failed: the buyer is not charged, and the payment is released so that it
+        // can be used again.
+        return Next::Release(Box::pin(cleared.release()), response);
+    }
+    let named = match &charge {
+        Some(charge) => header_amount(charge, overrides, cleared.payment()),
+        None => Ok(None),
+    };
+    let after_body = cleared.payment().offer.settlement_mode() == SettlementMode::AfterBody;
+    if let (true, Ok(named)) = (after_body, &named) {
+        // The head goes out now, the body streams as produced, and the payment settles once it
+        // has ended.
+        responses::mark_metered(&config, response.headers_mut());
+        let meter = Meter::new(cleared, charge, *named);
+        return Next::Done(response.map(|body| ResponseBody::metered(body, meter)));
+    }
+    let settle = Box::pin(async move {
+        let offer = Arc::clone(&cleared.payment().offer);
+        let outcome = match named {
+            Ok(named) => cleared.settle_charged(charge.as_ref(), named).await,
+            Err(refusal) => Err(cleared.refuse(*refusal).await),
+        };
+        let outcome = outcome.map_err(|refusal| responses::refusal(&config, &offer, &refusal));
+        (config, outcome)
+    });
+    Next::Settle(settle, response)
 }

@@ -153,10 +153,7 @@ async fn settle(unsettled: Unsettled) -> Option<HeaderMap> {
         charge,
         from_header,
     } = unsettled;
-    let outcome = match charge {
-        Some(charge) => cleared.settle_amount(charge.settled(from_header)).await,
-        None => cleared.settle().await,
-    };
+    let outcome = cleared.settle_charged(charge.as_ref(), from_header).await;
     let settlement = match outcome {
         Ok(paid) => paid.payment().settlement.clone(),
         Err(Refusal::SettlementRefused(settlement)) => Some(settlement),

@@ -104,7 +104,7 @@ use http::HeaderValue;
 use tower_layer::Layer;
 
 use crate::facilitator::Facilitator;
-use crate::payment::{PaymentEvents, Payments};
+use crate::payment::{PaymentEvents, PaymentHooks, Payments};
 use crate::paywall_page::PaywallPage;
 use crate::pricing::Pricing;
 use crate::proto::header::DEFAULT_MAX_LEN;
@@ -128,6 +128,23 @@ pub use extract::{MissingCharge, MissingPayment};
 pub use future::ResponseFuture;
 pub use metered::SETTLEMENT_OVERRIDES;
 pub use service::X402;
+
+/// The HTTP status the layer answers `refusal` with by default (an
+/// [`InvalidHeader`](crate::payment::Refusal::InvalidHeader) is answered as
+/// [`X402Layer::invalid_header_status`] says): its [`kind`](crate::payment::Refusal::kind) in
+/// HTTP terms.
+///
+/// ```
+/// use http::StatusCode;
+/// use tower_x402::layer::status_of;
+/// use tower_x402::payment::Refusal;
+///
+/// assert_eq!(status_of(&Refusal::IdentifierReused), StatusCode::CONFLICT);
+/// assert_eq!(status_of(&Refusal::PaymentInProgress), StatusCode::SERVICE_UNAVAILABLE);
+/// ```
+pub fn status_of(refusal: &crate::payment::Refusal) -> http::StatusCode {
+    responses::status_of_kind(refusal.kind())
+}
 
 /// A [`Layer`] that puts an x402 paywall in front of a service.
 ///
@@ -174,8 +191,6 @@ impl X402Layer {
                 max_header_len: DEFAULT_MAX_LEN,
                 invalid_header: InvalidHeaderStatus::BadRequest,
                 retry_after: Duration::from_secs(5),
-                #[cfg(feature = "siwx")]
-                siwx: None,
             }),
         }
     }
@@ -297,16 +312,11 @@ impl X402Layer {
         self
     }
 
-    /// Turns on sign-in-with-x ([`siwx`](crate::siwx), feature `siwx`): every 402 carries a
-    /// sign-in challenge; a request whose `SIGN-IN-WITH-X` proof comes from a wallet that paid
-    /// for the resource is served without payment and without calling the facilitator (the
-    /// inner service finds [`SignedIn`](crate::siwx::SignedIn) in its extensions); every
-    /// payment this layer settles records its payer's entitlement in `siwx`'s store.
-    #[cfg(feature = "siwx")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "siwx")))]
-    pub fn sign_in_with_x(mut self, siwx: crate::siwx::SignInWithX) -> Self {
-        self.payments_mut().entitlements = Some(Arc::clone(&siwx.store));
-        self.config_mut().siwx = Some(Arc::new(siwx));
+    /// Adds `hook` to the [lifecycle hooks](crate::payment::PaymentHooks) of this layer's
+    /// payment core ([`Payments::hook`]).
+    pub fn hook(mut self, hook: impl PaymentHooks) -> Self {
+        let payments = self.payments_mut();
+        *payments = payments.clone().hook(hook);
         self
     }
 

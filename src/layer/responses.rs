@@ -9,7 +9,7 @@ use http::{Response, StatusCode};
 
 use super::Config;
 use super::body::ResponseBody;
-use crate::payment::Refusal;
+use crate::payment::{Refusal, RefusalKind};
 use crate::pricing::Offer;
 use crate::proto::{PAYMENT_REQUIRED, PAYMENT_RESPONSE, SettleResponse, header as codec};
 
@@ -32,11 +32,23 @@ fn base(config: &Config, status: StatusCode, body: Bytes) -> Response<Bytes> {
     response
 }
 
+/// The HTTP status a refusal of `kind` is answered with.
+pub(crate) fn status_of_kind(kind: RefusalKind) -> StatusCode {
+    match kind {
+        RefusalKind::PaymentRequired => StatusCode::PAYMENT_REQUIRED,
+        RefusalKind::BadRequest => StatusCode::BAD_REQUEST,
+        RefusalKind::Conflict => StatusCode::CONFLICT,
+        RefusalKind::RetrySamePayment => StatusCode::SERVICE_UNAVAILABLE,
+        RefusalKind::UpstreamFault => StatusCode::BAD_GATEWAY,
+        RefusalKind::ServerFault => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
 /// The response for `refusal`: the only place a refusal becomes a response.
 pub(crate) fn refusal(config: &Config, offer: &Offer, refusal: &Refusal) -> Response<Bytes> {
     let status = match refusal {
         Refusal::InvalidHeader(_) => config.invalid_header.status(),
-        _ => refusal.status(),
+        _ => status_of_kind(refusal.kind()),
     };
     match refusal {
         Refusal::PaymentMissing => challenge(config, offer),
@@ -45,9 +57,11 @@ pub(crate) fn refusal(config: &Config, offer: &Offer, refusal: &Refusal) -> Resp
             let wait = failure.retry_after().unwrap_or(config.retry_after);
             unavailable(config, offer, wait, refusal)
         }
-        Refusal::RecordsUnavailable(_)
-        | Refusal::SettlementInDoubt { .. }
-        | Refusal::PaymentInProgress => unavailable(config, offer, config.retry_after, refusal),
+        // Every other "send the same payment again" (the records, a payment in doubt or in
+        // progress, a hook's) says when.
+        _ if status == StatusCode::SERVICE_UNAVAILABLE => {
+            unavailable(config, offer, config.retry_after, refusal)
+        }
         Refusal::UsedForAnotherRequest { .. } | Refusal::AlreadyDelivered { .. } => {
             conflict(config, refusal)
         }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::{Method, Request, Response};
+use http::{HeaderMap, Method, Request, Response};
 use tower_service::Service;
 
 use super::body::ResponseBody;
@@ -13,9 +13,11 @@ use super::future::{Gate, Pass, ResponseFuture};
 use super::{Config, X402Layer, responses};
 use crate::boxed::BoxFuture;
 use crate::facilitator::Facilitator;
-use crate::payment::{Outcome, PaymentEvent, Payments, Refusal, RequestDigest};
+use crate::payment::{
+    Outcome, PaymentEvent, ProtectedRequest, Refusal, RequestDecision, RequestDigest,
+};
 use crate::paywall_page;
-use crate::pricing::{Offer, Price, Pricing};
+use crate::pricing::{Offer, PendingPrice, Price, Pricing};
 use crate::proto::{PAYMENT_SIGNATURE, PaymentPayload, header};
 
 /// The x402 paywall service; see [`X402Layer`](super::X402Layer) and the [module docs](super).
@@ -99,55 +101,76 @@ where
             Price::NotSold { status, message } => {
                 return ResponseFuture::respond(responses::not_sold(status, &message));
             }
-        };
-        #[cfg(feature = "siwx")]
-        let (offer, proof) = match &self.config.siwx {
-            Some(siwx) => {
-                let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-                let offer = siwx
-                    .decorate(&offer, path)
-                    .map_or(offer, std::sync::Arc::new);
-                // A HEAD never signs in, as it never pays.
-                let proof = match parts.method {
-                    Method::HEAD => None,
-                    _ => parts
-                        .headers
-                        .get(crate::siwx::SIGN_IN_WITH_X)
-                        .map(|value| (Arc::clone(siwx), value.clone(), path.to_owned())),
-                };
-                (offer, proof)
+            Price::Later(pending) => {
+                let gate = priced_later(&self.config, pending, &parts);
+                return self.authorize(gate, Request::from_parts(parts, body));
             }
-            None => (offer, None),
         };
-        #[cfg(feature = "siwx")]
-        let start = match proof {
-            // Without a payment there is nothing to start unless the proof fails.
-            Some((siwx, proof, path)) => {
-                let paying = parts.headers.contains_key(PAYMENT_SIGNATURE);
-                let payment = paying.then(|| start(&self.config, Arc::clone(&offer), &parts));
-                Start::Gate(sign_in(
-                    Arc::clone(&self.config),
-                    siwx,
-                    offer,
-                    SignInRequest { proof, path },
-                    payment,
-                ))
-            }
-            None => start(&self.config, offer, &parts),
-        };
-        #[cfg(not(feature = "siwx"))]
-        let start = start(&self.config, offer, &parts);
+        let start = begin(&self.config, offer, &parts);
         let gate = match start {
             Start::Respond(response) => return ResponseFuture::respond(response),
             Start::Gate(gate) => gate,
         };
+        self.authorize(gate, Request::from_parts(parts, body))
+    }
+}
+
+impl<S> X402<S> {
+    /// The future that calls the inner service with `request` once `gate` lets it through.
+    fn authorize<ReqBody, ResBody>(
+        &mut self,
+        gate: BoxFuture<'static, Gate>,
+        request: Request<ReqBody>,
+    ) -> ResponseFuture<S, ReqBody, ResBody>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    {
         // The inner service is called later, from the future: move the service that `poll_ready`
         // prepared into it and keep a fresh clone here.
         // See https://docs.rs/tower/latest/tower/trait.Service.html#be-careful-when-cloning-inner-services
         let clone = self.inner.clone();
         let service = mem::replace(&mut self.inner, clone);
-        ResponseFuture::authorize(gate, service, Request::from_parts(parts, body))
+        ResponseFuture::authorize(gate, service, request)
     }
+}
+
+/// The gate of a request whose price is known later ([`Price::Later`]): once the price is
+/// known, the request goes on as a synchronous price would have sent it.
+#[cold]
+fn priced_later(
+    config: &Arc<Config>,
+    pending: PendingPrice,
+    parts: &http::request::Parts,
+) -> BoxFuture<'static, Gate> {
+    let config = Arc::clone(config);
+    let (mut head, ()) = Request::new(()).into_parts();
+    head.method = parts.method.clone();
+    head.uri = parts.uri.clone();
+    head.version = parts.version;
+    head.headers = parts.headers.clone();
+    Box::pin(async move {
+        let price = match pending.take() {
+            Some(price) => price.await,
+            None => Price::NotSold {
+                status: http::StatusCode::INTERNAL_SERVER_ERROR,
+                message: "this request's price was already used by another request".into(),
+            },
+        };
+        match price {
+            Price::Free => Gate::Granted(http::Extensions::new()),
+            Price::Charge(offer) => match begin(&config, offer, &head) {
+                Start::Respond(response) => Gate::Refuse(response),
+                Start::Gate(gate) => gate.await,
+            },
+            Price::NotSold { status, message } => {
+                Gate::Refuse(responses::not_sold(status, &message))
+            }
+            Price::Later(_) => Gate::Refuse(responses::not_sold(
+                http::StatusCode::INTERNAL_SERVER_ERROR,
+                "this request's price could not be decided",
+            )),
+        }
+    })
 }
 
 /// How a priced request goes on: answered at once, or through a gate that decides.
@@ -156,14 +179,73 @@ enum Start {
     Gate(BoxFuture<'static, Gate>),
 }
 
+/// The payment side of a priced request: [`start`], after the lifecycle hooks when there are
+/// some.
+#[inline]
+fn begin(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) -> Start {
+    if config.payments.hooks.is_empty() {
+        start(config, offer, &parts.method, &parts.uri, &parts.headers)
+    } else {
+        hooked(config, offer, parts)
+    }
+}
+
+/// The hooks' part of a priced request: its challenge's extensions, then their decision —
+/// serve it without payment, refuse it, or go on to [`start`].
+#[cold]
+fn hooked(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) -> Start {
+    let hooks = &config.payments.hooks;
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    let paying = parts.headers.contains_key(PAYMENT_SIGNATURE);
+    let offer = hooks
+        .decorate(&ProtectedRequest::http(
+            &offer,
+            &path,
+            &parts.method,
+            &parts.headers,
+            paying,
+        ))
+        .unwrap_or(offer);
+    let (config, method, uri, headers) = (
+        Arc::clone(config),
+        parts.method.clone(),
+        parts.uri.clone(),
+        parts.headers.clone(),
+    );
+    Start::Gate(Box::pin(async move {
+        let request = ProtectedRequest::http(&offer, &path, &method, &headers, paying);
+        match config.payments.hooks.on_protected_request(&request).await {
+            RequestDecision::Grant(extensions) => Gate::Granted(extensions),
+            RequestDecision::Abort(refusal) => {
+                config.payments.report_refusal(&offer, &refusal);
+                Gate::Refuse(responses::refusal(&config, &offer, &refusal))
+            }
+            _ => match start(&config, Arc::clone(&offer), &method, &uri, &headers) {
+                Start::Respond(response) => Gate::Refuse(response),
+                Start::Gate(gate) => gate.await,
+            },
+        }
+    }))
+}
+
 /// The payment side of a priced request: the challenge (JSON or the paywall page) without a
 /// payment, a refusal of an unusable one, or the gate that authorizes it.
-fn start(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) -> Start {
+fn start(
+    config: &Arc<Config>,
+    offer: Arc<Offer>,
+    method: &Method,
+    uri: &http::Uri,
+    headers: &HeaderMap,
+) -> Start {
     // A HEAD has no body to deliver, so it never pays: it is answered like an unpaid GET,
     // whatever it carries.
-    let signature = match parts.method {
+    let signature = match *method {
         // Said as it is: the payment was neither verified nor spent, and a GET buys.
-        Method::HEAD if parts.headers.contains_key(PAYMENT_SIGNATURE) => {
+        Method::HEAD if headers.contains_key(PAYMENT_SIGNATURE) => {
             config
                 .payments
                 .report_refusal(&offer, &Refusal::PaymentMissing);
@@ -175,12 +257,12 @@ fn start(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) 
             ));
         }
         Method::HEAD => None,
-        _ => parts.headers.get(PAYMENT_SIGNATURE),
+        _ => headers.get(PAYMENT_SIGNATURE),
     };
     let Some(value) = signature else {
         if let Some(page) = &config.paywall_page
-            && parts.method == Method::GET
-            && paywall_page::prefers_html(&parts.headers)
+            && method == Method::GET
+            && paywall_page::prefers_html(headers)
         {
             let payments = &config.payments;
             payments.emit(|| PaymentEvent::ChallengeServed { offer: &offer });
@@ -201,23 +283,11 @@ fn start(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) 
         Ok(payload) => payload,
         Err(error) => return refuse(config, &offer, Refusal::InvalidHeader(error)),
     };
-    config.payments.emit(|| PaymentEvent::PaymentReceived {
-        offer: &offer,
-        payload: &payload,
-    });
-    let requirement = match Payments::accepted(&offer, &payload) {
-        Ok(requirement) => requirement.clone(),
-        Err(refusal) => return refuse(config, &offer, refusal),
-    };
-
     // What the payment buys: this method, path and query, delivered once.
-    let request = RequestDigest::http(&parts.method, &parts.uri);
+    let request = RequestDigest::http(method, uri);
     let config = Arc::clone(config);
     Start::Gate(Box::pin(async move {
-        let outcome = config
-            .payments
-            .authorize(&offer, payload, requirement, request)
-            .await;
+        let outcome = config.payments.pay(&offer, payload, request).await;
         let pass = match outcome {
             // The core lets a repeat through only for the request it bought, at a fixed price.
             Outcome::Settled(paid) | Outcome::Replayed(paid) => Pass::Paid(paid),
@@ -228,60 +298,6 @@ fn start(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) 
         };
         Gate::Proceed(config, pass)
     }))
-}
-
-/// What a request carrying a sign-in proof brings.
-#[cfg(feature = "siwx")]
-struct SignInRequest {
-    proof: http::HeaderValue,
-    /// The path and query the challenge was issued for.
-    path: String,
-}
-
-/// The gate of a request carrying a sign-in proof: the proof first; when it fails, the payment
-/// the request also carries (`payment`), else the 402 whose `error` says why the proof failed.
-#[cfg(feature = "siwx")]
-fn sign_in(
-    config: Arc<Config>,
-    siwx: Arc<crate::siwx::SignInWithX>,
-    offer: Arc<Offer>,
-    request: SignInRequest,
-    payment: Option<Start>,
-) -> BoxFuture<'static, Gate> {
-    Box::pin(async move {
-        let rejection = match siwx
-            .check(&offer, request.proof.as_bytes(), &request.path)
-            .await
-        {
-            Ok(signed_in) => {
-                tracing::debug!(address = %signed_in.address(), resource = %signed_in.resource(), "signed in");
-                return Gate::SignedIn(signed_in);
-            }
-            Err(rejection) => rejection,
-        };
-        tracing::debug!(%rejection, "sign-in proof refused");
-        match payment {
-            Some(Start::Gate(gate)) => gate.await,
-            Some(Start::Respond(response)) => Gate::Refuse(response),
-            // The entitlements could not be read: the buyer may own this, so never a 402.
-            None if rejection.is_unavailable() => Gate::Refuse(responses::unavailable_explained(
-                &config,
-                &offer,
-                config.retry_after,
-                &rejection.to_string(),
-            )),
-            None => {
-                config
-                    .payments
-                    .report_refusal(&offer, &Refusal::PaymentMissing);
-                Gate::Refuse(responses::challenge_explained(
-                    &config,
-                    &offer,
-                    &rejection.to_string(),
-                ))
-            }
-        }
-    })
 }
 
 /// Reports `refusal` and answers it.

@@ -105,12 +105,14 @@ use rmcp::ErrorData;
 use rmcp::handler::server::tool::{DynCallToolHandler, ToolCallContext, ToolRouter};
 use rmcp::model::{CallToolResponse, CallToolResult, MetaObject, Tool};
 use serde::Deserialize as _;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
-use crate::BoxFuture;
+use crate::boxed::BoxFuture;
 
-use crate::payment::charge::is_metered;
-use crate::payment::{Charge, Outcome, PaymentEvent, Payments, Refusal, RequestDigest};
+use crate::payment::{
+    Charge, Outcome, Payments, ProtectedRequest, Refusal, RefusalKind, RequestDecision,
+    RequestDigest,
+};
 #[cfg(doc)]
 use crate::pricing::SettlementMode;
 use crate::pricing::{Offer, OfferError};
@@ -200,6 +202,10 @@ impl PaidTools {
     /// A payment that settled before the work (in [`SettlementMode::Before`], or answered from
     /// its record) has moved money whatever the tool answers: its result carries the
     /// settlement even when it is an error.
+    ///
+    /// The [lifecycle hooks](crate::payment::PaymentHooks) see the call with no `_meta` fields;
+    /// a call they grant runs `work` without a charge (the grant's extensions reach a tool
+    /// priced with [`price`](Self::price) only).
     pub async fn call<F, Fut>(
         &self,
         offer: &Arc<Offer>,
@@ -211,7 +217,53 @@ impl PaidTools {
         F: FnOnce(Option<Charge>) -> Fut,
         Fut: Future<Output = Result<CallToolResponse, ErrorData>>,
     {
+        self.serve(offer, None, payment, request, |admission| {
+            work(admission.charge)
+        })
+        .await
+    }
+
+    /// [`call`](Self::call) with the request's `_meta` (less the payment) for the hooks, and
+    /// what a grant brings handed to `work`.
+    async fn serve<F, Fut>(
+        &self,
+        offer: &Arc<Offer>,
+        meta: Option<&Map<String, Value>>,
+        payment: Option<&Value>,
+        request: RequestDigest,
+        work: F,
+    ) -> Result<CallToolResponse, ErrorData>
+    where
+        F: FnOnce(Admission) -> Fut,
+        Fut: Future<Output = Result<CallToolResponse, ErrorData>>,
+    {
         let payments = &self.payments;
+        let decorated;
+        let offer = if payments.hooks.is_empty() {
+            offer
+        } else {
+            let (name, paying) = (&offer.resource().url, payment.is_some());
+            let request = ProtectedRequest::meta(offer, name, meta, paying);
+            decorated = payments
+                .hooks
+                .decorate(&request)
+                .unwrap_or_else(|| Arc::clone(offer));
+            let request = ProtectedRequest::meta(&decorated, name, meta, paying);
+            match payments.hooks.on_protected_request(&request).await {
+                RequestDecision::Grant(extensions) => {
+                    return work(Admission {
+                        charge: None,
+                        granted: Some(extensions),
+                    })
+                    .await;
+                }
+                RequestDecision::Abort(refusal) => {
+                    payments.report_refusal(&decorated, &refusal);
+                    return Ok(refused(&decorated, &refusal).into());
+                }
+                _ => &decorated,
+            }
+        };
         let Some(value) = payment else {
             payments.report_refusal(offer, &Refusal::PaymentMissing);
             return Ok(payment_required(offer, UNPAID).into());
@@ -224,30 +276,15 @@ impl PaidTools {
                 return Ok(payment_required(offer, &reason).into());
             }
         };
-        payments.emit(|| PaymentEvent::PaymentReceived {
-            offer,
-            payload: &payload,
-        });
-        let requirement = match Payments::accepted(offer, &payload) {
-            Ok(requirement) => requirement.clone(),
-            Err(refusal) => {
-                payments.report_refusal(offer, &refusal);
-                return Ok(refused(offer, &refusal).into());
-            }
-        };
-        let metered = is_metered(&requirement);
-        let outcome = payments
-            .authorize(offer, payload, requirement, request)
-            .await;
-        let cleared = match outcome {
+        let cleared = match payments.pay(offer, payload, request).await {
             Outcome::Cleared(cleared) => cleared,
             Outcome::Settled(paid) | Outcome::Replayed(paid) => {
                 // Settled before the work (`SettlementMode::Before`), recovered from doubt, or
                 // settled earlier at a fixed price for these same arguments (the core refuses
                 // any other repeat): the money moved, so the result says so whatever it is.
-                let charge = metered.then(|| Charge::for_requirement(&paid.payment().requirement));
+                let charge = paid.payment().new_charge();
                 let settlement = paid.payment().settlement.clone();
-                let response = work(charge).await;
+                let response = work(Admission::charged(charge)).await;
                 drop(paid);
                 return Ok(match (response?, settlement) {
                     (CallToolResponse::Complete(result), Some(settlement)) => {
@@ -260,8 +297,8 @@ impl PaidTools {
                 return Ok(refused(offer, &refusal).into());
             }
         };
-        let charge = metered.then(|| Charge::for_requirement(&cleared.payment().requirement));
-        let result = match work(charge.clone()).await {
+        let charge = cleared.payment().new_charge();
+        let result = match work(Admission::charged(charge.clone())).await {
             Ok(CallToolResponse::Complete(result)) if result.is_error != Some(true) => result,
             // The tool failed, or asks the client for input first: nothing is settled, and the
             // payment is free for the next call.
@@ -279,10 +316,7 @@ impl PaidTools {
                 return other;
             }
         };
-        let settled = match charge {
-            Some(charge) => cleared.settle_amount(charge.settled(None)).await,
-            None => cleared.settle().await,
-        };
+        let settled = cleared.settle_charged(charge.as_ref(), None).await;
         Ok(match settled {
             Ok(paid) => match &paid.payment().settlement {
                 Some(settlement) => with_payment_response(result, settlement).into(),
@@ -314,16 +348,44 @@ where
         let (inner, paid, offer) = (Arc::clone(&inner), paid.clone(), Arc::clone(&offer));
         Box::pin(async move {
             let payment = context.request_context.meta.0.0.remove(PAYMENT_META);
+            // The hooks read the call's other `_meta` fields; without hooks nothing is copied.
+            let meta =
+                (!paid.payments.hooks.is_empty()).then(|| context.request_context.meta.0.0.clone());
             let request = RequestDigest::tool(&context.name, context.arguments.as_ref());
-            paid.call(&offer, payment.as_ref(), request, move |charge| {
-                if let Some(charge) = charge {
-                    context.request_context.extensions.insert(charge);
-                }
-                inner(context)
-            })
+            paid.serve(
+                &offer,
+                meta.as_ref(),
+                payment.as_ref(),
+                request,
+                move |admission| {
+                    if let Some(charge) = admission.charge {
+                        context.request_context.extensions.insert(charge);
+                    }
+                    if let Some(granted) = admission.granted {
+                        context.request_context.extensions.insert(granted);
+                    }
+                    inner(context)
+                },
+            )
             .await
         })
     }))
+}
+
+/// What a call is let in with: the charge of an `upto` payment, or what a hook's grant brings
+/// (an `http::Extensions` the tool finds in its request context's extensions).
+struct Admission {
+    charge: Option<Charge>,
+    granted: Option<http::Extensions>,
+}
+
+impl Admission {
+    fn charged(charge: Option<Charge>) -> Self {
+        Self {
+            charge,
+            granted: None,
+        }
+    }
 }
 
 /// The payment in `_meta["x402/payment"]`: a version 2 `PaymentPayload` object.
@@ -399,7 +461,7 @@ fn refused(offer: &Offer, refusal: &Refusal) -> CallToolResult {
                 None => result,
             }
         }
-        _ if refusal.status() == http::StatusCode::PAYMENT_REQUIRED => {
+        _ if refusal.kind() == RefusalKind::PaymentRequired => {
             payment_required(offer, &refusal.to_string())
         }
         _ => CallToolResult::structured_error(json!({

@@ -1,6 +1,6 @@
 //! Observing what the core and the layer do with each payment.
 
-use super::Refusal;
+use super::refusal::Refusal;
 use crate::pricing::Offer;
 use crate::proto::{PaymentPayload, SettleResponse};
 use crate::settlement::{PaymentKey, SettlementRecord};
@@ -68,7 +68,7 @@ pub enum PaymentEvent<'a> {
     Failed {
         /// The offer concerned.
         offer: &'a Offer,
-        /// Why; [`Refusal::status`] is the status sent.
+        /// Why; [`Refusal::kind`] says what the client is asked to do.
         refusal: &'a Refusal,
     },
 }

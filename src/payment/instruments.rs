@@ -6,12 +6,13 @@ use std::time::Instant;
 
 use metrics::{SharedString, counter};
 
+use super::events::PaymentEvent;
+use super::refusal::Refusal;
 use crate::boxed::BoxFuture;
 use crate::facilitator::{Facilitator, FacilitatorError};
 use crate::metrics::{
     CHALLENGES, FACILITATOR_DURATION, LEDGER_ERRORS, PAYMENTS, RECONCILIATIONS, in_doubt, publish,
 };
-use crate::payment::{PaymentEvent, Refusal};
 use crate::proto::{FacilitatorRequest, SettleResponse, SupportedResponse, VerifyResponse};
 use crate::settlement::{
     LedgerEntry, PaymentKey, PaymentState, Reconciler, Reconciliation, SettlementStore, StoreError,
@@ -67,6 +68,7 @@ fn refusal_kind(refusal: &Refusal) -> &'static str {
         Refusal::AuthorizationExpired => "authorization_expired",
         Refusal::ChargeAboveMaximum { .. } => "charge_above_maximum",
         Refusal::InvalidSettlementOverride { .. } => "invalid_settlement_override",
+        Refusal::Hook { .. } => "hook",
     }
 }
 

@@ -2,10 +2,10 @@
 //! compare-and-set steps every path shares.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::{Payments, Refusal};
+use super::payments::Payments;
+use super::refusal::Refusal;
 use crate::settlement::{
     Fingerprint, PaymentKey, PaymentState, SettlementIntent, SettlementRecord,
 };
@@ -19,9 +19,9 @@ const HELD_POLL_MAX: Duration = Duration::from_millis(250);
 
 /// A payment this layer holds in the ledger, at `version`.
 #[derive(Clone, Debug)]
-pub(crate) struct Hold {
-    pub(crate) key: PaymentKey,
-    pub(crate) version: u64,
+pub(super) struct Hold {
+    pub(super) key: PaymentKey,
+    pub(super) version: u64,
 }
 
 /// What the ledger says to do with a payment.
@@ -36,22 +36,8 @@ pub(super) enum Claim {
     Refuse(Box<Refusal>),
 }
 
-/// A lease owner id for one layer: the process id, the start time and a counter.
-pub(crate) fn new_owner_id() -> Arc<str> {
-    static LAYERS: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "pid{}-{:x}-{}",
-        std::process::id(),
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.as_nanos()),
-        LAYERS.fetch_add(1, Ordering::Relaxed)
-    )
-    .into()
-}
-
 /// Unix milliseconds.
-pub(crate) fn now_ms() -> u64 {
+pub(super) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |elapsed| {
@@ -157,7 +143,7 @@ fn hold(key: &PaymentKey, version: u64) -> Hold {
 
 /// Lets go of a payment that never reached `/settle` (or that the chain proved unsettled), so
 /// the buyer may pay again. A failure only leaves the hold to expire.
-pub(crate) async fn release(config: &Payments, hold: &Hold) {
+pub(super) async fn release(config: &Payments, hold: &Hold) {
     match config.store.remove(&hold.key, hold.version).await {
         Ok(true) => {}
         Ok(false) => {

@@ -2,45 +2,45 @@
 
 use std::fmt;
 
-use http::StatusCode;
-
 use crate::facilitator::FacilitatorError;
 use crate::proto::header::HeaderError;
 use crate::proto::{AtomicAmount, SettleResponse};
 use crate::settlement::StoreError;
 
-/// Why the layer refused a priced request. Every refusal is answered from this value alone: its
-/// [`status`](Self::status), and its `Display` as the JSON body's `error` (the same text in
-/// the challenge of a 402). [`PaymentEvent::Failed`](super::PaymentEvent::Failed) carries it.
+/// Why the core refused a priced request, in no transport's terms. Every refusal is answered
+/// from this value alone: its [`kind`](Self::kind) (what the client should do next), and its
+/// `Display` as the answer's `error`. Each adapter maps the kind to its wire: the HTTP layer to
+/// a status ([`layer::status_of`](crate::layer::status_of)), the MCP adapter to a tool result.
+/// [`PaymentEvent::Failed`](super::PaymentEvent::Failed) carries it.
 ///
-/// | refusal | status | also |
+/// | refusal | kind | over HTTP |
 /// |---|---|---|
-/// | [`PaymentMissing`](Self::PaymentMissing) | 402 | the challenge |
-/// | [`InvalidHeader`](Self::InvalidHeader) | 400, or 402 with [`InvalidHeaderStatus::PaymentRequired`](crate::layer::InvalidHeaderStatus::PaymentRequired) | the challenge |
-/// | [`OtherResource`](Self::OtherResource) | 402 | the challenge |
-/// | [`NoMatchingRequirement`](Self::NoMatchingRequirement) | 402 | the challenge |
-/// | [`InvalidPayment`](Self::InvalidPayment) | 402 | the challenge |
-/// | [`IdentifierReused`](Self::IdentifierReused) | 409 | |
-/// | [`SettledForAnotherResource`](Self::SettledForAnotherResource) | 402 | the challenge |
-/// | [`UsedForAnotherRequest`](Self::UsedForAnotherRequest) | 409 | `error: "payment_used_for_another_request"`; the recorded `PAYMENT-RESPONSE` when settled |
-/// | [`AlreadyDelivered`](Self::AlreadyDelivered) | 409 | `error: "payment_already_delivered"`; the recorded `PAYMENT-RESPONSE` |
-/// | [`PermitAmountMismatch`](Self::PermitAmountMismatch) | 402 | the challenge; nothing verified |
-/// | [`Facilitator`](Self::Facilitator) unavailable | 503 | `Retry-After`; retry the same payment |
-/// | [`Facilitator`](Self::Facilitator) answered wrongly | 502 | |
-/// | [`SettlementRefused`](Self::SettlementRefused) | 402 | the challenge, the failure in `PAYMENT-RESPONSE` |
-/// | [`RecordsUnavailable`](Self::RecordsUnavailable) | 503 | `Retry-After`; retry the same payment |
-/// | [`SettlementInDoubt`](Self::SettlementInDoubt) | 503 | `Retry-After`; retry the same payment, never charged twice |
-/// | [`PaymentInProgress`](Self::PaymentInProgress) | 503 | `Retry-After`; retry the same payment |
-/// | [`AuthorizationExpired`](Self::AuthorizationExpired) | 402 | the challenge; nothing moved, pay again |
-/// | [`ChargeAboveMaximum`](Self::ChargeAboveMaximum) | 500 | nothing settled; the payment is released |
-/// | [`InvalidSettlementOverride`](Self::InvalidSettlementOverride) | 500 | nothing settled; the payment is released |
+/// | [`PaymentMissing`](Self::PaymentMissing) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge |
+/// | [`InvalidHeader`](Self::InvalidHeader) | [`BadRequest`](RefusalKind::BadRequest) | 400, or 402 with [`InvalidHeaderStatus::PaymentRequired`](crate::layer::InvalidHeaderStatus::PaymentRequired); the challenge |
+/// | [`OtherResource`](Self::OtherResource) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge |
+/// | [`NoMatchingRequirement`](Self::NoMatchingRequirement) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge |
+/// | [`InvalidPayment`](Self::InvalidPayment) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge |
+/// | [`IdentifierReused`](Self::IdentifierReused) | [`Conflict`](RefusalKind::Conflict) | 409 |
+/// | [`SettledForAnotherResource`](Self::SettledForAnotherResource) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge |
+/// | [`UsedForAnotherRequest`](Self::UsedForAnotherRequest) | [`Conflict`](RefusalKind::Conflict) | 409, `error: "payment_used_for_another_request"`; the recorded `PAYMENT-RESPONSE` when settled |
+/// | [`AlreadyDelivered`](Self::AlreadyDelivered) | [`Conflict`](RefusalKind::Conflict) | 409, `error: "payment_already_delivered"`; the recorded `PAYMENT-RESPONSE` |
+/// | [`PermitAmountMismatch`](Self::PermitAmountMismatch) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge; nothing verified |
+/// | [`Facilitator`](Self::Facilitator) unavailable | [`RetrySamePayment`](RefusalKind::RetrySamePayment) | 503, `Retry-After` |
+/// | [`Facilitator`](Self::Facilitator) answered wrongly | [`UpstreamFault`](RefusalKind::UpstreamFault) | 502 |
+/// | [`SettlementRefused`](Self::SettlementRefused) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge, the failure in `PAYMENT-RESPONSE` |
+/// | [`RecordsUnavailable`](Self::RecordsUnavailable) | [`RetrySamePayment`](RefusalKind::RetrySamePayment) | 503, `Retry-After` |
+/// | [`SettlementInDoubt`](Self::SettlementInDoubt) | [`RetrySamePayment`](RefusalKind::RetrySamePayment) | 503, `Retry-After`; never charged twice |
+/// | [`PaymentInProgress`](Self::PaymentInProgress) | [`RetrySamePayment`](RefusalKind::RetrySamePayment) | 503, `Retry-After` |
+/// | [`AuthorizationExpired`](Self::AuthorizationExpired) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge; nothing moved, pay again |
+/// | [`ChargeAboveMaximum`](Self::ChargeAboveMaximum) | [`ServerFault`](RefusalKind::ServerFault) | 500; nothing settled, the payment released |
+/// | [`InvalidSettlementOverride`](Self::InvalidSettlementOverride) | [`ServerFault`](RefusalKind::ServerFault) | 500; nothing settled, the payment released |
+/// | [`Hook`](Self::Hook) | the hook's | as its kind says |
 ///
 /// ```
-/// use http::StatusCode;
-/// use tower_x402::Refusal;
+/// use tower_x402::payment::{Refusal, RefusalKind};
 ///
 /// let refusal = Refusal::NoMatchingRequirement { field: Some("amount") };
-/// assert_eq!(refusal.status(), StatusCode::PAYMENT_REQUIRED);
+/// assert_eq!(refusal.kind(), RefusalKind::PaymentRequired);
 /// assert_eq!(
 ///     refusal.to_string(),
 ///     "no matching payment requirements: accepted amount differs from this resource's"
@@ -121,25 +121,28 @@ pub enum Refusal {
         /// What was wrong with it, for the logs and the response.
         reason: String,
     },
+    /// A [lifecycle hook](super::PaymentHooks) refused the request.
+    Hook {
+        /// What the client is asked to do.
+        kind: RefusalKind,
+        /// The answer's `error`.
+        reason: String,
+    },
 }
 
 impl Refusal {
-    /// The status the refusal is answered with by default; an [`InvalidHeader`](Self::InvalidHeader)
-    /// is answered as the layer's
-    /// [`InvalidHeaderStatus`](crate::layer::InvalidHeaderStatus) says.
-    pub fn status(&self) -> StatusCode {
+    /// What the refusal asks of the client; each adapter answers it in its own terms.
+    pub fn kind(&self) -> RefusalKind {
         match self {
-            Self::InvalidHeader(_) => StatusCode::BAD_REQUEST,
+            Self::InvalidHeader(_) => RefusalKind::BadRequest,
             Self::IdentifierReused
             | Self::UsedForAnotherRequest { .. }
-            | Self::AlreadyDelivered { .. } => StatusCode::CONFLICT,
-            Self::Facilitator(failure) if failure.is_unavailable() => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-            Self::Facilitator(_) => StatusCode::BAD_GATEWAY,
+            | Self::AlreadyDelivered { .. } => RefusalKind::Conflict,
+            Self::Facilitator(failure) if failure.is_unavailable() => RefusalKind::RetrySamePayment,
+            Self::Facilitator(_) => RefusalKind::UpstreamFault,
             Self::RecordsUnavailable(_)
             | Self::SettlementInDoubt { .. }
-            | Self::PaymentInProgress => StatusCode::SERVICE_UNAVAILABLE,
+            | Self::PaymentInProgress => RefusalKind::RetrySamePayment,
             Self::PaymentMissing
             | Self::OtherResource
             | Self::NoMatchingRequirement { .. }
@@ -147,12 +150,33 @@ impl Refusal {
             | Self::SettledForAnotherResource
             | Self::PermitAmountMismatch
             | Self::SettlementRefused(_)
-            | Self::AuthorizationExpired => StatusCode::PAYMENT_REQUIRED,
+            | Self::AuthorizationExpired => RefusalKind::PaymentRequired,
             Self::ChargeAboveMaximum { .. } | Self::InvalidSettlementOverride { .. } => {
-                StatusCode::INTERNAL_SERVER_ERROR
+                RefusalKind::ServerFault
             }
+            Self::Hook { kind, .. } => *kind,
         }
     }
+}
+
+/// What a [`Refusal`] asks of the client, in no transport's terms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RefusalKind {
+    /// Pay (again): the answer carries the challenge. HTTP 402.
+    PaymentRequired,
+    /// The payment could not be read at all. HTTP 400 (with the challenge).
+    BadRequest,
+    /// The payment's identifier was already used by another payment. HTTP 409.
+    Conflict,
+    /// Nothing is known to be wrong with the payment, but it cannot be answered now: send the
+    /// same payment again later; it is never charged twice. HTTP 503 with `Retry-After`.
+    RetrySamePayment,
+    /// The facilitator answered something unusable. HTTP 502.
+    UpstreamFault,
+    /// The server's own work broke a rule (a metered charge above the maximum, none set);
+    /// nothing settled. HTTP 500.
+    ServerFault,
 }
 
 /// The `error` text sent to the client: never a facilitator's body or a store's error, which
@@ -230,6 +254,7 @@ impl fmt::Display for Refusal {
                 "the server set a charge of {charged} above the {maximum} signed for; nothing \
                  was charged"
             ),
+            Self::Hook { reason, .. } => f.write_str(reason),
             Self::InvalidSettlementOverride { reason } => write!(
                 f,
                 "the server's Settlement-Overrides header is malformed ({reason}); nothing was \

@@ -6,10 +6,13 @@ use std::time::Duration;
 
 use tracing::Instrument as _;
 
+use super::events::PaymentEvent;
+use super::hooks::{BeforeSettle, PaymentContext, SettleFailure};
 use super::ledger::{Hold, lease_until, now_ms, release};
+use super::payments::Payments;
+use super::refusal::Refusal;
 use super::single_flight::InflightGuard;
 use super::uncancellable::{Panicked, Uncancellable};
-use super::{PaymentEvent, Payments, Refusal};
 use crate::facilitator::{FacilitatorError, Member};
 use crate::pricing::Offer;
 use crate::proto::{FacilitatorRequest, SettleResponse};
@@ -74,6 +77,20 @@ pub(super) async fn settle(
     guard: InflightGuard,
 ) -> (Result<SettleResponse, Refusal>, Option<InflightGuard>) {
     let intent = if attempt == Attempt::First {
+        let intent = if config.hooks.is_empty() {
+            intent
+        } else {
+            match Box::pin(before_settle(config, offer, &hold, intent)).await {
+                Ok(intent) => intent,
+                Err(Skipped::Refused(refusal)) => return (Err(refusal), Some(guard)),
+                Err(Skipped::Settled(settlement, intent)) => {
+                    // Boxed: a path only hooks take, kept out of the size of every settlement.
+                    let recorded =
+                        Box::pin(settled(config, offer, &hold, &intent, settlement, attempt));
+                    return (Ok(recorded.await), Some(guard));
+                }
+            }
+        };
         // A new settlement goes to the facilitator that verified it (else the preferred one);
         // every retry of it goes to the same one.
         let intent = match intent.facilitator {
@@ -143,6 +160,37 @@ pub(super) async fn settle(
     }
 }
 
+/// A payment the hooks kept from `/settle`.
+enum Skipped {
+    /// Refused by a hook, and released.
+    Refused(Refusal),
+    /// Settled by a hook, with the intent to record it under.
+    Settled(SettleResponse, SettlementIntent),
+}
+
+/// Asks the hooks before a first settlement: abort (the payment is released), skip (a hook
+/// settled it), or go on with the request carrying the hooks' extra fields.
+async fn before_settle(
+    config: &Payments,
+    offer: &Offer,
+    hold: &Hold,
+    mut intent: SettlementIntent,
+) -> Result<SettlementIntent, Skipped> {
+    let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
+    match config.hooks.before_settle(&context).await {
+        BeforeSettle::Continue => {}
+        BeforeSettle::Skip(settlement) => return Err(Skipped::Settled(settlement, intent)),
+        BeforeSettle::Abort(refusal) => {
+            release(config, hold).await;
+            return Err(Skipped::Refused(refuse(config, offer, refusal)));
+        }
+    }
+    if let Some(fields) = config.hooks.settle_request_fields(&context) {
+        intent.request = Arc::new(intent.request.with_fields(fields));
+    }
+    Ok(intent)
+}
+
 /// Sends `/settle` for a payment whose *settling* intent stands and records what it answered.
 async fn complete(
     config: &Arc<Payments>,
@@ -151,7 +199,20 @@ async fn complete(
     intent: &SettlementIntent,
     attempt: Attempt,
 ) -> Result<SettleResponse, Refusal> {
-    let answer = send(config, intent).await;
+    let mut answer = send(config, intent).await;
+    if !config.hooks.is_empty() {
+        let failure = match &answer {
+            SettleAnswer::Settled(_) => None,
+            SettleAnswer::Refused(settlement) => Some(SettleFailure::Refused(settlement)),
+            SettleAnswer::Failed(failure) => Some(SettleFailure::Facilitator(failure)),
+        };
+        if let Some(failure) = failure {
+            let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
+            if let Some(settlement) = config.hooks.on_settle_failure(&context, &failure).await {
+                answer = SettleAnswer::Settled(settlement);
+            }
+        }
+    }
     let reason = match answer {
         SettleAnswer::Settled(settlement) => {
             return Ok(settled(config, offer, &hold, intent, settlement, attempt).await);
@@ -325,8 +386,8 @@ fn authorization_expired(request: &FacilitatorRequest) -> bool {
 /// store says. When the record cannot be written (the store is down, its pool exhausted), the
 /// in-memory recent settlements recognise a retry here, and a background task keeps writing the
 /// record, with pauses growing to a second, until the store takes it — so that every process sharing the
-/// store, and this one after a restart, reads the payment as settled. The payer's sign-in
-/// entitlement, when sign-in-with-x is on, is kept trying the same way.
+/// store, and this one after a restart, reads the payment as settled. The hooks hear of the
+/// settlement (and may add to its extensions) before it is recorded.
 async fn settled(
     config: &Arc<Payments>,
     offer: &Offer,
@@ -340,6 +401,10 @@ async fn settled(
         // The amount sent is the amount settled; recorded so that a repeat is answered with it.
         settlement.amount = Some(requirement.amount);
     }
+    if !config.hooks.is_empty() {
+        let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
+        config.hooks.settled(&context, &mut settlement).await;
+    }
     config.emit(|| PaymentEvent::Settled {
         offer,
         settlement: &settlement,
@@ -351,15 +416,6 @@ async fn settled(
             key: &hold.key,
             settlement: Some(&settlement),
         });
-    }
-    #[cfg(feature = "siwx")]
-    if let Some(entitlements) = &config.entitlements
-        && let Some(payer) = settlement
-            .payer
-            .clone()
-            .or_else(|| payer_of(&intent.request))
-    {
-        crate::siwx::record_purchase(entitlements, &intent.resource, &intent.request, &payer).await;
     }
     let record = SettlementRecord::of_intent(hold.key.clone(), intent, settlement.clone());
     if let Some(recent) = &config.recent_settlements {

@@ -7,16 +7,18 @@
 //! | [`Price::Free`] | passes the request to the inner service untouched, allocating nothing |
 //! | [`Price::Charge`] | asks for payment of the offer, and lets the request through once paid |
 //! | [`Price::NotSold`] | answers itself with the given status and a JSON `error`; the inner service is not called |
+//! | [`Price::Later`] | waits for the price (read from a database, asked of a quota service), then as above |
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use http::StatusCode;
 use http::request::Parts;
 
-#[cfg(feature = "siwx")]
+use crate::boxed::BoxFuture;
+
 mod added;
 pub mod header_budget;
 mod offer;
@@ -41,15 +43,62 @@ pub enum Price {
         /// The `error` text of the JSON body.
         message: Cow<'static, str>,
     },
+    /// Known once a future resolves: a price read from a database, asked of a quota service.
+    /// Build it with [`Price::later`].
+    Later(PendingPrice),
 }
 
 impl Price {
+    /// A price known once `price` resolves ([`Price::Later`]); the request waits for it. A
+    /// synchronous price costs nothing of this.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use http::request::Parts;
+    /// use tower_x402::{Offer, Price, Pricing};
+    ///
+    /// /// Prices a product by its slug, read from wherever the catalog lives.
+    /// async fn lookup(slug: String, offer: Arc<Offer>) -> Price {
+    ///     match slug.as_str() {
+    ///         "report" => Price::Charge(offer),
+    ///         _ => Price::not_found("no such product"),
+    ///     }
+    /// }
+    ///
+    /// fn from_the_catalog(offer: Arc<Offer>) -> impl Pricing {
+    ///     move |parts: &Parts| {
+    ///         let slug = parts.uri.path().trim_start_matches('/').to_owned();
+    ///         Price::later(lookup(slug, Arc::clone(&offer)))
+    ///     }
+    /// }
+    /// ```
+    pub fn later(price: impl Future<Output = Price> + Send + 'static) -> Self {
+        Self::Later(PendingPrice(Arc::new(Mutex::new(Some(Box::pin(price))))))
+    }
+
     /// [`Price::NotSold`] with 404 Not Found.
     pub fn not_found(message: impl Into<Cow<'static, str>>) -> Self {
         Self::NotSold {
             status: StatusCode::NOT_FOUND,
             message: message.into(),
         }
+    }
+}
+
+/// The future of a [`Price::Later`]. Clones share it: the first to take it waits for it.
+#[derive(Clone)]
+pub struct PendingPrice(Arc<Mutex<Option<BoxFuture<'static, Price>>>>);
+
+impl PendingPrice {
+    /// The future, once: `None` when a clone took it already.
+    pub(crate) fn take(&self) -> Option<BoxFuture<'static, Price>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
+
+impl fmt::Debug for PendingPrice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PendingPrice")
     }
 }
 
@@ -70,7 +119,8 @@ impl From<Arc<Offer>> for Price {
 ///
 /// Implemented for closures over the request head that return a [`Price`] or an
 /// `Option<Arc<Offer>>` (`None` is free) — dynamic pricing, see [`from_fn`] — for `Arc<Offer>`
-/// and `Offer` (one price for everything behind the layer) and for [`PriceTable`].
+/// and `Offer` (one price for everything behind the layer) and for [`PriceTable`]. A price that
+/// must be looked up asynchronously is a [`Price::later`].
 ///
 /// ```
 /// use std::sync::Arc;

@@ -6,7 +6,6 @@ use bytes::Bytes;
 use http::HeaderValue;
 use serde_json::{Map, Value};
 
-#[cfg(feature = "siwx")]
 use super::added::AddedExtension;
 
 use crate::proto::{
@@ -134,7 +133,6 @@ pub struct Offer {
     required: Arc<PaymentRequired>,
     /// An extension added for one request (a sign-in nonce), when `required` is the challenge
     /// without it; `header` and `body` carry it.
-    #[cfg(feature = "siwx")]
     added: Option<Arc<AddedExtension>>,
     mode: SettlementMode,
     header: HeaderValue,
@@ -163,7 +161,6 @@ impl Offer {
     /// The challenge a 402 carries for this offer; its `error` is
     /// `"PAYMENT-SIGNATURE header is required"`.
     pub fn payment_required(&self) -> &PaymentRequired {
-        #[cfg(feature = "siwx")]
         if let Some(added) = &self.added {
             return added.challenge(&self.required);
         }
@@ -246,8 +243,20 @@ impl Offer {
     /// whole (the rest of a challenge can be kilobytes of discovery schemas), and the object
     /// with the extension is only built if something asks for it. `None` if it cannot be
     /// encoded.
-    #[cfg(feature = "siwx")]
-    pub(crate) fn with_extension(
+    ///
+    /// ```
+    /// use serde_json::value::to_raw_value;
+    /// use tower_x402::Offer;
+    /// use tower_x402::proto::{ResourceInfo, UsdcDeployment};
+    ///
+    /// let offer = Offer::builder(ResourceInfo::new("https://shop.example/report"))
+    ///     .usdc(&UsdcDeployment::BASE, "1.00".parse()?, "0x209693Bc6afc0C5328bA36FaF03C514EF312287C")
+    ///     .build()?;
+    /// let once = offer.with_extension("nonce", to_raw_value(&"a1b2")?).expect("encodable");
+    /// assert_eq!(once.payment_required().extensions.as_ref().unwrap()["nonce"], "a1b2");
+    /// # Ok::<_, Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_extension(
         &self,
         key: &str,
         extension: Box<serde_json::value::RawValue>,
@@ -269,7 +278,6 @@ impl Offer {
         })
     }
 
-    #[cfg(feature = "siwx")]
     #[cold]
     fn with_extension_encoded_whole(
         &self,
@@ -448,7 +456,7 @@ impl OfferBuilder {
     /// [`OfferError::Supported`] when `/supported` could not be read.
     pub async fn build_for<F>(mut self, facilitator: &F) -> Result<Offer, OfferError>
     where
-        F: crate::Facilitator + ?Sized,
+        F: crate::facilitator::Facilitator + ?Sized,
     {
         if self.error.is_none() && self.accepts.iter().any(is_metered) {
             let supported =
@@ -563,7 +571,6 @@ impl OfferBuilder {
             shared_accepts,
             resource_url: required.resource.url.as_str().into(),
             required: Arc::new(required),
-            #[cfg(feature = "siwx")]
             added: None,
             mode: self.mode,
             header,

@@ -27,12 +27,16 @@ use super::{AtomicAmount, Network, PaymentPayload, PaymentRequirements, X402Vers
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone, Serialize, Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FacilitatorRequest {
     x402_version: X402Version,
     payment_payload: Arc<PaymentPayload>,
     payment_requirements: Arc<PaymentRequirements>,
+    /// Fields sent beside those three (a lifecycle hook's, for `/settle`). Sent, never read
+    /// back: a request read from its JSON (a stored intent) has none.
+    #[serde(skip)]
+    fields: Option<Arc<Map<String, Value>>>,
     /// This request as JSON, once something has asked for it.
     #[serde(skip)]
     json: OnceLock<Bytes>,
@@ -50,8 +54,44 @@ impl FacilitatorRequest {
             x402_version: payment_payload.x402_version,
             payment_payload,
             payment_requirements: payment_requirements.into(),
+            fields: None,
             json: OnceLock::new(),
         }
+    }
+
+    /// The same request with `fields` beside its own (an extension's data for `/settle`), as a
+    /// new request with its own encoding. A field named like one of the request's own is
+    /// ignored.
+    ///
+    /// ```
+    /// # use tower_x402::proto::{FacilitatorRequest, PaymentPayload, PaymentRequirements};
+    /// # fn check(request: FacilitatorRequest) -> Result<(), serde_json::Error> {
+    /// let mut fields = serde_json::Map::new();
+    /// fields.insert("voucher".into(), serde_json::json!({"id": 7}));
+    /// let request = request.with_fields(fields);
+    /// let json: serde_json::Value = serde_json::from_slice(&request.json()?)?;
+    /// assert_eq!(json["voucher"]["id"], 7);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_fields(&self, mut fields: Map<String, Value>) -> Self {
+        for own in ["x402Version", "paymentPayload", "paymentRequirements"] {
+            fields.remove(own);
+        }
+        let mut all = self.fields.as_deref().cloned().unwrap_or_default();
+        all.extend(fields);
+        Self {
+            x402_version: self.x402_version,
+            payment_payload: Arc::clone(&self.payment_payload),
+            payment_requirements: Arc::clone(&self.payment_requirements),
+            fields: (!all.is_empty()).then(|| Arc::new(all)),
+            json: OnceLock::new(),
+        }
+    }
+
+    /// The fields sent beside the request's own ([`with_fields`](Self::with_fields)).
+    pub fn fields(&self) -> Option<&Map<String, Value>> {
+        self.fields.as_deref()
     }
 
     /// The same payment against other `requirements` (a metered settlement's charged amount),
@@ -64,6 +104,7 @@ impl FacilitatorRequest {
             x402_version: self.x402_version,
             payment_payload: Arc::clone(&self.payment_payload),
             payment_requirements: payment_requirements.into(),
+            fields: self.fields.clone(),
             json: OnceLock::new(),
         }
     }
@@ -101,6 +142,29 @@ impl FacilitatorRequest {
     }
 }
 
+/// The three fields of the protocol, then any [`with_fields`](FacilitatorRequest::with_fields)
+/// added.
+impl Serialize for FacilitatorRequest {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap as _, SerializeStruct as _};
+        let Some(fields) = &self.fields else {
+            let mut request = serializer.serialize_struct("FacilitatorRequest", 3)?;
+            request.serialize_field("x402Version", &self.x402_version)?;
+            request.serialize_field("paymentPayload", &self.payment_payload)?;
+            request.serialize_field("paymentRequirements", &self.payment_requirements)?;
+            return request.end();
+        };
+        let mut request = serializer.serialize_map(Some(3 + fields.len()))?;
+        request.serialize_entry("x402Version", &self.x402_version)?;
+        request.serialize_entry("paymentPayload", &self.payment_payload)?;
+        request.serialize_entry("paymentRequirements", &self.payment_requirements)?;
+        for (name, value) in fields.iter() {
+            request.serialize_entry(name, value)?;
+        }
+        request.end()
+    }
+}
+
 /// Bytes reserved for a request's JSON before encoding it.
 const REQUEST_CAPACITY: usize = 2048;
 
@@ -110,6 +174,7 @@ impl PartialEq for FacilitatorRequest {
         self.x402_version == other.x402_version
             && self.payment_payload == other.payment_payload
             && self.payment_requirements == other.payment_requirements
+            && self.fields == other.fields
     }
 }
 

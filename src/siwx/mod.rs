@@ -72,7 +72,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use sha2::Sha256;
 
-use crate::BoxError;
+use crate::boxed::BoxError;
 use crate::pricing::Offer;
 use crate::proto::{AtomicAmount, FacilitatorRequest};
 use crate::settlement::StoreError;
@@ -80,6 +80,7 @@ use crate::settlement::StoreError;
 mod buyer;
 #[cfg(any(test, feature = "test-util"))]
 mod conformance;
+mod hook;
 mod message;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -148,7 +149,7 @@ pub struct SignInWithX {
     /// The nonce MAC, keyed with the server's secret once.
     mac: Hmac<Sha256>,
     statement: Option<Arc<str>>,
-    pub(crate) store: Arc<dyn EntitlementStore>,
+    store: Arc<dyn EntitlementStore>,
     entitlement_lifetime: Option<Duration>,
     proof_lifetime: Duration,
     rpc: Option<verify::EvmRpc>,
@@ -226,16 +227,14 @@ impl SignInWithX {
         &self.origin
     }
 
-    /// `offer` with a fresh sign-in challenge for the request URI `path_and_query`; `None` (no
-    /// challenge) for a path longer than [`MAX_PATH_LEN`].
-    pub(crate) fn decorate(&self, offer: &Offer, path_and_query: &str) -> Option<Offer> {
-        let decorated = offer.with_extension(EXTENSION, self.challenge(offer, path_and_query)?)?;
-        crate::pricing::header_budget::check(
-            offer.resource_url(),
-            decorated.challenge_header().len(),
-            " with its sign-in challenge",
-        );
-        Some(decorated)
+    /// The URI a proof for `path` signs: the path of an HTTP request, without its query, on
+    /// the configured origin, or what is called as it is (an MCP tool's `mcp://tool/{name}`).
+    fn uri(&self, path: &str) -> String {
+        if path.starts_with('/') {
+            format!("{}{}", self.origin, without_query(path))
+        } else {
+            path.to_owned()
+        }
     }
 
     /// The `sign-in-with-x` extension for `offer` at `path_and_query`, serialized. The
@@ -243,11 +242,10 @@ impl SignInWithX {
     /// resource, whatever the query, and a query would make every 402 as large as the client
     /// chose (beyond what a reverse proxy reads).
     pub(crate) fn challenge(&self, offer: &Offer, path_and_query: &str) -> Option<Box<RawValue>> {
-        let path = without_query(path_and_query);
-        if path.len() > MAX_PATH_LEN {
+        if without_query(path_and_query).len() > MAX_PATH_LEN {
             return None;
         }
-        let uri = format!("{}{path}", self.origin);
+        let uri = self.uri(path_and_query);
         let now = now_ms();
         let issued_at = timestamp(now);
         let expiration_time = timestamp(now + self.proof_lifetime.as_millis());
@@ -321,7 +319,7 @@ impl SignInWithX {
                 format!("expected {:?}, got {:?}", self.host, proof.domain),
             ));
         }
-        let uri = format!("{}{}", self.origin, without_query(path_and_query));
+        let uri = self.uri(path_and_query);
         if proof.uri != uri {
             return Err(Rejection::new(
                 Code::UriMismatch,
@@ -991,7 +989,7 @@ mod tests {
             resource: &'a str,
             address: &'a str,
             at: u64,
-        ) -> crate::BoxFuture<'a, Result<(), StoreError>> {
+        ) -> crate::boxed::BoxFuture<'a, Result<(), StoreError>> {
             let left = self.failures.load(std::sync::atomic::Ordering::SeqCst);
             if left > 0 {
                 self.failures
@@ -1005,7 +1003,7 @@ mod tests {
             &'a self,
             resource: &'a str,
             address: &'a str,
-        ) -> crate::BoxFuture<'a, Result<Option<u64>, StoreError>> {
+        ) -> crate::boxed::BoxFuture<'a, Result<Option<u64>, StoreError>> {
             self.inner.last_purchase(resource, address)
         }
 
@@ -1013,7 +1011,7 @@ mod tests {
             &'a self,
             nonce: &'a str,
             expires: u64,
-        ) -> crate::BoxFuture<'a, Result<bool, StoreError>> {
+        ) -> crate::boxed::BoxFuture<'a, Result<bool, StoreError>> {
             self.inner.consume_nonce(nonce, expires)
         }
     }

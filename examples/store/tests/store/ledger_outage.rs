@@ -18,7 +18,7 @@ use tower_x402::proto::{
     UsdcDeployment, VerifyResponse, header,
 };
 use tower_x402::settlement::{PaymentKey, PostgresSettlementStore, SettlementStore as _};
-use tower_x402::siwx::{EntitlementStore as _, PostgresEntitlementStore, SignInWithX};
+use tower_x402::siwx::{self, EntitlementStore as _, PostgresEntitlementStore, SignInWithX};
 use tower_x402::{BoxFuture, FacilitatorError, Offer, SettlementMode, X402Layer};
 
 use super::postgres_server::PgServer;
@@ -178,9 +178,14 @@ async fn an_outcome_received_while_postgres_is_down_is_written_once_it_is_back()
     // The payer's entitlement, which the database could not take either, lands too.
     let entitlements = PostgresEntitlementStore::new(pool(&url).await);
     let payer = PAYER.to_ascii_lowercase();
+    // Entitlements are keyed by the resource and the price paid (1.00 USDC).
+    let entitlement_key = siwx::entitlement_key(
+        "https://api.example.com/report",
+        &"1000000".parse().unwrap(),
+    );
     loop {
         let bought = entitlements
-            .last_purchase("https://api.example.com/report", &payer)
+            .last_purchase(&entitlement_key, &payer)
             .await
             .ok()
             .flatten();

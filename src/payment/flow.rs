@@ -1,0 +1,367 @@
+//! The flow of one payment through the core: the accept it pays, the single-flight, the ledger
+//! claim, the replay of a settled payment, the recovery of one in doubt, verification, and
+//! settlement before the work.
+
+use std::sync::Arc;
+
+use tracing::Instrument as _;
+
+use super::charge;
+use super::delivery::{self, RequestDigest};
+use super::events::PaymentEvent;
+use super::hooks::{BeforeVerify, PaymentContext, VerifyFailure};
+use super::ledger::{self, Claim, Hold};
+use super::outcome::{Cleared, Outcome, Paid, refused};
+use super::payments::Payments;
+use super::refusal::Refusal;
+use super::settle::{self, Attempt};
+use super::single_flight::InflightGuard;
+use super::verified::VerifiedPayment;
+use crate::facilitator::FacilitatorError;
+use crate::pricing::Offer;
+#[cfg(doc)]
+use crate::pricing::SettlementMode;
+use crate::proto::{FacilitatorRequest, PaymentPayload, PaymentRequirements, VerifyResponse};
+use crate::settlement::{
+    Fingerprint, PaymentKey, PaymentState, SettlementIntent, SettlementRecord,
+};
+
+impl Payments {
+    /// The accept of `offer` that `payload` pays, or why none: the payment names another
+    /// resource ([`Refusal::OtherResource`]) or matches none of the accepts
+    /// ([`Refusal::NoMatchingRequirement`], naming the first field that differs).
+    // A `Refusal` is large, but this one is built on the refusal path only and answered at once.
+    #[allow(clippy::result_large_err)]
+    pub fn accepted<'o>(
+        offer: &'o Offer,
+        payload: &PaymentPayload,
+    ) -> Result<&'o Arc<PaymentRequirements>, Refusal> {
+        if payload
+            .resource
+            .as_ref()
+            .is_some_and(|resource| resource.url != offer.resource().url)
+        {
+            return Err(Refusal::OtherResource);
+        }
+        offer.find_accept(&payload.accepted).ok_or_else(|| {
+            let accepted = &payload.accepted;
+            let closest = offer
+                .accepts()
+                .iter()
+                .find(|own| own.network == accepted.network && own.scheme == accepted.scheme)
+                .or_else(|| offer.accepts().first());
+            Refusal::NoMatchingRequirement {
+                field: closest.and_then(|own| own.mismatch(accepted)),
+            }
+        })
+    }
+
+    /// The adapters' entry for a decoded payment: reports it received, finds the accept of
+    /// `offer` it pays ([`accepted`](Self::accepted)) and [`authorize`](Self::authorize)s it for
+    /// `request`, the request it comes with. Every refusal is reported before it is returned.
+    pub async fn pay(
+        self: &Arc<Self>,
+        offer: &Arc<Offer>,
+        payload: PaymentPayload,
+        request: RequestDigest,
+    ) -> Outcome {
+        self.emit(|| PaymentEvent::PaymentReceived {
+            offer,
+            payload: &payload,
+        });
+        let requirement = match Self::accepted(offer, &payload) {
+            Ok(requirement) => Arc::clone(requirement),
+            Err(refusal) => return self.refuse(offer, refusal),
+        };
+        self.authorize(offer, payload, requirement, request).await
+    }
+
+    /// Single-flights the payment, claims it in the ledger, answers repeats from their record,
+    /// recovers payments in doubt, verifies new payments and, in [`SettlementMode::Before`],
+    /// settles them. `requirement` is the offer's accept the payment matched
+    /// ([`accepted`](Self::accepted)); `request` is the request the payment comes with, recorded
+    /// with it: a payment buys one delivery of one request (see [`RequestDigest`] for what a
+    /// repeat is answered). Refusals are reported to the event hook before they are returned.
+    pub async fn authorize(
+        self: &Arc<Self>,
+        offer: &Arc<Offer>,
+        payload: PaymentPayload,
+        requirement: Arc<PaymentRequirements>,
+        request: RequestDigest,
+    ) -> Outcome {
+        let (fingerprint, permit_differs) = Fingerprint::read(&payload);
+        if permit_differs && charge::is_metered(&requirement) {
+            // The buyer would leave a permit for another amount with the merchant.
+            return self.refuse(offer, Refusal::PermitAmountMismatch);
+        }
+        let key = PaymentKey::with_fingerprint(&payload, &fingerprint);
+        let guard = Arc::clone(&self.inflight).acquire(key.clone()).await;
+
+        if let Some(reason) = self.refused.get(&fingerprint, &payload.payload) {
+            return self.refuse(offer, Refusal::InvalidPayment { reason });
+        }
+
+        if let Some(record) = self
+            .recent_settlements
+            .as_ref()
+            .and_then(|recent| recent.get(&key))
+        {
+            return self.replay(offer, payload, &fingerprint, record, &request, guard);
+        }
+        let hold = match ledger::claim(self, &key, &fingerprint).await {
+            Claim::Fresh(hold) => hold,
+            Claim::Settled(record) => {
+                return self.replay(offer, payload, &fingerprint, *record, &request, guard);
+            }
+            Claim::Recover(_, intent)
+                if !delivery::same_request(intent.request_digest.as_deref(), &request) =>
+            {
+                // Recovered only by the request it was sent with; left in doubt.
+                let refusal = Refusal::UsedForAnotherRequest { settlement: None };
+                return self.refuse(offer, refusal);
+            }
+            Claim::Recover(hold, intent) => {
+                return self.recover(offer, hold, *intent, guard).await;
+            }
+            Claim::Refuse(refusal) => return self.refuse(offer, *refusal),
+        };
+
+        let digest = request.into_shared();
+        let request = Arc::new(FacilitatorRequest::new(payload, Arc::clone(&requirement)));
+        let (verifier, verified) = match self.verify(offer, &key, &request).await {
+            Ok(verified) => verified,
+            Err(VerifyFailed::NonceUsed(verifier)) => {
+                // The authorization was used, and this ledger does not know by whom: possibly
+                // by this very payment, settled by a process that stopped before recording it.
+                // Money may have moved, so it is in doubt (503), never 402: recovered like one.
+                let intent = SettlementIntent::with_fingerprint(
+                    fingerprint,
+                    Arc::clone(offer.resource_url()),
+                    request,
+                    digest,
+                )
+                .at_facilitator(verifier);
+                return self.recover(offer, hold, intent, guard).await;
+            }
+            Err(failure) => {
+                ledger::release(self, &hold).await;
+                return self.refuse(offer, failure.into_refusal(&fingerprint, &request, self));
+            }
+        };
+        self.emit(|| PaymentEvent::Verified {
+            offer,
+            payer: verified.payer.as_deref(),
+        });
+
+        let mut payment = VerifiedPayment {
+            key,
+            payer: verified.payer,
+            requirement,
+            payload: Arc::clone(request.payment_payload()),
+            settlement: None,
+            replayed: false,
+            offer: Arc::clone(offer),
+        };
+        if !self.hooks.is_empty()
+            && let Err(refusal) = self.hooks.after_verify(&payment).await
+        {
+            ledger::release(self, &hold).await;
+            return self.refuse(offer, refusal);
+        }
+        let intent = SettlementIntent::with_fingerprint(
+            fingerprint,
+            Arc::clone(offer.resource_url()),
+            request,
+            digest,
+        );
+        // The facilitator that verified the payment settles it (a payment a hook verified, the
+        // preferred one).
+        let intent = match verifier {
+            Some(verifier) => intent.at_facilitator(verifier),
+            None => intent,
+        };
+        if offer.settlement_mode().settles_after_work() {
+            return Outcome::Cleared(Cleared::new(Arc::clone(self), payment, hold, intent, guard));
+        }
+        let (outcome, guard) =
+            settle::settle(self, offer, hold, intent, Attempt::First, guard).await;
+        match outcome {
+            Ok(settlement) => {
+                payment.payer = payment.payer.or_else(|| settlement.payer.clone());
+                payment.settlement = Some(settlement);
+            }
+            Err(refusal) => return refused(refusal),
+        }
+        Outcome::Settled(Paid::new(payment, guard))
+    }
+
+    /// Verifies a new payment: at the facilitator, unless a hook verified it; a failure a hook
+    /// recovers from goes on as verified. Returns the label of the facilitator that verified it.
+    async fn verify(
+        &self,
+        offer: &Offer,
+        key: &PaymentKey,
+        request: &FacilitatorRequest,
+    ) -> Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed> {
+        let context = PaymentContext::new(offer, offer.resource_url(), key, request);
+        if !self.hooks.is_empty() {
+            match self.hooks.before_verify(&context).await {
+                BeforeVerify::Continue => {}
+                BeforeVerify::Skip(verified) if verified.is_valid => return Ok((None, verified)),
+                BeforeVerify::Skip(verified) => return Err(VerifyFailed::Invalid(verified)),
+                BeforeVerify::Abort(refusal) => return Err(VerifyFailed::Hook(refusal)),
+            }
+        }
+        let requirement = request.payment_requirements();
+        let span = tracing::info_span!("x402.verify", network = %requirement.network, scheme = %requirement.scheme);
+        let (verifier, verified) = self.facilitators.verify(request).instrument(span).await;
+        let failed = match verified {
+            Ok(verified) if verified.is_valid => return Ok((Some(verifier), verified)),
+            Ok(verified) if settle::is_nonce_used(verified.invalid_reason.as_deref()) => {
+                tracing::warn!(%key, reason = ?verified.invalid_reason, "verify says the payment's nonce is used; treating it as in doubt");
+                return Err(VerifyFailed::NonceUsed(verifier));
+            }
+            Ok(verified) => VerifyFailed::Invalid(verified),
+            Err(failure) => {
+                tracing::warn!(error = %failure, "facilitator verify failed");
+                VerifyFailed::Facilitator(failure)
+            }
+        };
+        if !self.hooks.is_empty() {
+            let failure = match &failed {
+                VerifyFailed::Invalid(verified) => VerifyFailure::Invalid(verified),
+                VerifyFailed::Facilitator(failure) => VerifyFailure::Facilitator(failure),
+                VerifyFailed::Hook(_) | VerifyFailed::NonceUsed(_) => return Err(failed),
+            };
+            if let Some(verified) = self.hooks.on_verify_failure(&context, &failure).await {
+                return Ok((Some(verifier), verified));
+            }
+        }
+        Err(failed)
+    }
+
+    /// Reports `refusal` and returns it as the outcome.
+    fn refuse(&self, offer: &Offer, refusal: Refusal) -> Outcome {
+        self.report_refusal(offer, &refusal);
+        refused(refusal)
+    }
+
+    /// Recovers a payment in doubt (or one whose settling process died): re-sends the identical
+    /// `/settle`, then asks the reconciler. Delivered only once the settlement is proven.
+    async fn recover(
+        self: &Arc<Self>,
+        offer: &Arc<Offer>,
+        hold: Hold,
+        intent: SettlementIntent,
+        guard: InflightGuard,
+    ) -> Outcome {
+        let settling = PaymentState::Settling {
+            owner: Arc::clone(&self.owner),
+            lease_until: ledger::lease_until(self),
+            intent: intent.clone(),
+        };
+        let hold = match self.store.replace(&hold.key, hold.version, &settling).await {
+            Ok(true) => Hold {
+                version: hold.version + 1,
+                ..hold
+            },
+            // Another process got there first; its outcome is the retry's answer.
+            Ok(false) => return self.refuse(offer, Refusal::PaymentInProgress),
+            Err(error) => return self.refuse(offer, Refusal::RecordsUnavailable(error)),
+        };
+        tracing::info!(key = %hold.key, "recovering a payment in doubt: re-sending the identical /settle");
+        let key = hold.key.clone();
+        let attempt = Attempt::Recovery;
+        let (outcome, guard) =
+            settle::settle(self, offer, hold, intent.clone(), attempt, guard).await;
+        let settlement = match outcome {
+            Ok(settlement) => settlement,
+            Err(refusal) => return refused(refusal),
+        };
+        if intent.resource != *offer.resource_url() {
+            // Settled for the resource it was signed for; a retry there delivers it.
+            return self.refuse(offer, Refusal::SettledForAnotherResource);
+        }
+        let payment = VerifiedPayment {
+            key,
+            payer: settlement.payer.clone(),
+            requirement: Arc::clone(intent.request.payment_requirements()),
+            payload: Arc::clone(intent.request.payment_payload()),
+            settlement: Some(settlement),
+            replayed: false,
+            offer: Arc::clone(offer),
+        };
+        Outcome::Settled(Paid::new(payment, guard))
+    }
+
+    /// Answers a payment that has a settlement record: the same resource gets the recorded
+    /// settlement again; anything else is refused.
+    fn replay(
+        &self,
+        offer: &Arc<Offer>,
+        payload: PaymentPayload,
+        fingerprint: &Fingerprint,
+        record: SettlementRecord,
+        request: &RequestDigest,
+        guard: InflightGuard,
+    ) -> Outcome {
+        if *fingerprint != *record.fingerprint {
+            return self.refuse(offer, Refusal::IdentifierReused);
+        }
+        if record.resource != *offer.resource_url() {
+            return self.refuse(offer, Refusal::SettledForAnotherResource);
+        }
+        if let Err(refusal) = delivery::redelivery(&record, request) {
+            return self.refuse(offer, refusal);
+        }
+        self.emit(|| PaymentEvent::Replayed {
+            offer,
+            record: &record,
+        });
+        let payment = VerifiedPayment {
+            key: record.key,
+            payer: record.settlement.payer.clone(),
+            requirement: record.requirement,
+            payload: Arc::new(payload),
+            settlement: Some(record.settlement),
+            replayed: true,
+            offer: Arc::clone(offer),
+        };
+        Outcome::Replayed(Paid::new(payment, Some(guard)))
+    }
+}
+
+/// Why a new payment did not verify.
+enum VerifyFailed {
+    /// `/verify` says the payment's nonce is used: possibly by this very payment.
+    NonceUsed(Arc<str>),
+    Facilitator(FacilitatorError),
+    Invalid(VerifyResponse),
+    Hook(Refusal),
+}
+
+impl VerifyFailed {
+    /// The refusal to answer; an invalid payment is remembered as refused.
+    fn into_refusal(
+        self,
+        fingerprint: &Fingerprint,
+        request: &FacilitatorRequest,
+        payments: &Payments,
+    ) -> Refusal {
+        match self {
+            Self::Facilitator(failure) => Refusal::Facilitator(failure),
+            Self::Hook(refusal) => refusal,
+            // Answered by recovery before it comes here; refused as in progress if it did.
+            Self::NonceUsed(_) => Refusal::PaymentInProgress,
+            Self::Invalid(verified) => {
+                let reason = verified
+                    .invalid_reason
+                    .unwrap_or_else(|| "invalid_payment".to_owned());
+                payments
+                    .refused
+                    .remember(fingerprint, &request.payment_payload().payload, &reason);
+                Refusal::InvalidPayment { reason }
+            }
+        }
+    }
+}

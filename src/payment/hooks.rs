@@ -1,0 +1,507 @@
+//! Lifecycle hooks: plug-ins that take part in each payment's life, registered on
+//! [`Payments::hook`](super::Payments::hook) and called on every adapter's path (the HTTP
+//! layer, metered bodies, MCP tools), since the core calls them.
+
+use std::future::ready;
+use std::sync::Arc;
+
+use http::{Extensions, HeaderMap, Method};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::refusal::Refusal;
+use super::verified::VerifiedPayment;
+use crate::boxed::BoxFuture;
+use crate::facilitator::FacilitatorError;
+use crate::pricing::{Offer, header_budget};
+use crate::proto::{FacilitatorRequest, SettleResponse, VerifyResponse};
+use crate::settlement::PaymentKey;
+
+/// A plug-in that takes part in the life of each payment. Every method has a default that
+/// changes nothing, so a hook implements only what it needs; several hooks are asked in the
+/// order they were registered, and the first that decides something other than *continue* wins.
+///
+/// Where the core calls them:
+///
+/// | method | when | may |
+/// |---|---|---|
+/// | [`on_protected_request`](Self::on_protected_request) | a priced request arrives, before its payment is read | grant it without payment, abort it, or continue |
+/// | [`challenge_extension`](Self::challenge_extension) | the same, for the request's 402 | add per-request extension data to the challenge |
+/// | [`before_verify`](Self::before_verify) | a new payment is about to be sent to `/verify` | abort, or skip verification (it verified the payment itself) |
+/// | [`on_verify_failure`](Self::on_verify_failure) | `/verify` failed or found the payment invalid | recover with a verification of its own |
+/// | [`after_verify`](Self::after_verify) | the payment is verified, before the work runs | abort: the payment is released, never settled |
+/// | [`before_settle`](Self::before_settle) | before the *settling* intent is written | abort (released, never settled), or skip: it settled the payment itself |
+/// | [`settle_request_fields`](Self::settle_request_fields) | the same | add fields to the request sent to `/settle` |
+/// | [`on_settle_failure`](Self::on_settle_failure) | `/settle` failed or refused | recover with a settlement of its own |
+/// | [`settlement_extensions`](Self::settlement_extensions) | a settlement is known, before it is recorded | add extension data to `PAYMENT-RESPONSE` |
+/// | [`after_settle`](Self::after_settle) | a settlement is known, before it is recorded | observe it |
+/// | [`on_cancelled`](Self::on_cancelled) | a verified payment will never be settled | observe it |
+///
+/// **After settle is called at least once per settlement.** It runs for every settlement this
+/// process learns of — `/settle` answered, a payment in doubt resolved by a re-sent `/settle` or
+/// the reconciler, one recovered after a restart, one a hook settled itself — before its record
+/// is written; a payment presented again is answered from that record without calling it. A
+/// crash between the call and the record brings the payment back to recovery, and the hook is
+/// called again: make it idempotent with the [`PaymentKey`] it is given.
+///
+/// A payment that hooks keep from the facilitator is still single-flighted and recorded in the
+/// ledger like any other: a granted request is the only one that bypasses the ledger.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use tower_x402::BoxFuture;
+/// use tower_x402::payment::{PaymentContext, PaymentHooks};
+/// use tower_x402::proto::SettleResponse;
+///
+/// /// Counts settlements, once per payment key.
+/// #[derive(Default)]
+/// struct Revenue(AtomicUsize);
+///
+/// impl PaymentHooks for Revenue {
+///     fn after_settle<'a>(
+///         &'a self,
+///         _payment: &'a PaymentContext<'a>,
+///         _settlement: &'a SettleResponse,
+///     ) -> BoxFuture<'a, ()> {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///         Box::pin(async {})
+///     }
+/// }
+/// # let _ = tower_x402::payment::Payments::new(tower_x402::HttpFacilitator::new("https://x402.org/facilitator").unwrap()).hook(Revenue::default());
+/// ```
+pub trait PaymentHooks: Send + Sync + 'static {
+    /// A priced request arrived; nothing of its payment has been read yet.
+    fn on_protected_request<'a>(
+        &'a self,
+        request: &'a ProtectedRequest<'a>,
+    ) -> BoxFuture<'a, RequestDecision> {
+        let _ = request;
+        Box::pin(ready(RequestDecision::Continue))
+    }
+
+    /// Extension data for this request's challenge (a fresh sign-in nonce is one): a key and
+    /// its JSON value, added to the 402's `extensions` and to the offer the payment is matched
+    /// against. `None` adds nothing.
+    fn challenge_extension(
+        &self,
+        request: &ProtectedRequest<'_>,
+    ) -> Option<(String, Box<RawValue>)> {
+        let _ = request;
+        None
+    }
+
+    /// A new payment is about to be verified (its ledger entry is held).
+    fn before_verify<'a>(&'a self, payment: &'a PaymentContext<'a>) -> BoxFuture<'a, BeforeVerify> {
+        let _ = payment;
+        Box::pin(ready(BeforeVerify::Continue))
+    }
+
+    /// `/verify` failed, or found the payment invalid. A verification returned here
+    /// (`isValid: true`) lets the payment go on as if the facilitator had given it.
+    fn on_verify_failure<'a>(
+        &'a self,
+        payment: &'a PaymentContext<'a>,
+        failure: &'a VerifyFailure<'a>,
+    ) -> BoxFuture<'a, Option<VerifyResponse>> {
+        let _ = (payment, failure);
+        Box::pin(ready(None))
+    }
+
+    /// The payment is verified and the work has not run. An `Err` refuses the request with
+    /// it: the payment is released, never settled.
+    fn after_verify<'a>(
+        &'a self,
+        payment: &'a VerifiedPayment,
+    ) -> BoxFuture<'a, Result<(), Refusal>> {
+        let _ = payment;
+        Box::pin(ready(Ok(())))
+    }
+
+    /// The payment is about to be settled (its *settling* intent not written yet).
+    fn before_settle<'a>(&'a self, payment: &'a PaymentContext<'a>) -> BoxFuture<'a, BeforeSettle> {
+        let _ = payment;
+        Box::pin(ready(BeforeSettle::Continue))
+    }
+
+    /// Fields added to the request sent to `/settle` (beside `x402Version`, `paymentPayload`
+    /// and `paymentRequirements`). They are part of the *settling* intent, so a re-sent
+    /// `/settle` carries them too.
+    fn settle_request_fields(&self, payment: &PaymentContext<'_>) -> Option<Map<String, Value>> {
+        let _ = payment;
+        None
+    }
+
+    /// `/settle` failed or refused the payment. A settlement returned here (`success: true`)
+    /// is recorded as the payment's: the plug-in vouches that the money moved.
+    fn on_settle_failure<'a>(
+        &'a self,
+        payment: &'a PaymentContext<'a>,
+        failure: &'a SettleFailure<'a>,
+    ) -> BoxFuture<'a, Option<SettleResponse>> {
+        let _ = (payment, failure);
+        Box::pin(ready(None))
+    }
+
+    /// Extension data added to the settlement's `extensions` (sent in `PAYMENT-RESPONSE` and
+    /// recorded, so a repeat of the payment is answered with it).
+    fn settlement_extensions(
+        &self,
+        payment: &PaymentContext<'_>,
+        settlement: &SettleResponse,
+    ) -> Option<Map<String, Value>> {
+        let _ = (payment, settlement);
+        None
+    }
+
+    /// The payment settled; see the trait's docs for how often this is called.
+    fn after_settle<'a>(
+        &'a self,
+        payment: &'a PaymentContext<'a>,
+        settlement: &'a SettleResponse,
+    ) -> BoxFuture<'a, ()> {
+        let _ = (payment, settlement);
+        Box::pin(ready(()))
+    }
+
+    /// A verified payment will never be settled: the work failed, broke a metering rule, or
+    /// the request was dropped (the client went away) before the payment settled after it.
+    fn on_cancelled<'a>(&'a self, payment: &'a VerifiedPayment) -> BoxFuture<'a, ()> {
+        let _ = payment;
+        Box::pin(ready(()))
+    }
+}
+
+/// A priced request as the hooks see it, in no transport's terms.
+#[derive(Debug)]
+pub struct ProtectedRequest<'a> {
+    offer: &'a Arc<Offer>,
+    path: &'a str,
+    fields: Fields<'a>,
+    paying: bool,
+}
+
+#[derive(Debug)]
+enum Fields<'a> {
+    Headers(&'a Method, &'a HeaderMap),
+    Meta(Option<&'a Map<String, Value>>),
+}
+
+impl<'a> ProtectedRequest<'a> {
+    /// An HTTP request for `offer` at `path` (path and query) with `method` and `headers`;
+    /// `paying` when it carries a payment.
+    pub fn http(
+        offer: &'a Arc<Offer>,
+        path: &'a str,
+        method: &'a Method,
+        headers: &'a HeaderMap,
+        paying: bool,
+    ) -> Self {
+        Self {
+            offer,
+            path,
+            fields: Fields::Headers(method, headers),
+            paying,
+        }
+    }
+
+    /// A request without HTTP (an MCP tool call) for `offer` named `path`, whose metadata
+    /// (`_meta`, without the payment) is `meta`; `paying` when it carries a payment.
+    pub fn meta(
+        offer: &'a Arc<Offer>,
+        path: &'a str,
+        meta: Option<&'a Map<String, Value>>,
+        paying: bool,
+    ) -> Self {
+        Self {
+            offer,
+            path,
+            fields: Fields::Meta(meta),
+            paying,
+        }
+    }
+
+    /// Whether the request carries a payment (which is read after the hooks let it go on).
+    pub fn is_paying(&self) -> bool {
+        self.paying
+    }
+
+    /// Whether the request can never pay or sign in: an HTTP `HEAD`, which has no body to
+    /// deliver and is answered like an unpaid `GET`.
+    pub fn is_head(&self) -> bool {
+        matches!(self.fields, Fields::Headers(method, _) if *method == Method::HEAD)
+    }
+
+    /// The offer the request is priced with.
+    pub fn offer(&self) -> &'a Arc<Offer> {
+        self.offer
+    }
+
+    /// The path and query requested (HTTP), or the name of what is called (MCP).
+    pub fn path(&self) -> &'a str {
+        self.path
+    }
+
+    /// The request's field `name`: an HTTP header (names are case-insensitive), or a string
+    /// entry of the MCP `_meta` object.
+    pub fn field(&self, name: &str) -> Option<&'a [u8]> {
+        match self.fields {
+            Fields::Headers(_, headers) => headers.get(name).map(http::HeaderValue::as_bytes),
+            Fields::Meta(meta) => meta?.get(name)?.as_str().map(str::as_bytes),
+        }
+    }
+}
+
+/// What [`PaymentHooks::on_protected_request`] decided.
+// Returned once per request and matched at once: not worth a box.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RequestDecision {
+    /// Go on as usual: the challenge, or the payment.
+    Continue,
+    /// Serve the request without payment (and without calling the facilitator). The
+    /// extensions are added to the request's (the HTTP layer's inner service finds them
+    /// there, an MCP tool in its request context).
+    Grant(Extensions),
+    /// Refuse the request with this refusal.
+    Abort(Refusal),
+}
+
+/// What [`PaymentHooks::before_verify`] decided.
+// Returned once per request and matched at once: not worth a box.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BeforeVerify {
+    /// Send the payment to `/verify`.
+    Continue,
+    /// The plug-in verified the payment itself: go on as if `/verify` had answered this
+    /// (`isValid: true`; else the payment is refused with its `invalidReason`).
+    Skip(VerifyResponse),
+    /// Refuse the payment with this refusal; it is released, nothing sent.
+    Abort(Refusal),
+}
+
+/// What [`PaymentHooks::before_settle`] decided.
+// Returned once per request and matched at once: not worth a box.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BeforeSettle {
+    /// Send `/settle`.
+    Continue,
+    /// The plug-in settled the payment itself (a voucher that needs no transfer): record this
+    /// settlement as the payment's, nothing sent to the facilitator.
+    Skip(SettleResponse),
+    /// Refuse the payment with this refusal; it is released, never settled.
+    Abort(Refusal),
+}
+
+/// Why a verification failed, for [`PaymentHooks::on_verify_failure`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum VerifyFailure<'a> {
+    /// The facilitator gave no usable answer.
+    Facilitator(&'a FacilitatorError),
+    /// The facilitator found the payment invalid (`isValid: false`).
+    Invalid(&'a VerifyResponse),
+}
+
+/// Why a settlement failed, for [`PaymentHooks::on_settle_failure`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SettleFailure<'a> {
+    /// The facilitator gave no usable answer: the money may or may not have moved.
+    Facilitator(&'a FacilitatorError),
+    /// The facilitator answered `success: false`.
+    Refused(&'a SettleResponse),
+}
+
+/// The payment a hook is asked about.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct PaymentContext<'a> {
+    /// The offer of the request that carries the payment.
+    pub offer: &'a Offer,
+    /// The resource the payment was made for, as the ledger records it (the offer's resource
+    /// URL when the payment was first presented).
+    pub resource: &'a str,
+    /// The payment's identity in the ledger; equal keys are the same payment.
+    pub key: &'a PaymentKey,
+    /// The payment and the server's requirement it matched, as sent to the facilitator.
+    pub request: &'a FacilitatorRequest,
+}
+
+impl<'a> PaymentContext<'a> {
+    pub(super) fn new(
+        offer: &'a Offer,
+        resource: &'a str,
+        key: &'a PaymentKey,
+        request: &'a FacilitatorRequest,
+    ) -> Self {
+        Self {
+            offer,
+            resource,
+            key,
+            request,
+        }
+    }
+}
+
+/// The hooks registered on a core, asked in order.
+#[derive(Clone, Default)]
+pub(crate) struct Hooks(Vec<Arc<dyn PaymentHooks>>);
+
+impl Hooks {
+    pub(super) fn push(&mut self, hook: Arc<dyn PaymentHooks>) {
+        self.0.push(hook);
+    }
+
+    /// Whether no hook is registered: every path skips them then.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub(crate) async fn on_protected_request(
+        &self,
+        request: &ProtectedRequest<'_>,
+    ) -> RequestDecision {
+        for hook in &self.0 {
+            match hook.on_protected_request(request).await {
+                RequestDecision::Continue => {}
+                decided => return decided,
+            }
+        }
+        RequestDecision::Continue
+    }
+
+    /// `offer` with every hook's challenge extension, or `None` when no hook adds one.
+    pub(crate) fn decorate(&self, request: &ProtectedRequest<'_>) -> Option<Arc<Offer>> {
+        let mut decorated: Option<Offer> = None;
+        for hook in &self.0 {
+            if let Some((key, value)) = hook.challenge_extension(request) {
+                let base = decorated.as_ref().unwrap_or(request.offer());
+                match base.with_extension(&key, value) {
+                    Some(offer) => decorated = Some(offer),
+                    None => {
+                        tracing::warn!(%key, "a hook's challenge extension could not be encoded; left out")
+                    }
+                }
+            }
+        }
+        let decorated = decorated?;
+        header_budget::check(
+            request.offer().resource_url(),
+            decorated.challenge_header().len(),
+            " with its per-request extensions",
+        );
+        Some(Arc::new(decorated))
+    }
+
+    pub(super) async fn before_verify(&self, payment: &PaymentContext<'_>) -> BeforeVerify {
+        for hook in &self.0 {
+            match hook.before_verify(payment).await {
+                BeforeVerify::Continue => {}
+                decided => return decided,
+            }
+        }
+        BeforeVerify::Continue
+    }
+
+    pub(super) async fn on_verify_failure(
+        &self,
+        payment: &PaymentContext<'_>,
+        failure: &VerifyFailure<'_>,
+    ) -> Option<VerifyResponse> {
+        for hook in &self.0 {
+            if let Some(verified) = hook.on_verify_failure(payment, failure).await
+                && verified.is_valid
+            {
+                return Some(verified);
+            }
+        }
+        None
+    }
+
+    pub(super) async fn after_verify(&self, payment: &VerifiedPayment) -> Result<(), Refusal> {
+        for hook in &self.0 {
+            hook.after_verify(payment).await?;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn before_settle(&self, payment: &PaymentContext<'_>) -> BeforeSettle {
+        for hook in &self.0 {
+            match hook.before_settle(payment).await {
+                BeforeSettle::Continue => {}
+                decided => return decided,
+            }
+        }
+        BeforeSettle::Continue
+    }
+
+    pub(super) fn settle_request_fields(
+        &self,
+        payment: &PaymentContext<'_>,
+    ) -> Option<Map<String, Value>> {
+        let mut fields: Option<Map<String, Value>> = None;
+        for hook in &self.0 {
+            if let Some(more) = hook.settle_request_fields(payment) {
+                fields.get_or_insert_with(Map::new).extend(more);
+            }
+        }
+        fields
+    }
+
+    pub(super) async fn on_settle_failure(
+        &self,
+        payment: &PaymentContext<'_>,
+        failure: &SettleFailure<'_>,
+    ) -> Option<SettleResponse> {
+        for hook in &self.0 {
+            if let Some(settled) = hook.on_settle_failure(payment, failure).await
+                && settled.success
+            {
+                return Some(settled);
+            }
+        }
+        None
+    }
+
+    pub(super) async fn settled(
+        &self,
+        payment: &PaymentContext<'_>,
+        settlement: &mut SettleResponse,
+    ) {
+        for hook in &self.0 {
+            if let Some(extensions) = hook.settlement_extensions(payment, settlement) {
+                settlement
+                    .extensions
+                    .get_or_insert_with(Map::new)
+                    .extend(extensions);
+            }
+        }
+        for hook in &self.0 {
+            hook.after_settle(payment, settlement).await;
+        }
+    }
+
+    pub(super) async fn on_cancelled(&self, payment: &VerifiedPayment) {
+        for hook in &self.0 {
+            hook.on_cancelled(payment).await;
+        }
+    }
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hooks")
+            .field("count", &self.0.len())
+            .finish()
+    }
+}

@@ -1,0 +1,271 @@
+//! What the core decided about a payment: [`Outcome`], and the [`Paid`] and [`Cleared`]
+//! payments the work runs on.
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::charge::{self, Charge};
+use super::ledger::{self, Hold};
+use super::payments::Payments;
+use super::refusal::Refusal;
+use super::settle::{self, Attempt};
+use super::single_flight::InflightGuard;
+use super::verified::VerifiedPayment;
+#[cfg(doc)]
+use crate::pricing::SettlementMode;
+use crate::proto::{AtomicAmount, PaymentRequirements, SettleResponse};
+use crate::settlement::SettlementIntent;
+
+/// What [`Payments::authorize`] decided about a payment.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// Verified and held, not settled yet ([`SettlementMode::After`]): do the work, then
+    /// [`Cleared::settle`] — or [`Cleared::release`] when the work failed.
+    Cleared(Cleared),
+    /// Settled ([`SettlementMode::Before`], or a payment in doubt whose settlement was proven):
+    /// deliver.
+    Settled(Paid),
+    /// Settled earlier and answered from its record, with no facilitator call: deliver again.
+    Replayed(Paid),
+    /// `/settle` was sent but its outcome is unknown: the payment is kept *in doubt*
+    /// ([`Refusal::SettlementInDoubt`]); the same payment presented again recovers it.
+    InDoubt(Refusal),
+    /// Refused; nothing settled.
+    Refused(Refusal),
+}
+
+/// The outcome of a refusal: in doubt when settlement's outcome is unknown.
+pub(super) fn refused(refusal: Refusal) -> Outcome {
+    match refusal {
+        Refusal::SettlementInDoubt { .. } => Outcome::InDoubt(refusal),
+        _ => Outcome::Refused(refusal),
+    }
+}
+
+/// A payment that settled (or was answered from its record): the work may run. Holds the
+/// payment's single-flight lock until dropped, so a duplicate waits for this one to finish.
+#[derive(Debug)]
+pub struct Paid(Box<PaidParts>);
+
+#[derive(Debug)]
+struct PaidParts {
+    payment: VerifiedPayment,
+    _guard: Option<InflightGuard>,
+}
+
+impl Paid {
+    pub(super) fn new(payment: VerifiedPayment, guard: Option<InflightGuard>) -> Self {
+        Self(Box::new(PaidParts {
+            payment,
+            _guard: guard,
+        }))
+    }
+
+    /// The payment; its [`settlement`](VerifiedPayment::settlement) is set.
+    pub fn payment(&self) -> &VerifiedPayment {
+        &self.0.payment
+    }
+}
+
+/// A verified payment held in the ledger, to settle after the work ([`SettlementMode::After`]).
+/// Holds the payment's single-flight lock until settled, released or dropped.
+///
+/// Dropping it without [`settle`](Self::settle) or [`release`](Self::release) leaves the hold to
+/// expire after the [lease](Payments::settlement_lease).
+pub struct Cleared(Box<ClearedParts>);
+
+struct ClearedParts {
+    payments: Arc<Payments>,
+    payment: VerifiedPayment,
+    hold: Hold,
+    intent: SettlementIntent,
+    /// Tells the hooks when the payment is dropped unsettled.
+    cancel: Cancel,
+    _guard: InflightGuard,
+}
+
+impl Cleared {
+    pub(super) fn new(
+        payments: Arc<Payments>,
+        payment: VerifiedPayment,
+        hold: Hold,
+        intent: SettlementIntent,
+        guard: InflightGuard,
+    ) -> Self {
+        let cancel = Cancel::new(&payments, &payment);
+        Self(Box::new(ClearedParts {
+            payments,
+            payment,
+            hold,
+            intent,
+            cancel,
+            _guard: guard,
+        }))
+    }
+
+    /// The verified payment (no settlement yet).
+    pub fn payment(&self) -> &VerifiedPayment {
+        &self.0.payment
+    }
+
+    /// Settles the payment and records the outcome: [`Paid`] once settled, or the refusal
+    /// ([`Refusal::SettlementInDoubt`] when the outcome is unknown).
+    ///
+    /// Once the *settling* intent is written, `/settle` and the recording of its outcome run on
+    /// a task of their own: dropping this future (a client that hung up) cancels neither, and
+    /// the same payment presented again waits for that outcome and is answered from it.
+    pub async fn settle(self) -> Result<Paid, Refusal> {
+        let ClearedParts {
+            payments,
+            mut payment,
+            hold,
+            intent,
+            mut cancel,
+            _guard: guard,
+        } = *self.0;
+        // From here on the payment settles, or a settlement hook hears of its failure.
+        cancel.disarm();
+        let offer = &payment.offer;
+        let (outcome, guard) =
+            settle::settle(&payments, offer, hold, intent, Attempt::First, guard).await;
+        payment.settlement = Some(outcome?);
+        Ok(Paid::new(payment, guard))
+    }
+
+    /// Settles `amount` (atomic units) of a metered (`upto`) payment: the `/settle` request —
+    /// and the *settling* intent written before it — carries the server's requirement with
+    /// `amount` set to the charge, so a retry after a lost answer re-sends exactly it, and a
+    /// repeat of the settled payment is answered from its record.
+    ///
+    /// Never settles more than the buyer signed: an `amount` above the requirement's (the
+    /// signed maximum) settles nothing, releases the payment and answers
+    /// [`Refusal::ChargeAboveMaximum`]. Zero settles nothing either: no `/settle` is sent, the
+    /// payment is released (its authorization unused and usable again), and the answer is a
+    /// settlement of `amount: "0"` with no transaction. For any other scheme the amount must
+    /// be the requirement's.
+    pub async fn settle_amount(self, amount: AtomicAmount) -> Result<Paid, Refusal> {
+        let maximum = self.0.payment.requirement.amount;
+        if amount > maximum
+            || (!charge::is_metered(&self.0.payment.requirement) && amount != maximum)
+        {
+            tracing::error!(key = %self.0.hold.key, %amount, %maximum, "the charge set for this payment is above what the buyer signed; nothing settled");
+            let refusal = Refusal::ChargeAboveMaximum {
+                charged: amount,
+                maximum,
+            };
+            return Err(self.refuse(refusal).await);
+        }
+        if amount.get() == 0 {
+            let ClearedParts {
+                payments,
+                mut payment,
+                hold,
+                mut cancel,
+                _guard: guard,
+                ..
+            } = *self.0;
+            // Charged nothing, by the work's choice: served, not cancelled.
+            cancel.disarm();
+            ledger::release(&payments, &hold).await;
+            tracing::debug!(key = %hold.key, "metered charge of zero: nothing settled, the authorization stays unused");
+            payment.settlement = Some(SettleResponse {
+                success: true,
+                error_reason: None,
+                error_message: None,
+                transaction: String::new(),
+                network: payment.requirement.network.clone(),
+                payer: payment.payer.clone(),
+                amount: Some(amount),
+                extensions: None,
+            });
+            return Ok(Paid::new(payment, Some(guard)));
+        }
+        let mut cleared = self;
+        // A new request for the charge: the signed maximum's encoding is not reused for it.
+        let request = &cleared.0.intent.request;
+        let mut charged = PaymentRequirements::clone(request.payment_requirements());
+        charged.amount = amount;
+        cleared.0.intent.request = Arc::new(request.with_requirements(charged));
+        cleared.settle().await
+    }
+
+    /// Settles what the work charged: for a metered (`upto`) payment, the amount set on its
+    /// `charge`, else the amount the work `named` another way (an HTTP handler's
+    /// `Settlement-Overrides`), else zero — an untouched charge settles nothing, never the
+    /// maximum; for any other payment, the requirement's amount.
+    pub async fn settle_charged(
+        self,
+        charge: Option<&Charge>,
+        named: Option<AtomicAmount>,
+    ) -> Result<Paid, Refusal> {
+        match charge {
+            Some(charge) => self.settle_amount(charge.settled(named)).await,
+            None => self.settle().await,
+        }
+    }
+
+    /// Releases the payment unsettled and reports `refusal`, a bug in the work: nothing moved.
+    /// The hooks hear it was cancelled.
+    pub async fn refuse(mut self, refusal: Refusal) -> Refusal {
+        let payments = Arc::clone(&self.0.payments);
+        let offer = Arc::clone(&self.0.payment.offer);
+        ledger::release(&payments, &self.0.hold).await;
+        self.0.cancel.now().await;
+        payments.report_refusal(&offer, &refusal);
+        refusal
+    }
+
+    /// Lets go of the payment without settling it (the work failed), so that it can be used
+    /// again. The hooks hear it was cancelled.
+    pub async fn release(mut self) {
+        ledger::release(&self.0.payments, &self.0.hold).await;
+        self.0.cancel.now().await;
+    }
+}
+
+/// A payment's cancellation, told to the hooks once: when the payment is released, or
+/// dropped before it settled. Holds nothing when no hook is registered.
+struct Cancel(Option<(Arc<Payments>, VerifiedPayment)>);
+
+impl Cancel {
+    fn new(payments: &Arc<Payments>, payment: &VerifiedPayment) -> Self {
+        Self((!payments.hooks.is_empty()).then(|| (Arc::clone(payments), payment.clone())))
+    }
+
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+
+    /// Tells the hooks now.
+    async fn now(&mut self) {
+        if let Some((payments, payment)) = self.0.take() {
+            payments.hooks.on_cancelled(&payment).await;
+        }
+    }
+}
+
+impl Drop for Cancel {
+    fn drop(&mut self) {
+        let Some((payments, payment)) = self.0.take() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move { payments.hooks.on_cancelled(&payment).await });
+            }
+            Err(_) => {
+                tracing::warn!(key = %payment.key, "no runtime to tell the hooks of a cancelled payment on")
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Cleared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cleared")
+            .field("payment", &self.0.payment)
+            .field("hold", &self.0.hold)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,561 @@
+//! The lifecycle hooks against the sandbox facilitator, counting its calls: each outcome a hook
+//! may choose, on the HTTP layer's paths.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use serde_json::{Map, Value, json};
+use tower::{ServiceBuilder, ServiceExt};
+use tower_x402::payment::{
+    BeforeSettle, BeforeVerify, PaymentContext, PaymentHooks, Payments, ProtectedRequest, Refusal,
+    RefusalKind, RequestDecision, SettleFailure, VerifyFailure,
+};
+use tower_x402::proto::{FacilitatorRequest, SettleResponse, VerifyResponse};
+use tower_x402::settlement::PaymentKey;
+use tower_x402::{
+    BoxFuture, Facilitator, FacilitatorError, MemorySettlementStore, Offer, SettlementMode,
+    VerifiedPayment, X402Layer,
+};
+
+const URL: &str = "https://shop.example/report";
+
+/// What the hooks of one test saw.
+#[derive(Default)]
+struct Seen {
+    settled: Mutex<Vec<PaymentKey>>,
+    cancelled: AtomicUsize,
+    verify_failures: AtomicUsize,
+    settle_failures: AtomicUsize,
+}
+
+/// A hook whose every decision a test sets.
+#[derive(Clone, Default)]
+struct Scripted {
+    seen: Arc<Seen>,
+    grant_header: Option<&'static str>,
+    abort_before_verify: bool,
+    recover_verify: bool,
+    abort_before_settle: Arc<AtomicBool>,
+    recover_settle: bool,
+    enrich: bool,
+}
+
+impl PaymentHooks for Scripted {
+    fn on_protected_request<'a>(
+        &'a self,
+        request: &'a ProtectedRequest<'a>,
+    ) -> BoxFuture<'a, RequestDecision> {
+        Box::pin(async move {
+            match self.grant_header {
+                Some(name) if request.field(name) == Some(b"let-me-in") => {
+                    let mut extensions = http::Extensions::new();
+                    extensions.insert(Granted("by the hook"));
+                    RequestDecision::Grant(extensions)
+                }
+                _ => RequestDecision::Continue,
+            }
+        })
+    }
+
+    fn challenge_extension(
+        &self,
+        request: &ProtectedRequest<'_>,
+    ) -> Option<(String, Box<serde_json::value::RawValue>)> {
+        self.enrich.then(|| {
+            let value = json!({ "path": request.path() });
+            (
+                "hooked".to_owned(),
+                serde_json::value::to_raw_value(&value).unwrap(),
+            )
+        })
+    }
+
+    fn before_verify<'a>(&'a self, _: &'a PaymentContext<'a>) -> BoxFuture<'a, BeforeVerify> {
+        Box::pin(async move {
+            if self.abort_before_verify {
+                BeforeVerify::Abort(Refusal::Hook {
+                    kind: RefusalKind::Conflict,
+                    reason: "this buyer is blocked".to_owned(),
+                })
+            } else {
+                BeforeVerify::Continue
+            }
+        })
+    }
+
+    fn on_verify_failure<'a>(
+        &'a self,
+        _: &'a PaymentContext<'a>,
+        failure: &'a VerifyFailure<'a>,
+    ) -> BoxFuture<'a, Option<VerifyResponse>> {
+        self.seen.verify_failures.fetch_add(1, Ordering::SeqCst);
+        let recovered = self.recover_verify && matches!(failure, VerifyFailure::Invalid(_));
+        Box::pin(async move {
+            recovered.then(|| VerifyResponse {
+                is_valid: true,
+                payer: Some(PAYER.to_owned()),
+                ..Default::default()
+            })
+        })
+    }
+
+    fn before_settle<'a>(&'a self, _: &'a PaymentContext<'a>) -> BoxFuture<'a, BeforeSettle> {
+        Box::pin(async move {
+            if self.abort_before_settle.load(Ordering::SeqCst) {
+                BeforeSettle::Abort(Refusal::Hook {
+                    kind: RefusalKind::PaymentRequired,
+                    reason: "not settling this one".to_owned(),
+                })
+            } else {
+                BeforeSettle::Continue
+            }
+        })
+    }
+
+    fn settle_request_fields(&self, _: &PaymentContext<'_>) -> Option<Map<String, Value>> {
+        self.enrich.then(|| {
+            let mut fields = Map::new();
+            fields.insert("voucher".to_owned(), json!({ "id": 7 }));
+            fields
+        })
+    }
+
+    fn on_settle_failure<'a>(
+        &'a self,
+        payment: &'a PaymentContext<'a>,
+        failure: &'a SettleFailure<'a>,
+    ) -> BoxFuture<'a, Option<SettleResponse>> {
+        self.seen.settle_failures.fetch_add(1, Ordering::SeqCst);
+        let recovered = self.recover_settle && matches!(failure, SettleFailure::Refused(_));
+        let network = payment.request.payment_requirements().network.clone();
+        Box::pin(async move {
+            recovered.then(|| {
+                let mut settled = SettleResponse::failure(network, "");
+                settled.success = true;
+                settled.error_reason = None;
+                settled.transaction = "0xsettled-by-the-hook".to_owned();
+                settled
+            })
+        })
+    }
+
+    fn settlement_extensions(
+        &self,
+        _: &PaymentContext<'_>,
+        _: &SettleResponse,
+    ) -> Option<Map<String, Value>> {
+        self.enrich.then(|| {
+            let mut extensions = Map::new();
+            extensions.insert("receipt".to_owned(), json!("r-1"));
+            extensions
+        })
+    }
+
+    fn after_settle<'a>(
+        &'a self,
+        payment: &'a PaymentContext<'a>,
+        _: &'a SettleResponse,
+    ) -> BoxFuture<'a, ()> {
+        self.seen.settled.lock().unwrap().push(payment.key.clone());
+        Box::pin(async {})
+    }
+
+    fn on_cancelled<'a>(&'a self, _: &'a VerifiedPayment) -> BoxFuture<'a, ()> {
+        self.seen.cancelled.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async {})
+    }
+}
+
+/// What a granting hook puts in the request's extensions.
+#[derive(Clone, Debug)]
+struct Granted(&'static str);
+
+/// The inner service: 200 with what the layer said, or 500 when told to fail.
+async fn inner(
+    request: Request<Full<Bytes>>,
+) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
+    if request.headers().contains_key("x-fail") {
+        let mut failed = Response::new(Full::new(Bytes::from_static(b"broken")));
+        *failed.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+        return Ok(failed);
+    }
+    let granted = request
+        .extensions()
+        .get::<Granted>()
+        .map(|granted| granted.0);
+    let paid = request.extensions().get::<VerifiedPayment>().is_some();
+    let body = json!({ "granted": granted, "paid": paid });
+    Ok(Response::new(Full::new(Bytes::from(body.to_string()))))
+}
+
+type Answer = Response<tower_x402::layer::ResponseBody<Full<Bytes>>>;
+
+/// Sends `request` through a layer built on `payments` with `offer`.
+async fn send(payments: &Payments, offer: &Arc<Offer>, request: Request<Full<Bytes>>) -> Answer {
+    let layer = X402Layer::with_payments(payments.clone(), Arc::clone(offer));
+    ServiceBuilder::new()
+        .layer(layer)
+        .service_fn(inner)
+        .oneshot(request)
+        .await
+        .unwrap()
+}
+
+/// Records the fields of each `/settle` request before the sandbox answers it.
+#[derive(Clone)]
+struct Recording {
+    sandbox: SandboxFacilitator,
+    settle_fields: Arc<Mutex<Vec<Option<Map<String, Value>>>>>,
+}
+
+impl Facilitator for Recording {
+    fn verify<'a>(
+        &'a self,
+        request: &'a FacilitatorRequest,
+    ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
+        self.sandbox.verify(request)
+    }
+
+    fn settle<'a>(
+        &'a self,
+        request: &'a FacilitatorRequest,
+    ) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
+        self.settle_fields
+            .lock()
+            .unwrap()
+            .push(request.fields().cloned());
+        self.sandbox.settle(request)
+    }
+}
+
+fn calls(sandbox: &SandboxFacilitator) -> (usize, usize) {
+    (sandbox.verify_calls(), sandbox.settle_calls())
+}
+
+#[tokio::test]
+async fn a_granted_request_is_served_without_any_verify() {
+    let sandbox = accepting();
+    let hook = Scripted {
+        grant_header: Some("x-pass"),
+        ..Scripted::default()
+    };
+    let payments = Payments::new(sandbox.clone()).hook(hook);
+    let offer = offer(URL, SettlementMode::After);
+
+    let granted = Request::get("/report")
+        .header("x-pass", "let-me-in")
+        .body(Full::default())
+        .unwrap();
+    let response = send(&payments, &offer, granted).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(!response.headers().contains_key("payment-response"));
+    assert_eq!(
+        body_json(response).await,
+        json!({ "granted": "by the hook", "paid": false })
+    );
+    assert_eq!(calls(&sandbox), (0, 0), "(/verify, /settle)");
+
+    // Without the field the hook lets the request go on to the challenge.
+    let response = send(&payments, &offer, get("/report")).await;
+    assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED);
+    assert_eq!(calls(&sandbox), (0, 0));
+}
+
+#[tokio::test]
+async fn a_hook_aborts_before_verify_with_its_refusal() {
+    let sandbox = accepting();
+    let hook = Scripted {
+        abort_before_verify: true,
+        ..Scripted::default()
+    };
+    let payments = Payments::new(sandbox.clone()).hook(hook);
+    let offer = offer(URL, SettlementMode::Before);
+    let response = send(&payments, &offer, paid_get("/report", &payment(&offer, 1))).await;
+    assert_eq!(response.status(), StatusCode::CONFLICT);
+    assert_eq!(
+        body_json(response).await,
+        json!({ "x402Version": 2, "error": "this buyer is blocked" })
+    );
+    assert_eq!(calls(&sandbox), (0, 0), "(/verify, /settle)");
+}
+
+#[tokio::test]
+async fn a_verify_failure_is_recovered_by_the_hook() {
+    let sandbox = scripted(Step::Refuse("insufficient_funds".to_owned()), Step::Trust);
+    let seen = Arc::new(Seen::default());
+    let hook = Scripted {
+        seen: Arc::clone(&seen),
+        recover_verify: true,
+        ..Scripted::default()
+    };
+    let payments = Payments::new(sandbox.clone()).hook(hook);
+    let offer = offer(URL, SettlementMode::After);
+    let response = send(&payments, &offer, paid_get("/report", &payment(&offer, 1))).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(decode_settlement(&response).success);
+    assert_eq!(calls(&sandbox), (1, 1), "(/verify, /settle)");
+    assert_eq!(seen.verify_failures.load(Ordering::SeqCst), 1);
+    assert_eq!(seen.settled.lock().unwrap().len(), 1);
+
+    // Without the recovery the same refusal is a 402.
+    let plain = Payments::new(sandbox.clone());
+    let response = send(&plain, &offer, paid_get("/report", &payment(&offer, 2))).await;
+    assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED);
+}
+
+#[tokio::test]
+async fn aborted_before_settle_sends_no_settle_and_releases_the_payment() {
+    for mode in [SettlementMode::Before, SettlementMode::After] {
+        let sandbox = accepting();
+        let abort = Arc::new(AtomicBool::new(true));
+        let seen = Arc::new(Seen::default());
+        let hook = Scripted {
+            seen: Arc::clone(&seen),
+            abort_before_settle: Arc::clone(&abort),
+            ..Scripted::default()
+        };
+        let store = MemorySettlementStore::default();
+        let payments = Payments::new(sandbox.clone())
+            .settlement_store(store.clone())
+            .hook(hook);
+        let offer = offer(URL, mode);
+        let paid = payment(&offer, 1);
+        let response = send(&payments, &offer, paid_get("/report", &paid)).await;
+        assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED, "{mode:?}");
+        assert_eq!(
+            decode_required(&response).error.as_deref(),
+            Some("not settling this one")
+        );
+        assert_eq!(calls(&sandbox), (1, 0), "{mode:?}: (/verify, /settle)");
+        assert!(
+            store.entry(&PaymentKey::of(&paid)).is_none(),
+            "{mode:?}: released"
+        );
+        assert!(seen.settled.lock().unwrap().is_empty());
+
+        // Released: the same payment is usable again once the hook lets it settle.
+        abort.store(false, Ordering::SeqCst);
+        let response = send(&payments, &offer, paid_get("/report", &paid)).await;
+        assert_eq!(response.status(), StatusCode::OK, "{mode:?}");
+        assert_eq!(calls(&sandbox), (2, 1), "{mode:?}");
+        assert_eq!(seen.settled.lock().unwrap().len(), 1);
+    }
+}
+
+#[tokio::test]
+async fn after_settle_is_called_once_for_a_payment_sent_twenty_times_at_once() {
+    for mode in [SettlementMode::Before, SettlementMode::After] {
+        let sandbox = accepting();
+        let seen = Arc::new(Seen::default());
+        let hook = Scripted {
+            seen: Arc::clone(&seen),
+            ..Scripted::default()
+        };
+        let payments = Payments::new(sandbox.clone()).hook(hook);
+        let offer = offer(URL, mode);
+        let paid = payment(&offer, 1);
+        let service = ServiceBuilder::new()
+            .layer(X402Layer::with_payments(payments, Arc::clone(&offer)))
+            .service_fn(inner);
+        let sends: Vec<_> = (0..20)
+            .map(|_| tokio::spawn(service.clone().oneshot(paid_get("/report", &paid))))
+            .collect();
+        for send in sends {
+            assert_eq!(
+                send.await.unwrap().unwrap().status(),
+                StatusCode::OK,
+                "{mode:?}"
+            );
+        }
+        assert_eq!(sandbox.settle_calls(), 1, "{mode:?}");
+        assert_eq!(
+            *seen.settled.lock().unwrap(),
+            [PaymentKey::of(&paid)],
+            "{mode:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn after_settle_is_called_once_for_a_payment_recovered_after_a_restart() {
+    let sandbox = accepting();
+    sandbox.queue_settle(Step::AnswerLost);
+    let store = MemorySettlementStore::default();
+    let offer = offer(URL, SettlementMode::After);
+    let paid = payment(&offer, 1);
+
+    let before = Arc::new(Seen::default());
+    let first = Payments::new(sandbox.clone())
+        .settlement_store(store.clone())
+        .hook(Scripted {
+            seen: Arc::clone(&before),
+            ..Scripted::default()
+        });
+    let response = send(&first, &offer, paid_get("/report", &paid)).await;
+    assert_eq!(
+        response.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "in doubt"
+    );
+    assert!(
+        before.settled.lock().unwrap().is_empty(),
+        "nothing known settled yet"
+    );
+    drop(first);
+
+    // A new process on the same store: the retry recovers the payment, proven by the chain.
+    let after = Arc::new(Seen::default());
+    let restarted = Payments::new(sandbox.clone())
+        .settlement_store(store.clone())
+        .reconciler(sandbox.clone())
+        .hook(Scripted {
+            seen: Arc::clone(&after),
+            ..Scripted::default()
+        });
+    let response = send(&restarted, &offer, paid_get("/report", &paid)).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let again = send(&restarted, &offer, paid_get("/report", &paid)).await;
+    assert_eq!(again.status(), StatusCode::OK, "answered from the record");
+    assert_eq!(sandbox.settlement_count(), 1, "one transfer");
+    assert_eq!(*after.settled.lock().unwrap(), [PaymentKey::of(&paid)]);
+}
+
+#[tokio::test]
+async fn a_settle_failure_is_recovered_by_the_hook() {
+    let sandbox = scripted(Step::Trust, Step::Refuse("insufficient_funds".to_owned()));
+    let seen = Arc::new(Seen::default());
+    let hook = Scripted {
+        seen: Arc::clone(&seen),
+        recover_settle: true,
+        ..Scripted::default()
+    };
+    let payments = Payments::new(sandbox.clone()).hook(hook);
+    let offer = offer(URL, SettlementMode::After);
+    let paid = payment(&offer, 1);
+    let response = send(&payments, &offer, paid_get("/report", &paid)).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        decode_settlement(&response).transaction,
+        "0xsettled-by-the-hook"
+    );
+    assert_eq!(calls(&sandbox), (1, 1), "(/verify, /settle)");
+    assert_eq!(seen.settle_failures.load(Ordering::SeqCst), 1);
+    assert_eq!(*seen.settled.lock().unwrap(), [PaymentKey::of(&paid)]);
+
+    // Recorded: the repeat is answered with the hook's settlement, nothing sent.
+    let again = send(&payments, &offer, paid_get("/report", &paid)).await;
+    assert_eq!(
+        decode_settlement(&again).transaction,
+        "0xsettled-by-the-hook"
+    );
+    assert_eq!(calls(&sandbox), (1, 1));
+}
+
+#[tokio::test]
+async fn cancelled_is_called_when_the_handler_fails_under_settle_after() {
+    let sandbox = accepting();
+    let seen = Arc::new(Seen::default());
+    let hook = Scripted {
+        seen: Arc::clone(&seen),
+        ..Scripted::default()
+    };
+    let payments = Payments::new(sandbox.clone()).hook(hook);
+    let offer = offer(URL, SettlementMode::After);
+    let mut failing = paid_get("/report", &payment(&offer, 1));
+    failing
+        .headers_mut()
+        .insert("x-fail", http::HeaderValue::from_static("1"));
+    let response = send(&payments, &offer, failing).await;
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(calls(&sandbox), (1, 0), "(/verify, /settle)");
+    assert_eq!(seen.cancelled.load(Ordering::SeqCst), 1);
+    assert!(seen.settled.lock().unwrap().is_empty());
+
+    // A handler that succeeds is settled, not cancelled.
+    let response = send(&payments, &offer, paid_get("/report", &payment(&offer, 2))).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(seen.cancelled.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn cancelled_is_called_when_the_client_goes_away_before_settlement() {
+    let sandbox = accepting();
+    let seen = Arc::new(Seen::default());
+    let hook = Scripted {
+        seen: Arc::clone(&seen),
+        ..Scripted::default()
+    };
+    let payments = Payments::new(sandbox.clone()).hook(hook);
+    let offer = offer(URL, SettlementMode::After);
+    let slow = tower::service_fn(|_: Request<Full<Bytes>>| async {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        Ok::<_, std::convert::Infallible>(Response::new(Full::<Bytes>::default()))
+    });
+    let service = ServiceBuilder::new()
+        .layer(X402Layer::with_payments(payments, Arc::clone(&offer)))
+        .service(slow);
+    let call = service.oneshot(paid_get("/report", &payment(&offer, 1)));
+    // The handler is running when the client hangs up.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), call)
+            .await
+            .is_err()
+    );
+    for _ in 0..50 {
+        if seen.cancelled.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(seen.cancelled.load(Ordering::SeqCst), 1);
+    assert_eq!(calls(&sandbox), (1, 0));
+}
+
+#[tokio::test]
+async fn enrichment_reaches_the_challenge_the_settle_request_and_the_payment_response() {
+    let sandbox = accepting();
+    let recording = Recording {
+        sandbox: sandbox.clone(),
+        settle_fields: Arc::default(),
+    };
+    let hook = Scripted {
+        enrich: true,
+        ..Scripted::default()
+    };
+    let payments = Payments::new(recording.clone()).hook(hook);
+    let offer = offer(URL, SettlementMode::Before);
+
+    let challenge = send(&payments, &offer, get("/report?x=1")).await;
+    assert_eq!(challenge.status(), StatusCode::PAYMENT_REQUIRED);
+    let required = decode_required(&challenge);
+    assert_eq!(
+        required.extensions.unwrap()["hooked"],
+        json!({ "path": "/report?x=1" })
+    );
+    let body = body_json(challenge).await;
+    assert_eq!(body["extensions"]["hooked"]["path"], "/report?x=1");
+
+    let paid = payment(&offer, 1);
+    let response = send(&payments, &offer, paid_get("/report", &paid)).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let settlement = decode_settlement(&response);
+    assert_eq!(settlement.extensions.unwrap()["receipt"], "r-1");
+    let fields = recording.settle_fields.lock().unwrap().clone();
+    assert_eq!(fields.len(), 1);
+    assert_eq!(fields[0].as_ref().unwrap()["voucher"], json!({ "id": 7 }));
+
+    // A repeat is answered from the record, with the same extensions.
+    let again = send(&payments, &offer, paid_get("/report", &paid)).await;
+    assert_eq!(
+        decode_settlement(&again).extensions.unwrap()["receipt"],
+        "r-1"
+    );
+    assert_eq!(sandbox.settle_calls(), 1);
+}
