@@ -20,16 +20,20 @@ pub(crate) const CHALLENGE_PATH: u64 = 4_430;
 /// and sign-in-with-x: a fresh sign-in challenge appended to the encoded challenge (measured
 /// 63,601 while the layer called sign-in itself; 65,950 with sign-in a lifecycle hook: the
 /// hooks' gate boxed, the hook's answer a boxed future, the request's headers and path copied
-/// for it).
-pub(crate) const CHALLENGE_SIGN_IN_PATH: u64 = 67_900;
+/// for it; 62,927 with the sign-in extension's schema trimmed to what clients read, so that
+/// every 402 fits a reverse proxy's 4 KB header buffer).
+pub(crate) const CHALLENGE_SIGN_IN_PATH: u64 = 64_800;
 /// Decoding a `PAYMENT-SIGNATURE` header and matching it against the offer.
 pub(crate) const DECODE_AND_MATCH: u64 = 16_700;
 /// A paid request, verified and settled by an in-process facilitator that answers at once
 /// (76,442 while each payment copied its requirement into the facilitator request, the
 /// handler's `VerifiedPayment` and the settlement record; 55,774 with one requirement shared by
 /// all of them and the offer; 53,193–53,275 with the payment key hashed once; 50,070 with the
-/// ledger's states sharing their owner, fingerprint, resource and facilitator label).
-pub(crate) const PAID_PATH: u64 = 51_600;
+/// ledger's states sharing their owner, fingerprint, resource and facilitator label; 50,552
+/// with the request's digest recorded with each payment, so that a payment buys one delivery
+/// of one request; 52,152 with the lifecycle hooks in the core, none registered — about 1,400
+/// of it the hooks' plumbing on the paid path, not yet taken apart).
+pub(crate) const PAID_PATH: u64 = 53_300;
 /// A paid metered (`upto`) request: a Permit2 payment verified, the inner service setting its
 /// charge, and that amount settled by the in-process facilitator that answers at once (measured
 /// 136,486 with the shared settling request and the sign-in gate merged; 139,033 once the
@@ -39,8 +43,9 @@ pub(crate) const PAID_PATH: u64 = 51_600;
 /// place rather than spawned; 76,489 with the requirement and the payment shared rather than
 /// copied; 66,174 with the Permit2 permit read in place, and first, for its key; 64,823 with
 /// the charged request made anew rather than changed in place; 61,856 with the ledger's states
-/// sharing their text).
-pub(crate) const PAID_UPTO_PATH: u64 = 63_800;
+/// sharing their text; 62,584 with the request's digest recorded; 64,088 with the lifecycle
+/// hooks in the core, none registered).
+pub(crate) const PAID_UPTO_PATH: u64 = 65_400;
 /// One `/verify` and one `/settle` through `HttpFacilitator` over an open HTTP/1.1 connection to
 /// the sandbox facilitator on loopback: the client's side only (measured 158,806 to 159,352 while
 /// each call encoded the request; 149,867 with the request encoded once for both calls; the
