@@ -1,4 +1,4 @@
-//! [`VerifiedPayment`], [`SettledPayment`] and (feature `siwx`) [`Buyer`](crate::siwx::Buyer)
+//! [`VerifiedPayment`], [`SettledPayment`] and (feature `siwx`) `siwx::Buyer`
 //! as axum extractors.
 
 use axum_core::extract::FromRequestParts;
@@ -12,7 +12,7 @@ use crate::payment::{SettledPayment, VerifiedPayment};
 /// [`X402Layer`](super::X402Layer) put one (a settled one) in the request: a server
 /// misconfiguration, answered with a 500. Behind a layer with sign-in, a signed-in request has
 /// no payment: the error says so and names the extractor to take instead
-/// ([`Buyer`](crate::siwx::Buyer)).
+/// (`siwx::Buyer`, feature `siwx`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MissingPayment {
     settled: bool,

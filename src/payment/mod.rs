@@ -1,11 +1,12 @@
 //! The payment core: everything between a decoded payment and the work it pays for, with no
 //! HTTP in it.
 //!
-//! [`Payments`] takes a decoded [`PaymentPayload`], the [`Offer`] it pays and the accept it
+//! [`Payments`] takes a decoded [`PaymentPayload`](crate::proto::PaymentPayload), the [`Offer`](crate::pricing::Offer) it pays and the accept it
 //! matched ([`Payments::accepted`]), and answers with an [`Outcome`]: single-flight per payment,
-//! the ledger claim in its [`SettlementStore`], the replay of a payment that already settled,
+//! the ledger claim in its [`SettlementStore`](crate::settlement::SettlementStore), the replay of a payment that already settled,
 //! the recovery of payments in doubt, verification, and settlement — before the work in
-//! [`SettlementMode::Before`], after it ([`Cleared::settle`]) in [`SettlementMode::After`].
+//! [`SettlementMode::Before`](crate::pricing::SettlementMode::Before), after it
+//! ([`Cleared::settle`]) in [`SettlementMode::After`](crate::pricing::SettlementMode::After).
 //!
 //! **A payment buys one delivery of one request.** Every adapter names the request a payment
 //! comes with ([`RequestDigest`]: HTTP method, path and query; MCP tool and arguments) and the

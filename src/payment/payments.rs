@@ -30,7 +30,7 @@ const DEFAULT_LEASE: Duration = Duration::from_secs(120);
 const DEFAULT_REFUSAL_MEMORY: Duration = Duration::from_secs(10);
 
 /// The payment core: a facilitator, a ledger and the rules that make each payment settle once.
-/// See the [module docs](self).
+/// See the [module docs](crate::payment).
 ///
 /// [`X402Layer`](crate::X402Layer) builds one from its own settings; build one yourself to
 /// drive payments without HTTP.

@@ -15,7 +15,7 @@ use crate::proto::{FacilitatorRequest, SettleResponse};
 
 /// Sign-in-with-x as a [lifecycle hook](PaymentHooks): register it on the
 /// [`Payments`](crate::payment::Payments) of a layer or of
-/// [`PaidTools`](crate::mcp::PaidTools) (an MCP tool call carries its proof in
+/// `PaidTools` (feature `mcp`) (an MCP tool call carries its proof in
 /// `_meta["sign-in-with-x"]`, and signs the tool's resource URL as its URI).
 impl PaymentHooks for SignInWithX {
     fn challenge_extension(

@@ -4,7 +4,7 @@
 //! Handlers speak to [`Store`] in domain terms. The engine is chosen by [`Store::open`] from the
 //! URL scheme: `sqlite` (the zero-setup default, one process) or `postgres` (a server that
 //! several instances of the store share). The store's own statements are written once, for
-//! both ([`tables`]); each backend file holds what only its engine has (opening, the payment
+//! both (in `tables.rs`); each backend file holds what only its engine has (opening, the payment
 //! ledger, sign-in entitlements) and its embedded migrations (`migrations/` and
 //! `migrations-postgres/`), run at startup.
 //!
