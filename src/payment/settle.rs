@@ -348,21 +348,9 @@ fn reconciled_settlement(request: &FacilitatorRequest, transaction: String) -> S
         error_message: None,
         transaction,
         network: requirement.network.clone(),
-        payer: payer_of(request),
+        payer: request.payment_payload().payer(),
         amount: Some(requirement.amount),
         extensions: None,
-    }
-}
-
-/// The payer an EIP-3009 or Permit2 payload names.
-fn payer_of(request: &FacilitatorRequest) -> Option<String> {
-    let payload = request.payment_payload();
-    match payload.exact_evm() {
-        Ok(evm) => Some(evm.authorization.from),
-        Err(_) => payload
-            .upto_evm()
-            .ok()
-            .map(|upto| upto.permit2_authorization.from),
     }
 }
 

@@ -215,6 +215,39 @@ impl PaymentPayload {
         serde_json::from_str(self.payload.get())
     }
 
+    /// The address that signed the payment: an `exact` EIP-3009 authorization's `from`, or an
+    /// `upto` Permit2 permit's owner; `None` for a payload of another shape.
+    ///
+    /// ```
+    /// use tower_x402::proto::PaymentPayload;
+    ///
+    /// let payload: PaymentPayload = serde_json::from_value(serde_json::json!({
+    ///     "x402Version": 2,
+    ///     "accepted": {
+    ///         "scheme": "exact", "network": "eip155:8453", "amount": "10000",
+    ///         "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+    ///         "payTo": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C", "maxTimeoutSeconds": 60,
+    ///     },
+    ///     "payload": { "signature": "0x01", "authorization": {
+    ///         "from": "0x857b06519E91e3A54538791bDbb0E22373e36b66",
+    ///         "to": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C", "value": "10000",
+    ///         "validAfter": "0", "validBefore": "1900000000",
+    ///         "nonce": "0x0000000000000000000000000000000000000000000000000000000000000001",
+    ///     } },
+    /// }))?;
+    /// assert_eq!(payload.payer().as_deref(), Some("0x857b06519E91e3A54538791bDbb0E22373e36b66"));
+    /// # Ok::<_, serde_json::Error>(())
+    /// ```
+    pub fn payer(&self) -> Option<String> {
+        match self.exact_evm() {
+            Ok(evm) => Some(evm.authorization.from),
+            Err(_) => self
+                .upto_evm()
+                .ok()
+                .map(|upto| upto.permit2_authorization.from),
+        }
+    }
+
     /// The `payment-identifier` extension id, when the client supplied one.
     pub fn payment_identifier(&self) -> Option<&str> {
         self.extensions

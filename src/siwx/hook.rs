@@ -11,7 +11,7 @@ use crate::layer::X402Layer;
 use crate::payment::{
     PaymentContext, PaymentHooks, ProtectedRequest, Refusal, RefusalKind, RequestDecision,
 };
-use crate::proto::{FacilitatorRequest, SettleResponse};
+use crate::proto::SettleResponse;
 
 /// Sign-in-with-x as a [lifecycle hook](PaymentHooks): register it on the
 /// [`Payments`](crate::payment::Payments) of a layer or of
@@ -79,23 +79,11 @@ impl PaymentHooks for SignInWithX {
             let payer = settlement
                 .payer
                 .clone()
-                .or_else(|| payer_of(payment.request));
+                .or_else(|| payment.request.payment_payload().payer());
             if let Some(payer) = payer {
                 record_purchase(&self.store, payment.resource, payment.request, &payer).await;
             }
         })
-    }
-}
-
-/// The payer an EIP-3009 or Permit2 payload names.
-fn payer_of(request: &FacilitatorRequest) -> Option<String> {
-    let payload = request.payment_payload();
-    match payload.exact_evm() {
-        Ok(evm) => Some(evm.authorization.from),
-        Err(_) => payload
-            .upto_evm()
-            .ok()
-            .map(|upto| upto.permit2_authorization.from),
     }
 }
 
