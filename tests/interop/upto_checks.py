@@ -196,7 +196,7 @@ def register(suite: Suite) -> None:
         # The settlement is after the body: the head announces a trailer and carries no
         # PAYMENT-RESPONSE. httpx (h11) reads the chunked body to its end but does not expose
         # trailers, so the official client cannot read the settlement there: the chain view
-        # shows the transfer, and the same payment sent again is answered with the settlement.
+        # shows the transfer, and the same payment sent again is answered (409) with the settlement.
         expect(response.headers.get("trailer", "").lower() == "payment-response",
                f"Trailer header {response.headers.get('trailer')!r}")
         expect(paid.settlement is None, f"PAYMENT-RESPONSE in the head of a streamed body: {paid.settlement}")
@@ -208,14 +208,19 @@ def register(suite: Suite) -> None:
             time.sleep(0.1)
         expect(moved == [count * TOKEN], f"the chain moved {moved}, metered [{count * TOKEN}]")
 
+        # A payment buys one delivery of one request: sent again, for this stream or another, it
+        # runs no new work and is answered 409 with the settlement recorded for it.
         signature = encode_payment_signature_header(paid.signed[0])
-        again = httpx.get(f"{metered}/v1/tokens?count=2", headers={PAYMENT_SIGNATURE_HEADER: signature},
-                          timeout=TIMEOUT_SECONDS)
-        expect(again.status_code == 200 and PAYMENT_RESPONSE_HEADER in again.headers,
-               f"the payment sent again: HTTP {again.status_code} {dict(again.headers)}")
-        replayed = decode_payment_response_header(again.headers[PAYMENT_RESPONSE_HEADER])
-        expect(replayed.success and replayed.amount == str(count * TOKEN)
-               and (replayed.payer or "").lower() == buyer.address.lower(),
-               f"the settlement answered again: {replayed}")
-        expect(OVERRIDES not in again.headers, "Settlement-Overrides reached the client")
+        for query, error in ((f"count={count}", "payment_already_delivered"),
+                             ("count=2", "payment_used_for_another_request")):
+            again = httpx.get(f"{metered}/v1/tokens?{query}", headers={PAYMENT_SIGNATURE_HEADER: signature},
+                              timeout=TIMEOUT_SECONDS)
+            expect(again.status_code == 409 and PAYMENT_RESPONSE_HEADER in again.headers,
+                   f"the payment sent again ({query}): HTTP {again.status_code} {dict(again.headers)}")
+            expect(again.json().get("error") == error, f"the payment sent again ({query}): {again.text}")
+            replayed = decode_payment_response_header(again.headers[PAYMENT_RESPONSE_HEADER])
+            expect(replayed.success and replayed.amount == str(count * TOKEN)
+                   and (replayed.payer or "").lower() == buyer.address.lower(),
+                   f"the settlement answered again: {replayed}")
+            expect(OVERRIDES not in again.headers, "Settlement-Overrides reached the client")
         expect(chain.transfers(buyer.address, pay_to) == [count * TOKEN], "the payment sent again moved money again")
