@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use http::{HeaderName, HeaderValue};
-use tower_x402_sandbox::SandboxWallet;
+use x402_buyer::Wallet;
 use x402_wire::{
     AtomicAmount, PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, PaymentRequired,
     PaymentRequirements, SettleResponse, UPTO_SCHEME, UsdAmount, UsdcDeployment, header,
@@ -243,16 +243,16 @@ fn causes(error: &dyn std::error::Error) -> String {
 }
 
 /// The wallet from `PAYER_PRIVATE_KEY`, or a new random one.
-fn wallet() -> Result<SandboxWallet, String> {
+fn wallet() -> Result<Wallet, String> {
     match env::var("PAYER_PRIVATE_KEY") {
         Ok(key) => {
-            let wallet = SandboxWallet::from_private_key_hex(&key)
+            let wallet = Wallet::from_private_key_hex(&key)
                 .map_err(|e| format!("PAYER_PRIVATE_KEY: {e}"))?;
             eprintln!("payer {} (from PAYER_PRIVATE_KEY)", wallet.address());
             Ok(wallet)
         }
         Err(env::VarError::NotPresent) => {
-            let wallet = SandboxWallet::random();
+            let wallet = Wallet::random().map_err(|e| format!("cannot create a wallet: {e}"))?;
             eprintln!(
                 "payer {} (new random wallet; set PAYER_PRIVATE_KEY to reuse one)",
                 wallet.address()
