@@ -68,10 +68,12 @@ pub struct SandboxFacilitator {
 
 pub(crate) struct Inner {
     clock: RwLock<Clock>,
-    ledger: Ledger,
+    pub(crate) ledger: Ledger,
     signer: Address,
     supported: Arc<SupportedResponse>,
     script: Script,
+    /// The `batch-settlement` contract and receiver-authorizer key.
+    pub(crate) batch: crate::batch::BatchState,
     /// Smart-contract wallets on the chain view: wallet address → owner key's address.
     pub(crate) contract_wallets: RwLock<std::collections::HashMap<Address, Address>>,
 }
@@ -96,12 +98,28 @@ impl SandboxFacilitator {
             network: usdc.network.clone(),
             extra: Some(facilitator_address.clone()),
         });
-        let kinds = exact.chain(upto).collect();
+        let batch = crate::batch::BatchState::new();
+        let receiver_authorizer = serde_json::Map::from_iter([(
+            "receiverAuthorizer".to_owned(),
+            serde_json::Value::String(
+                Address::from_private_key(&batch.authorizer).to_checksum(None),
+            ),
+        )]);
+        let channels = DEPLOYMENTS.iter().map(|usdc| SupportedKind {
+            x402_version: X402Version::V2,
+            scheme: crate::batch::BATCH_SETTLEMENT_SCHEME.to_owned(),
+            network: usdc.network.clone(),
+            extra: Some(receiver_authorizer.clone()),
+        });
+        let kinds = exact.chain(upto).chain(channels).collect();
+        let ledger = Ledger::new(DEFAULT_STARTING_BALANCE);
+        // The contract holds exactly what was deposited into it.
+        ledger.set_balance(crate::batch::BATCH_SETTLEMENT, AtomicAmount(0));
         let signers = BTreeMap::from([("eip155:*".to_owned(), vec![signer.to_checksum(None)])]);
         Self {
             inner: Arc::new(Inner {
                 clock: RwLock::new(clock::system_clock()),
-                ledger: Ledger::new(DEFAULT_STARTING_BALANCE),
+                ledger,
                 signer,
                 supported: Arc::new(SupportedResponse {
                     kinds,
@@ -109,6 +127,7 @@ impl SandboxFacilitator {
                     signers,
                 }),
                 script: Script::default(),
+                batch,
                 contract_wallets: RwLock::default(),
             }),
         }
@@ -337,8 +356,10 @@ impl SandboxFacilitator {
         self.inner.signer.to_checksum(None)
     }
 
-    /// The `/supported` answer: `exact` and `upto` on both networks, version 2 (`upto` with
-    /// `extra.facilitatorAddress`, the signer), and the signer.
+    /// The `/supported` answer: `exact`, `upto` and `batch-settlement` on both networks, version
+    /// 2 (`upto` with `extra.facilitatorAddress`, the signer; `batch-settlement` with
+    /// `extra.receiverAuthorizer`, [`receiver_authorizer`](Self::receiver_authorizer)), and the
+    /// signer.
     pub fn supported_response(&self) -> Arc<SupportedResponse> {
         Arc::clone(&self.inner.supported)
     }

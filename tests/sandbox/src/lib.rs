@@ -49,6 +49,7 @@
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod batch;
 mod buy;
 mod clock;
 pub mod demo;
