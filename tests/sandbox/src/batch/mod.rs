@@ -33,10 +33,13 @@
 //! # Ok::<_, tower_x402_sandbox::batch::ChannelError>(())
 //! ```
 
+mod chain;
 mod contract;
-mod facilitate;
+mod parse;
 pub mod reason;
+mod settle;
 mod typed;
+mod verify;
 mod wallet;
 mod wire;
 
@@ -53,7 +56,7 @@ pub use wire::{
     VoucherClaim,
 };
 
-pub(crate) use facilitate::is_contract;
+pub(crate) use chain::is_contract;
 
 use crate::SandboxFacilitator;
 use crate::script::{Reply, Step};

@@ -6,7 +6,7 @@ use alloy_primitives::{B256, U256};
 use alloy_sol_types::SolStruct as _;
 use tower_x402::proto::{Network, PaymentPayload, PaymentRequirements, X402Version};
 
-use super::facilitate::{parse_amount, sign, typed_config};
+use super::parse::{parse_amount, sign, typed_config};
 use super::typed::{self, ERC3009_DEPOSIT_COLLECTOR, ReceiveWithAuthorization};
 use super::wire::{
     BatchPayload, ChannelConfig, Deposit, DepositAuthorization, Erc3009Deposit, SignedVoucher,
