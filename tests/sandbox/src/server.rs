@@ -93,7 +93,7 @@ async fn settle(State(facilitator): State<SandboxFacilitator>, body: Bytes) -> R
 }
 
 /// Whether the request is for `batch-settlement`, answered in that scheme's own format.
-fn is_batch(request: &tower_x402::proto::FacilitatorRequest) -> bool {
+fn is_batch(request: &x402_wire::FacilitatorRequest) -> bool {
     request.payment_requirements().scheme == crate::batch::BATCH_SETTLEMENT_SCHEME
 }
 

@@ -11,14 +11,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use alloy_primitives::{Address, B256, U256};
 use alloy_sol_types::{SolCall, sol};
 use serde_json::{Value, json};
-use tower_x402::proto::{
-    AtomicAmount, Network, PaymentPayload, PaymentRequirements, UsdcDeployment,
-};
 use tower_x402_sandbox::batch::{
     BATCH_SETTLEMENT, BatchPayload, BatchSettleResponse, BatchVerifyResponse, ChannelConfig,
     ChannelError, SignedVoucher, VoucherClaim, reason,
 };
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+use x402_wire::{AtomicAmount, Network, PaymentPayload, PaymentRequirements, UsdcDeployment};
 
 sol! {
     function channels(bytes32 channelId) external view returns (uint128 balance, uint128 totalClaimed);

@@ -5,11 +5,9 @@
 //! package's claim row and authorizer signature claim it.
 
 use serde_json::Value;
-use tower_x402::proto::{
-    FacilitatorRequest, Network, PaymentPayload, PaymentRequirements, X402Version,
-};
 use tower_x402_sandbox::batch::{BatchPayload, ChannelConfig, SignedVoucher, VoucherClaim};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+use x402_wire::{FacilitatorRequest, Network, PaymentPayload, PaymentRequirements, X402Version};
 
 fn vectors() -> Value {
     serde_json::from_str(include_str!("vectors/batch_settlement.json")).unwrap()
@@ -71,7 +69,7 @@ fn the_official_clients_deposit_verifies_and_settles_and_its_claim_is_accepted()
         claim_authorizer_signature: Some(field(&vectors, "claimAuthorizerSignature")),
     };
     let mut claim_requirements = requirements;
-    claim_requirements.amount = tower_x402::proto::AtomicAmount(0);
+    claim_requirements.amount = x402_wire::AtomicAmount(0);
     let claim = PaymentPayload {
         x402_version: X402Version::V2,
         resource: None,

@@ -3,7 +3,7 @@
 //! the facilitator's calls run in.
 
 use alloy_primitives::{Address, B256, U256};
-use tower_x402::proto::Network;
+use x402_wire::Network;
 
 use super::contract::{Authority, Env, Escrow, Revert};
 use super::parse::typed_config;

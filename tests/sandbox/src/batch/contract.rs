@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use alloy_primitives::{Address, B256, U256, keccak256};
 use alloy_sol_types::{Eip712Domain, SolStruct as _};
-use tower_x402::proto::Network;
+use x402_wire::Network;
 
 use super::typed::{
     self, BATCH_SETTLEMENT, ChannelConfig, ClaimEntry, ERC3009_DEPOSIT_COLLECTOR,

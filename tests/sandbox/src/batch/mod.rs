@@ -21,7 +21,7 @@
 //! Not simulated: Permit2 deposits, ERC-6492 counterfactual wallets, events and receipts.
 //!
 //! ```
-//! use tower_x402::proto::Network;
+//! use x402_wire::Network;
 //! use tower_x402_sandbox::SandboxFacilitator;
 //!
 //! let facilitator = SandboxFacilitator::new();
@@ -45,7 +45,7 @@ mod wire;
 
 use k256::ecdsa::SigningKey;
 use tower_x402::facilitator::Endpoint;
-use tower_x402::proto::FacilitatorRequest;
+use x402_wire::FacilitatorRequest;
 
 pub use typed::{
     BATCH_SETTLEMENT, ERC3009_DEPOSIT_COLLECTOR, MAX_WITHDRAW_DELAY, MIN_WITHDRAW_DELAY,

@@ -4,7 +4,7 @@
 
 use alloy_primitives::{Address, B256};
 use serde_json::{Map, json};
-use tower_x402::proto::FacilitatorRequest;
+use x402_wire::FacilitatorRequest;
 
 use super::contract::{Authority, ClaimRow};
 use super::parse::{parse_amount, sign, typed_config};

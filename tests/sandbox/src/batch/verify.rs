@@ -3,7 +3,7 @@
 
 use alloy_primitives::{Address, B256, U256};
 use serde_json::Value;
-use tower_x402::proto::{FacilitatorRequest, PaymentRequirements, UsdcDeployment};
+use x402_wire::{FacilitatorRequest, PaymentRequirements, UsdcDeployment};
 
 use super::contract::{Erc3009Pull, recovers_to};
 use super::parse::{parse_amount, parse_salt, typed_config};

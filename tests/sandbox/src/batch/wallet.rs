@@ -4,7 +4,7 @@
 
 use alloy_primitives::{B256, U256};
 use alloy_sol_types::SolStruct as _;
-use tower_x402::proto::{Network, PaymentPayload, PaymentRequirements, X402Version};
+use x402_wire::{Network, PaymentPayload, PaymentRequirements, X402Version};
 
 use super::parse::{parse_amount, sign, typed_config};
 use super::typed::{self, ERC3009_DEPOSIT_COLLECTOR, ReceiveWithAuthorization};
@@ -20,7 +20,7 @@ impl SandboxWallet {
     /// token `asset`, `extra.withdrawDelay`, and `salt`.
     ///
     /// ```
-    /// use tower_x402::proto::{AtomicAmount, PaymentRequirements, UsdcDeployment};
+    /// use x402_wire::{AtomicAmount, PaymentRequirements, UsdcDeployment};
     /// use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
     ///
     /// let facilitator = SandboxFacilitator::new();
