@@ -254,6 +254,9 @@ impl SandboxFacilitator {
         request: &FacilitatorRequest,
         signatures: Signatures,
     ) -> VerifyResponse {
+        if crate::batch::is_batch(request) {
+            return crate::batch::as_verify_response(self.verify_batch(request));
+        }
         let outcome =
             verify::check(request, self.now(), signatures, self.inner.signer).and_then(|payment| {
                 let payer = Some(payment.payer());
@@ -294,6 +297,9 @@ impl SandboxFacilitator {
         signatures: Signatures,
     ) -> SettleResponse {
         let network = request.payment_requirements().network.clone();
+        if crate::batch::is_batch(request) {
+            return crate::batch::as_settle_response(self.settle_batch(request), network);
+        }
         let outcome =
             verify::check(request, self.now(), signatures, self.inner.signer).and_then(|payment| {
                 let payer = Some(payment.payer());

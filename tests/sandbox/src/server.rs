@@ -74,7 +74,7 @@ impl SandboxFacilitator {
 
 async fn verify(State(facilitator): State<SandboxFacilitator>, body: Bytes) -> Response {
     match serde_json::from_slice(&body) {
-        Ok(request) if is_batch(&request) => {
+        Ok(request) if crate::batch::is_batch(&request) => {
             reply(facilitator.scripted_batch_verify(&request).await).await
         }
         Ok(request) => reply(facilitator.scripted_verify(&request).await).await,
@@ -84,17 +84,12 @@ async fn verify(State(facilitator): State<SandboxFacilitator>, body: Bytes) -> R
 
 async fn settle(State(facilitator): State<SandboxFacilitator>, body: Bytes) -> Response {
     match serde_json::from_slice(&body) {
-        Ok(request) if is_batch(&request) => {
+        Ok(request) if crate::batch::is_batch(&request) => {
             reply(facilitator.scripted_batch_settle(&request).await).await
         }
         Ok(request) => reply(facilitator.scripted_settle(&request).await).await,
         Err(error) => not_a_request(&error),
     }
-}
-
-/// Whether the request is for `batch-settlement`, answered in that scheme's own format.
-fn is_batch(request: &x402_wire::FacilitatorRequest) -> bool {
-    request.payment_requirements().scheme == crate::batch::BATCH_SETTLEMENT_SCHEME
 }
 
 async fn supported(State(facilitator): State<SandboxFacilitator>) -> Response {

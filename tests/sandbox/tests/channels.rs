@@ -1044,3 +1044,84 @@ fn super_accept(receiver_authorizer: &str, delay: u64) -> PaymentRequirements {
     }
     accept
 }
+
+#[tokio::test]
+async fn a_claim_whose_answer_is_lost_happened_and_sending_it_again_claims_nothing_twice() {
+    let sandbox = Sandbox::start().await;
+    let accept = accept(&sandbox.facilitator.receiver_authorizer());
+    let channel = Channel::new(&accept);
+    channel.open(&sandbox, 10_000).await;
+
+    sandbox
+        .facilitator
+        .queue_settle(tower_x402_sandbox::Step::AnswerLost);
+    let mut requirements = accept.clone();
+    requirements.amount = AtomicAmount(0);
+    let claim = BatchPayload::Claim {
+        claims: vec![channel.claim(3_000, 2_000)],
+        claim_authorizer_signature: None,
+    };
+    let body = json!({
+        "x402Version": 2,
+        "paymentPayload": {"x402Version": 2, "accepted": requirements, "payload": claim},
+        "paymentRequirements": requirements,
+    });
+    let lost = sandbox
+        .http
+        .post(format!("{}/settle", sandbox.url))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(lost.status(), 504);
+    // The chain shows the claim; the same claim again is a no-op.
+    let views = sandbox
+        .call(
+            channelsCall {
+                channelId: channel.id(),
+            }
+            .abi_encode(),
+        )
+        .await;
+    assert_eq!(
+        channelsCall::abi_decode_returns(&views)
+            .unwrap()
+            .totalClaimed,
+        2_000
+    );
+    assert!(
+        sandbox.post("/settle", &body).await["success"]
+            .as_bool()
+            .unwrap()
+    );
+    let totals = sandbox
+        .facilitator
+        .receiver_totals(&network(), PAY_TO, usdc().asset)
+        .unwrap();
+    assert_eq!(totals, (2_000, 0));
+}
+
+#[tokio::test]
+async fn the_in_process_facilitator_answers_batch_settlement_too() {
+    use tower_x402::Facilitator as _;
+    use x402_wire::FacilitatorRequest;
+
+    let sandbox = Sandbox::start().await;
+    let accept = accept(&sandbox.facilitator.receiver_authorizer());
+    let channel = Channel::new(&accept);
+    let payment = channel
+        .wallet
+        .deposit_payment_at(&accept, &channel.config, 10_000, PRICE, sandbox.now())
+        .unwrap();
+    let request = FacilitatorRequest::new(payment, accept.clone());
+    let verified = sandbox.facilitator.verify(&request).await.unwrap();
+    assert!(verified.is_valid, "{verified:?}");
+    let settled = sandbox.facilitator.settle(&request).await.unwrap();
+    assert!(settled.success, "{settled:?}");
+    assert_eq!(settled.amount, Some(AtomicAmount(10_000)));
+    let again = sandbox.facilitator.settle(&request).await.unwrap();
+    assert_eq!(
+        again.error_reason.as_deref(),
+        Some(reason::DEPOSIT_SIMULATION_FAILED)
+    );
+}

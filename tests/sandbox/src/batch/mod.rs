@@ -45,7 +45,7 @@ mod wire;
 
 use k256::ecdsa::SigningKey;
 use tower_x402::facilitator::Endpoint;
-use x402_wire::FacilitatorRequest;
+use x402_wire::{AtomicAmount, FacilitatorRequest, Network, SettleResponse, VerifyResponse};
 
 pub use typed::{
     BATCH_SETTLEMENT, ERC3009_DEPOSIT_COLLECTOR, MAX_WITHDRAW_DELAY, MIN_WITHDRAW_DELAY,
@@ -57,6 +57,41 @@ pub use wire::{
 };
 
 pub(crate) use chain::is_contract;
+
+/// Whether `request` is for `batch-settlement`, answered in that scheme's own format over HTTP.
+pub(crate) fn is_batch(request: &FacilitatorRequest) -> bool {
+    request.payment_requirements().scheme == BATCH_SETTLEMENT_SCHEME
+}
+
+/// A `batch-settlement` `/verify` answer as the core's [`VerifyResponse`], for the in-process
+/// [`Facilitator`](tower_x402::Facilitator): validity, reason and payer; the channel snapshot of
+/// `extra` has no place there (the HTTP API and
+/// [`SandboxFacilitator::verify_batch`] carry it).
+pub(crate) fn as_verify_response(answer: BatchVerifyResponse) -> VerifyResponse {
+    VerifyResponse {
+        is_valid: answer.is_valid,
+        invalid_reason: answer.invalid_reason,
+        invalid_message: answer.invalid_message,
+        payer: answer.payer,
+        extensions: None,
+    }
+}
+
+/// A `batch-settlement` `/settle` answer as the core's [`SettleResponse`]: an empty `amount`
+/// (a claim's) becomes none; `extra.channelState` has no place there (the HTTP API and
+/// [`SandboxFacilitator::settle_batch`] carry it).
+pub(crate) fn as_settle_response(answer: BatchSettleResponse, network: Network) -> SettleResponse {
+    SettleResponse {
+        success: answer.success,
+        error_reason: answer.error_reason,
+        error_message: answer.error_message,
+        transaction: answer.transaction,
+        network,
+        payer: answer.payer,
+        amount: answer.amount.parse().ok().map(AtomicAmount),
+        extensions: None,
+    }
+}
 
 use crate::SandboxFacilitator;
 use crate::script::{Reply, Step};
