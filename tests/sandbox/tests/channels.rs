@@ -1125,3 +1125,88 @@ async fn the_in_process_facilitator_answers_batch_settlement_too() {
         Some(reason::DEPOSIT_SIMULATION_FAILED)
     );
 }
+
+#[tokio::test]
+async fn a_permit2_deposit_is_pulled_once_and_its_permit_checked() {
+    let sandbox = Sandbox::start().await;
+    let mut accept = accept(&sandbox.facilitator.receiver_authorizer());
+    if let Some(extra) = accept.extra.as_mut() {
+        extra.insert("assetTransferMethod".into(), json!("permit2"));
+    }
+    let channel = Channel::new(&accept);
+    let payer = channel.wallet.address();
+    let payment = channel
+        .wallet
+        .deposit_payment_at(&accept, &channel.config, 40_000, PRICE, sandbox.now())
+        .unwrap();
+    let BatchPayload::Deposit { deposit, .. } =
+        serde_json::from_str::<BatchPayload>(payment.payload.get()).unwrap()
+    else {
+        panic!("a deposit");
+    };
+    let permit = deposit.authorization.permit2_authorization.clone().unwrap();
+    assert!(deposit.authorization.erc3009_authorization.is_none());
+    assert_eq!(permit.witness.channel_id, channel.id);
+
+    // Each tampered field is refused with its reason, before anything moves.
+    let tampered = |edit: &dyn Fn(&mut tower_x402_sandbox::batch::Permit2Deposit)| {
+        let mut deposit = deposit.clone();
+        edit(
+            deposit
+                .authorization
+                .permit2_authorization
+                .as_mut()
+                .unwrap(),
+        );
+        let mut payment = payment.clone();
+        payment.payload = serde_json::value::to_raw_value(&BatchPayload::Deposit {
+            channel_config: channel.config.clone(),
+            voucher: channel.voucher(PRICE),
+            deposit,
+        })
+        .unwrap();
+        payment
+    };
+    let cases: [(
+        &dyn Fn(&mut tower_x402_sandbox::batch::Permit2Deposit),
+        &str,
+    ); 4] = [
+        (
+            &|permit| permit.spender = PAY_TO.into(),
+            reason::PERMIT2_INVALID_SPENDER,
+        ),
+        (
+            &|permit| permit.permitted.amount = "40001".into(),
+            reason::PERMIT2_AMOUNT_MISMATCH,
+        ),
+        (
+            &|permit| permit.deadline = (START - 1).to_string(),
+            reason::PERMIT2_DEADLINE_EXPIRED,
+        ),
+        (
+            &|permit| permit.nonce = "7".into(),
+            reason::PERMIT2_INVALID_SIGNATURE,
+        ),
+    ];
+    for (edit, expected) in cases {
+        let refused = sandbox.verify(&tampered(edit), &accept).await;
+        assert_eq!(refused.invalid_reason.as_deref(), Some(expected));
+        let refused = sandbox.settle(&tampered(edit), &accept).await;
+        assert_eq!(refused.error_reason.as_deref(), Some(expected));
+    }
+    assert_eq!(sandbox.balance(&payer), STARTING_BALANCE);
+
+    let verified = sandbox.verify(&payment, &accept).await;
+    assert!(verified.is_valid, "{verified:?}");
+    let settled = sandbox.settle(&payment, &accept).await;
+    assert!(settled.success, "{settled:?}");
+    assert_eq!(settled.amount, "40000");
+    assert_eq!(sandbox.balance(&payer), STARTING_BALANCE - 40_000);
+    assert_eq!(channel.state(&sandbox).balance, 40_000);
+    let again = sandbox.settle(&payment, &accept).await;
+    assert_eq!(
+        again.error_reason.as_deref(),
+        Some(reason::DEPOSIT_SIMULATION_FAILED)
+    );
+    assert_eq!(sandbox.balance(&payer), STARTING_BALANCE - 40_000);
+}

@@ -2,7 +2,7 @@
 //! the wire: its channel id, voucher, claim-batch and refund signatures are byte for byte those
 //! the package computed for the same keys (`vectors/batch_settlement.json`), and a deposit
 //! payload built by the package's client verifies and settles on the sandbox, after which the
-//! package's claim row and authorizer signature claim it.
+//! package's claim row and authorizer signature claim it; so does its Permit2 deposit.
 
 use serde_json::Value;
 use tower_x402_sandbox::batch::{BatchPayload, ChannelConfig, SignedVoucher, VoucherClaim};
@@ -84,4 +84,33 @@ fn the_official_clients_deposit_verifies_and_settles_and_its_claim_is_accepted()
         .channel_state(&Network::BASE_SEPOLIA, id)
         .unwrap();
     assert_eq!((state.balance, state.total_claimed), (100_000, 4_200));
+}
+
+#[test]
+fn the_official_clients_permit2_deposit_verifies_and_settles() {
+    let vectors = vectors();
+    let now = vectors["now"].as_u64().unwrap();
+    let facilitator = SandboxFacilitator::new().with_clock(move || now + 5);
+    let requirements: PaymentRequirements = field(&vectors, "permit2Requirements");
+    let payment = PaymentPayload {
+        x402_version: X402Version::V2,
+        resource: None,
+        accepted: requirements.clone(),
+        payload: serde_json::value::to_raw_value(&vectors["permit2Deposit"]).unwrap(),
+        extensions: None,
+    };
+    let request = FacilitatorRequest::new(payment, requirements);
+    let verified = facilitator.verify_batch(&request);
+    assert!(verified.is_valid, "{verified:?}");
+    let settled = facilitator.settle_batch(&request);
+    assert!(settled.success, "{settled:?}");
+    assert_eq!(settled.amount, "50000");
+    let payer = vectors["channelConfig"]["payer"].as_str().unwrap();
+    assert_eq!(facilitator.balance_of(payer).get(), 1_000_000_000 - 50_000);
+    let again = facilitator.settle_batch(&request);
+    assert_eq!(
+        again.error_reason.as_deref(),
+        Some(tower_x402_sandbox::batch::reason::DEPOSIT_SIMULATION_FAILED),
+        "the Permit2 nonce is spent"
+    );
 }

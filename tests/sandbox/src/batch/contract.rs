@@ -14,11 +14,14 @@ use alloy_sol_types::{Eip712Domain, SolStruct as _};
 use x402_wire::Network;
 
 use super::typed::{
-    self, BATCH_SETTLEMENT, ChannelConfig, ClaimEntry, ERC3009_DEPOSIT_COLLECTOR,
-    MAX_WITHDRAW_DELAY, MIN_WITHDRAW_DELAY, ReceiveWithAuthorization,
+    self, BATCH_SETTLEMENT, ChannelConfig, ClaimEntry, DepositWitness, ERC3009_DEPOSIT_COLLECTOR,
+    MAX_WITHDRAW_DELAY, MIN_WITHDRAW_DELAY, PERMIT2_DEPOSIT_COLLECTOR, PermitWitnessTransferFrom,
+    ReceiveWithAuthorization, TokenPermissions,
 };
 use crate::ledger::Ledger;
+use crate::typed_data::permit2_domain;
 use crate::verify::parse_signature;
+use tower_x402::permit2::PERMIT2;
 
 /// Why a call reverted: the contract's custom errors, plus the collector's failure to pull.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,6 +108,91 @@ pub(crate) enum Authority {
     Signature(String),
 }
 
+/// How a deposit's collector pulls the tokens.
+#[derive(Clone, Debug)]
+pub(crate) enum Pull {
+    /// `ERC3009DepositCollector`: the token's `receiveWithAuthorization`.
+    Erc3009(Erc3009Pull),
+    /// `Permit2DepositCollector`: Permit2's `permitWitnessTransferFrom` with the channel as
+    /// witness. Every payer counts as having approved Permit2 on the token.
+    Permit2(Permit2Pull),
+}
+
+/// The Permit2 permit a deposit's collector spends.
+#[derive(Clone, Debug)]
+pub(crate) struct Permit2Pull {
+    pub(crate) nonce: U256,
+    pub(crate) deadline: U256,
+    pub(crate) signature: String,
+}
+
+impl Pull {
+    /// The digest the payer signed for depositing `amount` into channel `id`, and the
+    /// single-use nonce it spends with the contract that keeps it (the token or Permit2).
+    pub(crate) fn authorization(
+        &self,
+        config: &ChannelConfig,
+        id: B256,
+        amount: u128,
+        chain_id: u64,
+    ) -> (B256, Address, B256) {
+        match self {
+            Self::Erc3009(pull) => {
+                let nonce = typed::deposit_nonce(id, pull.salt);
+                let message = ReceiveWithAuthorization {
+                    from: config.payer,
+                    to: ERC3009_DEPOSIT_COLLECTOR,
+                    value: U256::from(amount),
+                    validAfter: pull.valid_after,
+                    validBefore: pull.valid_before,
+                    nonce,
+                };
+                (
+                    message.eip712_signing_hash(&pull.token_domain),
+                    config.token,
+                    nonce,
+                )
+            }
+            Self::Permit2(pull) => {
+                let message = PermitWitnessTransferFrom {
+                    permitted: TokenPermissions {
+                        token: config.token,
+                        amount: U256::from(amount),
+                    },
+                    spender: PERMIT2_DEPOSIT_COLLECTOR,
+                    nonce: pull.nonce,
+                    deadline: pull.deadline,
+                    witness: DepositWitness { channelId: id },
+                };
+                let digest = message.eip712_signing_hash(&permit2_domain(chain_id));
+                (digest, PERMIT2, B256::from(pull.nonce))
+            }
+        }
+    }
+
+    /// The payer's signature.
+    pub(crate) fn signature(&self) -> &str {
+        match self {
+            Self::Erc3009(pull) => &pull.signature,
+            Self::Permit2(pull) => &pull.signature,
+        }
+    }
+
+    /// Why the authorization cannot be used at unix time `now`, as the token or Permit2 would
+    /// refuse it.
+    fn outside_window(&self, now: u64) -> Option<&'static str> {
+        let now = U256::from(now);
+        match self {
+            Self::Erc3009(pull) if now <= pull.valid_after => {
+                Some("authorization is not yet valid")
+            }
+            Self::Erc3009(pull) if now >= pull.valid_before => Some("authorization is expired"),
+            Self::Permit2(pull) if now > pull.deadline => Some("permit signature expired"),
+            _ => None,
+        }
+    }
+}
+
 /// The ERC-3009 authorization a deposit's collector spends.
 #[derive(Clone, Debug)]
 pub(crate) struct Erc3009Pull {
@@ -151,7 +239,8 @@ struct Transfer {
     to: Address,
     amount: u128,
     nonce: Option<B256>,
-    token: Address,
+    /// The contract keeping `nonce`: the token (ERC-3009) or Permit2.
+    nonce_space: Address,
 }
 
 /// What a committed call returns: its value and its transaction hash.
@@ -202,7 +291,7 @@ impl Contract {
         for transfer in &transfers {
             let nonce = transfer
                 .nonce
-                .map(|nonce| (env.network.clone(), transfer.token, nonce));
+                .map(|nonce| (env.network.clone(), transfer.nonce_space, nonce));
             env.ledger
                 .transfer(transfer.from, transfer.to, transfer.amount, nonce)
                 .map_err(Revert::DepositCollectionFailed)?;
@@ -224,7 +313,7 @@ impl Contract {
         env: &Env<'_>,
         config: &ChannelConfig,
         amount: u128,
-        pull: &Erc3009Pull,
+        pull: &Pull,
     ) -> Result<Receipt<Escrow>, Revert> {
         self.transact(env, |call| call.deposit(config, amount, pull))
     }
@@ -330,7 +419,7 @@ impl Call<'_, '_> {
         &mut self,
         config: &ChannelConfig,
         amount: u128,
-        pull: &Erc3009Pull,
+        pull: &Pull,
     ) -> Result<Escrow, Revert> {
         let zero = Address::ZERO;
         if [
@@ -357,30 +446,13 @@ impl Call<'_, '_> {
             .ok_or(Revert::DepositOverflow)?;
         let after = *escrow;
 
-        // The ERC-3009 collector: `receiveWithAuthorization` on the token, whose checks are the
-        // token contract's.
-        let now = U256::from(self.env.now);
-        if now <= pull.valid_after {
-            return Err(Revert::DepositCollectionFailed(
-                "authorization is not yet valid".into(),
-            ));
+        // The collector: the token's or Permit2's own checks.
+        if let Some(why) = pull.outside_window(self.env.now) {
+            return Err(Revert::DepositCollectionFailed(why.into()));
         }
-        if now >= pull.valid_before {
-            return Err(Revert::DepositCollectionFailed(
-                "authorization is expired".into(),
-            ));
-        }
-        let nonce = typed::deposit_nonce(id, pull.salt);
-        let message = ReceiveWithAuthorization {
-            from: config.payer,
-            to: ERC3009_DEPOSIT_COLLECTOR,
-            value: U256::from(amount),
-            validAfter: pull.valid_after,
-            validBefore: pull.valid_before,
-            nonce,
-        };
-        let digest = message.eip712_signing_hash(&pull.token_domain);
-        if !self.env.signed_by(config.payer, digest, &pull.signature) {
+        let (digest, nonce_space, nonce) =
+            pull.authorization(config, id, amount, self.env.chain_id);
+        if !self.env.signed_by(config.payer, digest, pull.signature()) {
             return Err(Revert::DepositCollectionFailed("invalid signature".into()));
         }
         self.transfers.push(Transfer {
@@ -388,7 +460,7 @@ impl Call<'_, '_> {
             to: BATCH_SETTLEMENT,
             amount,
             nonce: Some(nonce),
-            token: config.token,
+            nonce_space,
         });
         Ok(after)
     }
@@ -475,7 +547,7 @@ impl Call<'_, '_> {
             to: receiver,
             amount,
             nonce: None,
-            token,
+            nonce_space: token,
         });
         amount
     }
@@ -537,7 +609,7 @@ impl Call<'_, '_> {
             to: config.payer,
             amount: refunded,
             nonce: None,
-            token: config.token,
+            nonce_space: config.token,
         });
         Ok(refunded)
     }
@@ -598,7 +670,7 @@ impl Call<'_, '_> {
                 to: config.payer,
                 amount,
                 nonce: None,
-                token: config.token,
+                nonce_space: config.token,
             });
         }
         Ok(amount)

@@ -11,14 +11,17 @@
 //!
 //! What is simulated of the contract: the channel id (the EIP-712 hash of `ChannelConfig` under
 //! the `x402 Batch Settlement` domain, bound to the chain id and the canonical address), the
-//! deposit's checks (non-zero parties, the delay's range, the collector's ERC-3009 signature,
-//! time window and single-use nonce, the payer's balance), claims (monotonic: a total at or below
-//! the claimed one is a no-op; capped by the ceiling and the balance; the voucher's signature
-//! checked against `payerAuthorizer`, or the payer's EIP-1271 wallet when it is zero; the
-//! `ClaimBatch` signature of the first row's receiver authorizer, shared by every row), the sweep,
-//! refunds (the nonce advances first, even when nothing moves; a pending withdrawal shrinks or is
-//! cancelled), timed withdrawals, and `multicall` of a claim with a refund. Each call is atomic.
-//! Not simulated: Permit2 deposits, ERC-6492 counterfactual wallets, events and receipts.
+//! deposit's checks (non-zero parties, the delay's range, the payer's balance) and its collectors
+//! (ERC-3009 `receiveWithAuthorization`: signature, time window, single-use nonce; Permit2
+//! `permitWitnessTransferFrom` with the channel as witness: signature, deadline, single-use
+//! nonce — every payer counts as having approved Permit2), claims (monotonic: a total at or
+//! below the claimed one is a no-op; capped by the ceiling and the balance; the voucher's
+//! signature checked against `payerAuthorizer`, or the payer's EIP-1271 wallet when it is zero;
+//! the `ClaimBatch` signature of the first row's receiver authorizer, shared by every row), the
+//! sweep, refunds (the nonce advances first, even when nothing moves; a pending withdrawal shrinks
+//! or is cancelled), timed withdrawals, and `multicall` of a claim with a refund. Each call is
+//! atomic. Not simulated: token allowances and the EIP-2612 / ERC-20 approval extensions,
+//! ERC-6492 counterfactual wallets, events and transaction receipts.
 //!
 //! ```
 //! use x402_wire::Network;
@@ -49,11 +52,12 @@ use x402_wire::{AtomicAmount, FacilitatorRequest, Network, SettleResponse, Verif
 
 pub use typed::{
     BATCH_SETTLEMENT, ERC3009_DEPOSIT_COLLECTOR, MAX_WITHDRAW_DELAY, MIN_WITHDRAW_DELAY,
+    PERMIT2_DEPOSIT_COLLECTOR,
 };
 pub use wire::{
     BATCH_SETTLEMENT_SCHEME, BatchPayload, BatchSettleResponse, BatchVerifyResponse, ChannelConfig,
-    ChannelSnapshot, ClaimedVoucher, Deposit, DepositAuthorization, Erc3009Deposit, SignedVoucher,
-    VoucherClaim,
+    ChannelSnapshot, ClaimedVoucher, Deposit, DepositAuthorization, DepositWitness, Erc3009Deposit,
+    Permit2Deposit, SignedVoucher, VoucherClaim,
 };
 
 pub(crate) use chain::is_contract;

@@ -74,6 +74,18 @@ pub const VALID_BEFORE: &str = "invalid_batch_settlement_evm_payload_authorizati
 /// domain.
 pub const RECEIVE_AUTHORIZATION_SIGNATURE: &str =
     "invalid_batch_settlement_evm_receive_authorization_signature";
+/// The deposit's transfer method is Permit2 but it has no `permit2Authorization`.
+pub const PERMIT2_AUTHORIZATION_REQUIRED: &str =
+    "invalid_batch_settlement_evm_permit2_authorization_required";
+/// The permit's `spender` is not the `Permit2DepositCollector`.
+pub const PERMIT2_INVALID_SPENDER: &str = "invalid_batch_settlement_evm_permit2_invalid_spender";
+/// The permitted amount is not the deposit.
+pub const PERMIT2_AMOUNT_MISMATCH: &str = "invalid_batch_settlement_evm_permit2_amount_mismatch";
+/// The permit's deadline has passed (or is within 6 s).
+pub const PERMIT2_DEADLINE_EXPIRED: &str = "invalid_batch_settlement_evm_permit2_deadline_expired";
+/// The permit is not signed by the payer under the Permit2 domain (or `from` is not the payer).
+pub const PERMIT2_INVALID_SIGNATURE: &str =
+    "invalid_batch_settlement_evm_permit2_invalid_signature";
 /// The deposit has no `erc3009Authorization`.
 pub const ERC3009_AUTHORIZATION_REQUIRED: &str =
     "invalid_batch_settlement_evm_erc3009_authorization_required";

@@ -12,6 +12,8 @@ use alloy_sol_types::{Eip712Domain, SolStruct as _};
 pub const BATCH_SETTLEMENT: Address = address!("4020074e9dF2ce1deE5A9C1b5c3f541D02a10003");
 /// The canonical `ERC3009DepositCollector`: the `to` of a deposit's `ReceiveWithAuthorization`.
 pub const ERC3009_DEPOSIT_COLLECTOR: Address = address!("4020806089470a89826cB9fB1f4059150b550004");
+/// The canonical `Permit2DepositCollector`: the `spender` of a deposit's Permit2 permit.
+pub const PERMIT2_DEPOSIT_COLLECTOR: Address = address!("4020425FAf3B746C082C2f942b4E5159887B0005");
 /// The shortest withdrawal delay a channel may have: 15 minutes.
 pub const MIN_WITHDRAW_DELAY: u64 = 900;
 /// The longest withdrawal delay a channel may have: 30 days.
@@ -68,6 +70,30 @@ alloy_sol_types::sol! {
         uint256 validAfter;
         uint256 validBefore;
         bytes32 nonce;
+    }
+
+    /// Permit2's `TokenPermissions`: which token, and how much of it.
+    #[derive(Debug, PartialEq, Eq)]
+    struct TokenPermissions {
+        address token;
+        uint256 amount;
+    }
+
+    /// The witness a Permit2 deposit binds to its channel.
+    #[derive(Debug, PartialEq, Eq)]
+    struct DepositWitness {
+        bytes32 channelId;
+    }
+
+    /// The Permit2 message a deposit spends: the collector may move `permitted` once (`nonce`)
+    /// until `deadline`, into the witnessed channel.
+    #[derive(Debug, PartialEq, Eq)]
+    struct PermitWitnessTransferFrom {
+        TokenPermissions permitted;
+        address spender;
+        uint256 nonce;
+        uint256 deadline;
+        DepositWitness witness;
     }
 
     /// A channel's escrow and claimed total.
@@ -147,6 +173,10 @@ mod tests {
         assert_eq!(
             Refund::eip712_encode_type(),
             "Refund(bytes32 channelId,uint256 nonce,uint128 amount)"
+        );
+        assert_eq!(
+            PermitWitnessTransferFrom::eip712_encode_type(),
+            "PermitWitnessTransferFrom(TokenPermissions permitted,address spender,uint256 nonce,uint256 deadline,DepositWitness witness)DepositWitness(bytes32 channelId)TokenPermissions(address token,uint256 amount)"
         );
         assert_eq!(
             ClaimBatch::eip712_encode_type(),

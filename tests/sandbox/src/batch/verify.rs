@@ -3,12 +3,14 @@
 
 use alloy_primitives::{Address, B256, U256};
 use serde_json::Value;
-use x402_wire::{FacilitatorRequest, PaymentRequirements, UsdcDeployment};
+use x402_wire::{FacilitatorRequest, PERMIT2_TRANSFER_METHOD, PaymentRequirements, UsdcDeployment};
 
-use super::contract::{Erc3009Pull, recovers_to};
+use super::contract::{Erc3009Pull, Permit2Pull, Pull, recovers_to};
 use super::parse::{parse_amount, parse_salt, typed_config};
 use super::reason;
-use super::typed::{self, ChannelConfig, MAX_WITHDRAW_DELAY, MIN_WITHDRAW_DELAY};
+use super::typed::{
+    self, ChannelConfig, MAX_WITHDRAW_DELAY, MIN_WITHDRAW_DELAY, PERMIT2_DEPOSIT_COLLECTOR,
+};
 use super::wire::{
     self, BATCH_SETTLEMENT_SCHEME, BatchPayload, BatchVerifyResponse, ChannelSnapshot,
     SignedVoucher,
@@ -157,13 +159,13 @@ impl SandboxFacilitator {
                         ),
                     ));
                 }
-                let nonce = typed::deposit_nonce(channel.id, pull.salt);
-                if self.inner.ledger.nonce_used(
-                    network,
-                    channel.config.token,
-                    channel.config.payer,
-                    nonce,
-                ) {
+                let (_, space, nonce) =
+                    pull.authorization(&channel.config, channel.id, amount, request.chain_id);
+                if self
+                    .inner
+                    .ledger
+                    .nonce_used(network, space, channel.config.payer, nonce)
+                {
                     return Err(reject(
                         reason::DEPOSIT_SIMULATION_FAILED,
                         format!("the deposit's authorization nonce {nonce} is already used"),
@@ -232,28 +234,71 @@ impl SandboxFacilitator {
         }
     }
 
-    /// The deposit's ERC-3009 part: present, the token's domain named, inside its time window,
-    /// signed by the payer under the token's domain.
+    /// The deposit's token authorization, by the requirement's `extra.assetTransferMethod` (or,
+    /// without one, by which authorization the deposit carries), checked as the collector would
+    /// and signed by the payer.
     pub(super) fn check_pull(
         &self,
         request: &Request<'_>,
         channel: &Channel,
         deposit: &wire::Deposit,
         amount: u128,
+    ) -> Result<Pull, Rejection> {
+        let reject =
+            |code, text: String| Rejection::new(code, text).payer(Some(channel.payer.clone()));
+        let hint = request
+            .requirements
+            .extra
+            .as_ref()
+            .and_then(|extra| extra.get("assetTransferMethod"))
+            .and_then(Value::as_str);
+        let permit2 = match hint {
+            Some(method) => method == PERMIT2_TRANSFER_METHOD,
+            None => deposit.authorization.permit2_authorization.is_some(),
+        };
+        let (pull, refused) = if permit2 {
+            let Some(permit) = &deposit.authorization.permit2_authorization else {
+                return Err(reject(
+                    reason::PERMIT2_AUTHORIZATION_REQUIRED,
+                    "the deposit's transfer method is Permit2 and it has no permit2Authorization"
+                        .into(),
+                ));
+            };
+            let pull = self.check_permit2(request, channel, permit, &deposit.amount, amount)?;
+            (Pull::Permit2(pull), reason::PERMIT2_INVALID_SIGNATURE)
+        } else {
+            let Some(auth) = &deposit.authorization.erc3009_authorization else {
+                return Err(reject(
+                    reason::ERC3009_AUTHORIZATION_REQUIRED,
+                    "the deposit has no erc3009Authorization".into(),
+                ));
+            };
+            let pull = self.check_erc3009(request, channel, auth)?;
+            (Pull::Erc3009(pull), reason::RECEIVE_AUTHORIZATION_SIGNATURE)
+        };
+        let (digest, _, _) =
+            pull.authorization(&channel.config, channel.id, amount, request.chain_id);
+        let owner = self
+            .wallet_owner(channel.config.payer)
+            .unwrap_or(channel.config.payer);
+        if !recovers_to(digest, pull.signature(), owner) {
+            return Err(reject(
+                refused,
+                "the deposit's authorization is not signed by the payer".to_owned(),
+            ));
+        }
+        Ok(pull)
+    }
+
+    /// An ERC-3009 deposit: the token's domain named, inside its time window.
+    fn check_erc3009(
+        &self,
+        request: &Request<'_>,
+        channel: &Channel,
+        auth: &wire::Erc3009Deposit,
     ) -> Result<Erc3009Pull, Rejection> {
         let reject =
             |code, text: String| Rejection::new(code, text).payer(Some(channel.payer.clone()));
-        let Some(auth) = &deposit.authorization.erc3009_authorization else {
-            let text = if deposit.authorization.permit2_authorization.is_some() {
-                "Permit2 deposits are not simulated by the sandbox; send erc3009Authorization"
-            } else {
-                "the deposit has no erc3009Authorization"
-            };
-            return Err(reject(
-                reason::ERC3009_AUTHORIZATION_REQUIRED,
-                text.to_owned(),
-            ));
-        };
         let domain = eip712::domain_of(request.requirements)
             .map_err(|error| reject(reason::MISSING_EIP712_DOMAIN, error.to_string()))?;
         // The token checks the signature under its own domain, whatever the requirement says.
@@ -300,32 +345,93 @@ impl SandboxFacilitator {
                 format!("validAfter {valid_after} is in the future (now {now})"),
             ));
         }
-        let pull = Erc3009Pull {
+        Ok(Erc3009Pull {
             valid_after,
             valid_before,
             salt,
             signature: auth.signature.clone(),
             token_domain,
-        };
-        let message = typed::ReceiveWithAuthorization {
-            from: channel.config.payer,
-            to: typed::ERC3009_DEPOSIT_COLLECTOR,
-            value: U256::from(amount),
-            validAfter: valid_after,
-            validBefore: valid_before,
-            nonce: typed::deposit_nonce(channel.id, salt),
-        };
-        let digest = alloy_sol_types::SolStruct::eip712_signing_hash(&message, &pull.token_domain);
-        let owner = self
-            .wallet_owner(channel.config.payer)
-            .unwrap_or(channel.config.payer);
-        if !recovers_to(digest, &pull.signature, owner) {
+        })
+    }
+
+    /// A Permit2 deposit, in the reference facilitator's order: `from` the payer, spender the
+    /// collector, the asset, the deposit's amount, the channel as witness, the deadline.
+    fn check_permit2(
+        &self,
+        request: &Request<'_>,
+        channel: &Channel,
+        permit: &wire::Permit2Deposit,
+        wire_amount: &str,
+        amount: u128,
+    ) -> Result<Permit2Pull, Rejection> {
+        let reject =
+            |code, text: String| Rejection::new(code, text).payer(Some(channel.payer.clone()));
+        if parse_address(&permit.from) != Some(channel.config.payer) {
             return Err(reject(
-                reason::RECEIVE_AUTHORIZATION_SIGNATURE,
-                "the receiveWithAuthorization signature is not the payer's under the token's EIP-712 domain".to_owned(),
+                reason::PERMIT2_INVALID_SIGNATURE,
+                format!("permit from {} is not the channel's payer", permit.from),
             ));
         }
-        Ok(pull)
+        if parse_address(&permit.spender) != Some(PERMIT2_DEPOSIT_COLLECTOR) {
+            return Err(reject(
+                reason::PERMIT2_INVALID_SPENDER,
+                format!(
+                    "spender {} is not the Permit2DepositCollector",
+                    permit.spender
+                ),
+            ));
+        }
+        if parse_address(&permit.permitted.token) != parse_address(&request.requirements.asset) {
+            return Err(reject(
+                reason::TOKEN_MISMATCH,
+                format!(
+                    "permitted.token {} is not the asset",
+                    permit.permitted.token
+                ),
+            ));
+        }
+        if parse_amount(&permit.permitted.amount) != Some(amount) {
+            return Err(reject(
+                reason::PERMIT2_AMOUNT_MISMATCH,
+                format!(
+                    "permitted.amount {} is not the deposit {wire_amount}",
+                    permit.permitted.amount
+                ),
+            ));
+        }
+        if permit.witness.channel_id.parse::<B256>().ok() != Some(channel.id) {
+            return Err(reject(
+                reason::CHANNEL_ID_MISMATCH,
+                format!(
+                    "witness.channelId {} is not the channel",
+                    permit.witness.channel_id
+                ),
+            ));
+        }
+        let number = |field: &str, value: &str| {
+            parse_decimal(value).ok_or_else(|| {
+                reject(
+                    reason::DEPOSIT_PAYLOAD,
+                    format!("permit2Authorization.{field} `{value}` is not a decimal"),
+                )
+            })
+        };
+        let nonce = number("nonce", &permit.nonce)?;
+        let deadline = number("deadline", &permit.deadline)?;
+        let now = self.now();
+        if deadline < U256::from(now) + U256::from(VALID_BEFORE_BUFFER_SECS) {
+            return Err(reject(
+                reason::PERMIT2_DEADLINE_EXPIRED,
+                format!(
+                    "deadline {deadline} is not at least {VALID_BEFORE_BUFFER_SECS} s after now ({now})"
+                ),
+            ));
+        }
+        Ok(Permit2Pull {
+            nonce,
+            deadline,
+            signature: permit.signature.clone(),
+        })
     }
 
     /// The voucher's signature: ECDSA against `payerAuthorizer`, or the payer's EIP-1271 wallet

@@ -4,14 +4,20 @@
 
 use alloy_primitives::{B256, U256};
 use alloy_sol_types::SolStruct as _;
-use x402_wire::{Network, PaymentPayload, PaymentRequirements, X402Version};
+use x402_wire::{
+    Network, PERMIT2_TRANSFER_METHOD, PaymentPayload, PaymentRequirements, X402Version,
+};
 
 use super::parse::{parse_amount, sign, typed_config};
-use super::typed::{self, ERC3009_DEPOSIT_COLLECTOR, ReceiveWithAuthorization};
-use super::wire::{
-    BatchPayload, ChannelConfig, Deposit, DepositAuthorization, Erc3009Deposit, SignedVoucher,
-    VoucherClaim,
+use super::typed::{
+    self, DepositWitness, ERC3009_DEPOSIT_COLLECTOR, PERMIT2_DEPOSIT_COLLECTOR,
+    PermitWitnessTransferFrom, ReceiveWithAuthorization, TokenPermissions,
 };
+use super::wire::{
+    self, BatchPayload, ChannelConfig, Deposit, DepositAuthorization, Erc3009Deposit,
+    Permit2Deposit, SignedVoucher, VoucherClaim,
+};
+use crate::typed_data::permit2_domain;
 use crate::{SandboxWallet, WalletError, eip712};
 
 impl SandboxWallet {
@@ -103,9 +109,11 @@ impl SandboxWallet {
 
     /// A `deposit` payment for `accept` as of unix time `now`: `deposit` tokens of the channel's
     /// payer (this wallet, or a contract wallet it owns) pulled into the channel with an ERC-3009
-    /// authorization (`validAfter` 0, `validBefore` now plus
-    /// `maxTimeoutSeconds`, a random salt) signed under the token's domain from `accept`, and the
-    /// request's voucher for `max_claimable`.
+    /// authorization (`validAfter` 0, `validBefore` now plus `maxTimeoutSeconds`, a random salt)
+    /// signed under the token's domain from `accept` — or, when `extra.assetTransferMethod` is
+    /// `permit2`, a Permit2 permit to the `Permit2DepositCollector` with the channel as witness
+    /// (a random nonce, `deadline` now plus `maxTimeoutSeconds`) — and the request's voucher for
+    /// `max_claimable`.
     ///
     /// # Errors
     ///
@@ -119,36 +127,78 @@ impl SandboxWallet {
         now: u64,
     ) -> Result<PaymentPayload, WalletError> {
         let id = Self::channel_id(config, &accept.network)?;
-        let domain =
-            eip712::domain_of(accept).map_err(|e| WalletError::Unsignable(e.to_string()))?;
-        let salt = B256::from(rand::random::<[u8; 32]>());
-        let valid_before = now.saturating_add(accept.max_timeout_seconds);
         let from = typed_config(config)
             .map_err(|e| WalletError::Unsignable(e.to_string()))?
             .payer;
-        let message = ReceiveWithAuthorization {
-            from,
-            to: ERC3009_DEPOSIT_COLLECTOR,
-            value: U256::from(deposit),
-            validAfter: U256::ZERO,
-            validBefore: U256::from(valid_before),
-            nonce: typed::deposit_nonce(parse_id(&id)?, U256::from_be_bytes(salt.0)),
+        let deadline = now.saturating_add(accept.max_timeout_seconds);
+        let permit2 = accept
+            .extra
+            .as_ref()
+            .and_then(|extra| extra.get("assetTransferMethod"))
+            .and_then(|method| method.as_str())
+            == Some(PERMIT2_TRANSFER_METHOD);
+        let authorization = if permit2 {
+            let nonce = U256::from_be_bytes(rand::random::<[u8; 32]>());
+            let message = PermitWitnessTransferFrom {
+                permitted: TokenPermissions {
+                    token: from_config(config)?.token,
+                    amount: U256::from(deposit),
+                },
+                spender: PERMIT2_DEPOSIT_COLLECTOR,
+                nonce,
+                deadline: U256::from(deadline),
+                witness: DepositWitness {
+                    channelId: parse_id(&id)?,
+                },
+            };
+            let chain_id = chain_id(&accept.network)?;
+            let signature =
+                self.sign_digest(message.eip712_signing_hash(&permit2_domain(chain_id)))?;
+            DepositAuthorization {
+                erc3009_authorization: None,
+                permit2_authorization: Some(Permit2Deposit {
+                    from: from.to_checksum(None),
+                    permitted: x402_wire::TokenPermissions {
+                        token: message.permitted.token.to_checksum(None),
+                        amount: deposit.to_string(),
+                    },
+                    spender: PERMIT2_DEPOSIT_COLLECTOR.to_checksum(None),
+                    nonce: nonce.to_string(),
+                    deadline: deadline.to_string(),
+                    witness: wire::DepositWitness {
+                        channel_id: id.clone(),
+                    },
+                    signature,
+                }),
+            }
+        } else {
+            let domain =
+                eip712::domain_of(accept).map_err(|e| WalletError::Unsignable(e.to_string()))?;
+            let salt = B256::from(rand::random::<[u8; 32]>());
+            let message = ReceiveWithAuthorization {
+                from,
+                to: ERC3009_DEPOSIT_COLLECTOR,
+                value: U256::from(deposit),
+                validAfter: U256::ZERO,
+                validBefore: U256::from(deadline),
+                nonce: typed::deposit_nonce(parse_id(&id)?, U256::from_be_bytes(salt.0)),
+            };
+            DepositAuthorization {
+                erc3009_authorization: Some(Erc3009Deposit {
+                    valid_after: "0".into(),
+                    valid_before: deadline.to_string(),
+                    salt: salt.to_string(),
+                    signature: self.sign_digest(message.eip712_signing_hash(&domain))?,
+                }),
+                permit2_authorization: None,
+            }
         };
-        let signature = self.sign_digest(message.eip712_signing_hash(&domain))?;
         let payload = BatchPayload::Deposit {
             channel_config: config.clone(),
             voucher: self.sign_voucher(&accept.network, &id, max_claimable)?,
             deposit: Deposit {
                 amount: deposit.to_string(),
-                authorization: DepositAuthorization {
-                    erc3009_authorization: Some(Erc3009Deposit {
-                        valid_after: "0".into(),
-                        valid_before: valid_before.to_string(),
-                        salt: salt.to_string(),
-                        signature,
-                    }),
-                    permit2_authorization: None,
-                },
+                authorization,
             },
         };
         payment(accept, &payload)
@@ -275,6 +325,10 @@ impl VoucherClaim {
             total_claimed: total_claimed.to_string(),
         }
     }
+}
+
+fn from_config(config: &ChannelConfig) -> Result<typed::ChannelConfig, WalletError> {
+    typed_config(config).map_err(|e| WalletError::Unsignable(e.to_string()))
 }
 
 fn chain_id(network: &Network) -> Result<u64, WalletError> {

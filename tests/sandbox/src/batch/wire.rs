@@ -57,15 +57,44 @@ pub struct Erc3009Deposit {
 }
 
 /// How a deposit's tokens are pulled.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DepositAuthorization {
     /// ERC-3009 `receiveWithAuthorization`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub erc3009_authorization: Option<Erc3009Deposit>,
-    /// Permit2 (not simulated by the sandbox).
+    /// Permit2 `permitWitnessTransferFrom`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub permit2_authorization: Option<Value>,
+    pub permit2_authorization: Option<Permit2Deposit>,
+}
+
+/// A deposit's Permit2 permit: the `Permit2DepositCollector` may move `permitted` of `from`
+/// once (`nonce`) until `deadline`, into the channel named by the witness.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Permit2Deposit {
+    /// The payer.
+    pub from: String,
+    /// The token and the deposit amount.
+    pub permitted: x402_wire::TokenPermissions,
+    /// The `Permit2DepositCollector`.
+    pub spender: String,
+    /// Permit2 unordered nonce, decimal.
+    pub nonce: String,
+    /// Unix seconds, decimal.
+    pub deadline: String,
+    /// The channel the deposit goes into.
+    pub witness: DepositWitness,
+    /// The payer's EIP-712 signature under the Permit2 domain.
+    pub signature: String,
+}
+
+/// The witness of a Permit2 deposit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DepositWitness {
+    /// The channel id.
+    pub channel_id: String,
 }
 
 /// A deposit's amount and authorization.
