@@ -31,8 +31,9 @@ pub struct InvalidAddress(pub String);
 /// It supports scheme `exact` with EIP-3009 and scheme `upto` with Permit2 (a
 /// `PermitWitnessTransferFrom` whose witness names this facilitator, settled for the
 /// requirement's `amount`, at most the permitted maximum, once per Permit2 nonce; zero moves
-/// nothing) on Base (`eip155:8453`) and Base Sepolia
-/// (`eip155:84532`), using the USDC deployments and EIP-712 domains of
+/// nothing), and scheme `batch-settlement` (payment channels over a simulated
+/// `x402BatchSettlement` contract, see [`batch`](crate::batch)) on Base (`eip155:8453`) and Base
+/// Sepolia (`eip155:84532`), using the USDC deployments and EIP-712 domains of
 /// [`UsdcDeployment`](x402_wire::UsdcDeployment). Verification recovers the signer of the
 /// EIP-712 `TransferWithAuthorization` digest and applies the reference facilitator's checks in
 /// its order (see [`reason`](crate::reason)); settlement re-verifies and then moves funds in an

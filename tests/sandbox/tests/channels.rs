@@ -559,6 +559,30 @@ async fn claims_follow_the_receiver_authorizer_rule() {
         .await;
     assert!(claimed.success, "{claimed:?}");
     assert_eq!(channel.state(&sandbox).total_claimed, 2_500);
+
+    // One batch, one receiver authorizer: a row of a channel the facilitator authorizes does
+    // not ride on the server's signature, and the facilitator does not sign for the server's.
+    let delegated = Channel::new(&super_accept(
+        &sandbox.facilitator.receiver_authorizer(),
+        DELAY,
+    ));
+    delegated.open(&sandbox, 10_000).await;
+    let rows = vec![channel.claim(4_000, 4_000), delegated.claim(PRICE, PRICE)];
+    let signature = server.sign_claim_batch(&network(), &rows).unwrap();
+    let refused = sandbox.claim(rows.clone(), Some(signature)).await;
+    assert!(
+        refused
+            .error_message
+            .unwrap()
+            .contains("NotReceiverAuthorizer")
+    );
+    let refused = sandbox.claim(rows, None).await;
+    assert_eq!(
+        refused.error_reason.as_deref(),
+        Some(reason::AUTHORIZER_ADDRESS_MISMATCH)
+    );
+    assert_eq!(channel.state(&sandbox).total_claimed, 2_500);
+    assert_eq!(delegated.state(&sandbox).total_claimed, 0);
 }
 
 #[tokio::test]

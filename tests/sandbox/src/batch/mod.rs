@@ -23,6 +23,10 @@
 //! atomic. Not simulated: token allowances and the EIP-2612 / ERC-20 approval extensions,
 //! ERC-6492 counterfactual wallets, events and transaction receipts.
 //!
+//! Over HTTP, `batch-settlement` requests follow the facilitator's script like the others (a
+//! lost answer, a status, a delay…), except [`crate::Step::Trust`]: signatures
+//! are always checked.
+//!
 //! ```
 //! use x402_wire::Network;
 //! use tower_x402_sandbox::SandboxFacilitator;
