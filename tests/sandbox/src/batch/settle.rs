@@ -181,7 +181,7 @@ impl SandboxFacilitator {
                     .filter(|row| typed::channel_id(&row.config, request.chain_id) == channel.id)
                     .map(|row| row.total_claimed)
                     .fold(escrow.total_claimed, u128::max);
-                if claimed_after <= escrow.balance && escrow.balance - claimed_after == 0 {
+                if claimed_after == escrow.balance {
                     return Err(reject(
                         reason::REFUND_NO_BALANCE,
                         "nothing unclaimed remains to refund".to_owned(),
