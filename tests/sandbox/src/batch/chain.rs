@@ -145,6 +145,27 @@ impl SandboxFacilitator {
     /// authorizer) on `network` now: starts the timed withdrawal that
     /// [`finalize_withdraw`](Self::finalize_withdraw) completes after `withdrawDelay`.
     ///
+    /// ```
+    /// use x402_wire::Network;
+    /// use tower_x402_sandbox::batch::ChannelConfig;
+    /// use tower_x402_sandbox::SandboxFacilitator;
+    ///
+    /// let facilitator = SandboxFacilitator::new();
+    /// let payer = "0x2c7536E3605D9C16a7a3D7b1898e529396a65c23";
+    /// let config = ChannelConfig {
+    ///     payer: payer.into(),
+    ///     payer_authorizer: payer.into(),
+    ///     receiver: "0x209693Bc6afc0C5328bA36FaF03C514EF312287C".into(),
+    ///     receiver_authorizer: facilitator.receiver_authorizer(),
+    ///     token: "0x036CbD53842c5426634e7929541eC2318f3dCF7e".into(),
+    ///     withdraw_delay: 900,
+    ///     salt: format!("0x{}", "00".repeat(32)),
+    /// };
+    /// // Nothing deposited: nothing to withdraw.
+    /// let refused = facilitator.initiate_withdraw(&Network::BASE_SEPOLIA, &config, 1, payer);
+    /// assert_eq!(refused.unwrap_err().to_string(), "reverted: WithdrawAmountExceedsAvailable");
+    /// ```
+    ///
     /// # Errors
     ///
     /// A malformed configuration or the contract's revert.

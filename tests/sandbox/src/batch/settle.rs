@@ -23,6 +23,53 @@ impl SandboxFacilitator {
     /// server (its claims and the refund in one call). Without an authorizer signature the
     /// facilitator signs with its own receiver-authorizer key, which it can only do for channels
     /// naming that key.
+    ///
+    /// ```
+    /// use x402_wire::{
+    ///     AtomicAmount, FacilitatorRequest, PaymentPayload, PaymentRequirements, UsdcDeployment,
+    /// };
+    /// use tower_x402_sandbox::batch::{BatchPayload, VoucherClaim};
+    /// use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+    ///
+    /// let facilitator = SandboxFacilitator::new().with_clock(|| 1_750_000_000);
+    /// let usdc = &UsdcDeployment::BASE_SEPOLIA;
+    /// let mut extra = usdc.eip712.map(|domain| domain.to_extra()).unwrap_or_default();
+    /// extra.insert("receiverAuthorizer".into(), facilitator.receiver_authorizer().into());
+    /// extra.insert("withdrawDelay".into(), 900.into());
+    /// let accept = PaymentRequirements {
+    ///     scheme: "batch-settlement".into(),
+    ///     network: usdc.network.clone(),
+    ///     amount: AtomicAmount(1_000),
+    ///     asset: usdc.asset.into(),
+    ///     pay_to: "0x209693Bc6afc0C5328bA36FaF03C514EF312287C".into(),
+    ///     max_timeout_seconds: 3600,
+    ///     extra: Some(extra),
+    /// };
+    /// let buyer = SandboxWallet::random();
+    /// let config = buyer.channel_config(&accept, [1; 32])?;
+    ///
+    /// // One deposit of 0.05 USDC with the first request's voucher.
+    /// let deposit = buyer.deposit_payment_at(&accept, &config, 50_000, 1_000, facilitator.now())?;
+    /// let opened = facilitator.settle_batch(&FacilitatorRequest::new(deposit, accept.clone()));
+    /// assert_eq!(opened.channel_state().unwrap().balance, "50000");
+    ///
+    /// // Later, the server claims what it charged under the latest voucher, then sweeps.
+    /// let id = SandboxWallet::channel_id(&config, &accept.network)?;
+    /// let voucher = buyer.sign_voucher(&accept.network, &id, 3_000)?;
+    /// let server_side = |payload: &BatchPayload| {
+    ///     let mut requirements = accept.clone();
+    ///     requirements.amount = AtomicAmount(0);
+    ///     let payment: PaymentPayload = serde_json::from_value(serde_json::json!({
+    ///         "x402Version": 2, "accepted": requirements, "payload": payload,
+    ///     }))?;
+    ///     Ok::<_, serde_json::Error>(facilitator.settle_batch(&FacilitatorRequest::new(payment, requirements)))
+    /// };
+    /// let claims = vec![VoucherClaim::new(&config, &voucher, 2_500)];
+    /// assert!(server_side(&BatchPayload::Claim { claims, claim_authorizer_signature: None })?.success);
+    /// let swept = server_side(&BatchPayload::Settle { receiver: accept.pay_to.clone(), token: accept.asset.clone() })?;
+    /// assert_eq!(swept.amount, "2500");
+    /// # Ok::<_, Box<dyn std::error::Error>>(())
+    /// ```
     pub fn settle_batch(&self, request: &FacilitatorRequest) -> BatchSettleResponse {
         let network = request.payment_requirements().network.to_string();
         match self
