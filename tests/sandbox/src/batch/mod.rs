@@ -172,26 +172,47 @@ impl SandboxFacilitator {
     }
 
     /// `/settle` of a `batch-settlement` request as the script says: a lost answer
-    /// ([`Step::AnswerLost`], [`Step::ConnectionReset`], [`Step::NoAnswer`]) happens after the
-    /// operation ran on the contract.
+    /// ([`Step::AnswerLost`], [`Step::ConnectionReset`], [`Step::NoAnswer`]) and
+    /// [`Step::PendingThenSettled`] (`settlement_pending` with the transaction) come after the
+    /// operation ran on the contract; [`Step::Pending`] runs nothing. Sent again, the same
+    /// request meets the chain as it is then (a spent deposit nonce, a claim already applied).
     pub(crate) async fn scripted_batch_settle(
         &self,
         request: &FacilitatorRequest,
     ) -> Reply<BatchSettleResponse> {
         let (step, trusting) = self.script().next(Endpoint::Settle);
         match crate::script::arrive(step, trusting).await {
-            (Step::Refuse(reason), _) => Reply::Answer(BatchSettleResponse {
-                success: false,
-                error_reason: Some(reason),
-                error_message: None,
-                transaction: String::new(),
-                network: request.payment_requirements().network.to_string(),
-                payer: None,
-                amount: String::new(),
-                asset: None,
-                extra: None,
-            }),
+            (Step::Refuse(reason), _) => Reply::Answer(refusal(request, reason)),
+            (Step::Pending, _) => {
+                let mut pending = refusal(request, "settlement_pending".to_owned());
+                pending.transaction = format!("0x{}", "0".repeat(64));
+                Reply::Answer(pending)
+            }
+            (Step::PendingThenSettled, _) => {
+                let settled = self.settle_batch(request);
+                if !settled.success {
+                    return Reply::Answer(settled);
+                }
+                let mut pending = refusal(request, "settlement_pending".to_owned());
+                pending.transaction = settled.transaction;
+                Reply::Answer(pending)
+            }
             (step, _) => crate::script::transport(&step, || self.settle_batch(request)),
         }
+    }
+}
+
+/// A refusal of `request` with `reason`, nothing done.
+fn refusal(request: &FacilitatorRequest, reason: String) -> BatchSettleResponse {
+    BatchSettleResponse {
+        success: false,
+        error_reason: Some(reason),
+        error_message: None,
+        transaction: String::new(),
+        network: request.payment_requirements().network.to_string(),
+        payer: None,
+        amount: String::new(),
+        asset: None,
+        extra: None,
     }
 }

@@ -392,3 +392,30 @@ async fn a_claim_whose_answer_is_lost_happened_and_sending_it_again_claims_nothi
         .unwrap();
     assert_eq!(totals, (2_000, 0));
 }
+
+#[tokio::test]
+async fn a_pending_answer_either_ran_the_claim_or_did_not_as_the_script_says() {
+    let sandbox = Sandbox::start().await;
+    let accept = accept(&sandbox.facilitator.receiver_authorizer());
+    let channel = Channel::new(&accept);
+    channel.open(&sandbox, 10_000).await;
+
+    sandbox
+        .facilitator
+        .queue_settle(tower_x402_sandbox::Step::Pending);
+    let pending = sandbox.claim(vec![channel.claim(3_000, 1_000)], None).await;
+    assert_eq!(pending.error_reason.as_deref(), Some("settlement_pending"));
+    assert_eq!(channel.state(&sandbox).total_claimed, 0, "nothing ran");
+
+    sandbox
+        .facilitator
+        .queue_settle(tower_x402_sandbox::Step::PendingThenSettled);
+    let pending = sandbox.claim(vec![channel.claim(3_000, 2_000)], None).await;
+    assert_eq!(pending.error_reason.as_deref(), Some("settlement_pending"));
+    assert_eq!(pending.transaction.len(), 66);
+    assert_eq!(
+        channel.state(&sandbox).total_claimed,
+        2_000,
+        "the claim ran"
+    );
+}
