@@ -28,9 +28,6 @@ pub mod permit2;
 pub mod pricing;
 pub mod proto;
 pub mod settlement;
-#[cfg(feature = "siwx")]
-#[cfg_attr(docsrs, doc(cfg(feature = "siwx")))]
-pub mod siwx;
 
 pub use boxed::{BoxError, BoxFuture};
 #[cfg(feature = "cors")]
@@ -47,7 +44,4 @@ pub use layer::{X402, X402Layer};
 pub use payment::{Charge, PaymentEvent, PaymentEvents, Refusal, SettledPayment, VerifiedPayment};
 pub use paywall_page::PaywallPage;
 pub use pricing::{Offer, Price, PriceTable, Pricing, SettlementMode};
-#[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use settlement::PostgresSettlementStore;
 pub use settlement::{MemorySettlementStore, PaymentKey, Reconciler, SettlementStore};

@@ -20,7 +20,8 @@ use tower_x402::proto::{
     AtomicAmount, PAYMENT_SIGNATURE, PaymentPayload, PaymentRequired, ResourceInfo, SettleResponse,
     UsdcDeployment, header,
 };
-use tower_x402::{Charge, HttpFacilitator, Offer, PostgresSettlementStore, X402Layer};
+use tower_x402::{Charge, HttpFacilitator, Offer, X402Layer};
+use tower_x402_postgres::PostgresSettlementStore;
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
 
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
@@ -78,8 +79,8 @@ async fn shop(ledger: Ledger) -> Shop {
                 .connect(&database)
                 .await
                 .unwrap();
+            tower_x402_postgres::migrate(&pool).await.unwrap();
             let store = PostgresSettlementStore::new(pool);
-            store.migrate().await.unwrap();
             Some(store)
         }
     };

@@ -12,9 +12,9 @@ mod signed_in {
     use tower_x402::proto::{
         PAYMENT_REQUIRED, PaymentRequired, ResourceInfo, UsdcDeployment, header,
     };
-    use tower_x402::siwx::{SIGN_IN_WITH_X, SignInWithX, SignedIn};
     use tower_x402::{BoxError, Facilitator, Offer, VerifiedPayment, X402Layer};
     use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+    use tower_x402_siwx::{SIGN_IN_WITH_X, SignInWithX, SignedIn};
 
     /// A buyer who pays now, or who signs in with the wallet that paid before.
     async fn report(
@@ -44,7 +44,7 @@ mod signed_in {
             "https://api.example.com",
             b"a secret all instances share 32+",
         )?;
-        let paywall = X402Layer::new(facilitator, offer).sign_in_with_x(sign_in);
+        let paywall = X402Layer::new(facilitator, offer).hook(sign_in);
         let app: Router = Router::new().route("/report", get(report).layer(paywall));
         Ok(app)
     }

@@ -52,7 +52,7 @@ use tower_x402::VerifiedPayment;
 use tower_x402::proto::{
     AtomicAmount, PaymentRequirements, SettleResponse, UsdAmount, UsdcDeployment,
 };
-use tower_x402::siwx::SignedIn;
+use tower_x402_siwx::SignedIn;
 
 use crate::catalog::{Catalog, Sku};
 use crate::config::Config;
