@@ -1,12 +1,13 @@
 //! Sign-in-with-x (SIWX) for [tower-x402](tower_x402): a wallet that already paid for a
 //! resource signs a challenge and is served again without paying.
 //!
-//! [`SignInWithX`] is a [lifecycle hook](tower_x402::payment::PaymentHooks) of the payment core,
-//! written against tower-x402's public API alone. Registered with
-//! [`X402Layer::hook`](tower_x402::X402Layer::hook) (or [`Payments::hook`](tower_x402::payment::Payments::hook)
-//! for `PaidTools`, tower-x402's MCP adapter), every 402 carries `extensions["sign-in-with-x"]`: `info` (the configured domain, the URI of
-//! the request's path on the configured origin — without its query, so a client cannot make the
-//! 402 as large as it likes —, version `1`, a nonce, `issuedAt`, `expirationTime`, the statement
+//! [`SignInWithX`] is a [lifecycle hook](tower_x402::payment::PaymentHooks) of the payment
+//! core, written against tower-x402's public API alone. Registered with
+//! [`X402Layer::hook`](tower_x402::X402Layer::hook) (or
+//! [`Payments::hook`](tower_x402::payment::Payments::hook) for `PaidTools`, tower-x402's MCP
+//! adapter), every 402 carries `extensions["sign-in-with-x"]`: `info` (the configured domain,
+//! the URI of the request's path on the configured origin — without its query, so a client
+//! cannot make the 402 as large as it likes —, version `1`, a nonce, `issuedAt`, `expirationTime`, the statement
 //! if any, `resources`), `supportedChains` (the networks of the route's accepts: `eip191` on
 //! `eip155:*`, `ed25519` on `solana:*`) and a JSON schema naming the fields a proof must carry
 //! (kept short: the whole challenge travels in a response header, and nginx's default buffer
@@ -46,9 +47,10 @@
 //! extractor with the feature `axum`) and no [`VerifiedPayment`](tower_x402::VerifiedPayment). A
 //! handler behind a layer with sign-in takes [`Buyer`] (paid or signed in), or
 //! `Option<VerifiedPayment>` and `Option<SignedIn>`; one that takes `VerifiedPayment` alone
-//! answers every signed-in request 500, with an error that says so. A request that carries both a proof and a
-//! `PAYMENT-SIGNATURE` is decided by the proof first; when the proof fails, the payment is
-//! processed as usual.
+//! answers every signed-in request 500, with an error that says so (the hook puts a
+//! [`GrantedWithoutPayment`](tower_x402::payment::GrantedWithoutPayment) naming [`Buyer`] in
+//! the request). A request that carries both a proof and a `PAYMENT-SIGNATURE` is decided by
+//! the proof first; when the proof fails, the payment is processed as usual.
 //!
 //! Every payment the layer settles (`exact` and `upto`) records an entitlement in the
 //! [`EntitlementStore`]: the payer (EVM addresses lower-cased), what was bought — the offer's
