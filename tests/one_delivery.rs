@@ -16,13 +16,13 @@ use axum::Router;
 use axum::extract::{OriginalUri, Query};
 use axum::routing::get;
 use serde_json::Value;
-use tower_x402::proto::{
-    AtomicAmount, PAYMENT_SIGNATURE, PaymentPayload, PaymentRequired, ResourceInfo, SettleResponse,
-    UsdcDeployment, header,
-};
 use tower_x402::{Charge, HttpFacilitator, Offer, X402Layer};
 use tower_x402_postgres::PostgresSettlementStore;
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
+use x402_wire::{
+    AtomicAmount, PAYMENT_SIGNATURE, PaymentPayload, PaymentRequired, ResourceInfo, SettleResponse,
+    UsdcDeployment, header,
+};
 
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 

@@ -4,13 +4,13 @@
 
 use http::Extensions;
 use serde_json::value::RawValue;
+use x402_wire::SettleResponse;
 
 use tower_x402::BoxFuture;
 use tower_x402::payment::{
     GrantedWithoutPayment, PaymentContext, PaymentHooks, ProtectedRequest, Refusal, RefusalKind,
     RequestDecision,
 };
-use tower_x402::proto::SettleResponse;
 
 use super::{EXTENSION, SIGN_IN_WITH_X, SignInWithX, record_purchase};
 

@@ -66,7 +66,7 @@
 //!
 //! ```
 //! use tower_x402::{HttpFacilitator, Offer, X402Layer};
-//! use tower_x402::proto::{ResourceInfo, UsdcDeployment};
+//! use x402_wire::{ResourceInfo, UsdcDeployment};
 //! use tower_x402_siwx::SignInWithX;
 //!
 //! let offer = Offer::builder(ResourceInfo::new("https://shop.example/report"))
@@ -102,10 +102,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use sha2::Sha256;
+use x402_wire::{AtomicAmount, FacilitatorRequest};
 
 use tower_x402::BoxError;
 use tower_x402::pricing::Offer;
-use tower_x402::proto::{AtomicAmount, FacilitatorRequest};
 use tower_x402::settlement::StoreError;
 
 mod buyer;
@@ -924,16 +924,14 @@ mod tests {
         let siwx = SignInWithX::new("https://shop.example", [7_u8; 32])
             .unwrap()
             .statement("Sign in");
-        let offer = Offer::builder(tower_x402::proto::ResourceInfo::new(
-            "https://shop.example/report",
-        ))
-        .usdc(
-            &tower_x402::proto::UsdcDeployment::BASE,
-            "1.00".parse().unwrap(),
-            "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
-        )
-        .build()
-        .unwrap();
+        let offer = Offer::builder(x402_wire::ResourceInfo::new("https://shop.example/report"))
+            .usdc(
+                &x402_wire::UsdcDeployment::BASE,
+                "1.00".parse().unwrap(),
+                "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
+            )
+            .build()
+            .unwrap();
         let raw = siwx.challenge(&offer, "/report?x=1").unwrap();
         assert!(
             siwx.challenge(&offer, &format!("/{}", "a".repeat(MAX_PATH_LEN)))
