@@ -17,7 +17,7 @@
 //! connection, a `settlement_pending`, a delay, an error status. It is also a
 //! [`Reconciler`](tower_x402::settlement::Reconciler) (it knows what it settled), and
 //! [`SandboxFacilitator::rpc_router`] serves its ledger as an Ethereum JSON-RPC chain, which
-//! `tower_x402::evm_rpc::EvmRpcReconciler` can read.
+//! `tower_x402_evm::EvmRpcReconciler` can read.
 //!
 //! [`SandboxWallet::buy`] makes a buyer's whole round trip against a service in process — the
 //! request, its 402, the payment, the paid request — in one call, for tests.

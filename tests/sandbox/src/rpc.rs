@@ -6,9 +6,9 @@ use axum::Json;
 use axum::extract::State;
 use axum::routing::post;
 use serde_json::{Value, json};
-use tower_x402::eip3009::{AuthorizationUsed, Transfer, authorizationStateCall};
-use tower_x402::permit2::{self, nonce_position, nonceBitmapCall};
 use tower_x402::proto::{Network, UPTO_SCHEME};
+use tower_x402_evm::eip3009::{AuthorizationUsed, Transfer, authorizationStateCall};
+use tower_x402_evm::permit2::{self, nonce_position, nonceBitmapCall};
 
 use crate::SandboxFacilitator;
 use crate::eip712::parse_address;

@@ -3,12 +3,12 @@
 //! unconsumed one is not, and a consumed one without the transfer stays in doubt.
 
 use serde_json::json;
-use tower_x402::evm_rpc::EvmRpcReconciler;
 use tower_x402::proto::{
     AtomicAmount, FacilitatorRequest, Network, PaymentPayload, PaymentRequired,
     PaymentRequirements, ResourceInfo, UPTO_SCHEME, UsdcDeployment, X402Version,
 };
 use tower_x402::settlement::{Reconciler, Reconciliation};
+use tower_x402_evm::EvmRpcReconciler;
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
