@@ -13,15 +13,13 @@ use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 use tower_x402::PaymentEvent;
-use tower_x402::proto::{
-    Network, PaymentPayload, ResourceInfo, SettleResponse, UsdcDeployment, header,
-};
 use tower_x402::settlement::{
     LedgerEntry, MemorySettlementStore, PaymentKey, PaymentState, SettlementStore, StoreError,
 };
 use tower_x402::{BoxFuture, HttpFacilitator, Offer, SettlementMode, VerifiedPayment, X402Layer};
 use tower_x402_evm::EvmRpcReconciler;
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
+use x402_wire::{Network, PaymentPayload, ResourceInfo, SettleResponse, UsdcDeployment, header};
 
 const URL: &str = "https://shop.example/report";
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";

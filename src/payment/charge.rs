@@ -4,9 +4,9 @@
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::proto::{AtomicAmount, MoneyError, PaymentRequirements, UsdAmount, UsdcDeployment};
+use x402_wire::{AtomicAmount, MoneyError, PaymentRequirements, UsdAmount, UsdcDeployment};
 
-pub(crate) use crate::proto::is_metered;
+pub(crate) use x402_wire::is_metered;
 
 /// The fraction digits of `requirement`'s asset, when it is a known USDC deployment.
 pub(crate) fn asset_decimals(requirement: &PaymentRequirements) -> Option<u8> {

@@ -5,6 +5,7 @@ use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
 use metrics::{SharedString, counter};
+use x402_wire::{FacilitatorRequest, SettleResponse, SupportedResponse, VerifyResponse};
 
 use super::events::PaymentEvent;
 use super::refusal::Refusal;
@@ -13,7 +14,6 @@ use crate::facilitator::{Facilitator, FacilitatorError};
 use crate::metrics::{
     CHALLENGES, FACILITATOR_DURATION, LEDGER_ERRORS, PAYMENTS, RECONCILIATIONS, in_doubt, publish,
 };
-use crate::proto::{FacilitatorRequest, SettleResponse, SupportedResponse, VerifyResponse};
 use crate::settlement::{
     LedgerEntry, PaymentKey, PaymentState, Reconciler, Reconciliation, SettlementStore, StoreError,
 };

@@ -6,7 +6,7 @@ use std::fmt;
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::sync::{Arc, OnceLock};
 
-use crate::proto::{PaymentPayload, PaymentRequirements, SettleResponse};
+use x402_wire::{PaymentPayload, PaymentRequirements, SettleResponse};
 
 /// Identifies one payment, whatever request carries it.
 ///
@@ -121,7 +121,7 @@ impl Fingerprint {
     /// first, any other's EIP-3009), then as the other, and otherwise taken as it is.
     pub(crate) fn read(payload: &PaymentPayload) -> (Self, bool) {
         let shapes: [fn(&PaymentPayload) -> Option<(Self, bool)>; 2] =
-            if payload.accepted.scheme == crate::proto::UPTO_SCHEME {
+            if payload.accepted.scheme == x402_wire::UPTO_SCHEME {
                 [Self::of_permit2, Self::of_eip3009]
             } else {
                 [Self::of_eip3009, Self::of_permit2]
@@ -201,7 +201,7 @@ impl Fingerprint {
 }
 
 /// An EIP-3009 `exact` payload borrowed from its JSON: the shape of
-/// [`ExactEvmPayload`](crate::proto::ExactEvmPayload), every string left where it is (copied
+/// [`ExactEvmPayload`](x402_wire::ExactEvmPayload), every string left where it is (copied
 /// only when it holds an escape).
 #[derive(serde::Deserialize)]
 #[allow(dead_code)] // Every field is read, to accept exactly what `exact_evm` accepts.
@@ -213,7 +213,7 @@ struct ExactEvmView<'a> {
 }
 
 /// An `upto` Permit2 payload borrowed from its JSON: the shape of
-/// [`UptoEvmPayload`](crate::proto::UptoEvmPayload), every string left where it is.
+/// [`UptoEvmPayload`](x402_wire::UptoEvmPayload), every string left where it is.
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[allow(dead_code)] // Every field is read, to accept exactly what `upto_evm` accepts.
@@ -224,7 +224,7 @@ struct UptoEvmView<'a> {
     permit2_authorization: Permit2View<'a>,
 }
 
-/// [`Permit2Authorization`](crate::proto::Permit2Authorization), borrowed.
+/// [`Permit2Authorization`](x402_wire::Permit2Authorization), borrowed.
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[allow(dead_code)]
@@ -243,7 +243,7 @@ struct Permit2View<'a> {
     witness: UptoWitnessView<'a>,
 }
 
-/// [`TokenPermissions`](crate::proto::TokenPermissions), borrowed.
+/// [`TokenPermissions`](x402_wire::TokenPermissions), borrowed.
 #[derive(serde::Deserialize)]
 #[allow(dead_code)]
 struct TokenPermissionsView<'a> {
@@ -253,7 +253,7 @@ struct TokenPermissionsView<'a> {
     amount: Cow<'a, str>,
 }
 
-/// [`UptoWitness`](crate::proto::UptoWitness), borrowed.
+/// [`UptoWitness`](x402_wire::UptoWitness), borrowed.
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[allow(dead_code)]
@@ -266,7 +266,7 @@ struct UptoWitnessView<'a> {
     valid_after: Cow<'a, str>,
 }
 
-/// [`Eip3009Authorization`](crate::proto::Eip3009Authorization), borrowed.
+/// [`Eip3009Authorization`](x402_wire::Eip3009Authorization), borrowed.
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[allow(dead_code)]

@@ -4,6 +4,7 @@
 
 use http::Extensions;
 use serde_json::value::RawValue;
+use x402_wire::SettleResponse;
 
 use super::{EXTENSION, SIGN_IN_WITH_X, SignInWithX, record_purchase};
 use crate::boxed::BoxFuture;
@@ -11,7 +12,6 @@ use crate::layer::X402Layer;
 use crate::payment::{
     PaymentContext, PaymentHooks, ProtectedRequest, Refusal, RefusalKind, RequestDecision,
 };
-use crate::proto::SettleResponse;
 
 /// Sign-in-with-x as a [lifecycle hook](PaymentHooks): register it on the
 /// [`Payments`](crate::payment::Payments) of a layer or of

@@ -7,7 +7,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use alloy_primitives::Address;
 use tower_x402::BoxFuture;
 use tower_x402::facilitator::{Endpoint, Facilitator, FacilitatorError};
-use tower_x402::proto::{
+use x402_wire::{
     AtomicAmount, FacilitatorRequest, SettleResponse, SupportedKind, SupportedResponse,
     UPTO_SCHEME, VerifyResponse, X402Version,
 };
@@ -33,7 +33,7 @@ pub struct InvalidAddress(pub String);
 /// requirement's `amount`, at most the permitted maximum, once per Permit2 nonce; zero moves
 /// nothing) on Base (`eip155:8453`) and Base Sepolia
 /// (`eip155:84532`), using the USDC deployments and EIP-712 domains of
-/// [`UsdcDeployment`](tower_x402::proto::UsdcDeployment). Verification recovers the signer of the
+/// [`UsdcDeployment`](x402_wire::UsdcDeployment). Verification recovers the signer of the
 /// EIP-712 `TransferWithAuthorization` digest and applies the reference facilitator's checks in
 /// its order (see [`reason`](crate::reason)); settlement re-verifies and then moves funds in an
 /// in-memory ledger where every address starts with 1,000 USDC (1,000,000,000 atomic units) (or the amount
@@ -51,7 +51,7 @@ pub struct InvalidAddress(pub String);
 /// [`X402Layer`](tower_x402::X402Layer) directly, or serve it over HTTP.
 ///
 /// ```
-/// use tower_x402::proto::AtomicAmount;
+/// use x402_wire::AtomicAmount;
 /// use tower_x402_sandbox::SandboxFacilitator;
 ///
 /// let facilitator = SandboxFacilitator::new()

@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use alloy_primitives::{Address, B256, keccak256};
-use tower_x402::proto::{AtomicAmount, Network};
+use x402_wire::{AtomicAmount, Network};
 
 use crate::reason;
 use crate::verify::{Authorized, Rejection};
@@ -121,7 +121,7 @@ impl Ledger {
                 amount: AtomicAmount(0),
                 nonce: payment.nonce.to_string(),
                 transaction: String::new(),
-                scheme: tower_x402::proto::UPTO_SCHEME.to_owned(),
+                scheme: x402_wire::UPTO_SCHEME.to_owned(),
             });
         }
         // `check` established that the payer covers the amount.

@@ -26,7 +26,7 @@
 //! sandbox in process, and the `listening on http://ADDR` line scripts wait for.
 //!
 //! ```
-//! use tower_x402::proto::{FacilitatorRequest, ResourceInfo, UsdcDeployment};
+//! use x402_wire::{FacilitatorRequest, ResourceInfo, UsdcDeployment};
 //! use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 //! use tower_x402::Offer;
 //!

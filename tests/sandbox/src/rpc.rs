@@ -6,9 +6,9 @@ use axum::Json;
 use axum::extract::State;
 use axum::routing::post;
 use serde_json::{Value, json};
-use tower_x402::proto::{Network, UPTO_SCHEME};
 use tower_x402_evm::eip3009::{AuthorizationUsed, Transfer, authorizationStateCall};
 use tower_x402_evm::permit2::{self, nonce_position, nonceBitmapCall};
+use x402_wire::{Network, UPTO_SCHEME};
 
 use crate::SandboxFacilitator;
 use crate::eip712::parse_address;
@@ -37,7 +37,7 @@ impl SandboxFacilitator {
     /// Permit2's `nonceBitmap`; other methods get JSON-RPC error -32601.
     ///
     /// ```no_run
-    /// use tower_x402::proto::Network;
+    /// use x402_wire::Network;
     /// use tower_x402_sandbox::SandboxFacilitator;
     ///
     /// # #[tokio::main(flavor = "current_thread")]

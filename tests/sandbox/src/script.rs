@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tower_x402::facilitator::Endpoint;
-use tower_x402::proto::{FacilitatorRequest, SettleResponse, VerifyResponse};
+use x402_wire::{FacilitatorRequest, SettleResponse, VerifyResponse};
 
 use crate::SandboxFacilitator;
 use crate::verify::Signatures;

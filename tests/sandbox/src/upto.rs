@@ -3,11 +3,11 @@
 
 use alloy_primitives::{Address, B256, U256};
 use alloy_sol_types::SolStruct as _;
-use tower_x402::proto::{
+use tower_x402_evm::permit2;
+use x402_wire::{
     FacilitatorRequest, Permit2Authorization, TokenPermissions as WireTokenPermissions,
     UPTO_SCHEME, UptoWitness,
 };
-use tower_x402_evm::permit2;
 
 use crate::eip712::{AuthorizationError, parse_address, parse_decimal};
 use crate::reason;

@@ -28,10 +28,9 @@ use alloy_primitives::{Address, B256, Bytes, U256};
 use alloy_provider::{Provider, RootProvider};
 use alloy_rpc_types_eth::{Filter, Log, TransactionInput, TransactionRequest};
 use alloy_sol_types::{SolCall, SolEvent};
-
 use tower_x402::BoxFuture;
-use tower_x402::proto::{FacilitatorRequest, UptoEvmPayload};
 use tower_x402::settlement::{Reconciler, Reconciliation};
+use x402_wire::{FacilitatorRequest, UptoEvmPayload};
 
 use crate::eip3009::{AuthorizationUsed, Transfer, authorizationStateCall};
 use crate::permit2::{self, nonceBitmapCall};

@@ -4,12 +4,10 @@
 //! in doubt.
 
 use tower_x402::Offer;
-use tower_x402::proto::{
-    FacilitatorRequest, Network, PaymentPayload, ResourceInfo, UsdcDeployment,
-};
 use tower_x402::settlement::{Reconciler as _, Reconciliation};
 use tower_x402_evm::EvmRpcReconciler;
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+use x402_wire::{FacilitatorRequest, Network, PaymentPayload, ResourceInfo, UsdcDeployment};
 
 const URL: &str = "https://shop.example/report";
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";

@@ -3,13 +3,13 @@
 //! unconsumed one is not, and a consumed one without the transfer stays in doubt.
 
 use serde_json::json;
-use tower_x402::proto::{
-    AtomicAmount, FacilitatorRequest, Network, PaymentPayload, PaymentRequired,
-    PaymentRequirements, ResourceInfo, UPTO_SCHEME, UsdcDeployment, X402Version,
-};
 use tower_x402::settlement::{Reconciler, Reconciliation};
 use tower_x402_evm::EvmRpcReconciler;
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+use x402_wire::{
+    AtomicAmount, FacilitatorRequest, Network, PaymentPayload, PaymentRequired,
+    PaymentRequirements, ResourceInfo, UPTO_SCHEME, UsdcDeployment, X402Version,
+};
 
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 const NOW: u64 = 1_750_000_000;
