@@ -20,13 +20,13 @@ use tokio::runtime::Runtime;
 use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt};
 use tower_x402::layer::ResponseBody;
-use tower_x402::siwx::SignInWithX;
 use tower_x402::{Facilitator, HttpFacilitator, X402Layer};
 use tower_x402_benches::{
     InstantFacilitator, discovery_offer, inner, inner_metered, offer, request, unsigned_payment,
     unsigned_upto_payment, upto_offer,
 };
 use tower_x402_sandbox::{SandboxFacilitator, Step};
+use tower_x402_siwx::SignInWithX;
 use x402_wire::{AtomicAmount, FacilitatorRequest};
 use x402_wire::{PaymentPayload, UsdcDeployment, header};
 
@@ -91,7 +91,7 @@ fn challenge_sign_in_case() -> Case {
     let siwx = SignInWithX::new("https://shop.example", [7_u8; 32]).expect("sign-in settings");
     let service = BoxCloneService::new(
         ServiceBuilder::new()
-            .layer(X402Layer::new(InstantFacilitator, pricing).sign_in_with_x(siwx))
+            .layer(X402Layer::new(InstantFacilitator, pricing).hook(siwx))
             .service_fn(inner),
     );
     let response = runtime.block_on(service.clone().oneshot(request("/report", None)));

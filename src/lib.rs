@@ -18,9 +18,6 @@ pub mod payment;
 pub mod paywall_page;
 pub mod pricing;
 pub mod settlement;
-#[cfg(feature = "siwx")]
-#[cfg_attr(docsrs, doc(cfg(feature = "siwx")))]
-pub mod siwx;
 
 /// The x402 v2 wire types, from the [`x402_wire`] crate: the same crate, re-exported so that
 /// `tower_x402::proto::PaymentRequired` and every other wire type need no second dependency and
@@ -49,7 +46,4 @@ pub use layer::{X402, X402Layer};
 pub use payment::{Charge, PaymentEvent, PaymentEvents, Refusal, SettledPayment, VerifiedPayment};
 pub use paywall_page::PaywallPage;
 pub use pricing::{Offer, Price, PriceTable, Pricing, SettlementMode};
-#[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use settlement::PostgresSettlementStore;
 pub use settlement::{MemorySettlementStore, PaymentKey, Reconciler, SettlementStore};

@@ -9,9 +9,9 @@ mod signed_in {
     use axum::{Router, body::Body};
     use http_body_util::BodyExt;
     use tower::ServiceExt;
-    use tower_x402::siwx::{SIGN_IN_WITH_X, SignInWithX, SignedIn};
     use tower_x402::{BoxError, Facilitator, Offer, VerifiedPayment, X402Layer};
     use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+    use tower_x402_siwx::{SIGN_IN_WITH_X, SignInWithX, SignedIn};
     use x402_wire::{PAYMENT_REQUIRED, PaymentRequired, ResourceInfo, UsdcDeployment, header};
 
     /// A buyer who pays now, or who signs in with the wallet that paid before.
@@ -42,7 +42,7 @@ mod signed_in {
             "https://api.example.com",
             b"a secret all instances share 32+",
         )?;
-        let paywall = X402Layer::new(facilitator, offer).sign_in_with_x(sign_in);
+        let paywall = X402Layer::new(facilitator, offer).hook(sign_in);
         let app: Router = Router::new().route("/report", get(report).layer(paywall));
         Ok(app)
     }

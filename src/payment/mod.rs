@@ -98,6 +98,7 @@ pub(crate) mod charge;
 mod delivery;
 mod events;
 mod flow;
+mod granted;
 mod hooks;
 #[cfg(feature = "metrics")]
 mod instruments;
@@ -114,6 +115,7 @@ mod verified;
 pub use charge::{Charge, ChargeError};
 pub use delivery::RequestDigest;
 pub use events::{PaymentEvent, PaymentEvents};
+pub use granted::GrantedWithoutPayment;
 pub use hooks::{
     BeforeSettle, BeforeVerify, PaymentContext, PaymentHooks, ProtectedRequest, RequestDecision,
     SettleFailure, VerifyFailure,

@@ -33,8 +33,10 @@ impl SandboxFacilitator {
     /// `AuthorizationUsed` logs (an `upto` settlement: one transaction to the `upto` proxy whose
     /// receipt carries the token's `Transfer(payer, payTo, amount)`). Answers `eth_chainId`,
     /// `eth_blockNumber`, `eth_getLogs` (address, topics and block range),
-    /// `eth_getTransactionReceipt`, and `eth_call` of the token's `authorizationState` and of
-    /// Permit2's `nonceBitmap`; other methods get JSON-RPC error -32601.
+    /// `eth_getTransactionReceipt`, and `eth_call` of the token's `authorizationState`, of
+    /// Permit2's `nonceBitmap`, and of the `x402BatchSettlement` views `channels`,
+    /// `pendingWithdrawals`, `refundNonce` and `receivers`; other methods get JSON-RPC error
+    /// -32601.
     ///
     /// ```no_run
     /// use x402_wire::Network;
@@ -181,6 +183,13 @@ impl Chain {
         }
         if to == Some(permit2::PERMIT2) {
             return self.nonce_bitmap(&bytes);
+        }
+        if crate::batch::is_contract(to) {
+            let answer = self
+                .sandbox
+                .batch_call(&self.network, &bytes)
+                .map_err(|message| (-32000, message))?;
+            return Ok(json!(alloy_primitives::hex::encode_prefixed(answer)));
         }
         let Ok(authorizationStateCall { authorizer, nonce }) =
             authorizationStateCall::abi_decode(&bytes)

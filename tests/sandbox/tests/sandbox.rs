@@ -761,7 +761,9 @@ async fn http_router_speaks_the_facilitator_wire_format() {
     assert!(supported.supports("exact", &Network::BASE_SEPOLIA));
     assert!(supported.supports("upto", &Network::BASE));
     assert!(supported.supports("upto", &Network::BASE_SEPOLIA));
-    assert_eq!(supported.kinds.len(), 4);
+    assert!(supported.supports("batch-settlement", &Network::BASE));
+    assert!(supported.supports("batch-settlement", &Network::BASE_SEPOLIA));
+    assert_eq!(supported.kinds.len(), 6);
     assert_eq!(
         supported.signers["eip155:*"],
         [facilitator.signer_address()]

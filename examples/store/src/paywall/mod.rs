@@ -28,8 +28,8 @@ use tower_x402::cors::PAYMENT_REQUEST_HEADERS;
 use tower_x402::facilitator::Facilitators;
 use tower_x402::layer::InvalidHeaderStatus;
 use tower_x402::settlement::Reconciler;
-use tower_x402::siwx::SignInWithX;
 use tower_x402::{PaywallPage, Price, X402Layer, payment_cors};
+use tower_x402_siwx::SignInWithX;
 
 use crate::catalog::Catalog;
 use crate::config::Config;
@@ -90,7 +90,7 @@ where
         paywall = paywall.reconciler(reconciler);
     }
     match sign_in(&config, &Store::from_ref(state)) {
-        Ok(siwx) => paywall = paywall.sign_in_with_x(siwx),
+        Ok(siwx) => paywall = paywall.hook(siwx),
         Err(error) => {
             tracing::error!(%error, "sign-in-with-x is off: its settings are unusable");
         }
@@ -130,7 +130,7 @@ fn cors(origins: &[String]) -> CorsLayer {
         .into_iter()
         .chain([
             crate::sales::referral::HEADER,
-            tower_x402::siwx::SIGN_IN_WITH_X,
+            tower_x402_siwx::SIGN_IN_WITH_X,
         ])
         .collect();
     let cors = payment_cors().allow_headers(headers);

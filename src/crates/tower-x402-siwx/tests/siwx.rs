@@ -13,10 +13,10 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 use tower_x402::settlement::StoreError;
-use tower_x402::siwx::{EntitlementStore, MemoryEntitlementStore, SignInWithX, SignedIn};
 use tower_x402::{BoxFuture, Offer, SettlementMode, X402Layer};
 use tower_x402_sandbox::siwx::{encode, proof_fields};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxSolanaWallet, SandboxWallet};
+use tower_x402_siwx::{EntitlementStore, MemoryEntitlementStore, SignInWithX, SignedIn};
 use x402_wire::{Network, PaymentRequired, ResourceInfo, UsdcDeployment, header};
 
 const ORIGIN: &str = "https://shop.example";
@@ -53,11 +53,11 @@ fn app(facilitator: &SandboxFacilitator, siwx: SignInWithX) -> Router {
     Router::new()
         .route(
             "/a",
-            get(who).layer(X402Layer::new(facilitator.clone(), a).sign_in_with_x(siwx.clone())),
+            get(who).layer(X402Layer::new(facilitator.clone(), a).hook(siwx.clone())),
         )
         .route(
             "/b",
-            get(who).layer(X402Layer::new(facilitator.clone(), b).sign_in_with_x(siwx)),
+            get(who).layer(X402Layer::new(facilitator.clone(), b).hook(siwx)),
         )
 }
 
@@ -577,7 +577,7 @@ async fn a_sign_in_while_the_entitlement_store_is_away_is_a_503_never_a_402() {
     let offer = offer("report", false);
     let app = Router::new().route(
         "/report",
-        get(who).layer(X402Layer::new(facilitator.clone(), offer).sign_in_with_x(siwx)),
+        get(who).layer(X402Layer::new(facilitator.clone(), offer).hook(siwx)),
     );
     let wallet = SandboxWallet::random();
     let settled = facilitator.settlements().len();
@@ -608,7 +608,7 @@ async fn a_huge_query_does_not_grow_the_sign_in_challenge() {
     let offer = offer("report", false);
     let app = Router::new().route(
         "/report",
-        get(who).layer(X402Layer::new(facilitator.clone(), offer).sign_in_with_x(siwx)),
+        get(who).layer(X402Layer::new(facilitator.clone(), offer).hook(siwx)),
     );
     let plain = send(&app, "/report", &[]).await;
     let plain_len = plain.headers()["payment-required"].len();
