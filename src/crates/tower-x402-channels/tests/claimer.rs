@@ -2,7 +2,7 @@
 //! claims batched across channels and swept; a lost claim answer resolved against the chain
 //! without a second claim; a withdrawal claimed before its delay; everything claimed on
 //! shutdown; two claimers on one store claiming each voucher once; the server's own claim
-//! signature.
+//! signature; the claim policy by interval and by unclaimed amount.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -518,4 +518,53 @@ async fn a_server_owning_its_receiver_authorizer_signs_its_claims() {
     let report = signed.claim_all().await.unwrap();
     assert_eq!(report.claimed, vec![(mine.id.clone(), a)], "{report:?}");
     assert_eq!(sandbox.claimed_on_chain(&mine.id), a);
+}
+
+#[tokio::test]
+async fn the_policy_claims_by_interval_and_by_unclaimed_amount() {
+    let sandbox = Sandbox::start().await;
+    let accept = accept(&sandbox.facilitator.receiver_authorizer());
+    let store = Arc::new(MemoryChannelStore::default());
+    let buyer = Buyer::open(&sandbox, &*store, &accept, 50_000).await;
+    let now = Arc::new(AtomicU64::new(5_000_000));
+    let clock = {
+        let now = Arc::clone(&now);
+        move || now.load(Ordering::SeqCst)
+    };
+
+    // Every minute.
+    let facilitator = sandbox.client();
+    let by_interval = Claimer::new(Arc::clone(&store), facilitator.clone())
+        .policy(ClaimPolicy::default().every(Duration::from_secs(60)))
+        .clock(clock.clone());
+    let first = buyer.pay(&*store, 2, 1_000).await;
+    let report = by_interval
+        .tick()
+        .await
+        .unwrap()
+        .expect("the first look claims");
+    assert_eq!(report.claimed, vec![(buyer.id.clone(), first)]);
+    let second = buyer.pay(&*store, 1, 1_000).await;
+    now.fetch_add(59_999, Ordering::SeqCst);
+    assert_eq!(by_interval.tick().await.unwrap(), None, "not yet a minute");
+    assert_eq!(sandbox.claimed_on_chain(&buyer.id), first);
+    now.fetch_add(1, Ordering::SeqCst);
+    let report = by_interval.tick().await.unwrap().expect("a minute later");
+    assert_eq!(report.claimed, vec![(buyer.id.clone(), second)]);
+
+    // Past 5,000 unclaimed.
+    let mut policy = ClaimPolicy::default()
+        .unclaimed_over(5_000)
+        .on_withdrawal(false);
+    policy.interval = None;
+    let by_amount = Claimer::new(Arc::clone(&store), facilitator.clone())
+        .policy(policy)
+        .clock(clock);
+    buyer.pay(&*store, 4, 1_000).await;
+    assert_eq!(by_amount.tick().await.unwrap(), None, "4,000 unclaimed");
+    let third = buyer.pay(&*store, 1, 1_000).await;
+    let report = by_amount.tick().await.unwrap().expect("5,000 unclaimed");
+    assert_eq!(report.claimed, vec![(buyer.id.clone(), third)]);
+    assert_eq!(sandbox.claimed_on_chain(&buyer.id), third);
+    assert_eq!(facilitator.claims.load(Ordering::SeqCst), 3);
 }
