@@ -13,7 +13,7 @@
 //!   `check_conformance` (feature `test-util`) tests any store against it.
 //! - [`Claimer`]: claims the latest voucher of every channel with unclaimed charges in one
 //!   facilitator `/settle` of `type: "claim"`, then sweeps (`type: "settle"`); by interval, by
-//!   unclaimed amount, on a pending withdrawal read from the chain ([`RpcChainReader`], feature
+//!   unclaimed amount, on a pending withdrawal read from the chain (`RpcChainReader`, feature
 //!   `rpc`), and on shutdown.
 //!
 //! # One request at a time per channel
