@@ -36,7 +36,27 @@ impl ChainChannel {
 #[error("reading the channel contract: {0}")]
 pub struct ChainError(#[source] pub BoxError);
 
-/// Reads a channel's state on chain.
+/// Reads a channel's state on chain. `RpcChainReader` (feature `rpc`) asks a JSON-RPC node;
+/// an application can read through an indexer of its own.
+///
+/// ```
+/// use tower_x402::BoxFuture;
+/// use tower_x402_channels::{ChainChannel, ChainError, ChainReader};
+/// use x402_wire::Network;
+///
+/// /// The chain as an indexer the application runs sees it.
+/// struct Indexer;
+///
+/// impl ChainReader for Indexer {
+///     fn read<'a>(&'a self, _network: &'a Network, _id: &'a str) -> BoxFuture<'a, Result<ChainChannel, ChainError>> {
+///         Box::pin(async { Ok(ChainChannel::new(50_000, 4_000)) })
+///     }
+/// }
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let read = Indexer.read(&Network::BASE, "0x…").await?;
+/// assert_eq!((read.total_claimed, read.withdraw_requested_at), (4_000, 0));
+/// # Ok::<_, ChainError>(()) }).unwrap();
+/// ```
 pub trait ChainReader: Send + Sync + 'static {
     /// Channel `id` (`0x` and 32 bytes of hex) on `network`.
     fn read<'a>(

@@ -36,6 +36,16 @@ const RACERS: usize = 16;
 /// or a claim in flight and not one without; a claim is written once (of concurrent claimers
 /// one wins per channel, an expired claim included) and finished once; `remove` needs the hold;
 /// of concurrent `begin`s one holds, and of concurrent commits from one base one applies.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tower_x402_channels::{MemoryChannelStore, check_conformance};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// check_conformance(Arc::new(MemoryChannelStore::default())).await;
+/// # }
+/// ```
 pub async fn check(store: Arc<dyn ChannelStore>) {
     let fresh = || format!("0x{}", hex(&rand::random::<[u8; 32]>()));
 

@@ -40,6 +40,38 @@ pub struct StoreError(#[source] pub BoxError);
 /// [`MemoryChannelStore`](crate::MemoryChannelStore) keeps channels in the process;
 /// `PostgresChannelStore` in tower-x402-postgres (feature `channels`) shares them between
 /// instances.
+///
+/// A request's life on a channel, as a scheme serves it:
+///
+/// ```
+/// use tower_x402_channels::{Begin, Channel, ChannelStore, Commit, Committed, Hold, MemoryChannelStore, OnChain, Voucher};
+/// # use tower_x402_channels::ChannelConfig;
+/// # let config = ChannelConfig { payer: "0x1".into(), payer_authorizer: "0x1".into(), receiver: "0x2".into(), receiver_authorizer: "0x3".into(), token: "0x4".into(), withdraw_delay: 900, salt: "0x5".into() };
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// let store = MemoryChannelStore::default();
+/// let id = format!("0x{}", "ab".repeat(32));
+/// store.open(&Channel::new(&id, x402_wire::Network::BASE, config, OnChain::new(50_000, 0, 0))).await?;
+///
+/// let now = 1_000; // unix milliseconds
+/// let request = Hold::new("instance-1", now + 30_000);
+/// let Begin::Held(channel) = store.begin(&id, &request, now).await? else { panic!("free") };
+/// // A second request meanwhile is told busy, at once.
+/// let other = Hold::new("instance-2", now + 30_000);
+/// assert_eq!(store.begin(&id, &other, now).await?, Begin::Busy { until: now + 30_000 });
+/// // The handler failed: nothing changes but the hold.
+/// assert!(store.release(&id, &request.id).await?);
+///
+/// // The other request's handler succeeded and charged 400 under a voucher for 1,000.
+/// let Begin::Held(channel) = store.begin(&id, &other, now).await? else { panic!("released") };
+/// let commit = Commit::new(channel.charged, channel.charged + 400, Voucher::new(1_000, "0x…"));
+/// assert_eq!(store.commit(&id, &other.id, &commit).await?, Committed::Done);
+/// // Sent again after a lost answer: recognized, not counted twice.
+/// assert_eq!(store.commit(&id, &other.id, &commit).await?, Committed::Done);
+/// let stored = store.load(&id).await?.expect("the channel");
+/// assert_eq!((stored.charged, stored.unclaimed()), (400, 400));
+/// # Ok::<_, Box<dyn std::error::Error>>(()) })?;
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
 pub trait ChannelStore: Send + Sync + 'static {
     /// The channel `id`, if known.
     fn load<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Channel>, StoreError>>;

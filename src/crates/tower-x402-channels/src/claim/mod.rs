@@ -97,6 +97,31 @@ impl ClaimPolicy {
 /// (`claimAuthorizerSignature`) for the channels that name its [`address`](Self::address).
 /// Channels naming another authorizer (the facilitator's) are claimed unsigned, and the
 /// facilitator signs.
+///
+/// ```
+/// use tower_x402::{BoxError, BoxFuture};
+/// use tower_x402_channels::{ClaimAuthorizer, VoucherClaim};
+/// use x402_wire::Network;
+///
+/// /// Signs with a key held by a signing service.
+/// struct Kms { address: String }
+///
+/// impl ClaimAuthorizer for Kms {
+///     fn address(&self) -> &str {
+///         &self.address
+///     }
+///
+///     fn sign<'a>(&'a self, network: &'a Network, claims: &'a [VoucherClaim]) -> BoxFuture<'a, Result<String, BoxError>> {
+///         Box::pin(async move {
+///             // Hash the EIP-712 `ClaimBatch` of `claims` on `network` and have the service sign it.
+///             # let _ = (network, claims);
+///             Err("the signing service is not configured".into())
+///         })
+///     }
+/// }
+/// # let _ = tower_x402_channels::Claimer::new(tower_x402_channels::MemoryChannelStore::default(), tower_x402_sandbox::SandboxFacilitator::new())
+/// #     .authorizer(Kms { address: "0x3f1Eae7D46d88F08fc2F8ed27FCb2AB183EB2d0E".into() });
+/// ```
 pub trait ClaimAuthorizer: Send + Sync + 'static {
     /// The authorizer's address.
     fn address(&self) -> &str;
