@@ -67,11 +67,11 @@ pub trait ChainReader: Send + Sync + 'static {
 }
 
 #[cfg(feature = "rpc")]
-pub use rpc::{BATCH_SETTLEMENT_ADDRESS, RpcChainReader};
+pub use rpc::RpcChainReader;
 
 #[cfg(feature = "rpc")]
 mod rpc {
-    use alloy_primitives::{Address, B256, Bytes, address};
+    use alloy_primitives::{Address, B256, Bytes};
     use alloy_provider::{Provider, RootProvider};
     use alloy_rpc_types_eth::{TransactionInput, TransactionRequest};
     use alloy_sol_types::{SolCall, sol};
@@ -87,9 +87,7 @@ mod rpc {
         function refundNonce(bytes32 channelId) external view returns (uint256);
     }
 
-    /// The canonical `x402BatchSettlement` contract address (the same on every chain).
-    pub const BATCH_SETTLEMENT_ADDRESS: Address =
-        address!("4020074e9dF2ce1deE5A9C1b5c3f541D02a10003");
+    use crate::typed::BATCH_SETTLEMENT_ADDRESS;
 
     /// A [`ChainReader`] over an Ethereum JSON-RPC node (`eth_call` of `channels`,
     /// `pendingWithdrawals` and `refundNonce`; public endpoints serve them). One node serves one

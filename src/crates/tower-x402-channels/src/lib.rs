@@ -49,11 +49,12 @@ mod claim;
 mod conformance;
 mod memory;
 mod store;
+mod typed;
 mod wire;
 
 #[cfg(feature = "rpc")]
 #[cfg_attr(docsrs, doc(cfg(feature = "rpc")))]
-pub use chain::{BATCH_SETTLEMENT_ADDRESS, RpcChainReader};
+pub use chain::RpcChainReader;
 pub use chain::{ChainChannel, ChainError, ChainReader};
 pub use channel::{
     Begin, Channel, ClaimInFlight, ClaimLease, ClaimResult, Commit, Committed, Hold, OnChain,
@@ -65,6 +66,7 @@ pub use claim::{ClaimAuthorizer, ClaimError, ClaimPolicy, ClaimReport, Claimer, 
 pub use conformance::check as check_conformance;
 pub use memory::MemoryChannelStore;
 pub use store::{ChannelStore, StoreError};
+pub use typed::{BATCH_SETTLEMENT_ADDRESS, TypedDataError, claim_batch_digest};
 pub use wire::{
     BATCH_SETTLEMENT_SCHEME, ChannelConfig, ClaimedVoucher, ServerPayload, VoucherClaim,
 };

@@ -195,6 +195,11 @@ impl Buyer {
         let on_chain = OnChain::new(deposit, 0, 0);
         let server_config: ChannelConfig =
             serde_json::from_value(serde_json::to_value(&config).unwrap()).unwrap();
+        assert_eq!(
+            server_config.id(&network()).unwrap(),
+            id,
+            "the contract's channel id"
+        );
         let channel = Channel::new(&id, network(), server_config, on_chain);
         assert!(store.open(&channel).await.unwrap());
         Self { wallet, config, id }
@@ -484,7 +489,14 @@ impl ClaimAuthorizer for OwnKey {
         Box::pin(async move {
             let rows: Vec<tower_x402_sandbox::batch::VoucherClaim> =
                 serde_json::from_value(serde_json::to_value(claims)?)?;
-            Ok(self.0.sign_claim_batch(network, &rows)?)
+            let signature = self.0.sign_claim_batch(network, &rows)?;
+            // The digest this crate computes is the one the key signed.
+            let digest = tower_x402_channels::claim_batch_digest(network, claims)?;
+            let signer = signature
+                .parse::<alloy_primitives::Signature>()?
+                .recover_address_from_prehash(&digest.into())?;
+            assert!(signer.to_checksum(None).eq_ignore_ascii_case(&self.1));
+            Ok(signature)
         })
     }
 }
