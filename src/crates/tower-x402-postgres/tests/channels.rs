@@ -1,7 +1,7 @@
 //! Payment channels in PostgreSQL against the `ChannelStore` contract
 //! (`tower_x402_channels::check_conformance`) on a throwaway PostgreSQL server; two instances
 //! (two pools on one database) serving one channel a request at a time without counting a
-//! voucher twice; two claimers on one database claiming each voucher once, against the sandbox
+//! voucher twice, and a restart continuing the channel; two claimers on one database claiming each voucher once, against the sandbox
 //! facilitator over loopback HTTP.
 
 #[path = "../../../../examples/store/tests/store/postgres_server.rs"]
@@ -64,7 +64,8 @@ fn config() -> ChannelConfig {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_instances_serve_a_channel_one_request_at_a_time_and_never_count_twice() {
+async fn two_instances_serve_a_channel_one_request_at_a_time_never_count_twice_and_a_restart_continues()
+ {
     postgres_server::require();
     let database = postgres_server::fresh_database().await;
     let first = PostgresChannelStore::new(pool(&database).await);
@@ -167,6 +168,33 @@ async fn two_instances_serve_a_channel_one_request_at_a_time_and_never_count_twi
     }
     let channel = instances[0].load(&id).await.unwrap().unwrap();
     assert_eq!(channel.charged, 100 * served as u128 + 300);
+
+    // A restart (both instances gone, a new pool) continues the channel where it stood.
+    for instance in instances {
+        instance.pool().close().await;
+    }
+    let restarted = PostgresChannelStore::new(pool(&database).await);
+    let hold = Hold::new("restarted", u64::MAX);
+    let Begin::Held(held) = restarted.begin(&id, &hold, 0).await.unwrap() else {
+        panic!("no hold survives the restart")
+    };
+    assert_eq!(
+        (held.charged, held.voucher),
+        (channel.charged, channel.voucher)
+    );
+    let commit = Commit::new(
+        held.charged,
+        held.charged + 10,
+        Voucher::new(held.charged + 1_000, "0xdd"),
+    );
+    assert_eq!(
+        restarted.commit(&id, &hold.id, &commit).await.unwrap(),
+        Committed::Done
+    );
+    assert_eq!(
+        restarted.load(&id).await.unwrap().unwrap().charged,
+        channel.charged + 10
+    );
 }
 
 /// The sandbox's facilitator over HTTP, counting the claim rows sent.
