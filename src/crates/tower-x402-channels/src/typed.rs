@@ -79,6 +79,29 @@ impl ChannelConfig {
 /// The EIP-712 digest of the `ClaimBatch` of `claims` on `network`: what a server owning its
 /// receiver-authorizer key signs as `claimAuthorizerSignature` (65 bytes `r ‖ s ‖ v`).
 ///
+/// ```
+/// use tower_x402_channels::{ChannelConfig, ClaimedVoucher, VoucherClaim, claim_batch_digest};
+/// use x402_wire::Network;
+///
+/// let channel = ChannelConfig {
+///     payer: "0x2c7536E3605D9C16a7a3D7b1898e529396a65c23".into(),
+///     payer_authorizer: "0x2c7536E3605D9C16a7a3D7b1898e529396a65c23".into(),
+///     receiver: "0x209693Bc6afc0C5328bA36FaF03C514EF312287C".into(),
+///     receiver_authorizer: "0x3f1Eae7D46d88F08fc2F8ed27FCb2AB183EB2d0E".into(),
+///     token: "0x036CbD53842c5426634e7929541eC2318f3dCF7e".into(),
+///     withdraw_delay: 900,
+///     salt: format!("0x{}", "00".repeat(32)),
+/// };
+/// let row = |total: &str| VoucherClaim {
+///     voucher: ClaimedVoucher { channel: channel.clone(), max_claimable_amount: "3000".into() },
+///     signature: "0x…".into(),
+///     total_claimed: total.into(),
+/// };
+/// let digest = claim_batch_digest(&Network::BASE, &[row("2500")])?;
+/// assert_ne!(digest, claim_batch_digest(&Network::BASE, &[row("2000")])?, "the totals are signed");
+/// # Ok::<_, tower_x402_channels::TypedDataError>(())
+/// ```
+///
 /// # Errors
 ///
 /// A row that does not parse or a network that is not EVM.

@@ -670,6 +670,20 @@ impl ClaimerTask {
     /// Stops the policy loop (after the round under way, if any), then claims everything and
     /// sweeps: call it once the server has drained its requests.
     ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tower_x402_channels::{Claimer, MemoryChannelStore};
+    /// use tower_x402_sandbox::SandboxFacilitator;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let task = Claimer::new(MemoryChannelStore::default(), SandboxFacilitator::new()).spawn();
+    /// // ... serve until SIGTERM, let the server drain ...
+    /// let report = task.shutdown().await?;
+    /// assert!(report.in_doubt.is_empty(), "every accepted voucher claimed before exit");
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// The store failed.
