@@ -6,12 +6,6 @@ mod boxed;
 #[cfg(feature = "cors")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cors")))]
 pub mod cors;
-#[cfg(feature = "eip3009")]
-#[cfg_attr(docsrs, doc(cfg(feature = "eip3009")))]
-pub mod eip3009;
-#[cfg(feature = "evm-rpc")]
-#[cfg_attr(docsrs, doc(cfg(feature = "evm-rpc")))]
-pub mod evm_rpc;
 pub mod facilitator;
 pub mod layer;
 #[cfg(feature = "mcp")]
@@ -22,9 +16,6 @@ pub mod mcp;
 pub mod metrics;
 pub mod payment;
 pub mod paywall_page;
-#[cfg(feature = "permit2")]
-#[cfg_attr(docsrs, doc(cfg(feature = "permit2")))]
-pub mod permit2;
 pub mod pricing;
 pub mod settlement;
 
@@ -47,9 +38,6 @@ pub use boxed::{BoxError, BoxFuture};
 #[cfg(feature = "cors")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cors")))]
 pub use cors::payment_cors;
-#[cfg(feature = "evm-rpc")]
-#[cfg_attr(docsrs, doc(cfg(feature = "evm-rpc")))]
-pub use evm_rpc::EvmRpcReconciler;
 #[cfg(feature = "reqwest")]
 #[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
 pub use facilitator::HttpFacilitator;
