@@ -61,11 +61,15 @@ pub struct Channel {
     /// The request being served on the channel, if any.
     #[serde(default)]
     pub hold: Option<Hold>,
-    /// The id of the hold whose commit was applied last, so a commit sent again after a lost
-    /// answer is recognized instead of applied twice.
+    /// The ids of the holds whose commits were applied last (at most [`RECENT_COMMITS`], the
+    /// newest last), so a commit sent again after a lost answer is recognized instead of applied
+    /// twice, even when other requests on the channel committed in between.
     #[serde(default)]
-    pub last_commit: Option<String>,
+    pub recent_commits: Vec<String>,
 }
+
+/// How many applied commits a [`Channel`] remembers to recognize one sent again.
+pub const RECENT_COMMITS: usize = 16;
 
 /// A voucher the server accepted: the payer authorizer's signature over a cumulative ceiling.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -291,7 +295,7 @@ impl Channel {
             claimed: on_chain.total_claimed,
             claim: None,
             hold: None,
-            last_commit: None,
+            recent_commits: Vec::new(),
         }
     }
 
@@ -325,10 +329,9 @@ impl Channel {
 
     /// Applies the request `hold_id`'s commit and releases its hold.
     pub fn commit(&mut self, hold_id: &str, commit: &Commit) -> Committed {
-        if self.last_commit.as_deref() == Some(hold_id)
-            && self.charged == commit.charged
-            && self.voucher.as_ref() == Some(&commit.voucher)
-        {
+        // A hold commits at most once (the commit ends it), so its id among the applied ones
+        // means this very commit was applied already.
+        if self.recent_commits.iter().any(|applied| applied == hold_id) {
             return Committed::Done;
         }
         if self.hold.as_ref().map(|hold| hold.id.as_str()) != Some(hold_id) {
@@ -357,7 +360,10 @@ impl Channel {
             self.mirror(on_chain);
         }
         self.hold = None;
-        self.last_commit = Some(hold_id.to_owned());
+        if self.recent_commits.len() == RECENT_COMMITS {
+            self.recent_commits.remove(0);
+        }
+        self.recent_commits.push(hold_id.to_owned());
         Committed::Done
     }
 

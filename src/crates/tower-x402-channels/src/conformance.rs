@@ -182,6 +182,51 @@ pub async fn check(store: Arc<dyn ChannelStore>) {
         "a commit stores the charge, the voucher and the reading, and releases the hold"
     );
 
+    // A commit sent again after another request on the channel committed is still recognized,
+    // and counted once.
+    let busy = fresh();
+    assert!(ok(store
+        .open(&Channel::new(
+            &busy,
+            Network::BASE,
+            config(),
+            OnChain::default()
+        ))
+        .await));
+    let earlier_hold = Hold::new("e1", 1_000);
+    assert!(matches!(
+        ok(store.begin(&busy, &earlier_hold, 150).await),
+        Begin::Held(_)
+    ));
+    let earlier = Commit::new(0, 100, Voucher::new(1_000, "0xc1"));
+    assert_eq!(
+        ok(store.commit(&busy, &earlier_hold.id, &earlier).await),
+        Committed::Done,
+        "the earlier request's commit"
+    );
+    let later_hold = Hold::new("e2", 1_000);
+    assert!(matches!(
+        ok(store.begin(&busy, &later_hold, 160).await),
+        Begin::Held(_)
+    ));
+    let later = Commit::new(100, 200, Voucher::new(1_100, "0xc2"));
+    assert_eq!(
+        ok(store.commit(&busy, &later_hold.id, &later).await),
+        Committed::Done,
+        "the later request's commit"
+    );
+    assert_eq!(
+        ok(store.commit(&busy, &earlier_hold.id, &earlier).await),
+        Committed::Done,
+        "an earlier commit sent again after a later one is recognized"
+    );
+    let stored = load(&*store, &busy).await.expect("the channel");
+    assert_eq!(
+        (stored.charged, stored.voucher.as_ref()),
+        (200, Some(&later.voucher)),
+        "an earlier commit sent again changes nothing"
+    );
+
     // A release changes nothing but the hold.
     let third = Hold::new("c", 1_000);
     assert!(matches!(

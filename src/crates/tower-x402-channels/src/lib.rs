@@ -58,7 +58,7 @@ pub use chain::RpcChainReader;
 pub use chain::{ChainChannel, ChainError, ChainReader};
 pub use channel::{
     Begin, Channel, ClaimInFlight, ClaimLease, ClaimResult, Commit, Committed, Hold, OnChain,
-    Voucher, normalize_id,
+    RECENT_COMMITS, Voucher, normalize_id,
 };
 pub use claim::{ClaimAuthorizer, ClaimError, ClaimPolicy, ClaimReport, Claimer, ClaimerTask};
 #[cfg(any(test, feature = "test-util"))]
