@@ -20,6 +20,7 @@ use tokio::runtime::Runtime;
 use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt};
 use tower_x402::layer::ResponseBody;
+use tower_x402::payment::Payments;
 use tower_x402::proto::{AtomicAmount, FacilitatorRequest};
 use tower_x402::proto::{PaymentPayload, UsdcDeployment, header};
 use tower_x402::siwx::SignInWithX;
@@ -91,7 +92,10 @@ fn challenge_sign_in_case() -> Case {
     let siwx = SignInWithX::new("https://shop.example", [7_u8; 32]).expect("sign-in settings");
     let service = BoxCloneService::new(
         ServiceBuilder::new()
-            .layer(X402Layer::new(InstantFacilitator, pricing).sign_in_with_x(siwx))
+            .layer(X402Layer::with_payments(
+                Payments::new(InstantFacilitator).sign_in_with_x(siwx),
+                pricing,
+            ))
             .service_fn(inner),
     );
     let response = runtime.block_on(service.clone().oneshot(request("/report", None)));

@@ -9,6 +9,7 @@ mod signed_in {
     use axum::{Router, body::Body};
     use http_body_util::BodyExt;
     use tower::ServiceExt;
+    use tower_x402::payment::Payments;
     use tower_x402::proto::{
         PAYMENT_REQUIRED, PaymentRequired, ResourceInfo, UsdcDeployment, header,
     };
@@ -44,7 +45,8 @@ mod signed_in {
             "https://api.example.com",
             b"a secret all instances share 32+",
         )?;
-        let paywall = X402Layer::new(facilitator, offer).sign_in_with_x(sign_in);
+        let payments = Payments::new(facilitator).sign_in_with_x(sign_in);
+        let paywall = X402Layer::with_payments(payments, offer);
         let app: Router = Router::new().route("/report", get(report).layer(paywall));
         Ok(app)
     }

@@ -11,6 +11,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
+use tower_x402::payment::Payments;
 use tower_x402::proto::{
     AtomicAmount, Extension, PaymentRequired, ResourceInfo, UsdcDeployment, header,
 };
@@ -98,7 +99,10 @@ fn two_tiers(facilitator: &SandboxFacilitator, siwx: SignInWithX) -> Router {
     };
     Router::new().route(
         "/report",
-        get(buyer).layer(X402Layer::new(facilitator.clone(), pricing).sign_in_with_x(siwx)),
+        get(buyer).layer(X402Layer::with_payments(
+            Payments::new(facilitator.clone()).sign_in_with_x(siwx),
+            pricing,
+        )),
     )
 }
 
@@ -185,7 +189,10 @@ async fn a_handler_taking_verified_payment_is_told_about_sign_in_and_buyer_serve
     let facilitator = SandboxFacilitator::new();
     let siwx = SignInWithX::new(ORIGIN, SECRET).unwrap();
     let offer = offer_at(&format!("{ORIGIN}/paid"), "0.10");
-    let layer = X402Layer::new(facilitator.clone(), Arc::clone(&offer)).sign_in_with_x(siwx);
+    let layer = X402Layer::with_payments(
+        Payments::new(facilitator.clone()).sign_in_with_x(siwx),
+        Arc::clone(&offer),
+    );
     let app = Router::new()
         .route(
             "/paid",

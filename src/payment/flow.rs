@@ -9,7 +9,7 @@ use tracing::Instrument as _;
 use super::charge;
 use super::delivery::{self, RequestDigest};
 use super::events::PaymentEvent;
-use super::hooks::{BeforeVerify, PaymentContext, VerifyFailure};
+use super::hooks::{BeforeVerify, PaymentContext, Prelude, ProtectedRequest, VerifyFailure};
 use super::ledger::{self, Claim, Hold};
 use super::outcome::{Cleared, Outcome, Paid, refused};
 use super::payments::Payments;
@@ -27,6 +27,17 @@ use crate::settlement::{
 };
 
 impl Payments {
+    /// The hooks' part of a priced request, before its payment is read (the adapters ask it only
+    /// when [`has_hooks`](Self::has_hooks)): the offer with the hooks' challenge extensions,
+    /// and their decision — serve it without payment, refuse it (reported here), or go on.
+    pub(crate) async fn prelude(&self, request: &ProtectedRequest<'_>) -> Prelude {
+        let prelude = self.hooks.prelude(request).await;
+        if let Prelude::Refused(offer, refusal) = &prelude {
+            self.report_refusal(offer, refusal);
+        }
+        prelude
+    }
+
     /// The accept of `offer` that `payload` pays, or why none: the payment names another
     /// resource ([`Refusal::OtherResource`]) or matches none of the accepts
     /// ([`Refusal::NoMatchingRequirement`], naming the first field that differs).

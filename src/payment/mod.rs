@@ -99,8 +99,6 @@ mod delivery;
 mod events;
 mod flow;
 mod hooks;
-#[cfg(feature = "metrics")]
-mod instruments;
 mod ledger;
 mod outcome;
 mod payments;
@@ -114,10 +112,12 @@ mod verified;
 pub use charge::{Charge, ChargeError};
 pub use delivery::RequestDigest;
 pub use events::{PaymentEvent, PaymentEvents};
+pub(crate) use hooks::Prelude;
 pub use hooks::{
     BeforeSettle, BeforeVerify, PaymentContext, PaymentHooks, ProtectedRequest, RequestDecision,
     SettleFailure, VerifyFailure,
 };
+pub(crate) use outcome::Pass;
 pub use outcome::{Cleared, Outcome, Paid};
 pub use payments::Payments;
 pub use refusal::{Refusal, RefusalKind};

@@ -35,6 +35,40 @@ pub enum Outcome {
     Refused(Refusal),
 }
 
+impl Outcome {
+    /// The payment the work may run on, or the refusal to answer (in doubt or refused).
+    // The refusal is answered at once, never passed along: not worth a box.
+    #[allow(clippy::result_large_err)]
+    pub(crate) fn into_pass(self) -> Result<Pass, Refusal> {
+        match self {
+            // The core lets a repeat through only for the request it bought, at a fixed price.
+            Self::Settled(paid) | Self::Replayed(paid) => Ok(Pass::Paid(paid)),
+            Self::Cleared(cleared) => Ok(Pass::Cleared(cleared)),
+            Self::InDoubt(refusal) | Self::Refused(refusal) => Err(refusal),
+        }
+    }
+}
+
+/// A payment the core let through, in every adapter's hands: settled already, or held to settle
+/// once the work answered.
+#[derive(Debug)]
+pub(crate) enum Pass {
+    /// Settled already (before the work, recovered, or a repeat answered from its record).
+    Paid(Paid),
+    /// Verified and held: settle once the work succeeded, release it when it failed.
+    Cleared(Cleared),
+}
+
+impl Pass {
+    /// The payment the work runs on.
+    pub(crate) fn payment(&self) -> &VerifiedPayment {
+        match self {
+            Self::Paid(paid) => paid.payment(),
+            Self::Cleared(cleared) => cleared.payment(),
+        }
+    }
+}
+
 /// The outcome of a refusal: in doubt when settlement's outcome is unknown.
 pub(super) fn refused(refusal: Refusal) -> Outcome {
     match refusal {
@@ -202,6 +236,23 @@ impl Cleared {
         match charge {
             Some(charge) => self.settle_amount(charge.settled(named)).await,
             None => self.settle().await,
+        }
+    }
+
+    /// Resolves the payment once the work answered: released when the work was not `served`
+    /// (it failed: nothing is charged, and the payment can be used again; `None`), else settled
+    /// for what it charged ([`settle_charged`](Self::settle_charged)).
+    pub async fn conclude(
+        self,
+        served: bool,
+        charge: Option<&Charge>,
+        named: Option<AtomicAmount>,
+    ) -> Result<Option<Paid>, Refusal> {
+        if served {
+            self.settle_charged(charge, named).await.map(Some)
+        } else {
+            self.release().await;
+            Ok(None)
         }
     }
 

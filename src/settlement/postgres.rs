@@ -47,13 +47,13 @@ const MIGRATION_LOCK: i64 = 0x7834_3032_6c65_6467; // "x402ledg"
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// use tower_x402::settlement::PostgresSettlementStore;
-/// # use tower_x402::{Offer, X402Layer};
+/// # use tower_x402::{Offer, X402Layer, payment::Payments};
 /// # let (facilitator, offer): (tower_x402::HttpFacilitator, std::sync::Arc<Offer>) = todo!();
 ///
 /// let pool = sqlx::PgPool::connect("postgres://app@db/shop").await?;
 /// let ledger = PostgresSettlementStore::new(pool);
 /// ledger.migrate().await?;
-/// let paywall = X402Layer::new(facilitator, offer).settlement_store(ledger);
+/// let paywall = X402Layer::with_payments(Payments::new(facilitator).settlement_store(ledger), offer);
 /// # Ok(()) }
 /// ```
 ///

@@ -4,7 +4,7 @@ use crate::payment::VerifiedPayment;
 
 use super::SignedIn;
 
-/// A request served behind [`X402Layer::sign_in_with_x`](crate::X402Layer::sign_in_with_x):
+/// A request served behind [`Payments::sign_in_with_x`](crate::payment::Payments::sign_in_with_x):
 /// paid now, or signed in by a wallet that paid before. With the feature `axum`, an extractor
 /// — the one to take in a handler behind a layer with sign-in, where a signed-in request
 /// carries no [`VerifiedPayment`] (asking for `VerifiedPayment` alone answers such a request

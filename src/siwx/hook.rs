@@ -7,9 +7,8 @@ use serde_json::value::RawValue;
 
 use super::{EXTENSION, SIGN_IN_WITH_X, SignInWithX, record_purchase};
 use crate::boxed::BoxFuture;
-use crate::layer::X402Layer;
 use crate::payment::{
-    PaymentContext, PaymentHooks, ProtectedRequest, Refusal, RefusalKind, RequestDecision,
+    PaymentContext, PaymentHooks, Payments, ProtectedRequest, Refusal, RefusalKind, RequestDecision,
 };
 use crate::proto::SettleResponse;
 
@@ -87,13 +86,13 @@ impl PaymentHooks for SignInWithX {
     }
 }
 
-impl X402Layer {
+impl Payments {
     /// Turns on sign-in-with-x ([`siwx`](crate::siwx), feature `siwx`): every 402 carries a
     /// sign-in challenge; a request whose `SIGN-IN-WITH-X` proof comes from a wallet that paid
     /// for the resource is served without payment and without calling the facilitator (the
     /// inner service finds [`SignedIn`](crate::siwx::SignedIn) in its extensions); every
-    /// payment this layer settles records its payer's entitlement in `siwx`'s store. The same
-    /// as registering `siwx` as a [hook](X402Layer::hook).
+    /// payment this core settles records its payer's entitlement in `siwx`'s store. The same
+    /// as registering `siwx` as a [hook](Payments::hook).
     #[cfg_attr(docsrs, doc(cfg(feature = "siwx")))]
     pub fn sign_in_with_x(self, siwx: SignInWithX) -> Self {
         self.hook(siwx)

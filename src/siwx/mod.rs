@@ -1,7 +1,7 @@
 //! Sign-in-with-x (SIWX, feature `siwx`): a wallet that already paid for a resource signs a
 //! challenge and is served again without paying.
 //!
-//! With [`X402Layer::sign_in_with_x`](crate::X402Layer::sign_in_with_x), every 402 the layer
+//! With [`Payments::sign_in_with_x`](crate::payment::Payments::sign_in_with_x), every 402 the layer
 //! answers carries `extensions["sign-in-with-x"]`: `info` (the configured domain, the URI of
 //! the request's path on the configured origin — without its query, so a client cannot make the
 //! 402 as large as it likes —, version `1`, a nonce, `issuedAt`, `expirationTime`, the statement
@@ -122,7 +122,7 @@ const MAX_PATH_LEN: usize = 512;
 const NONCE_RANDOM: usize = 8;
 const NONCE_MAC: usize = 12;
 
-/// Sign-in-with-x settings for [`X402Layer::sign_in_with_x`](crate::X402Layer::sign_in_with_x):
+/// Sign-in-with-x settings for [`Payments::sign_in_with_x`](crate::payment::Payments::sign_in_with_x):
 /// the server's public origin, the secret nonces are derived from, and where entitlements and
 /// consumed nonces are kept. See the [module docs](self).
 ///
