@@ -181,7 +181,7 @@ fn admit<B>(gate: Gate, request: &mut Request<B>) -> Result<Option<Passed>, Resp
         }
         Gate::Proceed(config, pass) => {
             let payment = pass.payment();
-            let charge = payment.new_charge();
+            let charge = config.payments.charge(payment);
             if let Some(charge) = &charge {
                 request.extensions_mut().insert(charge.clone());
             }

@@ -266,7 +266,7 @@ impl PaidTools {
             Ok(pass) => pass,
             Err(refusal) => return Ok(refused(offer, &refusal).into()),
         };
-        let charge = pass.payment().new_charge();
+        let charge = payments.charge(pass.payment());
         let response = work(Admission::charged(charge.clone())).await;
         // A tool that failed, or asks the client for input first, is not settled: a held payment
         // is released for the next call. One settled before the work (`SettlementMode::Before`,

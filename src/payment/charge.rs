@@ -6,8 +6,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::proto::{AtomicAmount, MoneyError, PaymentRequirements, UsdAmount, UsdcDeployment};
 
-pub(crate) use crate::proto::is_metered;
-
 /// The fraction digits of `requirement`'s asset, when it is a known USDC deployment.
 pub(crate) fn asset_decimals(requirement: &PaymentRequirements) -> Option<u8> {
     UsdcDeployment::ALL

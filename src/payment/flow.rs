@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use tracing::Instrument as _;
 
-use super::charge;
 use super::delivery::{self, RequestDigest};
 use super::events::PaymentEvent;
 use super::hooks::{BeforeVerify, PaymentContext, Prelude, ProtectedRequest, VerifyFailure};
@@ -38,12 +37,14 @@ impl Payments {
         prelude
     }
 
-    /// The accept of `offer` that `payload` pays, or why none: the payment names another
-    /// resource ([`Refusal::OtherResource`]) or matches none of the accepts
-    /// ([`Refusal::NoMatchingRequirement`], naming the first field that differs).
+    /// The accept of `offer` that `payload` pays, as its [scheme](super::Scheme) matches it, or
+    /// why none: the payment names another resource ([`Refusal::OtherResource`]) or matches
+    /// none of the accepts ([`Refusal::NoMatchingRequirement`], naming the first field that
+    /// differs).
     // A `Refusal` is large, but this one is built on the refusal path only and answered at once.
     #[allow(clippy::result_large_err)]
     pub fn accepted<'o>(
+        &self,
         offer: &'o Offer,
         payload: &PaymentPayload,
     ) -> Result<&'o Arc<PaymentRequirements>, Refusal> {
@@ -54,17 +55,21 @@ impl Payments {
         {
             return Err(Refusal::OtherResource);
         }
-        offer.find_accept(&payload.accepted).ok_or_else(|| {
-            let accepted = &payload.accepted;
-            let closest = offer
-                .accepts()
-                .iter()
-                .find(|own| own.network == accepted.network && own.scheme == accepted.scheme)
-                .or_else(|| offer.accepts().first());
-            Refusal::NoMatchingRequirement {
-                field: closest.and_then(|own| own.mismatch(accepted)),
-            }
-        })
+        let accepted = &payload.accepted;
+        let mismatch =
+            |own: &PaymentRequirements| self.schemes.get(&own.scheme).mismatch(own, accepted);
+        offer
+            .find_accept(|own| mismatch(own).is_none())
+            .ok_or_else(|| {
+                let closest = offer
+                    .accepts()
+                    .iter()
+                    .find(|own| own.network == accepted.network && own.scheme == accepted.scheme)
+                    .or_else(|| offer.accepts().first());
+                Refusal::NoMatchingRequirement {
+                    field: closest.and_then(mismatch),
+                }
+            })
     }
 
     /// The adapters' entry for a decoded payment: reports it received, finds the accept of
@@ -80,7 +85,7 @@ impl Payments {
             offer,
             payload: &payload,
         });
-        let requirement = match Self::accepted(offer, &payload) {
+        let requirement = match self.accepted(offer, &payload) {
             Ok(requirement) => Arc::clone(requirement),
             Err(refusal) => return self.refuse(offer, refusal),
         };
@@ -100,11 +105,10 @@ impl Payments {
         requirement: Arc<PaymentRequirements>,
         request: RequestDigest,
     ) -> Outcome {
-        let (fingerprint, permit_differs) = Fingerprint::read(&payload);
-        if permit_differs && charge::is_metered(&requirement) {
-            // The buyer would leave a permit for another amount with the merchant.
-            return self.refuse(offer, Refusal::PermitAmountMismatch);
-        }
+        let fingerprint = match self.schemes.get(&requirement.scheme).identify(&payload) {
+            Ok(text) => Fingerprint::from_text(text),
+            Err(refusal) => return self.refuse(offer, refusal),
+        };
         let key = PaymentKey::with_fingerprint(&payload, &fingerprint);
         let guard = Arc::clone(&self.inflight).acquire(key.clone()).await;
 
@@ -322,7 +326,8 @@ impl Payments {
         if record.resource != *offer.resource_url() {
             return self.refuse(offer, Refusal::SettledForAnotherResource);
         }
-        if let Err(refusal) = delivery::redelivery(&record, request) {
+        let metered = self.schemes.metered(&record.requirement.scheme);
+        if let Err(refusal) = delivery::redelivery(&record, request, metered) {
             return self.refuse(offer, refusal);
         }
         self.emit(|| PaymentEvent::Replayed {

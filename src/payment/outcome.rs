@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::charge::{self, Charge};
+use super::charge::Charge;
 use super::ledger::{self, Hold};
 use super::payments::Payments;
 use super::refusal::Refusal;
@@ -13,7 +13,7 @@ use super::single_flight::InflightGuard;
 use super::verified::VerifiedPayment;
 #[cfg(doc)]
 use crate::pricing::SettlementMode;
-use crate::proto::{AtomicAmount, PaymentRequirements, SettleResponse};
+use crate::proto::{AtomicAmount, SettleResponse};
 use crate::settlement::SettlementIntent;
 
 /// What [`Payments::authorize`] decided about a payment.
@@ -168,8 +168,8 @@ impl Cleared {
     }
 
     /// Settles `amount` (atomic units) of a metered (`upto`) payment: the `/settle` request —
-    /// and the *settling* intent written before it — carries the server's requirement with
-    /// `amount` set to the charge, so a retry after a lost answer re-sends exactly it, and a
+    /// and the *settling* intent written before it — is the one its [scheme](super::Scheme)
+    /// makes for the charge (for `upto`, the server's requirement with `amount` set to it), so a retry after a lost answer re-sends exactly it, and a
     /// repeat of the settled payment is answered from its record.
     ///
     /// Never settles more than the buyer signed: an `amount` above the requirement's (the
@@ -180,9 +180,12 @@ impl Cleared {
     /// be the requirement's.
     pub async fn settle_amount(self, amount: AtomicAmount) -> Result<Paid, Refusal> {
         let maximum = self.0.payment.requirement.amount;
-        if amount > maximum
-            || (!charge::is_metered(&self.0.payment.requirement) && amount != maximum)
-        {
+        let scheme = self
+            .0
+            .payments
+            .schemes
+            .get(&self.0.payment.requirement.scheme);
+        if amount > maximum || (!scheme.metered() && amount != maximum) {
             tracing::error!(key = %self.0.hold.key, %amount, %maximum, "the charge set for this payment is above what the buyer signed; nothing settled");
             let refusal = Refusal::ChargeAboveMaximum {
                 charged: amount,
@@ -216,11 +219,14 @@ impl Cleared {
             return Ok(Paid::new(payment, Some(guard)));
         }
         let mut cleared = self;
-        // A new request for the charge: the signed maximum's encoding is not reused for it.
-        let request = &cleared.0.intent.request;
-        let mut charged = PaymentRequirements::clone(request.payment_requirements());
-        charged.amount = amount;
-        cleared.0.intent.request = Arc::new(request.with_requirements(charged));
+        let scheme = cleared
+            .0
+            .payments
+            .schemes
+            .get(&cleared.0.payment.requirement.scheme);
+        if let Some(charged) = scheme.settle_request(&cleared.0.intent.request, amount) {
+            cleared.0.intent.request = Arc::new(charged);
+        }
         cleared.settle().await
     }
 

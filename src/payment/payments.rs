@@ -6,10 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::charge::Charge;
 use super::events::{PaymentEvent, PaymentEvents};
 use super::hooks::{Hooks, PaymentHooks};
 use super::refusal::Refusal;
 use super::refusals::RefusedPayments;
+use super::scheme::{Scheme, Schemes};
 use super::single_flight::Inflight;
 use crate::facilitator::{DEFAULT_LABEL, Facilitator, Facilitators};
 use crate::pricing::Offer;
@@ -61,6 +63,8 @@ pub struct Payments {
     events: Vec<Arc<dyn PaymentEvents>>,
     /// The lifecycle hooks, asked in order.
     pub(super) hooks: Hooks,
+    /// The payment schemes, `exact` and `upto` and those registered.
+    pub(super) schemes: Schemes,
     pub(super) inflight: Arc<Inflight>,
     /// Who this core is in the ledger's leases.
     pub(super) owner: Arc<str>,
@@ -92,6 +96,7 @@ impl Payments {
             recent_settlements: None,
             events: Vec::new(),
             hooks: Hooks::default(),
+            schemes: Schemes::default(),
             inflight: Arc::default(),
             owner: new_owner_id(),
             lease: DEFAULT_LEASE,
@@ -160,6 +165,13 @@ impl Payments {
         self
     }
 
+    /// Registers `scheme`, the [payment scheme](Scheme) named [`Scheme::name`], in place of one
+    /// registered under that name before (`exact` and `upto` are registered on every core).
+    pub fn scheme(mut self, scheme: impl Scheme) -> Self {
+        self.schemes.register(Arc::new(scheme));
+        self
+    }
+
     /// Resolves once no payment is being verified, settled or served by this core — including
     /// settlements that go on after their client hung up, and metered bodies still streaming.
     /// For a graceful shutdown: stop taking requests, let the open ones finish, then wait for
@@ -203,6 +215,14 @@ impl Payments {
         }
     }
 
+    /// The [`Charge`] the work sets for `payment`, when its scheme is metered (`upto`): bounded
+    /// by the maximum the buyer signed.
+    pub(crate) fn charge(&self, payment: &super::VerifiedPayment) -> Option<Charge> {
+        self.schemes
+            .metered(&payment.requirement.scheme)
+            .then(|| Charge::for_requirement(&payment.requirement))
+    }
+
     /// Whether a [lifecycle hook](PaymentHooks) is registered: the adapters skip the hooks'
     /// part of a request (and copy nothing for it) when none is.
     #[inline]
@@ -225,6 +245,7 @@ impl fmt::Debug for Payments {
         f.debug_struct("Payments")
             .field("events", &self.events.len())
             .field("hooks", &self.hooks.len())
+            .field("schemes", &self.schemes)
             .field("owner", &self.owner)
             .field("lease", &self.lease)
             .field("held_wait", &self.held_wait)

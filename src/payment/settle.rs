@@ -385,7 +385,7 @@ async fn settled(
     attempt: Attempt,
 ) -> SettleResponse {
     let requirement = intent.request.payment_requirements();
-    if settlement.amount.is_none() && super::charge::is_metered(requirement) {
+    if settlement.amount.is_none() && config.schemes.metered(&requirement.scheme) {
         // The amount sent is the amount settled; recorded so that a repeat is answered with it.
         settlement.amount = Some(requirement.amount);
     }
