@@ -236,36 +236,12 @@ impl PaidTools {
         F: FnOnce(Admission) -> Fut,
         Fut: Future<Output = Result<CallToolResponse, ErrorData>>,
     {
+        let (offer, pass) = match self.admit(offer, meta, payment, request).await {
+            Admitted::Pass(offer, pass) => (offer, pass),
+            Admitted::Granted(granted) => return work(Admission::granted(granted)).await,
+            Admitted::Answer(result) => return Ok(result.into()),
+        };
         let payments = &self.payments;
-        let decorated;
-        let offer = if payments.has_hooks() {
-            let (name, paying) = (&offer.resource().url, payment.is_some());
-            let request = ProtectedRequest::meta(offer, name, meta, paying);
-            decorated = match payments.prelude(&request).await {
-                Prelude::Continue(offer) => offer,
-                Prelude::Granted(granted) => return work(Admission::granted(granted)).await,
-                Prelude::Refused(offer, refusal) => return Ok(refused(&offer, &refusal).into()),
-            };
-            &decorated
-        } else {
-            offer
-        };
-        let Some(value) = payment else {
-            payments.report_refusal(offer, &Refusal::PaymentMissing);
-            return Ok(payment_required(offer, UNPAID).into());
-        };
-        let payload = match decode(value) {
-            Ok(payload) => payload,
-            Err(error) => {
-                let reason = format!("invalid _meta[\"{PAYMENT_META}\"]: {}", describe(&error));
-                payments.report_refusal(offer, &Refusal::InvalidHeader(error));
-                return Ok(payment_required(offer, &reason).into());
-            }
-        };
-        let pass = match payments.pay(offer, payload, request).await.into_pass() {
-            Ok(pass) => pass,
-            Err(refusal) => return Ok(refused(offer, &refusal).into()),
-        };
         let charge = payments.charge(pass.payment());
         let response = work(Admission::charged(charge.clone())).await;
         // A tool that failed, or asks the client for input first, is not settled: a held payment
@@ -277,7 +253,7 @@ impl PaidTools {
             Pass::Paid(paid) => (Some(paid), false),
             Pass::Cleared(cleared) => match cleared.conclude(served, charge.as_ref(), None).await {
                 Ok(paid) => (paid, true),
-                Err(refusal) => return Ok(refused(offer, &refusal).into()),
+                Err(refusal) => return Ok(refused(&offer, &refusal).into()),
             },
         };
         let settlement = paid
@@ -296,6 +272,60 @@ impl PaidTools {
             (other, _) => other,
         })
     }
+}
+
+impl PaidTools {
+    /// The core's side of a call before the work: the hooks' prelude, the payment decoded from
+    /// `_meta` and driven through [`Payments::pay`]; the payment to run the work on (with the
+    /// offer its challenge states), a hook's grant, or the answer that refuses the call.
+    async fn admit(
+        &self,
+        offer: &Arc<Offer>,
+        meta: Option<&Map<String, Value>>,
+        payment: Option<&Value>,
+        request: RequestDigest,
+    ) -> Admitted {
+        let payments = &self.payments;
+        let offer = if payments.has_hooks() {
+            let (name, paying) = (&offer.resource().url, payment.is_some());
+            let request = ProtectedRequest::meta(offer, name, meta, paying);
+            match payments.prelude(&request).await {
+                Prelude::Continue(offer) => offer,
+                Prelude::Granted(granted) => return Admitted::Granted(granted),
+                Prelude::Refused(offer, refusal) => {
+                    return Admitted::Answer(refused(&offer, &refusal));
+                }
+            }
+        } else {
+            Arc::clone(offer)
+        };
+        let Some(value) = payment else {
+            payments.report_refusal(&offer, &Refusal::PaymentMissing);
+            return Admitted::Answer(payment_required(&offer, UNPAID));
+        };
+        let payload = match decode(value) {
+            Ok(payload) => payload,
+            Err(error) => {
+                let reason = format!("invalid _meta[\"{PAYMENT_META}\"]: {}", describe(&error));
+                payments.report_refusal(&offer, &Refusal::InvalidHeader(error));
+                return Admitted::Answer(payment_required(&offer, &reason));
+            }
+        };
+        match payments.pay(&offer, payload, request).await.into_pass() {
+            Ok(pass) => Admitted::Pass(offer, pass),
+            Err(refusal) => Admitted::Answer(refused(&offer, &refusal)),
+        }
+    }
+}
+
+/// What [`PaidTools::admit`] decided about a call.
+enum Admitted {
+    /// Run the work on this payment; the offer is the call's (with the hooks' extensions).
+    Pass(Arc<Offer>, Pass),
+    /// A hook granted the call without payment.
+    Granted(http::Extensions),
+    /// Answer the call with this result; the work does not run.
+    Answer(CallToolResult),
 }
 
 /// The route of a priced tool: the payment taken out of the request's `_meta` (the tool never
