@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use tower_x402_benches::{offer, unsigned_payment};
-//! use tower_x402::proto::UsdcDeployment;
+//! use x402_wire::UsdcDeployment;
 //!
 //! let offer = offer(&UsdcDeployment::BASE);
 //! assert!(unsigned_payment(&offer, 7).len() > 100);
@@ -17,12 +17,12 @@ use bytes::Bytes;
 use http::{HeaderValue, Request, Response};
 use http_body_util::Full;
 use tower_x402::BoxFuture;
-use tower_x402::proto::{
+use tower_x402::{Charge, Facilitator, FacilitatorError, Offer, SettlementMode};
+use x402_wire::{
     AtomicAmount, FacilitatorRequest, Network, PaymentPayload, ResourceInfo, SettleResponse,
     SupportedKind, SupportedResponse, UPTO_PROXY_ADDRESS, UPTO_SCHEME, UsdcDeployment,
     VerifyResponse, X402Version, header,
 };
-use tower_x402::{Charge, Facilitator, FacilitatorError, Offer, SettlementMode};
 
 /// Where every benchmark's payments go.
 pub const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
@@ -98,7 +98,7 @@ pub fn discovery_offer(network: &UsdcDeployment) -> Arc<Offer> {
             .collect();
         serde_json::json!({"type": "object", "properties": properties})
     };
-    let bazaar = tower_x402::proto::Extension::new(
+    let bazaar = x402_wire::Extension::new(
         serde_json::json!({"input": {"type": "http", "method": "GET"}, "output": {"type": "json"}}),
         serde_json::json!({"input": schema("query"), "output": schema("result")}),
     );

@@ -21,8 +21,6 @@ use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt};
 use tower_x402::layer::ResponseBody;
 use tower_x402::payment::Payments;
-use tower_x402::proto::{AtomicAmount, FacilitatorRequest};
-use tower_x402::proto::{PaymentPayload, UsdcDeployment, header};
 use tower_x402::siwx::SignInWithX;
 use tower_x402::{Facilitator, HttpFacilitator, X402Layer};
 use tower_x402_benches::{
@@ -30,6 +28,8 @@ use tower_x402_benches::{
     unsigned_upto_payment, upto_offer,
 };
 use tower_x402_sandbox::{SandboxFacilitator, Step};
+use x402_wire::{AtomicAmount, FacilitatorRequest};
+use x402_wire::{PaymentPayload, UsdcDeployment, header};
 
 #[path = "budgets.rs"]
 mod budgets;

@@ -24,11 +24,11 @@ use tower::{Service, ServiceBuilder, ServiceExt};
 use tower_x402::Offer;
 use tower_x402::X402Layer;
 use tower_x402::pricing::{PriceTable, Pricing};
-use tower_x402::proto::{ResourceInfo, UsdcDeployment, header};
 use tower_x402_benches::{
     InstantFacilitator as Instant, PAY_TO, inner, offer, request, unsigned_payment,
 };
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+use x402_wire::{ResourceInfo, UsdcDeployment, header};
 
 const CASES: [&str; 6] = [
     "bare",

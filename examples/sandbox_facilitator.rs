@@ -1,7 +1,9 @@
 //! Runs the sandbox facilitator as its own HTTP process: `POST /verify`, `POST /settle` and
-//! `GET /supported` in the facilitator wire format, with real signature checks and an in-memory
-//! ledger, and that ledger as the Base chain over Ethereum JSON-RPC at `POST /rpc` (the
-//! transfers as `Transfer` logs, `nonceBitmap` and `authorizationState` through `eth_call`).
+//! `GET /supported` in the facilitator wire format (`exact`, `upto`, and `batch-settlement` over
+//! a simulated channel contract), with real signature checks and an in-memory ledger, and that
+//! ledger as the Base chain over Ethereum JSON-RPC at `POST /rpc` (the transfers as `Transfer`
+//! logs, `nonceBitmap`, `authorizationState` and the channel contract's views through
+//! `eth_call`).
 //!
 //! ```text
 //! cargo run --example sandbox_facilitator                       # 127.0.0.1:4021

@@ -48,8 +48,7 @@ use std::time::Duration;
 use http::Method;
 use http::header::{self, HeaderName};
 use tower_http::cors::{Any, CorsLayer};
-
-use crate::proto::{PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE};
+use x402_wire::{PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE};
 
 /// The request headers a paying browser may send: the payment (v2 and v1 names),
 /// `Access-Control-Expose-Headers` (which the official TypeScript clients set on the paid retry)

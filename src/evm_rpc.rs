@@ -28,11 +28,11 @@ use alloy_primitives::{Address, B256, Bytes, U256};
 use alloy_provider::{Provider, RootProvider};
 use alloy_rpc_types_eth::{Filter, Log, TransactionInput, TransactionRequest};
 use alloy_sol_types::{SolCall, SolEvent};
+use x402_wire::{FacilitatorRequest, UptoEvmPayload};
 
 use crate::boxed::BoxFuture;
 use crate::eip3009::{AuthorizationUsed, Transfer, authorizationStateCall};
 use crate::permit2::{self, nonceBitmapCall};
-use crate::proto::{FacilitatorRequest, UptoEvmPayload};
 use crate::settlement::{Reconciler, Reconciliation};
 
 /// Blocks searched by default: about 5.5 hours of Base blocks.

@@ -26,11 +26,25 @@ pub mod paywall_page;
 #[cfg_attr(docsrs, doc(cfg(feature = "permit2")))]
 pub mod permit2;
 pub mod pricing;
-pub mod proto;
 pub mod settlement;
 #[cfg(feature = "siwx")]
 #[cfg_attr(docsrs, doc(cfg(feature = "siwx")))]
 pub mod siwx;
+
+/// The x402 v2 wire types, from the [`x402_wire`] crate: the same crate, re-exported so that
+/// `tower_x402::proto::PaymentRequired` and every other wire type need no second dependency and
+/// can never be of another version than the one this crate speaks.
+///
+/// ```
+/// use tower_x402::proto::{UsdcDeployment, header, Network, SettleResponse};
+///
+/// let value = header::encode(&SettleResponse::failure(Network::BASE, "insufficient_funds"))?;
+/// let back: x402_wire::SettleResponse = header::decode(value.as_bytes())?;
+/// assert_eq!(back.error_reason.as_deref(), Some("insufficient_funds"));
+/// assert_eq!(UsdcDeployment::BASE.decimals, 6);
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+pub use x402_wire as proto;
 
 pub use boxed::{BoxError, BoxFuture};
 #[cfg(feature = "cors")]

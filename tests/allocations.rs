@@ -11,9 +11,9 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;
 use tower::{Service, ServiceBuilder};
-use tower_x402::proto::{ResourceInfo, UsdcDeployment};
 use tower_x402::{Offer, X402Layer};
 use tower_x402_sandbox::SandboxFacilitator;
+use x402_wire::{ResourceInfo, UsdcDeployment};
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;

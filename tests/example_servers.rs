@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tower_x402::mcp::PAYMENT_META;
-use tower_x402::proto::{PAYMENT_SIGNATURE, PaymentPayload, PaymentRequired, header};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
+use x402_wire::{PAYMENT_SIGNATURE, PaymentPayload, PaymentRequired, header};
 
 /// An example server running as a child process.
 struct Server {
@@ -454,7 +454,7 @@ async fn paid_mcp_serves_calls_in_parallel_within_its_limit() {
 async fn chain(sandbox: &SandboxFacilitator) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let router = sandbox.rpc_router(tower_x402::proto::Network::BASE);
+    let router = sandbox.rpc_router(x402_wire::Network::BASE);
     tokio::spawn(async move { axum::serve(listener, router).await });
     url
 }

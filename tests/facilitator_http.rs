@@ -17,10 +17,10 @@ use http::{HeaderMap, Method, StatusCode, Uri};
 use serde_json::{Value, json};
 use tower_x402::BoxError;
 use tower_x402::facilitator::{Endpoint, HttpFacilitatorBuilder};
-use tower_x402::proto::{
+use tower_x402::{Facilitator, FacilitatorError, HttpFacilitator};
+use x402_wire::{
     AtomicAmount, FacilitatorRequest, PaymentPayload, PaymentRequirements, SupportedResponse,
 };
-use tower_x402::{Facilitator, FacilitatorError, HttpFacilitator};
 
 // ---------------------------------------------------------------------------------------------
 // The fake facilitator

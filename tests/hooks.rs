@@ -17,12 +17,12 @@ use tower_x402::payment::{
     BeforeSettle, BeforeVerify, PaymentContext, PaymentHooks, Payments, ProtectedRequest, Refusal,
     RefusalKind, RequestDecision, SettleFailure, VerifyFailure,
 };
-use tower_x402::proto::{FacilitatorRequest, SettleResponse, VerifyResponse};
 use tower_x402::settlement::PaymentKey;
 use tower_x402::{
     BoxFuture, Facilitator, FacilitatorError, MemorySettlementStore, Offer, SettlementMode,
     VerifiedPayment, X402Layer,
 };
+use x402_wire::{FacilitatorRequest, SettleResponse, VerifyResponse};
 
 const URL: &str = "https://shop.example/report";
 

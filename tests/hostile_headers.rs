@@ -11,9 +11,9 @@ use http_body_util::{BodyExt as _, Full};
 use proptest::prelude::*;
 use tower::ServiceExt as _;
 use tower_x402::layer::InvalidHeaderStatus;
-use tower_x402::proto::{ResourceInfo, UsdcDeployment};
 use tower_x402::{Offer, SettlementMode, X402Layer};
 use tower_x402_sandbox::SandboxFacilitator;
+use x402_wire::{ResourceInfo, UsdcDeployment};
 
 fn offer() -> Arc<Offer> {
     Arc::new(

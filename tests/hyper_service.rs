@@ -13,9 +13,9 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use tower::ServiceBuilder;
-use tower_x402::proto::header;
 use tower_x402::{SettlementMode, VerifiedPayment, X402Layer};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+use x402_wire::header;
 
 async fn report(request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
     let payer = request
@@ -35,18 +35,17 @@ async fn report(request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Inf
 
 #[tokio::test]
 async fn layer_serves_a_plain_hyper_service() {
-    let offer = tower_x402::Offer::builder(tower_x402::proto::ResourceInfo::new(
-        "https://shop.example/report",
-    ))
-    .usdc(
-        &tower_x402::proto::UsdcDeployment::BASE_SEPOLIA,
-        "0.05".parse().unwrap(),
-        PAY_TO,
-    )
-    .settlement(SettlementMode::After)
-    .build()
-    .map(std::sync::Arc::new)
-    .unwrap();
+    let offer =
+        tower_x402::Offer::builder(x402_wire::ResourceInfo::new("https://shop.example/report"))
+            .usdc(
+                &x402_wire::UsdcDeployment::BASE_SEPOLIA,
+                "0.05".parse().unwrap(),
+                PAY_TO,
+            )
+            .settlement(SettlementMode::After)
+            .build()
+            .map(std::sync::Arc::new)
+            .unwrap();
     let required = offer.payment_required().clone();
     let facilitator = SandboxFacilitator::new();
     let service = ServiceBuilder::new()
@@ -72,7 +71,7 @@ async fn layer_serves_a_plain_hyper_service() {
     let url = format!("http://{addr}/report");
     let unpaid = client.get(&url).body("ignored body").send().await.unwrap();
     assert_eq!(unpaid.status(), StatusCode::PAYMENT_REQUIRED);
-    let challenge: tower_x402::proto::PaymentRequired =
+    let challenge: x402_wire::PaymentRequired =
         header::decode(unpaid.headers()["payment-required"].as_bytes()).unwrap();
     assert_eq!(challenge, required);
 
@@ -85,7 +84,7 @@ async fn layer_serves_a_plain_hyper_service() {
         .await
         .unwrap();
     assert_eq!(paid.status(), StatusCode::OK);
-    let settlement: tower_x402::proto::SettleResponse =
+    let settlement: x402_wire::SettleResponse =
         header::decode(paid.headers()["payment-response"].as_bytes()).unwrap();
     assert!(settlement.success);
     assert!(paid.text().await.unwrap().contains(&wallet.address()));

@@ -14,13 +14,13 @@ use axum::routing::get;
 use serde_json::json;
 use tower_x402::facilitator::{Endpoint, Facilitator, FacilitatorError};
 use tower_x402::payment::Payments;
-use tower_x402::proto::{
-    AtomicAmount, FacilitatorRequest, Network, PaymentPayload, ResourceInfo, SettleResponse,
-    SupportedKind, SupportedResponse, UsdcDeployment, VerifyResponse, X402Version, header,
-};
 use tower_x402::settlement::PaymentKey;
 use tower_x402::{
     BoxFuture, Charge, MemorySettlementStore, Offer, SettlementMode, SettlementStore, X402Layer,
+};
+use x402_wire::{
+    AtomicAmount, FacilitatorRequest, Network, PaymentPayload, ResourceInfo, SettleResponse,
+    SupportedKind, SupportedResponse, UsdcDeployment, VerifyResponse, X402Version, header,
 };
 
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";

@@ -12,12 +12,12 @@ use axum::Router;
 use axum::extract::Query;
 use axum::routing::get;
 use tower_x402::payment::Payments;
-use tower_x402::proto::{
+use tower_x402::{Charge, HttpFacilitator, Offer, SettlementMode, X402Layer};
+use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
+use x402_wire::{
     AtomicAmount, Network, PAYMENT_SIGNATURE, PaymentPayload, ResourceInfo, SettleResponse,
     UsdAmount, UsdcDeployment, header,
 };
-use tower_x402::{Charge, HttpFacilitator, Offer, SettlementMode, X402Layer};
-use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
 
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 

@@ -18,9 +18,9 @@ use rmcp::{ServerHandler, tool, tool_handler, tool_router};
 use serde_json::{Value, json};
 use tower_x402::mcp::{PAYMENT_META, PAYMENT_RESPONSE_META, PaidTools};
 use tower_x402::payment::Payments;
-use tower_x402::proto::{AtomicAmount, PaymentPayload, PaymentRequired, UsdAmount, UsdcDeployment};
 use tower_x402::{Charge, HttpFacilitator, Offer, PostgresSettlementStore};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
+use x402_wire::{AtomicAmount, PaymentPayload, PaymentRequired, UsdAmount, UsdcDeployment};
 
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 

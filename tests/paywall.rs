@@ -14,8 +14,8 @@ use http_body_util::Full;
 use serde_json::json;
 use tower::{ServiceBuilder, ServiceExt};
 use tower_x402::payment::Payments;
-use tower_x402::proto::{PaymentPayload, header};
 use tower_x402::{HttpFacilitator, Offer, Pricing, SettlementMode, X402Layer};
+use x402_wire::{PaymentPayload, header};
 
 const URL: &str = "https://shop.example/report";
 
@@ -777,7 +777,7 @@ async fn payment_response_decodes_with_the_header_codec() {
         .to_str()
         .unwrap()
         .to_owned();
-    let settlement: tower_x402::proto::SettleResponse = header::decode(value.as_bytes()).unwrap();
+    let settlement: x402_wire::SettleResponse = header::decode(value.as_bytes()).unwrap();
     assert_eq!(settlement.amount.unwrap().to_string(), "1000000");
 }
 

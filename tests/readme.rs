@@ -10,12 +10,10 @@ mod signed_in {
     use http_body_util::BodyExt;
     use tower::ServiceExt;
     use tower_x402::payment::Payments;
-    use tower_x402::proto::{
-        PAYMENT_REQUIRED, PaymentRequired, ResourceInfo, UsdcDeployment, header,
-    };
     use tower_x402::siwx::{SIGN_IN_WITH_X, SignInWithX, SignedIn};
     use tower_x402::{BoxError, Facilitator, Offer, VerifiedPayment, X402Layer};
     use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+    use x402_wire::{PAYMENT_REQUIRED, PaymentRequired, ResourceInfo, UsdcDeployment, header};
 
     /// A buyer who pays now, or who signs in with the wallet that paid before.
     async fn report(
@@ -112,11 +110,11 @@ mod browsers {
     use axum::http::Request;
     use axum::routing::get;
     use tower::ServiceExt;
-    use tower_x402::proto::{
-        PAYMENT_REQUIRED, PAYMENT_SIGNATURE, PaymentRequired, ResourceInfo, UsdcDeployment, header,
-    };
     use tower_x402::{Offer, PaywallPage, X402Layer, payment_cors};
     use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+    use x402_wire::{
+        PAYMENT_REQUIRED, PAYMENT_SIGNATURE, PaymentRequired, ResourceInfo, UsdcDeployment, header,
+    };
 
     async fn report() -> &'static str {
         "the report"
@@ -183,9 +181,9 @@ mod paid_tools {
     use rmcp::{ServerHandler, tool, tool_handler, tool_router};
     use tower_x402::mcp::PaidTools;
     use tower_x402::payment::Payments;
-    use tower_x402::proto::{AtomicAmount, UsdcDeployment};
     use tower_x402::{Charge, Facilitator, Offer};
     use tower_x402_sandbox::SandboxFacilitator;
+    use x402_wire::{AtomicAmount, UsdcDeployment};
 
     #[derive(serde::Deserialize, rmcp::schemars::JsonSchema)]
     #[schemars(crate = "rmcp::schemars")]

@@ -20,11 +20,11 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::get;
 use serde_json::json;
-use tower_x402::proto::{
-    AtomicAmount, Extension, PaymentRequired, ResourceInfo, SettleResponse, UsdcDeployment, header,
-};
 use tower_x402::{Offer, X402Layer};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+use x402_wire::{
+    AtomicAmount, Extension, PaymentRequired, ResourceInfo, SettleResponse, UsdcDeployment, header,
+};
 
 use nginx::{Nginx, free_port};
 

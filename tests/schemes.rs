@@ -16,11 +16,11 @@ use http_body_util::Full;
 use serde_json::json;
 use tower::{ServiceBuilder, ServiceExt};
 use tower_x402::payment::{Payments, Refusal, Scheme};
-use tower_x402::proto::{
+use tower_x402::{BoxFuture, Charge, Facilitator, FacilitatorError, Offer, X402Layer};
+use x402_wire::{
     AtomicAmount, FacilitatorRequest, PaymentPayload, PaymentRequirements, ResourceInfo,
     SettleResponse, VerifyResponse, X402Version, header,
 };
-use tower_x402::{BoxFuture, Charge, Facilitator, FacilitatorError, Offer, X402Layer};
 
 const URL: &str = "https://api.example.com/rows";
 const UNIT: u128 = 100;

@@ -15,16 +15,16 @@ use tower::ServiceExt as _;
 use tower_x402::PaymentEvent;
 use tower_x402::evm_rpc::EvmRpcReconciler;
 use tower_x402::payment::Payments;
-use tower_x402::proto::{
-    FacilitatorRequest, Network, PaymentPayload, ResourceInfo, SettleResponse, UsdcDeployment,
-    header,
-};
 use tower_x402::settlement::{
     LedgerEntry, MemorySettlementStore, PaymentKey, PaymentState, SettlementStore, StoreError,
 };
 use tower_x402::settlement::{Reconciler as _, Reconciliation};
 use tower_x402::{BoxFuture, HttpFacilitator, Offer, SettlementMode, VerifiedPayment, X402Layer};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
+use x402_wire::{
+    FacilitatorRequest, Network, PaymentPayload, ResourceInfo, SettleResponse, UsdcDeployment,
+    header,
+};
 
 const URL: &str = "https://shop.example/report";
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";

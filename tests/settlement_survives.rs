@@ -16,15 +16,15 @@ use axum::routing::get;
 use common::{Step, accepting, offer, payment, payment_header, scripted};
 use tower_x402::facilitator::Facilitator;
 use tower_x402::payment::Payments;
-use tower_x402::proto::{
-    FacilitatorRequest, PAYMENT_SIGNATURE, PaymentPayload, SettleResponse, VerifyResponse,
-};
 use tower_x402::settlement::{
     LedgerEntry, PaymentKey, PaymentState, Reconciliation, SettlementStore, StoreError,
 };
 use tower_x402::{
     BoxFuture, FacilitatorError, HttpFacilitator, MemorySettlementStore, Reconciler,
     SettlementMode, X402Layer,
+};
+use x402_wire::{
+    FacilitatorRequest, PAYMENT_SIGNATURE, PaymentPayload, SettleResponse, VerifyResponse,
 };
 
 const URL: &str = "https://api.example.com/report";

@@ -13,12 +13,12 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 use tower_x402::payment::Payments;
-use tower_x402::proto::{Network, PaymentRequired, ResourceInfo, UsdcDeployment, header};
 use tower_x402::settlement::StoreError;
 use tower_x402::siwx::{EntitlementStore, MemoryEntitlementStore, SignInWithX, SignedIn};
 use tower_x402::{BoxFuture, Offer, SettlementMode, X402Layer};
 use tower_x402_sandbox::siwx::{encode, proof_fields};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxSolanaWallet, SandboxWallet};
+use x402_wire::{Network, PaymentRequired, ResourceInfo, UsdcDeployment, header};
 
 const ORIGIN: &str = "https://shop.example";
 const SECRET: &[u8] = b"the secret every instance shares";

@@ -12,14 +12,12 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 use tower_x402::payment::Payments;
-use tower_x402::proto::{
-    AtomicAmount, Extension, PaymentRequired, ResourceInfo, UsdcDeployment, header,
-};
 use tower_x402::siwx::{
     Buyer, EntitlementStore, MemoryEntitlementStore, SignInWithX, entitlement_key,
 };
 use tower_x402::{Offer, Price, SettlementMode, VerifiedPayment, X402Layer};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+use x402_wire::{AtomicAmount, Extension, PaymentRequired, ResourceInfo, UsdcDeployment, header};
 
 const ORIGIN: &str = "https://shop.example";
 const SECRET: &[u8] = b"the secret every instance shares";

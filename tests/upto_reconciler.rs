@@ -4,12 +4,12 @@
 
 use serde_json::json;
 use tower_x402::evm_rpc::EvmRpcReconciler;
-use tower_x402::proto::{
+use tower_x402::settlement::{Reconciler, Reconciliation};
+use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+use x402_wire::{
     AtomicAmount, FacilitatorRequest, Network, PaymentPayload, PaymentRequired,
     PaymentRequirements, ResourceInfo, UPTO_SCHEME, UsdcDeployment, X402Version,
 };
-use tower_x402::settlement::{Reconciler, Reconciliation};
-use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 const NOW: u64 = 1_750_000_000;

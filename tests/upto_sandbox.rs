@@ -11,13 +11,13 @@ use axum::http::HeaderMap;
 use axum::routing::get;
 use tower_x402::evm_rpc::EvmRpcReconciler;
 use tower_x402::payment::Payments;
-use tower_x402::proto::{
-    AtomicAmount, Network, PaymentRequired, ResourceInfo, SettleResponse, UsdcDeployment, header,
-};
 use tower_x402::{
     Charge, HttpFacilitator, MemorySettlementStore, Offer, SettlementMode, X402Layer,
 };
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
+use x402_wire::{
+    AtomicAmount, Network, PaymentRequired, ResourceInfo, SettleResponse, UsdcDeployment, header,
+};
 
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 const START: u128 = 1_000_000_000;

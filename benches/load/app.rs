@@ -9,9 +9,9 @@ use http::header::{
     ACCESS_CONTROL_EXPOSE_HEADERS, CACHE_CONTROL, CONTENT_TYPE, HeaderName, HeaderValue,
 };
 use tower_x402::Offer;
-use tower_x402::proto::{self, UsdcDeployment};
 use tower_x402::{Charge, HttpFacilitator, SettlementMode, X402Layer};
 use tower_x402_benches::{METERED_CHARGE, offer_with, upto_offer};
+use x402_wire::{UsdcDeployment, header};
 
 /// The paid route settled after the handler answers; unpaid, it is the 402 path.
 pub(crate) const PAID_AFTER: &str = "/paid/after";
@@ -79,7 +79,7 @@ fn challenge_response(
     offer: &Offer,
 ) -> Result<(StatusCode, [(HeaderName, HeaderValue); 4], Bytes), String> {
     let required = offer.payment_required();
-    let header = proto::header::encode(required).map_err(|error| error.to_string())?;
+    let header = header::encode(required).map_err(|error| error.to_string())?;
     let body = serde_json::to_vec(required).map_err(|error| error.to_string())?;
     Ok((
         StatusCode::PAYMENT_REQUIRED,

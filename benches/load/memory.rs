@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http::HeaderValue;
-use tower_x402::proto::{PaymentRequired, header};
 use tower_x402_sandbox::SandboxWallet;
+use x402_wire::{PaymentRequired, header};
 
 use tower_x402_benches::PAY_TO;
 

@@ -11,8 +11,8 @@ use axum::Json;
 use axum::routing::get;
 use axum::serve::ListenerExt;
 use serde_json::json;
-use tower_x402::proto::AtomicAmount;
 use tower_x402_sandbox::{SandboxFacilitator, Step};
+use x402_wire::AtomicAmount;
 
 /// Serves the stub on `listener` until the process ends.
 pub(crate) async fn serve(listener: tokio::net::TcpListener) -> std::io::Result<()> {

@@ -9,8 +9,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use x402_wire::{FacilitatorRequest, SettleResponse, SupportedResponse, VerifyResponse};
+
 use crate::boxed::BoxFuture;
-use crate::proto::{FacilitatorRequest, SettleResponse, SupportedResponse, VerifyResponse};
 
 #[cfg(feature = "reqwest")]
 mod http;

@@ -11,8 +11,9 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use x402_wire::{FacilitatorRequest, SettleResponse, VerifyResponse};
+
 use super::{Facilitator, FacilitatorError};
-use crate::proto::{FacilitatorRequest, SettleResponse, VerifyResponse};
 
 /// The label of the facilitator a lone [`Facilitator`] is given.
 pub const DEFAULT_LABEL: &str = "default";

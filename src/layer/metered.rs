@@ -7,10 +7,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use http::{HeaderMap, HeaderName, HeaderValue};
+use x402_wire::{AtomicAmount, PAYMENT_RESPONSE, header as codec};
 
 use crate::payment::charge::resolve_override;
 use crate::payment::{Charge, Cleared, Refusal, VerifiedPayment};
-use crate::proto::{AtomicAmount, PAYMENT_RESPONSE, header as codec};
 
 /// The response header in which a handler written for another x402 server names the amount to
 /// charge for a metered payment: `{"amount": "1000" | "50%" | "$0.05"}` (atomic units, a

@@ -102,12 +102,12 @@ use std::time::Duration;
 
 use http::HeaderValue;
 use tower_layer::Layer;
+use x402_wire::header::DEFAULT_MAX_LEN;
 
 use crate::facilitator::Facilitator;
 use crate::payment::Payments;
 use crate::paywall_page::PaywallPage;
 use crate::pricing::Pricing;
-use crate::proto::header::DEFAULT_MAX_LEN;
 
 mod body;
 mod config;

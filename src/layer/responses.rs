@@ -6,12 +6,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode};
+use x402_wire::{PAYMENT_REQUIRED, PAYMENT_RESPONSE, SettleResponse, header as codec};
 
 use super::Config;
 use super::body::ResponseBody;
 use crate::payment::{Refusal, RefusalKind};
 use crate::pricing::Offer;
-use crate::proto::{PAYMENT_REQUIRED, PAYMENT_RESPONSE, SettleResponse, header as codec};
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");

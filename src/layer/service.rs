@@ -7,6 +7,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response};
 use tower_service::Service;
+use x402_wire::{PAYMENT_SIGNATURE, PaymentPayload, header};
 
 use super::body::ResponseBody;
 use super::future::{Gate, ResponseFuture};
@@ -18,7 +19,6 @@ use crate::payment::Payments;
 use crate::payment::{Prelude, ProtectedRequest, Refusal, RequestDigest};
 use crate::paywall_page;
 use crate::pricing::{Offer, PendingPrice, Price, Pricing};
-use crate::proto::{PAYMENT_SIGNATURE, PaymentPayload, header};
 
 /// The x402 paywall service; see [`X402Layer`](super::X402Layer) and the [module docs](super).
 pub struct X402<S> {

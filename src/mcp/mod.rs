@@ -106,6 +106,8 @@ use rmcp::handler::server::tool::{DynCallToolHandler, ToolCallContext, ToolRoute
 use rmcp::model::{CallToolResponse, CallToolResult, MetaObject, Tool};
 use serde::Deserialize as _;
 use serde_json::{Map, Value, json};
+use x402_wire::header::HeaderError;
+use x402_wire::{Extension, PaymentPayload, ResourceInfo, SettleResponse, X402Version};
 
 use crate::boxed::BoxFuture;
 
@@ -115,8 +117,6 @@ use crate::payment::{
 #[cfg(doc)]
 use crate::pricing::SettlementMode;
 use crate::pricing::{Offer, OfferError};
-use crate::proto::header::HeaderError;
-use crate::proto::{Extension, PaymentPayload, ResourceInfo, SettleResponse, X402Version};
 
 /// The `_meta` key of a `tools/call` request that carries the payment (a `PaymentPayload`
 /// object).

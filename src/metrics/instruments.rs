@@ -6,6 +6,7 @@ use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
 use metrics::{SharedString, counter, gauge};
+use x402_wire::{FacilitatorRequest, SettleResponse, SupportedResponse, VerifyResponse};
 
 use super::{
     CHALLENGES, FACILITATOR_CIRCUIT_OPEN, FACILITATOR_DURATION, LEDGER_ERRORS, PAYMENTS,
@@ -14,7 +15,6 @@ use super::{
 use crate::boxed::BoxFuture;
 use crate::facilitator::{Facilitator, FacilitatorError, Facilitators};
 use crate::payment::{PaymentEvent, PaymentEvents, Refusal};
-use crate::proto::{FacilitatorRequest, SettleResponse, SupportedResponse, VerifyResponse};
 use crate::settlement::{
     LedgerEntry, PaymentKey, PaymentState, Reconciler, Reconciliation, SettlementStore, StoreError,
 };

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::proto::{AtomicAmount, MoneyError, PaymentRequirements, UsdAmount, UsdcDeployment};
+use x402_wire::{AtomicAmount, MoneyError, PaymentRequirements, UsdAmount, UsdcDeployment};
 
 /// The fraction digits of `requirement`'s asset, when it is a known USDC deployment.
 pub(crate) fn asset_decimals(requirement: &PaymentRequirements) -> Option<u8> {

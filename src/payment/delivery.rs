@@ -242,13 +242,13 @@ mod tests {
     #[test]
     fn only_a_fixed_price_payment_is_delivered_again_and_only_for_its_request() {
         let record = |scheme: &str, digest: Option<&str>| {
-            let requirement: crate::proto::PaymentRequirements = serde_json::from_value(json!({
+            let requirement: x402_wire::PaymentRequirements = serde_json::from_value(json!({
                 "scheme": scheme, "network": "eip155:8453", "amount": "1000",
                 "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
                 "payTo": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C", "maxTimeoutSeconds": 60
             }))
             .unwrap();
-            let settlement = crate::proto::SettleResponse::failure(requirement.network.clone(), "");
+            let settlement = x402_wire::SettleResponse::failure(requirement.network.clone(), "");
             let record = SettlementRecord::from_parts(
                 crate::settlement::PaymentKey::from_stored("k"),
                 "f",

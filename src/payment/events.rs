@@ -1,8 +1,9 @@
 //! Observing what the core and the layer do with each payment.
 
+use x402_wire::{PaymentPayload, SettleResponse};
+
 use super::refusal::Refusal;
 use crate::pricing::Offer;
-use crate::proto::{PaymentPayload, SettleResponse};
 use crate::settlement::{PaymentKey, SettlementRecord};
 
 /// Something that happened to a priced request.

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use tracing::Instrument as _;
+use x402_wire::{FacilitatorRequest, PaymentPayload, PaymentRequirements, VerifyResponse};
 
 use super::delivery::{self, RequestDigest};
 use super::events::PaymentEvent;
@@ -20,7 +21,6 @@ use crate::facilitator::FacilitatorError;
 use crate::pricing::Offer;
 #[cfg(doc)]
 use crate::pricing::SettlementMode;
-use crate::proto::{FacilitatorRequest, PaymentPayload, PaymentRequirements, VerifyResponse};
 use crate::settlement::{
     Fingerprint, PaymentKey, PaymentState, SettlementIntent, SettlementRecord,
 };

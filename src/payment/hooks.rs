@@ -8,13 +8,13 @@ use std::sync::Arc;
 use http::{Extensions, HeaderMap, Method};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+use x402_wire::{FacilitatorRequest, SettleResponse, VerifyResponse};
 
 use super::refusal::Refusal;
 use super::verified::VerifiedPayment;
 use crate::boxed::BoxFuture;
 use crate::facilitator::FacilitatorError;
 use crate::pricing::{Offer, header_budget};
-use crate::proto::{FacilitatorRequest, SettleResponse, VerifyResponse};
 use crate::settlement::PaymentKey;
 
 /// A plug-in that takes part in the life of each payment. Every method has a default that

@@ -1,7 +1,7 @@
 //! The payment core: everything between a decoded payment and the work it pays for, with no
 //! HTTP in it.
 //!
-//! [`Payments`] takes a decoded [`PaymentPayload`](crate::proto::PaymentPayload), the [`Offer`](crate::pricing::Offer) it pays and the accept it
+//! [`Payments`] takes a decoded [`PaymentPayload`](x402_wire::PaymentPayload), the [`Offer`](crate::pricing::Offer) it pays and the accept it
 //! matched ([`Payments::accepted`]), and answers with an [`Outcome`]: single-flight per payment,
 //! the ledger claim in its [`SettlementStore`](crate::settlement::SettlementStore), the replay of a payment that already settled,
 //! the recovery of payments in doubt, verification, and settlement — before the work in

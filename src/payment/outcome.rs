@@ -4,6 +4,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use x402_wire::{AtomicAmount, SettleResponse};
+
 use super::charge::Charge;
 use super::ledger::{self, Hold};
 use super::payments::Payments;
@@ -13,7 +15,6 @@ use super::single_flight::InflightGuard;
 use super::verified::VerifiedPayment;
 #[cfg(doc)]
 use crate::pricing::SettlementMode;
-use crate::proto::{AtomicAmount, SettleResponse};
 use crate::settlement::SettlementIntent;
 
 /// What [`Payments::authorize`] decided about a payment.

@@ -2,9 +2,10 @@
 
 use std::fmt;
 
+use x402_wire::header::HeaderError;
+use x402_wire::{AtomicAmount, SettleResponse};
+
 use crate::facilitator::FacilitatorError;
-use crate::proto::header::HeaderError;
-use crate::proto::{AtomicAmount, SettleResponse};
 use crate::settlement::StoreError;
 
 /// Why the core refused a priced request, in no transport's terms. Every refusal is answered

@@ -101,7 +101,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::proto::PaymentPayload;
+    use x402_wire::PaymentPayload;
 
     fn payload(signature: &str) -> PaymentPayload {
         with_nonce(signature, &format!("0x{}", "ab".repeat(32)))

@@ -5,8 +5,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::refusal::Refusal;
-use crate::proto::{AtomicAmount, FacilitatorRequest, PaymentPayload, PaymentRequirements};
 use crate::settlement::Fingerprint;
+use x402_wire::{AtomicAmount, FacilitatorRequest, PaymentPayload, PaymentRequirements};
 
 /// A payment scheme, as the payment core on the server's side sees it: how a payment is
 /// matched against an offer's requirement of the scheme and identified, what amount is settled,
@@ -121,7 +121,7 @@ struct Upto;
 
 impl Scheme for Upto {
     fn name(&self) -> &str {
-        crate::proto::UPTO_SCHEME
+        x402_wire::UPTO_SCHEME
     }
 
     fn identify(&self, payload: &PaymentPayload) -> Result<Arc<str>, Refusal> {

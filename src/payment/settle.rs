@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::Instrument as _;
+use x402_wire::{FacilitatorRequest, SettleResponse};
 
 use super::events::PaymentEvent;
 use super::hooks::{BeforeSettle, PaymentContext, SettleFailure};
@@ -15,7 +16,6 @@ use super::single_flight::InflightGuard;
 use super::uncancellable::{Panicked, Uncancellable};
 use crate::facilitator::{FacilitatorError, Member};
 use crate::pricing::Offer;
-use crate::proto::{FacilitatorRequest, SettleResponse};
 use crate::settlement::{PaymentState, Reconciliation, SettlementIntent, SettlementRecord};
 
 /// `success: false` reasons that do not prove nothing moved: the transaction may be on its way
@@ -511,7 +511,7 @@ async fn in_doubt(
                 .upto_evm()
                 .ok()?
                 .permit2_authorization;
-            Some(crate::proto::Eip3009Authorization {
+            Some(x402_wire::Eip3009Authorization {
                 from: upto.from,
                 to: upto.witness.to,
                 value: upto.permitted.amount,
@@ -569,14 +569,14 @@ mod expiry_tests {
     use super::*;
 
     fn request(payload: serde_json::Value, scheme: &str) -> FacilitatorRequest {
-        let requirements: crate::proto::PaymentRequirements = serde_json::from_value(json!({
+        let requirements: x402_wire::PaymentRequirements = serde_json::from_value(json!({
             "scheme": scheme, "network": "eip155:8453", "amount": "1000",
             "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
             "payTo": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C", "maxTimeoutSeconds": 60
         }))
         .unwrap();
-        let payment = crate::proto::PaymentPayload {
-            x402_version: crate::proto::X402Version::V2,
+        let payment = x402_wire::PaymentPayload {
+            x402_version: x402_wire::X402Version::V2,
             resource: None,
             accepted: requirements.clone(),
             payload: serde_json::value::to_raw_value(&payload).unwrap(),
@@ -590,7 +590,7 @@ mod expiry_tests {
             json!({"signature": "0x", "permit2Authorization": {
                 "from": "0x857b06519E91e3A54538791bDbb0E22373e36b66",
                 "permitted": {"token": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", "amount": "1000"},
-                "spender": crate::proto::UPTO_PROXY_ADDRESS, "nonce": "1",
+                "spender": x402_wire::UPTO_PROXY_ADDRESS, "nonce": "1",
                 "deadline": deadline.to_string(),
                 "witness": {"to": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
                             "facilitator": "0x1111111111111111111111111111111111111111", "validAfter": "0"}

@@ -2,8 +2,9 @@
 
 use std::sync::Arc;
 
+use x402_wire::{PaymentPayload, PaymentRequirements, SettleResponse};
+
 use crate::pricing::Offer;
-use crate::proto::{PaymentPayload, PaymentRequirements, SettleResponse};
 use crate::settlement::PaymentKey;
 
 /// A verified payment, inserted into the request extensions of every paid request that reaches

@@ -49,9 +49,9 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode};
 use sha2::{Digest as _, Sha256};
+use x402_wire::{AtomicAmount, PAYMENT_REQUIRED, UsdAmount, UsdcDeployment};
 
 use crate::pricing::Offer;
-use crate::proto::{AtomicAmount, PAYMENT_REQUIRED, UsdAmount, UsdcDeployment};
 
 mod accept;
 
@@ -347,7 +347,7 @@ impl fmt::Display for Escaped<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::ResourceInfo;
+    use x402_wire::ResourceInfo;
 
     fn offer(description: &str) -> Offer {
         let mut resource = ResourceInfo::new("https://shop.example/item");

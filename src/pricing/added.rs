@@ -5,8 +5,7 @@ use std::sync::OnceLock;
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-
-use crate::proto::PaymentRequired;
+use x402_wire::PaymentRequired;
 
 /// The extension an [`Offer`](super::Offer) gained for one request.
 #[derive(Debug)]
@@ -74,7 +73,7 @@ mod tests {
 
     use super::*;
     use crate::pricing::{Offer, OfferBuilder};
-    use crate::proto::{Extension, ResourceInfo, UsdcDeployment};
+    use x402_wire::{Extension, ResourceInfo, UsdcDeployment};
 
     fn builder() -> OfferBuilder {
         Offer::builder(ResourceInfo::new("https://shop.example/report")).usdc(
@@ -120,7 +119,7 @@ mod tests {
                     String::from_utf8_lossy(appended.challenge_body()),
                     String::from_utf8_lossy(&whole)
                 );
-                let header = crate::proto::header::encode_json(&whole).expect("a header");
+                let header = x402_wire::header::encode_json(&whole).expect("a header");
                 assert_eq!(appended.challenge_header(), &header);
                 let parsed: PaymentRequired =
                     serde_json::from_slice(&whole).expect("the challenge reads back");

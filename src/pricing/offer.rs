@@ -5,17 +5,16 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::HeaderValue;
 use serde_json::{Map, Value};
-
-use super::added::AddedExtension;
-
-use crate::proto::{
+use x402_wire::{
     Extension, MoneyError, PaymentRequired, PaymentRequirements, ResourceInfo, UPTO_SCHEME as UPTO,
     UsdAmount, UsdcDeployment, X402Version, header, is_metered,
 };
 
+use super::added::AddedExtension;
+
 /// `extra` keys and values of a metered (`upto`) accept.
 const ASSET_TRANSFER_METHOD: &str = "assetTransferMethod";
-const PERMIT2: &str = crate::proto::PERMIT2_TRANSFER_METHOD;
+const PERMIT2: &str = x402_wire::PERMIT2_TRANSFER_METHOD;
 const FACILITATOR_ADDRESS: &str = "facilitatorAddress";
 
 /// The `error` text of the challenge sent when a request carries no payment.

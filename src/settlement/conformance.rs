@@ -15,12 +15,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
+use x402_wire::{
+    AtomicAmount, FacilitatorRequest, Network, PaymentPayload, PaymentRequirements, SettleResponse,
+};
 
 use super::SettlementStore;
 use super::{LedgerEntry, PaymentKey, PaymentState, SettlementIntent, SettlementRecord};
-use crate::proto::{
-    AtomicAmount, FacilitatorRequest, Network, PaymentPayload, PaymentRequirements, SettleResponse,
-};
 
 /// How many tasks race for one key in the concurrency checks.
 const RACERS: usize = 16;

@@ -2,8 +2,9 @@
 
 use std::sync::Arc;
 
+use x402_wire::FacilitatorRequest;
+
 use crate::boxed::BoxFuture;
-use crate::proto::FacilitatorRequest;
 
 /// What the chain says about a payment.
 #[derive(Clone, Debug, PartialEq, Eq)]

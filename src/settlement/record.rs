@@ -6,7 +6,7 @@ use std::fmt;
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::sync::{Arc, OnceLock};
 
-use crate::proto::{PaymentPayload, PaymentRequirements, SettleResponse};
+use x402_wire::{PaymentPayload, PaymentRequirements, SettleResponse};
 
 /// Identifies one payment, whatever request carries it.
 ///
@@ -120,10 +120,7 @@ impl Fingerprint {
     /// The proof is read in place, as the shape its scheme names (an `upto` payment's Permit2
     /// first, any other's EIP-3009), then as the other, and otherwise taken as it is.
     pub(crate) fn read(payload: &PaymentPayload) -> (Self, bool) {
-        Self::read_first(
-            payload,
-            payload.accepted.scheme == crate::proto::UPTO_SCHEME,
-        )
+        Self::read_first(payload, payload.accepted.scheme == x402_wire::UPTO_SCHEME)
     }
 
     /// [`read`](Self::read), a Permit2 permit tried first when `permit_first` (the shape of an
@@ -214,7 +211,7 @@ impl Fingerprint {
 }
 
 /// An EIP-3009 `exact` payload borrowed from its JSON: the shape of
-/// [`ExactEvmPayload`](crate::proto::ExactEvmPayload), every string left where it is (copied
+/// [`ExactEvmPayload`](x402_wire::ExactEvmPayload), every string left where it is (copied
 /// only when it holds an escape).
 #[derive(serde::Deserialize)]
 #[allow(dead_code)] // Every field is read, to accept exactly what `exact_evm` accepts.
@@ -226,7 +223,7 @@ struct ExactEvmView<'a> {
 }
 
 /// An `upto` Permit2 payload borrowed from its JSON: the shape of
-/// [`UptoEvmPayload`](crate::proto::UptoEvmPayload), every string left where it is.
+/// [`UptoEvmPayload`](x402_wire::UptoEvmPayload), every string left where it is.
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[allow(dead_code)] // Every field is read, to accept exactly what `upto_evm` accepts.
@@ -237,7 +234,7 @@ struct UptoEvmView<'a> {
     permit2_authorization: Permit2View<'a>,
 }
 
-/// [`Permit2Authorization`](crate::proto::Permit2Authorization), borrowed.
+/// [`Permit2Authorization`](x402_wire::Permit2Authorization), borrowed.
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[allow(dead_code)]
@@ -256,7 +253,7 @@ struct Permit2View<'a> {
     witness: UptoWitnessView<'a>,
 }
 
-/// [`TokenPermissions`](crate::proto::TokenPermissions), borrowed.
+/// [`TokenPermissions`](x402_wire::TokenPermissions), borrowed.
 #[derive(serde::Deserialize)]
 #[allow(dead_code)]
 struct TokenPermissionsView<'a> {
@@ -266,7 +263,7 @@ struct TokenPermissionsView<'a> {
     amount: Cow<'a, str>,
 }
 
-/// [`UptoWitness`](crate::proto::UptoWitness), borrowed.
+/// [`UptoWitness`](x402_wire::UptoWitness), borrowed.
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[allow(dead_code)]
@@ -279,7 +276,7 @@ struct UptoWitnessView<'a> {
     valid_after: Cow<'a, str>,
 }
 
-/// [`Eip3009Authorization`](crate::proto::Eip3009Authorization), borrowed.
+/// [`Eip3009Authorization`](x402_wire::Eip3009Authorization), borrowed.
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[allow(dead_code)]

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use x402_wire::FacilitatorRequest;
 
 use super::SettlementRecord;
-use crate::proto::FacilitatorRequest;
 
 /// Where one payment stands. A [`SettlementStore`](super::SettlementStore) keeps one per
 /// [`PaymentKey`](super::PaymentKey) and never interprets it: it stores the value (for example

@@ -4,13 +4,13 @@
 
 use http::Extensions;
 use serde_json::value::RawValue;
+use x402_wire::SettleResponse;
 
 use super::{EXTENSION, SIGN_IN_WITH_X, SignInWithX, record_purchase};
 use crate::boxed::BoxFuture;
 use crate::payment::{
     PaymentContext, PaymentHooks, Payments, ProtectedRequest, Refusal, RefusalKind, RequestDecision,
 };
-use crate::proto::SettleResponse;
 
 /// Sign-in-with-x as a [lifecycle hook](PaymentHooks): register it on the
 /// [`Payments`](crate::payment::Payments) of a layer or of

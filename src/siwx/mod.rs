@@ -71,10 +71,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use sha2::Sha256;
+use x402_wire::{AtomicAmount, FacilitatorRequest};
 
 use crate::boxed::BoxError;
 use crate::pricing::Offer;
-use crate::proto::{AtomicAmount, FacilitatorRequest};
 use crate::settlement::StoreError;
 
 mod buyer;
@@ -886,16 +886,14 @@ mod tests {
         let siwx = SignInWithX::new("https://shop.example", [7_u8; 32])
             .unwrap()
             .statement("Sign in");
-        let offer = Offer::builder(crate::proto::ResourceInfo::new(
-            "https://shop.example/report",
-        ))
-        .usdc(
-            &crate::proto::UsdcDeployment::BASE,
-            "1.00".parse().unwrap(),
-            "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
-        )
-        .build()
-        .unwrap();
+        let offer = Offer::builder(x402_wire::ResourceInfo::new("https://shop.example/report"))
+            .usdc(
+                &x402_wire::UsdcDeployment::BASE,
+                "1.00".parse().unwrap(),
+                "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
+            )
+            .build()
+            .unwrap();
         let raw = siwx.challenge(&offer, "/report?x=1").unwrap();
         assert!(
             siwx.challenge(&offer, &format!("/{}", "a".repeat(MAX_PATH_LEN)))

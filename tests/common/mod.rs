@@ -10,12 +10,12 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use serde_json::json;
-use tower_x402::proto::{
+use tower_x402::{Offer, SettlementMode, VerifiedPayment};
+pub use tower_x402_sandbox::{SandboxFacilitator, Step};
+use x402_wire::{
     PaymentPayload, PaymentRequired, ResourceInfo, SettleResponse, UsdcDeployment, X402Version,
     header,
 };
-use tower_x402::{Offer, SettlementMode, VerifiedPayment};
-pub use tower_x402_sandbox::{SandboxFacilitator, Step};
 
 pub const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 pub const PAYER: &str = "0x857b06519E91e3A54538791bDbb0E22373e36b66";

@@ -11,7 +11,7 @@ use axum::routing::get;
 use http_body_util::BodyExt;
 use tokio::sync::Semaphore;
 use tower_x402::Charge;
-use tower_x402::proto::{AtomicAmount, PaymentPayload, SettleResponse, header};
+use x402_wire::{AtomicAmount, PaymentPayload, SettleResponse, header};
 
 /// What each token costs, in atomic USDC units (0.001 USDC).
 pub const TOKEN_PRICE: u128 = 1_000;

@@ -7,9 +7,9 @@ use std::process::Command;
 use axum::Router;
 use axum::extract::Query;
 use axum::routing::get;
-use tower_x402::proto::{AtomicAmount, ResourceInfo, UsdcDeployment};
 use tower_x402::{Charge, Offer, X402Layer};
 use tower_x402_sandbox::SandboxFacilitator;
+use x402_wire::{AtomicAmount, ResourceInfo, UsdcDeployment};
 
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use percent_encoding::percent_decode_str;
 use serde_json::{Value, json};
 use tower_x402::pricing::OfferError;
-use tower_x402::proto::{Extension, ResourceInfo, UsdAmount, UsdcDeployment};
 use tower_x402::{Offer, SettlementMode};
+use x402_wire::{Extension, ResourceInfo, UsdAmount, UsdcDeployment};
 
 use crate::config::Config;
 use crate::paywall::doors::Doors;

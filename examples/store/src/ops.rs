@@ -23,7 +23,7 @@ use axum::routing::get;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde_json::json;
 use tower_x402::facilitator::{Endpoint, Facilitator, Facilitators};
-use tower_x402::proto::SupportedResponse;
+use x402_wire::SupportedResponse;
 
 use crate::state::AppState;
 use crate::storage::Store;

@@ -11,6 +11,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use reqwest::Url;
+use x402_wire::{FacilitatorRequest, SettleResponse, SupportedResponse, VerifyResponse};
 
 pub use self::auth::AuthProvider;
 use self::builder::Timeouts;
@@ -19,7 +20,6 @@ use self::retry::RetryPolicy;
 use self::supported_cache::SupportedCache;
 use super::{Endpoint, Facilitator, FacilitatorError};
 use crate::boxed::BoxFuture;
-use crate::proto::{FacilitatorRequest, SettleResponse, SupportedResponse, VerifyResponse};
 
 /// A facilitator reached over HTTP.
 ///

@@ -271,7 +271,7 @@ async fn read_body(mut response: reqwest::Response) -> Result<Bytes, BodyError> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::VerifyResponse;
+    use x402_wire::VerifyResponse;
 
     #[test]
     fn a_negative_answer_in_an_error_status_is_an_answer() {

@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tower_x402::proto::header;
-use tower_x402::proto::{PaymentPayload, PaymentRequired, SettleResponse};
+use x402_wire::header;
+use x402_wire::{PaymentPayload, PaymentRequired, SettleResponse};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(payload) = header::decode::<PaymentPayload>(data) {

@@ -13,7 +13,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use libfuzzer_sys::fuzz_target;
 use tower::ServiceExt as _;
-use tower_x402::proto::{ResourceInfo, UsdcDeployment};
+use x402_wire::{ResourceInfo, UsdcDeployment};
 use tower_x402_sandbox::SandboxFacilitator;
 use tower_x402::{Offer, SettlementMode, X402Layer};
 

@@ -6,8 +6,8 @@ use std::future::poll_fn;
 use axum::http::{HeaderValue, Request, Response, StatusCode};
 use tower_service::Service;
 use tower_x402::BoxError;
-use tower_x402::proto::header::{self, HeaderError};
-use tower_x402::proto::{
+use x402_wire::header::{self, HeaderError};
+use x402_wire::{
     PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, PaymentPayload, PaymentRequired,
     SettleResponse,
 };
@@ -80,7 +80,7 @@ impl SandboxWallet {
     ///
     /// ```
     /// use axum::{Router, routing::get};
-    /// use tower_x402::proto::{ResourceInfo, UsdcDeployment};
+    /// use x402_wire::{ResourceInfo, UsdcDeployment};
     /// use tower_x402::{Offer, X402Layer};
     /// use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
     ///

@@ -12,7 +12,7 @@ use std::str::FromStr;
 use alloy_primitives::{Address, B256, U256};
 use alloy_sol_types::{Eip712Domain, SolStruct};
 
-use tower_x402::proto::{Eip3009Authorization, PaymentRequirements};
+use x402_wire::{Eip3009Authorization, PaymentRequirements};
 
 use crate::typed_data::TransferWithAuthorization;
 
@@ -111,7 +111,7 @@ pub enum DigestError {
 /// Hashes `authorization` under the token domain that `requirements` names.
 ///
 /// ```
-/// use tower_x402::proto::{Eip3009Authorization, Network, PaymentRequirements, UsdcDeployment};
+/// use x402_wire::{Eip3009Authorization, Network, PaymentRequirements, UsdcDeployment};
 /// use tower_x402_sandbox::authorization_digest;
 ///
 /// let requirements = PaymentRequirements {

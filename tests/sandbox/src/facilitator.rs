@@ -7,7 +7,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use alloy_primitives::Address;
 use tower_x402::BoxFuture;
 use tower_x402::facilitator::{Endpoint, Facilitator, FacilitatorError};
-use tower_x402::proto::{
+use x402_wire::{
     AtomicAmount, FacilitatorRequest, SettleResponse, SupportedKind, SupportedResponse,
     UPTO_SCHEME, VerifyResponse, X402Version,
 };
@@ -31,9 +31,10 @@ pub struct InvalidAddress(pub String);
 /// It supports scheme `exact` with EIP-3009 and scheme `upto` with Permit2 (a
 /// `PermitWitnessTransferFrom` whose witness names this facilitator, settled for the
 /// requirement's `amount`, at most the permitted maximum, once per Permit2 nonce; zero moves
-/// nothing) on Base (`eip155:8453`) and Base Sepolia
-/// (`eip155:84532`), using the USDC deployments and EIP-712 domains of
-/// [`UsdcDeployment`](tower_x402::proto::UsdcDeployment). Verification recovers the signer of the
+/// nothing), and scheme `batch-settlement` (payment channels over a simulated
+/// `x402BatchSettlement` contract, see [`batch`](crate::batch)) on Base (`eip155:8453`) and Base
+/// Sepolia (`eip155:84532`), using the USDC deployments and EIP-712 domains of
+/// [`UsdcDeployment`](x402_wire::UsdcDeployment). Verification recovers the signer of the
 /// EIP-712 `TransferWithAuthorization` digest and applies the reference facilitator's checks in
 /// its order (see [`reason`](crate::reason)); settlement re-verifies and then moves funds in an
 /// in-memory ledger where every address starts with 1,000 USDC (1,000,000,000 atomic units) (or the amount
@@ -51,7 +52,7 @@ pub struct InvalidAddress(pub String);
 /// [`X402Layer`](tower_x402::X402Layer) directly, or serve it over HTTP.
 ///
 /// ```
-/// use tower_x402::proto::AtomicAmount;
+/// use x402_wire::AtomicAmount;
 /// use tower_x402_sandbox::SandboxFacilitator;
 ///
 /// let facilitator = SandboxFacilitator::new()
@@ -68,10 +69,12 @@ pub struct SandboxFacilitator {
 
 pub(crate) struct Inner {
     clock: RwLock<Clock>,
-    ledger: Ledger,
+    pub(crate) ledger: Ledger,
     signer: Address,
     supported: Arc<SupportedResponse>,
     script: Script,
+    /// The `batch-settlement` contract and receiver-authorizer key.
+    pub(crate) batch: crate::batch::BatchState,
     /// Smart-contract wallets on the chain view: wallet address → owner key's address.
     pub(crate) contract_wallets: RwLock<std::collections::HashMap<Address, Address>>,
 }
@@ -96,12 +99,28 @@ impl SandboxFacilitator {
             network: usdc.network.clone(),
             extra: Some(facilitator_address.clone()),
         });
-        let kinds = exact.chain(upto).collect();
+        let batch = crate::batch::BatchState::new();
+        let receiver_authorizer = serde_json::Map::from_iter([(
+            "receiverAuthorizer".to_owned(),
+            serde_json::Value::String(
+                Address::from_private_key(&batch.authorizer).to_checksum(None),
+            ),
+        )]);
+        let channels = DEPLOYMENTS.iter().map(|usdc| SupportedKind {
+            x402_version: X402Version::V2,
+            scheme: crate::batch::BATCH_SETTLEMENT_SCHEME.to_owned(),
+            network: usdc.network.clone(),
+            extra: Some(receiver_authorizer.clone()),
+        });
+        let kinds = exact.chain(upto).chain(channels).collect();
+        let ledger = Ledger::new(DEFAULT_STARTING_BALANCE);
+        // The contract holds exactly what was deposited into it.
+        ledger.set_balance(crate::batch::BATCH_SETTLEMENT, AtomicAmount(0));
         let signers = BTreeMap::from([("eip155:*".to_owned(), vec![signer.to_checksum(None)])]);
         Self {
             inner: Arc::new(Inner {
                 clock: RwLock::new(clock::system_clock()),
-                ledger: Ledger::new(DEFAULT_STARTING_BALANCE),
+                ledger,
                 signer,
                 supported: Arc::new(SupportedResponse {
                     kinds,
@@ -109,6 +128,7 @@ impl SandboxFacilitator {
                     signers,
                 }),
                 script: Script::default(),
+                batch,
                 contract_wallets: RwLock::default(),
             }),
         }
@@ -235,6 +255,9 @@ impl SandboxFacilitator {
         request: &FacilitatorRequest,
         signatures: Signatures,
     ) -> VerifyResponse {
+        if crate::batch::is_batch(request) {
+            return crate::batch::as_verify_response(self.verify_batch(request));
+        }
         let outcome =
             verify::check(request, self.now(), signatures, self.inner.signer).and_then(|payment| {
                 let payer = Some(payment.payer());
@@ -275,6 +298,9 @@ impl SandboxFacilitator {
         signatures: Signatures,
     ) -> SettleResponse {
         let network = request.payment_requirements().network.clone();
+        if crate::batch::is_batch(request) {
+            return crate::batch::as_settle_response(self.settle_batch(request), network);
+        }
         let outcome =
             verify::check(request, self.now(), signatures, self.inner.signer).and_then(|payment| {
                 let payer = Some(payment.payer());
@@ -337,8 +363,10 @@ impl SandboxFacilitator {
         self.inner.signer.to_checksum(None)
     }
 
-    /// The `/supported` answer: `exact` and `upto` on both networks, version 2 (`upto` with
-    /// `extra.facilitatorAddress`, the signer), and the signer.
+    /// The `/supported` answer: `exact`, `upto` and `batch-settlement` on both networks, version
+    /// 2 (`upto` with `extra.facilitatorAddress`, the signer; `batch-settlement` with
+    /// `extra.receiverAuthorizer`, [`receiver_authorizer`](Self::receiver_authorizer)), and the
+    /// signer.
     pub fn supported_response(&self) -> Arc<SupportedResponse> {
         Arc::clone(&self.inner.supported)
     }

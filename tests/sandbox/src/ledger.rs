@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use alloy_primitives::{Address, B256, keccak256};
-use tower_x402::proto::{AtomicAmount, Network};
+use x402_wire::{AtomicAmount, Network};
 
 use crate::reason;
 use crate::verify::{Authorized, Rejection};
@@ -92,6 +92,57 @@ impl Ledger {
         self.lock().settlements.len()
     }
 
+    /// Moves `amount` from `from` to `to` in one step with the balance check, and, when `nonce`
+    /// names an EIP-3009 authorization of `from` (network, token, nonce), marks it used in the
+    /// same step: a token transfer made by a contract rather than a recorded settlement.
+    pub(crate) fn transfer(
+        &self,
+        from: Address,
+        to: Address,
+        amount: u128,
+        nonce: Option<(Network, Address, B256)>,
+    ) -> Result<(), String> {
+        let mut state = self.lock();
+        let key = nonce.map(|(network, token, nonce)| (network, token, from, nonce));
+        if let Some(key) = &key
+            && state.used_nonces.contains(key)
+        {
+            return Err(format!(
+                "authorization nonce {} of {from} was already used",
+                key.3
+            ));
+        }
+        let balance = state.balance(from);
+        if balance < amount {
+            return Err(format!("{from} holds {balance}, below {amount}"));
+        }
+        if from != to {
+            let credited = state
+                .balance(to)
+                .checked_add(amount)
+                .ok_or_else(|| format!("the balance of {to} would overflow"))?;
+            state.balances.insert(to, credited);
+            state.balances.insert(from, balance - amount);
+        }
+        if let Some(key) = key {
+            state.used_nonces.insert(key);
+        }
+        Ok(())
+    }
+
+    /// Whether the EIP-3009 nonce `nonce` of `from` on `token` is used.
+    pub(crate) fn nonce_used(
+        &self,
+        network: &Network,
+        token: Address,
+        from: Address,
+        nonce: B256,
+    ) -> bool {
+        self.lock()
+            .used_nonces
+            .contains(&(network.clone(), token, from, nonce))
+    }
+
     #[cfg(test)]
     fn is_nonce_used(&self, network: &Network, asset: Address, from: Address, nonce: B256) -> bool {
         self.lock()
@@ -121,7 +172,7 @@ impl Ledger {
                 amount: AtomicAmount(0),
                 nonce: payment.nonce.to_string(),
                 transaction: String::new(),
-                scheme: tower_x402::proto::UPTO_SCHEME.to_owned(),
+                scheme: x402_wire::UPTO_SCHEME.to_owned(),
             });
         }
         // `check` established that the payer covers the amount.

@@ -19,6 +19,10 @@
 //! [`SandboxFacilitator::rpc_router`] serves its ledger as an Ethereum JSON-RPC chain, which
 //! `tower_x402::evm_rpc::EvmRpcReconciler` can read.
 //!
+//! The facilitator also speaks `batch-settlement`, payment channels over a simulated
+//! `x402BatchSettlement` contract: deposits, vouchers, claims, sweeps, refunds and timed
+//! withdrawals, with the wallet's side in [`SandboxWallet`] ([`batch`]).
+//!
 //! [`SandboxWallet::buy`] makes a buyer's whole round trip against a service in process — the
 //! request, its 402, the payment, the paid request — in one call, for tests.
 //!
@@ -26,7 +30,7 @@
 //! sandbox in process, and the `listening on http://ADDR` line scripts wait for.
 //!
 //! ```
-//! use tower_x402::proto::{FacilitatorRequest, ResourceInfo, UsdcDeployment};
+//! use x402_wire::{FacilitatorRequest, ResourceInfo, UsdcDeployment};
 //! use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 //! use tower_x402::Offer;
 //!
@@ -49,6 +53,7 @@
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod batch;
 mod buy;
 mod clock;
 pub mod demo;

@@ -2,8 +2,8 @@
 
 use alloy_primitives::B256;
 use tower_x402::BoxFuture;
-use tower_x402::proto::{FacilitatorRequest, UPTO_SCHEME, UptoEvmPayload};
 use tower_x402::settlement::{Reconciler, Reconciliation};
+use x402_wire::{FacilitatorRequest, UPTO_SCHEME, UptoEvmPayload};
 
 use crate::SandboxFacilitator;
 use crate::eip712::{parse_address, parse_decimal};

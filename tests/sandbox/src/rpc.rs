@@ -8,7 +8,7 @@ use axum::routing::post;
 use serde_json::{Value, json};
 use tower_x402::eip3009::{AuthorizationUsed, Transfer, authorizationStateCall};
 use tower_x402::permit2::{self, nonce_position, nonceBitmapCall};
-use tower_x402::proto::{Network, UPTO_SCHEME};
+use x402_wire::{Network, UPTO_SCHEME};
 
 use crate::SandboxFacilitator;
 use crate::eip712::parse_address;
@@ -33,11 +33,13 @@ impl SandboxFacilitator {
     /// `AuthorizationUsed` logs (an `upto` settlement: one transaction to the `upto` proxy whose
     /// receipt carries the token's `Transfer(payer, payTo, amount)`). Answers `eth_chainId`,
     /// `eth_blockNumber`, `eth_getLogs` (address, topics and block range),
-    /// `eth_getTransactionReceipt`, and `eth_call` of the token's `authorizationState` and of
-    /// Permit2's `nonceBitmap`; other methods get JSON-RPC error -32601.
+    /// `eth_getTransactionReceipt`, and `eth_call` of the token's `authorizationState`, of
+    /// Permit2's `nonceBitmap`, and of the `x402BatchSettlement` views `channels`,
+    /// `pendingWithdrawals`, `refundNonce` and `receivers`; other methods get JSON-RPC error
+    /// -32601.
     ///
     /// ```no_run
-    /// use tower_x402::proto::Network;
+    /// use x402_wire::Network;
     /// use tower_x402_sandbox::SandboxFacilitator;
     ///
     /// # #[tokio::main(flavor = "current_thread")]
@@ -181,6 +183,13 @@ impl Chain {
         }
         if to == Some(permit2::PERMIT2) {
             return self.nonce_bitmap(&bytes);
+        }
+        if crate::batch::is_contract(to) {
+            let answer = self
+                .sandbox
+                .batch_call(&self.network, &bytes)
+                .map_err(|message| (-32000, message))?;
+            return Ok(json!(alloy_primitives::hex::encode_prefixed(answer)));
         }
         let Ok(authorizationStateCall { authorizer, nonce }) =
             authorizationStateCall::abi_decode(&bytes)

@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tower_x402::facilitator::Endpoint;
-use tower_x402::proto::{FacilitatorRequest, SettleResponse, VerifyResponse};
+use x402_wire::{FacilitatorRequest, SettleResponse, VerifyResponse};
 
 use crate::SandboxFacilitator;
 use crate::verify::Signatures;
@@ -187,7 +187,7 @@ impl Script {
     }
 
     /// Counts a call and takes its step, with whether the standing step trusts signatures.
-    fn next(&self, endpoint: Endpoint) -> (Step, bool) {
+    pub(crate) fn next(&self, endpoint: Endpoint) -> (Step, bool) {
         self.calls(endpoint).fetch_add(1, Ordering::SeqCst);
         let mut lane = lock(self.lane(endpoint));
         let trusting = *lane.standing.last() == Step::Trust;
@@ -216,7 +216,7 @@ impl Script {
 
 /// Waits out the delays in front of `step`; then how its work (if any) reads signatures: as
 /// the step says, or else as the standing step does.
-async fn arrive(mut step: Step, trusting: bool) -> (Step, Signatures) {
+pub(crate) async fn arrive(mut step: Step, trusting: bool) -> (Step, Signatures) {
     while let Step::Delayed { delay, then } = step {
         tokio::time::sleep(delay).await;
         step = *then;
@@ -231,7 +231,7 @@ async fn arrive(mut step: Step, trusting: bool) -> (Step, Signatures) {
 }
 
 /// The transport faults, with `work` done first where the step says the work is done.
-fn transport<T>(step: &Step, work: impl FnOnce() -> T) -> Reply<T> {
+pub(crate) fn transport<T>(step: &Step, work: impl FnOnce() -> T) -> Reply<T> {
     match step {
         Step::Status(code) => Reply::Status(*code),
         Step::Garbage => Reply::Garbage,

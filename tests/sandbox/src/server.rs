@@ -74,6 +74,9 @@ impl SandboxFacilitator {
 
 async fn verify(State(facilitator): State<SandboxFacilitator>, body: Bytes) -> Response {
     match serde_json::from_slice(&body) {
+        Ok(request) if crate::batch::is_batch(&request) => {
+            reply(facilitator.scripted_batch_verify(&request).await).await
+        }
         Ok(request) => reply(facilitator.scripted_verify(&request).await).await,
         Err(error) => not_a_request(&error),
     }
@@ -81,6 +84,9 @@ async fn verify(State(facilitator): State<SandboxFacilitator>, body: Bytes) -> R
 
 async fn settle(State(facilitator): State<SandboxFacilitator>, body: Bytes) -> Response {
     match serde_json::from_slice(&body) {
+        Ok(request) if crate::batch::is_batch(&request) => {
+            reply(facilitator.scripted_batch_settle(&request).await).await
+        }
         Ok(request) => reply(facilitator.scripted_settle(&request).await).await,
         Err(error) => not_a_request(&error),
     }

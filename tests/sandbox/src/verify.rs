@@ -3,7 +3,7 @@
 
 use alloy_primitives::{Address, B256, Signature, U256, hex};
 use alloy_sol_types::SolStruct as _;
-use tower_x402::proto::{FacilitatorRequest, Network, UsdcDeployment, X402Version};
+use x402_wire::{FacilitatorRequest, Network, UsdcDeployment, X402Version};
 
 use crate::eip712::{self, DomainError};
 use crate::reason;
@@ -76,7 +76,7 @@ pub(crate) fn check(
     signatures: Signatures,
     facilitator: Address,
 ) -> Result<Authorized, Rejection> {
-    if request.payment_requirements().scheme == tower_x402::proto::UPTO_SCHEME {
+    if request.payment_requirements().scheme == x402_wire::UPTO_SCHEME {
         return crate::upto::check(request, now, signatures, facilitator);
     }
     let deployment = check_envelope(request, &EXACT)?;

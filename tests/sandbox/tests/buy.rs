@@ -4,9 +4,9 @@
 use axum::Router;
 use axum::http::{Request, StatusCode};
 use axum::routing::get;
-use tower_x402::proto::{PAYMENT_SIGNATURE, ResourceInfo, UsdcDeployment, header};
 use tower_x402::{Offer, X402Layer};
 use tower_x402_sandbox::{BuyError, SandboxFacilitator, SandboxWallet};
+use x402_wire::{PAYMENT_SIGNATURE, ResourceInfo, UsdcDeployment, header};
 
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 

@@ -12,15 +12,15 @@ use alloy_primitives::{U256, hex};
 use axum::Router;
 use axum::routing::get;
 use serde_json::{Value, json};
-use tower_x402::proto::{
-    AtomicAmount, Eip3009Authorization, FacilitatorRequest, Network, PAYMENT_REQUIRED,
-    PAYMENT_RESPONSE, PAYMENT_SIGNATURE, PaymentPayload, PaymentRequired, PaymentRequirements,
-    ResourceInfo, SettleResponse, UsdcDeployment, X402Version, header,
-};
 use tower_x402::{Facilitator, HttpFacilitator, Offer, SettlementMode, VerifiedPayment, X402Layer};
 use tower_x402_sandbox::authorization_digest;
 use tower_x402_sandbox::reason::*;
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, WalletError};
+use x402_wire::{
+    AtomicAmount, Eip3009Authorization, FacilitatorRequest, Network, PAYMENT_REQUIRED,
+    PAYMENT_RESPONSE, PAYMENT_SIGNATURE, PaymentPayload, PaymentRequired, PaymentRequirements,
+    ResourceInfo, SettleResponse, UsdcDeployment, X402Version, header,
+};
 
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 const NOW: u64 = 1_750_000_000;
@@ -761,7 +761,9 @@ async fn http_router_speaks_the_facilitator_wire_format() {
     assert!(supported.supports("exact", &Network::BASE_SEPOLIA));
     assert!(supported.supports("upto", &Network::BASE));
     assert!(supported.supports("upto", &Network::BASE_SEPOLIA));
-    assert_eq!(supported.kinds.len(), 4);
+    assert!(supported.supports("batch-settlement", &Network::BASE));
+    assert!(supported.supports("batch-settlement", &Network::BASE_SEPOLIA));
+    assert_eq!(supported.kinds.len(), 6);
     assert_eq!(
         supported.signers["eip155:*"],
         [facilitator.signer_address()]

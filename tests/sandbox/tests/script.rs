@@ -5,9 +5,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tower_x402::facilitator::Endpoint;
-use tower_x402::proto::{FacilitatorRequest, ResourceInfo, UsdcDeployment};
 use tower_x402::{Facilitator, FacilitatorError, Offer};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
+use x402_wire::{FacilitatorRequest, ResourceInfo, UsdcDeployment};
 
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 

@@ -8,13 +8,13 @@ use alloy_sol_types::{SolCall, SolEvent};
 use serde_json::{Value, json};
 use tower_x402::eip3009::Transfer;
 use tower_x402::permit2::{self, nonceBitmapCall};
-use tower_x402::proto::{
+use tower_x402_sandbox::reason::*;
+use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+use x402_wire::{
     AtomicAmount, FacilitatorRequest, Network, PERMIT2_ADDRESS, PaymentPayload, PaymentRequired,
     PaymentRequirements, ResourceInfo, UPTO_PROXY_ADDRESS, UPTO_SCHEME, UsdcDeployment,
     X402Version,
 };
-use tower_x402_sandbox::reason::*;
-use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 const NOW: u64 = 1_750_000_000;
@@ -154,12 +154,12 @@ fn every_tampered_field_is_refused_with_its_reason() {
     let facilitator = facilitator();
     let accept = upto_accept(&facilitator);
     let wallet = SandboxWallet::random();
-    let signed = |edit: &dyn Fn(&mut tower_x402::proto::Permit2Authorization)| {
+    let signed = |edit: &dyn Fn(&mut x402_wire::Permit2Authorization)| {
         let mut permit = wallet.permit_at(&accept, NOW).unwrap();
         edit(&mut permit);
         wallet.sign_permit(&accept, &permit).unwrap()
     };
-    let request = |payload: &tower_x402::proto::UptoEvmPayload| {
+    let request = |payload: &x402_wire::UptoEvmPayload| {
         let payment = PaymentPayload {
             x402_version: X402Version::V2,
             resource: None,
@@ -181,7 +181,7 @@ fn every_tampered_field_is_refused_with_its_reason() {
     let cases: [(&str, &dyn Fn(&mut _), &str); 7] = [
         (
             "spender",
-            &|p: &mut tower_x402::proto::Permit2Authorization| p.spender = other.into(),
+            &|p: &mut x402_wire::Permit2Authorization| p.spender = other.into(),
             INVALID_PERMIT2_SPENDER,
         ),
         (
@@ -222,7 +222,7 @@ fn every_tampered_field_is_refused_with_its_reason() {
     // Changed after signing: only the signature can tell, and it does.
     let good = signed(&|_| {});
     assert!(facilitator.verify_payment(&request(&good)).is_valid);
-    let after: [(&str, &dyn Fn(&mut tower_x402::proto::Permit2Authorization)); 4] = [
+    let after: [(&str, &dyn Fn(&mut x402_wire::Permit2Authorization)); 4] = [
         ("permitted.amount", &|p| {
             p.permitted.amount = "600000".into()
         }),

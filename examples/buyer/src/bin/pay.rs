@@ -24,11 +24,11 @@ use std::time::Duration;
 
 use clap::Parser;
 use http::{HeaderName, HeaderValue};
-use tower_x402::proto::{
+use tower_x402_sandbox::SandboxWallet;
+use x402_wire::{
     AtomicAmount, PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, PaymentRequired,
     PaymentRequirements, SettleResponse, UPTO_SCHEME, UsdAmount, UsdcDeployment, header,
 };
-use tower_x402_sandbox::SandboxWallet;
 
 /// Pays for an x402-protected URL with a sandbox wallet and prints what came back.
 #[derive(Debug, Parser)]

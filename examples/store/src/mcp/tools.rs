@@ -5,7 +5,7 @@
 //! (`search_catalog`, `get_sku`, `get_payment_required`) counts in the funnel's `retrieved`.
 
 use serde_json::{Map, Value, json};
-use tower_x402::proto::UsdAmount;
+use x402_wire::UsdAmount;
 
 use super::code;
 use crate::catalog::{Catalog, Sku, TAGS, price_json};

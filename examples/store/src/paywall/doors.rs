@@ -14,9 +14,7 @@
 
 use serde::Serialize;
 use serde_json::{Map, Value};
-use tower_x402::proto::{
-    MoneyError, PaymentRequirements, SupportedResponse, UsdAmount, UsdcDeployment,
-};
+use x402_wire::{MoneyError, PaymentRequirements, SupportedResponse, UsdAmount, UsdcDeployment};
 
 use crate::config::Config;
 

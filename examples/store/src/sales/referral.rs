@@ -322,7 +322,7 @@ mod tests {
             payer: payer.map(str::to_owned),
             network: "eip155:8453".to_owned(),
             transaction: "0x01".to_owned(),
-            amount: tower_x402::proto::UsdAmount::from_micros(1_000_000),
+            amount: x402_wire::UsdAmount::from_micros(1_000_000),
             payment_key: "key".to_owned(),
             demo,
             issued: 0,

@@ -18,9 +18,9 @@ mod tables;
 use std::sync::Arc;
 
 use tower_x402::BoxFuture;
-use tower_x402::proto::UsdAmount;
 use tower_x402::settlement::{LedgerEntry, PaymentKey, PaymentState, SettlementStore, StoreError};
 use tower_x402::siwx::EntitlementStore;
+use x402_wire::UsdAmount;
 
 use self::postgres::PostgresBackend;
 use self::sqlite::SqliteBackend;

@@ -10,7 +10,7 @@
 //! where the layer's payment ledger lives.
 
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row as _, Type};
-use tower_x402::proto::UsdAmount;
+use x402_wire::UsdAmount;
 
 use super::{
     Counter, Mode, NewOrder, Order, OrderFunnel, Recorded, Referral, StorageError, corrupt, count,

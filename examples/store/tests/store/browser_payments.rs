@@ -14,9 +14,9 @@ use axum::routing::get;
 use axum::routing::post;
 use serde_json::Value;
 use tower_x402::PaywallPage;
-use tower_x402::proto::{Eip3009Authorization, PaymentRequirements, ResourceInfo, UsdcDeployment};
 use tower_x402::{Offer, X402Layer};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+use x402_wire::{Eip3009Authorization, PaymentRequirements, ResourceInfo, UsdcDeployment};
 
 use super::support::{TestStore, serve, store_with};
 

@@ -81,7 +81,7 @@ async fn accepts_agree_byte_for_byte_across_every_surface() {
         assert_eq!(info["protocols"], json!([{"x402": {"version": 2}}]));
         assert_eq!(info["price"]["mode"], "fixed");
         assert_eq!(info["price"]["currency"], "USD");
-        let amount: tower_x402::proto::UsdAmount =
+        let amount: x402_wire::UsdAmount =
             info["price"]["amount"].as_str().unwrap().parse().unwrap();
         assert_eq!(
             json!(amount.to_atomic(6).unwrap()),

@@ -5,9 +5,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
-use tower_x402::proto::Network;
 use tower_x402_sandbox::{SandboxFacilitator, Step};
 use x402_store::storage::Store;
+use x402_wire::Network;
 
 use super::live_store::{new_payment, present, wait_until};
 use super::reliability;

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use tower_x402::proto::{PaymentRequired, header};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 use x402_store::config::Config;
 use x402_store::state::build_state_with;
+use x402_wire::{PaymentRequired, header};
 
 use super::live_store::{PATIENCE, new_payment, open_store, present, serve_store, wait_until};
 use super::postgres_server::PgServer;

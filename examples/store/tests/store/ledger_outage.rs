@@ -14,13 +14,13 @@ use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
 use tower_x402::facilitator::Facilitator;
 use tower_x402::payment::Payments;
-use tower_x402::proto::{
-    FacilitatorRequest, PAYMENT_SIGNATURE, PaymentPayload, ResourceInfo, SettleResponse,
-    UsdcDeployment, VerifyResponse, header,
-};
 use tower_x402::settlement::{PaymentKey, PostgresSettlementStore, SettlementStore as _};
 use tower_x402::siwx::{self, EntitlementStore as _, PostgresEntitlementStore, SignInWithX};
 use tower_x402::{BoxFuture, FacilitatorError, Offer, SettlementMode, X402Layer};
+use x402_wire::{
+    FacilitatorRequest, PAYMENT_SIGNATURE, PaymentPayload, ResourceInfo, SettleResponse,
+    UsdcDeployment, VerifyResponse, header,
+};
 
 use super::postgres_server::PgServer;
 

@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use tower_x402::proto::{PaymentRequired, header};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 use x402_store::app::app;
 use x402_store::config::Config;
 use x402_store::serve::{ServeLimits, serve};
 use x402_store::state::{AppState, build_state_with};
+use x402_wire::{PaymentRequired, header};
 
 use super::postgres_server::PgServer;
 use super::support::{RECEIPT, signature_header};

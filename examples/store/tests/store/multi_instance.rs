@@ -11,8 +11,8 @@ use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use reqwest::StatusCode;
 use serde_json::Value;
-use tower_x402::proto::Network;
 use tower_x402_sandbox::{SandboxFacilitator, Step};
+use x402_wire::Network;
 
 use super::live_store::new_payment;
 use super::support::RECEIPT;

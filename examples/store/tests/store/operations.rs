@@ -9,10 +9,10 @@ use reqwest::StatusCode;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
-use tower_x402::proto::{Network, PaymentPayload, PaymentRequired, header};
 use tower_x402::settlement::{PaymentKey, PaymentState, SettlementStore as _};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
 use x402_store::storage::Store;
+use x402_wire::{Network, PaymentPayload, PaymentRequired, header};
 
 use super::support::RECEIPT;
 

@@ -136,8 +136,8 @@ async fn navigation_gets_the_page_other_clients_the_same_json() {
     assert_eq!(page.header("cache-control"), Some("no-store"));
     // The same challenge, but for the sign-in challenge each 402 issues afresh (its nonce).
     let without_sign_in = |value: Option<&str>| {
-        let challenge: tower_x402::proto::PaymentRequired =
-            tower_x402::proto::header::decode(value.unwrap().as_bytes()).unwrap();
+        let challenge: x402_wire::PaymentRequired =
+            x402_wire::header::decode(value.unwrap().as_bytes()).unwrap();
         let mut challenge = serde_json::to_value(challenge).unwrap();
         let sign_in = challenge["extensions"]
             .as_object_mut()

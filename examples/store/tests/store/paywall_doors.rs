@@ -6,9 +6,9 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 
 use serde_json::{Map, Value, json};
-use tower_x402::proto::Network;
 use tower_x402_sandbox::SandboxFacilitator;
 use x402_store::config::Config;
+use x402_wire::Network;
 
 use super::support::{ExtraKinds, TestStore, Unreachable, store_with};
 
@@ -266,9 +266,8 @@ async fn every_challenge_header_stays_under_8_kb_with_every_door_open() {
             largest = (header, sku.slug.clone());
         }
         let wallet = tower_x402_sandbox::SandboxWallet::random();
-        let required: tower_x402::proto::PaymentRequired =
-            serde_json::from_value(challenge).unwrap();
-        let payment = tower_x402::proto::header::encode(&wallet.pay(&required).unwrap()).unwrap();
+        let required: x402_wire::PaymentRequired = serde_json::from_value(challenge).unwrap();
+        let payment = x402_wire::header::encode(&wallet.pay(&required).unwrap()).unwrap();
         assert!(
             payment.len() < BUDGET,
             "{}: payment {} bytes",

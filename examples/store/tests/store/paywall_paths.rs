@@ -6,8 +6,8 @@ use axum::http::{Method, Request, StatusCode};
 
 use std::sync::Arc;
 
-use tower_x402::proto::header;
 use tower_x402_sandbox::SandboxWallet;
+use x402_wire::header;
 
 use super::support::{Counting, RECEIPT, TestStore, signature_header, store, store_with};
 

@@ -1,8 +1,8 @@
 //! Buying: Passport, verification, fulfillment, retries and cross-SKU replays.
 
 use axum::http::StatusCode;
-use tower_x402::proto::{PAYMENT_RESPONSE, SettleResponse, header};
 use tower_x402_sandbox::SandboxWallet;
+use x402_wire::{PAYMENT_RESPONSE, SettleResponse, header};
 
 use super::support::{RECEIPT, STAMPS, Shop, TAX, first_file_path, passport_of};
 use x402_store::sales::fulfillment_key::FulfillmentKey;

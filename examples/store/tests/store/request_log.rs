@@ -5,8 +5,8 @@
 use std::process::Stdio;
 
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
-use tower_x402::proto::{PaymentRequired, header};
 use tower_x402_sandbox::SandboxWallet;
+use x402_wire::{PaymentRequired, header};
 
 #[tokio::test]
 async fn fulfillment_keys_never_reach_the_request_log() {

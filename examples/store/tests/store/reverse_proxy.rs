@@ -8,10 +8,10 @@ use std::sync::Arc;
 use reqwest::StatusCode;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tower_x402::pricing::header_budget::PROXY_HEADER_BUFFER;
-use tower_x402::proto::{PAYMENT_REQUIRED, PaymentRequired, header};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 use x402_store::app::app;
 use x402_store::serve::{ServeLimits, serve};
+use x402_wire::{PAYMENT_REQUIRED, PaymentRequired, header};
 
 use super::support::{
     Answer, RECEIPT, passport_of, read_response, sign_in_challenge, signature_header, store_with,

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use tower_x402::HttpFacilitator;
-use tower_x402::proto::{PaymentRequired, header};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
+use x402_wire::{PaymentRequired, header};
 
 use super::support::{RECEIPT, passport_of, store_with};
 

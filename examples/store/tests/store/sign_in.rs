@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
-use tower_x402::proto::Network;
 use tower_x402_sandbox::SandboxWallet;
 use tower_x402_sandbox::siwx::{ProofFields, SandboxSolanaWallet, encode, proof_fields};
 use x402_store::storage::{NewOrder, Order, Store};
+use x402_wire::Network;
 
 use super::paywall_doors::SOLANA_TREASURY;
 use super::support::{

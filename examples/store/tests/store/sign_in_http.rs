@@ -4,10 +4,10 @@
 
 use axum::http::StatusCode;
 use serde_json::json;
-use tower_x402::proto::{PAYMENT_REQUIRED, PaymentRequired, header};
 use tower_x402_sandbox::SandboxWallet;
 use tower_x402_sandbox::siwx::{encode, proof_fields};
 use x402_store::serve::{ServeLimits, serve};
+use x402_wire::{PAYMENT_REQUIRED, PaymentRequired, header};
 
 use super::support::{
     Answer, Backend, RECEIPT, Shop, TAX, assert_sign_in_refused, passport_of, read_response,

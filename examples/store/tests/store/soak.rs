@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
-use tower_x402::proto::{PaymentRequired, header};
 use tower_x402_sandbox::SandboxWallet;
+use x402_wire::{PaymentRequired, header};
 
 /// RSS in KiB and open descriptors of process `pid`.
 fn resources(pid: u32) -> (u64, usize) {

@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
-use tower_x402::proto::FacilitatorRequest;
-use tower_x402::proto::{
-    AtomicAmount, Network, PaymentPayload, PaymentRequirements, SettleResponse, X402Version,
-};
 use tower_x402::settlement::{
     LedgerEntry, PaymentKey, PaymentState, SettlementIntent, SettlementRecord,
     SettlementStore as _, check_conformance,
+};
+use x402_wire::FacilitatorRequest;
+use x402_wire::{
+    AtomicAmount, Network, PaymentPayload, PaymentRequirements, SettleResponse, X402Version,
 };
 
 use x402_store::storage::{NewOrder, Order, Recorded, Referral, Store};

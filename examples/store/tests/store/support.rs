@@ -18,13 +18,13 @@ use serde_json::Value;
 use tempfile::TempDir;
 use tower::ServiceExt as _;
 use tower_x402::BoxFuture;
-use tower_x402::proto::header;
-use tower_x402::proto::{
+use tower_x402::{Facilitator, FacilitatorError};
+use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+use x402_wire::header;
+use x402_wire::{
     FacilitatorRequest, PAYMENT_REQUIRED, PaymentRequired, SettleResponse, SupportedKind,
     SupportedResponse, VerifyResponse, X402Version,
 };
-use tower_x402::{Facilitator, FacilitatorError};
-use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 
 use x402_store::app::app;
 use x402_store::config::Config;
@@ -236,10 +236,7 @@ pub(crate) struct ExtraKinds {
 
 impl ExtraKinds {
     pub(crate) fn new(
-        kinds: Vec<(
-            tower_x402::proto::Network,
-            Option<serde_json::Map<String, Value>>,
-        )>,
+        kinds: Vec<(x402_wire::Network, Option<serde_json::Map<String, Value>>)>,
     ) -> Self {
         Self::with_scheme("exact", kinds)
     }
@@ -247,10 +244,7 @@ impl ExtraKinds {
     /// Like [`ExtraKinds::new`], with every added kind on `scheme`.
     pub(crate) fn with_scheme(
         scheme: &str,
-        kinds: Vec<(
-            tower_x402::proto::Network,
-            Option<serde_json::Map<String, Value>>,
-        )>,
+        kinds: Vec<(x402_wire::Network, Option<serde_json::Map<String, Value>>)>,
     ) -> Self {
         let kinds = kinds
             .into_iter()

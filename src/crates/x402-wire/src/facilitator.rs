@@ -7,7 +7,9 @@ use bytes::Bytes;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
-use super::{AtomicAmount, Network, PaymentPayload, PaymentRequirements, X402Version};
+use crate::money::AtomicAmount;
+use crate::network::Network;
+use crate::payment::{PaymentPayload, PaymentRequirements, X402Version};
 
 /// Body of `POST /verify` and `POST /settle` on a facilitator.
 ///
@@ -17,7 +19,7 @@ use super::{AtomicAmount, Network, PaymentPayload, PaymentRequirements, X402Vers
 /// same bytes.
 ///
 /// ```
-/// use tower_x402::proto::{FacilitatorRequest, PaymentPayload, PaymentRequirements};
+/// use x402_wire::{FacilitatorRequest, PaymentPayload, PaymentRequirements};
 ///
 /// # fn example(payload: PaymentPayload, requirements: PaymentRequirements) -> Result<(), serde_json::Error> {
 /// let request = FacilitatorRequest::new(payload, requirements);
@@ -64,7 +66,7 @@ impl FacilitatorRequest {
     /// ignored.
     ///
     /// ```
-    /// # use tower_x402::proto::{FacilitatorRequest, PaymentPayload, PaymentRequirements};
+    /// # use x402_wire::{FacilitatorRequest, PaymentPayload, PaymentRequirements};
     /// # fn check(request: FacilitatorRequest) -> Result<(), serde_json::Error> {
     /// let mut fields = serde_json::Map::new();
     /// fields.insert("voucher".into(), serde_json::json!({"id": 7}));

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 ///
 /// ```
 /// use serde_json::json;
-/// use tower_x402::proto::Extension;
+/// use x402_wire::Extension;
 ///
 /// let ext = Extension::new(json!({"required": false}), json!({"type": "object"}));
 /// assert_eq!(serde_json::to_value(&ext)?, json!({"info": {"required": false}, "schema": {"type": "object"}}));

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::PaymentRequirements;
+use crate::payment::PaymentRequirements;
 
 /// Scheme name of metered payments (`PaymentRequirements::scheme`).
 pub const UPTO_SCHEME: &str = "upto";
@@ -22,7 +22,7 @@ pub const UPTO_PROXY_ADDRESS: &str = "0x4020A4f3b7b90ccA423B9fabCc0CE57C6C240002
 /// # Example
 ///
 /// ```
-/// use tower_x402::proto::UptoEvmPayload;
+/// use x402_wire::UptoEvmPayload;
 ///
 /// let payload: UptoEvmPayload = serde_json::from_value(serde_json::json!({
 ///     "signature": "0x00",
@@ -93,7 +93,19 @@ pub struct UptoWitness {
 
 /// Whether payments of `requirement` settle a metered amount (scheme `upto`): an amount the
 /// work decides, up to the signed maximum.
-pub(crate) fn is_metered(requirement: &PaymentRequirements) -> bool {
+///
+/// ```
+/// use x402_wire::{is_metered, PaymentRequirements};
+///
+/// let requirement: PaymentRequirements = serde_json::from_value(serde_json::json!({
+///     "scheme": "upto", "network": "eip155:8453", "amount": "500000",
+///     "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+///     "payTo": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C", "maxTimeoutSeconds": 60
+/// }))?;
+/// assert!(is_metered(&requirement));
+/// # Ok::<_, serde_json::Error>(())
+/// ```
+pub fn is_metered(requirement: &PaymentRequirements) -> bool {
     requirement.scheme == UPTO_SCHEME
 }
 

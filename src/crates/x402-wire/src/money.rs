@@ -41,14 +41,14 @@ const MICROS_PER_DOLLAR: u64 = 1_000_000;
 /// fraction digits (`"1.00"`, `"29.00"`, `"0.001"`), the way prices are written.
 ///
 /// ```
-/// use tower_x402::proto::UsdAmount;
+/// use x402_wire::UsdAmount;
 ///
 /// let price: UsdAmount = "1.00".parse()?;
 /// assert_eq!(price.to_string(), "1.00");
 /// assert_eq!(price.to_atomic(6)?.to_string(), "1000000");
 /// assert!("1e3".parse::<UsdAmount>().is_err());
 /// assert!("0.0000001".parse::<UsdAmount>().is_err());
-/// # Ok::<_, tower_x402::proto::MoneyError>(())
+/// # Ok::<_, x402_wire::MoneyError>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct UsdAmount {
@@ -191,13 +191,13 @@ impl<'de> Deserialize<'de> for UsdAmount {
 /// (`"1000000"` is one USDC).
 ///
 /// ```
-/// use tower_x402::proto::AtomicAmount;
+/// use x402_wire::AtomicAmount;
 ///
 /// let amount: AtomicAmount = "10000".parse()?;
 /// assert_eq!(amount.get(), 10_000);
 /// assert!("-1".parse::<AtomicAmount>().is_err());
 /// assert!("1.5".parse::<AtomicAmount>().is_err());
-/// # Ok::<_, tower_x402::proto::MoneyError>(())
+/// # Ok::<_, x402_wire::MoneyError>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct AtomicAmount(pub u128);

@@ -2,12 +2,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::{AtomicAmount, Network, UptoEvmPayload};
+use crate::money::AtomicAmount;
+use crate::network::Network;
+use crate::upto::UptoEvmPayload;
 
 /// The protocol version number carried as `x402Version`.
 ///
 /// This crate speaks version 2; decoding keeps whatever number arrived so that a caller can say
-/// precisely that the version was wrong (see [`header::decode`](super::header::decode)).
+/// precisely that the version was wrong (see [`header::decode`](crate::header::decode)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct X402Version(pub u32);
@@ -70,7 +72,7 @@ impl ResourceInfo {
     /// The resource, described for the buyer (`description`).
     ///
     /// ```
-    /// use tower_x402::proto::ResourceInfo;
+    /// use x402_wire::ResourceInfo;
     ///
     /// let report = ResourceInfo::new("https://api.example.com/report")
     ///     .description("The quarterly report")
@@ -86,7 +88,7 @@ impl ResourceInfo {
     /// The resource, with the media type of the paid response (`mimeType`).
     ///
     /// ```
-    /// use tower_x402::proto::ResourceInfo;
+    /// use x402_wire::ResourceInfo;
     ///
     /// let rows = ResourceInfo::new("https://api.example.com/v1/rows").mime_type("application/json");
     /// assert_eq!(rows.mime_type.as_deref(), Some("application/json"));
@@ -219,7 +221,7 @@ impl PaymentPayload {
     /// `upto` Permit2 permit's owner; `None` for a payload of another shape.
     ///
     /// ```
-    /// use tower_x402::proto::PaymentPayload;
+    /// use x402_wire::PaymentPayload;
     ///
     /// let payload: PaymentPayload = serde_json::from_value(serde_json::json!({
     ///     "x402Version": 2,

@@ -10,11 +10,11 @@ use proptest::prelude::*;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use tower_x402::proto::header::{self, HeaderError, HeaderObject};
+use x402_wire::header::{self, HeaderError, HeaderObject};
 
 /// The codec's documented default limit: 16 KiB.
 const DEFAULT_MAX_LEN: usize = 16 * 1024;
-use tower_x402::proto::{
+use x402_wire::{
     AtomicAmount, Extension, FacilitatorRequest, Network, PaymentPayload, PaymentRequired,
     SettleResponse, SupportedResponse, UsdAmount, VerifyResponse, X402Version,
 };

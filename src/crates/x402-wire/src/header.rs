@@ -2,7 +2,7 @@
 //! JSON of the object.
 //!
 //! ```
-//! use tower_x402::proto::{header, Network, SettleResponse};
+//! use x402_wire::{header, Network, SettleResponse};
 //!
 //! let settled = SettleResponse::failure(Network::BASE, "insufficient_funds");
 //! let value = header::encode(&settled)?;
@@ -19,11 +19,12 @@ use http::HeaderValue;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{PaymentPayload, PaymentRequired, SettleResponse, X402Version};
+use crate::facilitator::SettleResponse;
+use crate::payment::{PaymentPayload, PaymentRequired, X402Version};
 
 /// Largest encoded header value [`decode`] accepts: 16 KiB, several times a real EIP-3009
 /// payload (about 1.1 KB) and well under common proxy header limits.
-pub(crate) const DEFAULT_MAX_LEN: usize = 16 * 1024;
+pub const DEFAULT_MAX_LEN: usize = 16 * 1024;
 
 /// Why a header value could not be decoded.
 #[derive(Debug, thiserror::Error)]
@@ -105,8 +106,24 @@ pub fn encode<T: HeaderObject>(object: &T) -> Result<HeaderValue, HeaderError> {
     encode_json(&json)
 }
 
-/// The header value carrying `json`, already serialized: its padded standard base64.
-pub(crate) fn encode_json(json: &[u8]) -> Result<HeaderValue, HeaderError> {
+/// The header value carrying `json`, already serialized: its padded standard base64. For a party
+/// that writes the JSON itself (a challenge cached as bytes, extensions spliced in per request);
+/// [`decode`] reads it back.
+///
+/// ```
+/// use x402_wire::{header, Network, SettleResponse};
+///
+/// let json = br#"{"success":false,"errorReason":"insufficient_funds","transaction":"","network":"eip155:8453"}"#;
+/// let value = header::encode_json(json)?;
+/// let back: SettleResponse = header::decode(value.as_bytes())?;
+/// assert_eq!(back, SettleResponse::failure(Network::BASE, "insufficient_funds"));
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+///
+/// None in practice: base64 is always a valid header value.
+pub fn encode_json(json: &[u8]) -> Result<HeaderValue, HeaderError> {
     let encoded = base64_simd::STANDARD.encode_to_string(json);
     // Base64 output is always a valid header value.
     HeaderValue::try_from(encoded).map_err(|_| unreachable_invalid_header())

@@ -1,19 +1,28 @@
-//! x402 version 2 wire objects, the header codec, exact money and networks.
+//! The x402 version 2 wire types: what a buyer, a seller and a facilitator exchange.
 //!
-//! Everything here is plain data with `serde` derives; nothing performs I/O. Field names follow the
-//! protocol exactly (camelCase), and fields the protocol asks a party to echo (`extra`,
-//! `extensions`, unknown `ResourceInfo` metadata) survive a decode → encode round trip.
+//! The challenge a server answers 402 with ([`PaymentRequired`] and its [`PaymentRequirements`]),
+//! the payment a client signs ([`PaymentPayload`] with an [`ExactEvmPayload`] or an
+//! [`UptoEvmPayload`]), the facilitator's `/verify`, `/settle` and `/supported` messages, the codec
+//! of the three HTTP headers ([`header`]), exact money ([`AtomicAmount`], [`UsdAmount`]) and
+//! networks with their USDC deployments ([`Network`]).
+//!
+//! Everything here is plain data with `serde` derives; nothing performs I/O, and nothing depends
+//! on a server framework, so a buyer or a facilitator can use these types alone. Field names
+//! follow the protocol exactly (camelCase), and fields the protocol asks a party to echo
+//! (`extra`, `extensions`, unknown `ResourceInfo` metadata) survive a decode → encode round trip.
 //!
 //! # Example
 //!
 //! ```
-//! use tower_x402::proto::{header, PaymentRequired};
+//! use x402_wire::{header, PaymentRequired};
 //!
 //! let value = "eyJ4NDAyVmVyc2lvbiI6MiwicmVzb3VyY2UiOnsidXJsIjoiaHR0cHM6Ly9leGFtcGxlLmNvbS9hIn0sImFjY2VwdHMiOlt7InNjaGVtZSI6ImV4YWN0IiwibmV0d29yayI6ImVpcDE1NTo4NDUzMiIsImFtb3VudCI6IjEwMDAwIiwiYXNzZXQiOiIweDAzNkNiRDUzODQyYzU0MjY2MzRlNzkyOTU0MWVDMjMxOGYzZENGN2UiLCJwYXlUbyI6IjB4MjA5NjkzQmM2YWZjMEM1MzI4YkEzNkZhRjAzQzUxNEVGMzEyMjg3QyIsIm1heFRpbWVvdXRTZWNvbmRzIjo2MH1dfQ==";
 //! let challenge: PaymentRequired = header::decode(value.as_bytes())?;
 //! assert_eq!(challenge.accepts[0].amount.to_string(), "10000");
-//! # Ok::<_, tower_x402::proto::header::HeaderError>(())
+//! # Ok::<_, x402_wire::header::HeaderError>(())
 //! ```
+
+#![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 mod extension;
 mod facilitator;
@@ -33,11 +42,15 @@ pub use payment::{
     Eip3009Authorization, ExactEvmPayload, PaymentPayload, PaymentRequired, PaymentRequirements,
     ResourceInfo, X402Version,
 };
-pub(crate) use upto::is_metered;
 pub use upto::{
     PERMIT2_ADDRESS, PERMIT2_TRANSFER_METHOD, Permit2Authorization, TokenPermissions,
-    UPTO_PROXY_ADDRESS, UPTO_SCHEME, UptoEvmPayload, UptoWitness,
+    UPTO_PROXY_ADDRESS, UPTO_SCHEME, UptoEvmPayload, UptoWitness, is_metered,
 };
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 /// Header carrying the base64 `PaymentRequired` challenge on a 402.
 pub const PAYMENT_REQUIRED: http::HeaderName = http::HeaderName::from_static("payment-required");

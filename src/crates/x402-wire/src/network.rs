@@ -19,14 +19,14 @@ pub struct NetworkError(String);
 /// `cloudflare:402`, and Algorand's genesis-hash references contain `/`, `+` and `=`.
 ///
 /// ```
-/// use tower_x402::proto::Network;
+/// use x402_wire::Network;
 ///
 /// let base: Network = "eip155:8453".parse()?;
 /// assert_eq!(base, Network::BASE);
 /// assert_eq!(base.namespace(), "eip155");
 /// assert_eq!(base.evm_chain_id(), Some(8453));
 /// assert!("base".parse::<Network>().is_err());
-/// # Ok::<_, tower_x402::proto::NetworkError>(())
+/// # Ok::<_, x402_wire::NetworkError>(())
 /// ```
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Network(Cow<'static, str>);
@@ -127,7 +127,7 @@ impl Serialize for Network {
 
 impl<'de> Deserialize<'de> for Network {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        super::money::parsed(deserializer)
+        crate::money::parsed(deserializer)
     }
 }
 
@@ -153,7 +153,7 @@ impl Eip712Domain {
 /// A USDC deployment: where the token lives and how it is addressed.
 ///
 /// ```
-/// use tower_x402::proto::{Network, UsdcDeployment};
+/// use x402_wire::{Network, UsdcDeployment};
 ///
 /// let usdc = UsdcDeployment::for_network(&Network::BASE).unwrap();
 /// assert_eq!(usdc.asset, "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913");
