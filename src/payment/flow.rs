@@ -178,7 +178,7 @@ impl Payments {
             offer: Arc::clone(offer),
         };
         if !self.hooks.is_empty()
-            && let Err(refusal) = self.hooks.after_verify(&payment).await
+            && let Err(refusal) = Box::pin(self.hooks.after_verify(&payment)).await
         {
             ledger::release(self, &hold).await;
             return self.refuse(offer, refusal);
@@ -220,7 +220,7 @@ impl Payments {
     ) -> Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed> {
         let context = PaymentContext::new(offer, offer.resource_url(), key, request);
         if !self.hooks.is_empty() {
-            match self.hooks.before_verify(&context).await {
+            match Box::pin(self.hooks.before_verify(&context)).await {
                 BeforeVerify::Continue => {}
                 BeforeVerify::Skip(verified) if verified.is_valid => return Ok((None, verified)),
                 BeforeVerify::Skip(verified) => return Err(VerifyFailed::Invalid(verified)),
@@ -248,7 +248,8 @@ impl Payments {
                 VerifyFailed::Facilitator(failure) => VerifyFailure::Facilitator(failure),
                 VerifyFailed::Hook(_) | VerifyFailed::NonceUsed(_) => return Err(failed),
             };
-            if let Some(verified) = self.hooks.on_verify_failure(&context, &failure).await {
+            let recovered = Box::pin(self.hooks.on_verify_failure(&context, &failure));
+            if let Some(verified) = recovered.await {
                 return Ok((Some(verifier), verified));
             }
         }

@@ -208,7 +208,8 @@ async fn complete(
         };
         if let Some(failure) = failure {
             let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
-            if let Some(settlement) = config.hooks.on_settle_failure(&context, &failure).await {
+            let recovered = Box::pin(config.hooks.on_settle_failure(&context, &failure));
+            if let Some(settlement) = recovered.await {
                 answer = SettleAnswer::Settled(settlement);
             }
         }
@@ -391,7 +392,7 @@ async fn settled(
     }
     if !config.hooks.is_empty() {
         let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
-        config.hooks.settled(&context, &mut settlement).await;
+        Box::pin(config.hooks.settled(&context, &mut settlement)).await;
     }
     config.emit(|| PaymentEvent::Settled {
         offer,
