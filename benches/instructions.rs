@@ -21,13 +21,13 @@ use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt};
 use tower_x402::layer::ResponseBody;
 use tower_x402::payment::Payments;
-use tower_x402::siwx::SignInWithX;
 use tower_x402::{Facilitator, HttpFacilitator, X402Layer};
 use tower_x402_benches::{
     InstantFacilitator, discovery_offer, inner, inner_metered, offer, request, unsigned_payment,
     unsigned_upto_payment, upto_offer,
 };
 use tower_x402_sandbox::{SandboxFacilitator, Step};
+use tower_x402_siwx::SignInWithX;
 use x402_wire::{AtomicAmount, FacilitatorRequest};
 use x402_wire::{PaymentPayload, UsdcDeployment, header};
 
@@ -93,7 +93,7 @@ fn challenge_sign_in_case() -> Case {
     let service = BoxCloneService::new(
         ServiceBuilder::new()
             .layer(X402Layer::with_payments(
-                Payments::new(InstantFacilitator).sign_in_with_x(siwx),
+                Payments::new(InstantFacilitator).hook(siwx),
                 pricing,
             ))
             .service_fn(inner),

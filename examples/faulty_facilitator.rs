@@ -3,7 +3,7 @@
 //! answer was lost.
 //!
 //! ```text
-//! cargo run --features evm-rpc --example faulty_facilitator -- \
+//! cargo run --example faulty_facilitator -- \
 //!     --listen 127.0.0.1:4021 --rpc-listen 127.0.0.1:8545 --fault answer-lost
 //! ```
 //!

@@ -2,7 +2,7 @@
 //! it actually served.
 //!
 //! ```text
-//! cargo run --release --features evm-rpc --example metered -- \
+//! cargo run --release --example metered -- \
 //!     [--listen ADDR] [--facilitator URL] [--rpc-url URL] [--pay-to ADDRESS]
 //! ```
 //!
@@ -47,7 +47,8 @@ use clap::Parser;
 use serde_json::json;
 use tower_x402::payment::Payments;
 use tower_x402::proto::{AtomicAmount, ResourceInfo, UsdAmount, UsdcDeployment};
-use tower_x402::{Charge, EvmRpcReconciler, Offer, Price, SettlementMode, X402Layer};
+use tower_x402::{Charge, Offer, Price, SettlementMode, X402Layer};
+use tower_x402_evm::EvmRpcReconciler;
 use tower_x402_sandbox::demo;
 
 /// A metered x402 API: rows and streamed tokens, charged for what was served.

@@ -2,7 +2,7 @@
 //! same payment core as the HTTP layer.
 //!
 //! ```text
-//! cargo run --release --features mcp,evm-rpc --example paid_mcp -- \
+//! cargo run --release --features mcp --example paid_mcp -- \
 //!     [--listen ADDR] [--facilitator URL] [--rpc-url URL] [--pay-to ADDRESS]
 //! ```
 //!
@@ -48,7 +48,8 @@ use serde_json::{Value, json};
 use tower_x402::mcp::PaidTools;
 use tower_x402::payment::Payments;
 use tower_x402::proto::{AtomicAmount, UsdAmount, UsdcDeployment};
-use tower_x402::{Charge, EvmRpcReconciler, Offer};
+use tower_x402::{Charge, Offer};
+use tower_x402_evm::EvmRpcReconciler;
 use tower_x402_sandbox::demo;
 
 /// An MCP server with one free and two paid tools.

@@ -2,14 +2,14 @@
 //! `X402Layer`, with the sandbox facilitator in process (or a facilitator URL).
 //!
 //! ```text
-//! cargo run --features evm-rpc --example paywall_demo      # prints `listening on http://ADDR`
+//! cargo run --example paywall_demo      # prints `listening on http://ADDR`
 //! cargo run -p x402-buyer --bin pay -- http://ADDR/report # in another terminal
 //!
 //! cargo run --example sandbox_facilitator -- --listen 127.0.0.1:4021 &
-//! cargo run --features evm-rpc --example paywall_demo -- --facilitator http://127.0.0.1:4021
+//! cargo run --example paywall_demo -- --facilitator http://127.0.0.1:4021
 //!
 //! # failover: new sales move to the second while the first fails to verify or settle
-//! cargo run --features evm-rpc --example paywall_demo -- --facilitator http://primary,http://fallback
+//! cargo run --example paywall_demo -- --facilitator http://primary,http://fallback
 //! ```
 //!
 //! `--rpc-url` names an Ethereum JSON-RPC endpoint to look up a payment whose settlement answer
@@ -29,9 +29,8 @@ use serde_json::json;
 use tower_x402::facilitator::{Facilitator, Facilitators};
 use tower_x402::payment::Payments;
 use tower_x402::proto::{ResourceInfo, UsdcDeployment};
-use tower_x402::{
-    EvmRpcReconciler, HttpFacilitator, Offer, SettlementMode, VerifiedPayment, X402Layer,
-};
+use tower_x402::{HttpFacilitator, Offer, SettlementMode, VerifiedPayment, X402Layer};
+use tower_x402_evm::EvmRpcReconciler;
 use tower_x402_sandbox::demo;
 
 /// A one-route paywall for trying x402 clients against.

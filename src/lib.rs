@@ -6,12 +6,6 @@ mod boxed;
 #[cfg(feature = "cors")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cors")))]
 pub mod cors;
-#[cfg(feature = "eip3009")]
-#[cfg_attr(docsrs, doc(cfg(feature = "eip3009")))]
-pub mod eip3009;
-#[cfg(feature = "evm-rpc")]
-#[cfg_attr(docsrs, doc(cfg(feature = "evm-rpc")))]
-pub mod evm_rpc;
 pub mod facilitator;
 pub mod layer;
 #[cfg(feature = "mcp")]
@@ -22,14 +16,8 @@ pub mod mcp;
 pub mod metrics;
 pub mod payment;
 pub mod paywall_page;
-#[cfg(feature = "permit2")]
-#[cfg_attr(docsrs, doc(cfg(feature = "permit2")))]
-pub mod permit2;
 pub mod pricing;
 pub mod settlement;
-#[cfg(feature = "siwx")]
-#[cfg_attr(docsrs, doc(cfg(feature = "siwx")))]
-pub mod siwx;
 
 /// The x402 v2 wire types, from the [`x402_wire`] crate: the same crate, re-exported so that
 /// `tower_x402::proto::PaymentRequired` and every other wire type need no second dependency and
@@ -50,9 +38,6 @@ pub use boxed::{BoxError, BoxFuture};
 #[cfg(feature = "cors")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cors")))]
 pub use cors::payment_cors;
-#[cfg(feature = "evm-rpc")]
-#[cfg_attr(docsrs, doc(cfg(feature = "evm-rpc")))]
-pub use evm_rpc::EvmRpcReconciler;
 #[cfg(feature = "reqwest")]
 #[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
 pub use facilitator::HttpFacilitator;
@@ -61,7 +46,4 @@ pub use layer::{X402, X402Layer};
 pub use payment::{Charge, PaymentEvent, PaymentEvents, Refusal, SettledPayment, VerifiedPayment};
 pub use paywall_page::PaywallPage;
 pub use pricing::{Offer, Price, PriceTable, Pricing, SettlementMode};
-#[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use settlement::PostgresSettlementStore;
 pub use settlement::{MemorySettlementStore, PaymentKey, Reconciler, SettlementStore};

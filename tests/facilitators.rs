@@ -2,9 +2,6 @@
 //! breaker, and a payment's retries pinned to the facilitator that received its `/settle`.
 
 mod common;
-#[path = "../examples/store/tests/store/postgres_server.rs"]
-#[allow(dead_code)]
-mod postgres_server;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +11,7 @@ use http::StatusCode;
 use tower::{Service as _, ServiceExt as _};
 use tower_x402::facilitator::{Facilitator, Facilitators};
 use tower_x402::settlement::{MemorySettlementStore, check_conformance};
-use tower_x402::{HttpFacilitator, PostgresSettlementStore, SettlementMode, X402Layer};
+use tower_x402::{HttpFacilitator, SettlementMode, X402Layer};
 
 const URL: &str = "http://shop.test/report";
 
@@ -281,68 +278,4 @@ async fn a_negative_verify_answer_does_not_trip_the_breaker() {
 #[tokio::test]
 async fn the_memory_store_keeps_the_facilitator_label() {
     check_conformance(Arc::new(MemorySettlementStore::default())).await;
-}
-
-#[tokio::test]
-async fn the_postgres_store_keeps_the_facilitator_label() {
-    postgres_server::require();
-    let database = postgres_server::fresh_database().await;
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(8)
-        .connect(&database)
-        .await
-        .unwrap();
-    // A ledger created before the facilitator column: its rows stay readable.
-    sqlx::raw_sql(
-        "CREATE TABLE x402_payment_ledger (
-            payment_key TEXT PRIMARY KEY NOT NULL,
-            version     BIGINT NOT NULL CHECK (version >= 1),
-            phase       TEXT NOT NULL,
-            state       TEXT NOT NULL,
-            updated     TIMESTAMPTZ NOT NULL DEFAULT now()
-        );
-        INSERT INTO x402_payment_ledger (payment_key, version, phase, state)
-        VALUES ('old', 1, 'in_progress',
-                '{\"phase\":\"in_progress\",\"owner\":\"o\",\"lease_until\":1,\"fingerprint\":\"f\"}');",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
-    let store = PostgresSettlementStore::new(pool.clone());
-    store.migrate().await.unwrap();
-    store.migrate().await.unwrap();
-    use tower_x402::settlement::{PaymentKey, SettlementStore as _};
-    let old = store.load(&PaymentKey::from_stored("old")).await.unwrap();
-    assert_eq!(
-        old.map(|entry| entry.version),
-        Some(1),
-        "the old row is still read"
-    );
-    check_conformance(Arc::new(store)).await;
-    // The request a payment came with has its own column, beside the state's JSON: NULL for the
-    // row written before it and for payments being verified, the digest for the others.
-    let rows: Vec<(String, Option<String>, String)> =
-        sqlx::query_as("SELECT phase, request_digest, state FROM x402_payment_ledger")
-            .fetch_all(&pool)
-            .await
-            .unwrap();
-    assert!(
-        rows.iter().any(|(phase, ..)| phase == "in_doubt"),
-        "{rows:?}"
-    );
-    for (phase, digest, state) in &rows {
-        match phase.as_str() {
-            "in_progress" => assert_eq!(digest, &None, "{state}"),
-            _ => {
-                let digest = digest
-                    .as_deref()
-                    .unwrap_or_else(|| panic!("{phase}: {state}"));
-                assert!(digest.starts_with("http GET /"), "{digest}");
-                assert!(
-                    state.contains(&format!("\"request_digest\":{}", serde_json::json!(digest))),
-                    "{state}"
-                );
-            }
-        }
-    }
 }

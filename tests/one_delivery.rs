@@ -17,7 +17,8 @@ use axum::extract::{OriginalUri, Query};
 use axum::routing::get;
 use serde_json::Value;
 use tower_x402::payment::Payments;
-use tower_x402::{Charge, HttpFacilitator, Offer, PostgresSettlementStore, X402Layer};
+use tower_x402::{Charge, HttpFacilitator, Offer, X402Layer};
+use tower_x402_postgres::PostgresSettlementStore;
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
 use x402_wire::{
     AtomicAmount, PAYMENT_SIGNATURE, PaymentPayload, PaymentRequired, ResourceInfo, SettleResponse,
@@ -79,8 +80,8 @@ async fn shop(ledger: Ledger) -> Shop {
                 .connect(&database)
                 .await
                 .unwrap();
+            tower_x402_postgres::migrate(&pool).await.unwrap();
             let store = PostgresSettlementStore::new(pool);
-            store.migrate().await.unwrap();
             Some(store)
         }
     };

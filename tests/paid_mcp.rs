@@ -18,7 +18,8 @@ use rmcp::{ServerHandler, tool, tool_handler, tool_router};
 use serde_json::{Value, json};
 use tower_x402::mcp::{PAYMENT_META, PAYMENT_RESPONSE_META, PaidTools};
 use tower_x402::payment::Payments;
-use tower_x402::{Charge, HttpFacilitator, Offer, PostgresSettlementStore};
+use tower_x402::{Charge, HttpFacilitator, Offer};
+use tower_x402_postgres::PostgresSettlementStore;
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
 use x402_wire::{AtomicAmount, PaymentPayload, PaymentRequired, UsdAmount, UsdcDeployment};
 
@@ -554,8 +555,8 @@ async fn two_instances_sharing_a_postgres_ledger_settle_the_same_payment_once() 
             .connect(&database)
             .await
             .unwrap();
+        tower_x402_postgres::migrate(&pool).await.unwrap();
         let store = PostgresSettlementStore::new(pool);
-        store.migrate().await.unwrap();
         let (url, _) = server(&facilitator, payments(&facilitator).settlement_store(store)).await;
         urls.push(url);
     }

@@ -10,9 +10,9 @@ mod signed_in {
     use http_body_util::BodyExt;
     use tower::ServiceExt;
     use tower_x402::payment::Payments;
-    use tower_x402::siwx::{SIGN_IN_WITH_X, SignInWithX, SignedIn};
     use tower_x402::{BoxError, Facilitator, Offer, VerifiedPayment, X402Layer};
     use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+    use tower_x402_siwx::{SIGN_IN_WITH_X, SignInWithX, SignedIn};
     use x402_wire::{PAYMENT_REQUIRED, PaymentRequired, ResourceInfo, UsdcDeployment, header};
 
     /// A buyer who pays now, or who signs in with the wallet that paid before.
@@ -43,7 +43,7 @@ mod signed_in {
             "https://api.example.com",
             b"a secret all instances share 32+",
         )?;
-        let payments = Payments::new(facilitator).sign_in_with_x(sign_in);
+        let payments = Payments::new(facilitator).hook(sign_in);
         let paywall = X402Layer::with_payments(payments, offer);
         let app: Router = Router::new().route("/report", get(report).layer(paywall));
         Ok(app)

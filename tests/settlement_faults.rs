@@ -13,18 +13,14 @@ use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 use tower_x402::PaymentEvent;
-use tower_x402::evm_rpc::EvmRpcReconciler;
 use tower_x402::payment::Payments;
 use tower_x402::settlement::{
     LedgerEntry, MemorySettlementStore, PaymentKey, PaymentState, SettlementStore, StoreError,
 };
-use tower_x402::settlement::{Reconciler as _, Reconciliation};
 use tower_x402::{BoxFuture, HttpFacilitator, Offer, SettlementMode, VerifiedPayment, X402Layer};
+use tower_x402_evm::EvmRpcReconciler;
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
-use x402_wire::{
-    FacilitatorRequest, Network, PaymentPayload, ResourceInfo, SettleResponse, UsdcDeployment,
-    header,
-};
+use x402_wire::{Network, PaymentPayload, ResourceInfo, SettleResponse, UsdcDeployment, header};
 
 const URL: &str = "https://shop.example/report";
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
@@ -393,82 +389,6 @@ async fn fifty_concurrent_duplicates_in_doubt_settle_once() {
         assert_eq!(shop.faulty.settle_calls(), 2, "{mode:?}: one re-settle");
         assert_eq!(shop.events(), ["in doubt", "resolved: settled"]);
     }
-}
-
-#[tokio::test]
-async fn evm_rpc_reconciler_reads_the_chain_view_of_the_ledger() {
-    let sandbox = SandboxFacilitator::new();
-    let offer = Offer::builder(ResourceInfo::new(URL))
-        .usdc(
-            &UsdcDeployment::BASE_SEPOLIA,
-            "0.25".parse().unwrap(),
-            PAY_TO,
-        )
-        .build()
-        .unwrap();
-    let request =
-        |payment: PaymentPayload| FacilitatorRequest::new(payment, offer.accepts()[0].clone());
-    let wallet = SandboxWallet::random();
-    let paid: Vec<_> = (0..5)
-        .map(|_| request(wallet.pay(offer.payment_required()).unwrap()))
-        .collect();
-    for payment in &paid {
-        assert!(sandbox.settle_payment(payment).success);
-    }
-    let unpaid = request(wallet.pay(offer.payment_required()).unwrap());
-    let url = serve_chain(&sandbox).await;
-
-    // The oldest payment sits in block 1: found by walking back in chunks of one block.
-    let reconciler = EvmRpcReconciler::new(&url)
-        .unwrap()
-        .chunk_blocks(1)
-        .search_blocks(10);
-    let transaction = sandbox.settlements()[0].transaction.clone();
-    assert_eq!(
-        reconciler.reconcile(&paid[0]).await,
-        Reconciliation::Settled { transaction }
-    );
-    assert_eq!(
-        reconciler.reconcile(&unpaid).await,
-        Reconciliation::NotSettled
-    );
-
-    // Used, but outside the searched range: unknown, never "not settled".
-    let narrow = EvmRpcReconciler::new(&url)
-        .unwrap()
-        .chunk_blocks(1)
-        .search_blocks(2);
-    assert!(matches!(
-        narrow.reconcile(&paid[0]).await,
-        Reconciliation::Unknown { .. }
-    ));
-
-    // The transfer must be this payment's: another amount is not proof.
-    let mut requirement = paid[1].payment_requirements().as_ref().clone();
-    requirement.amount = 1u128.into();
-    let cheaper = paid[1].with_requirements(requirement);
-    assert!(matches!(
-        reconciler.reconcile(&cheaper).await,
-        Reconciliation::Unknown { .. }
-    ));
-
-    // A node on another chain is never trusted.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let mainnet = format!("http://{}", listener.local_addr().unwrap());
-    let router = sandbox.rpc_router(Network::BASE);
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    let wrong_chain = EvmRpcReconciler::new(&mainnet).unwrap();
-    match wrong_chain.reconcile(&paid[0]).await {
-        Reconciliation::Unknown { reason } => assert!(reason.contains("chain 8453"), "{reason}"),
-        other => panic!("{other:?}"),
-    }
-
-    // No node at all.
-    let closed = EvmRpcReconciler::new("http://127.0.0.1:1").unwrap();
-    assert!(matches!(
-        closed.reconcile(&paid[0]).await,
-        Reconciliation::Unknown { .. }
-    ));
 }
 
 #[path = "reliability/mod.rs"]

@@ -9,11 +9,11 @@ use std::time::Duration;
 use axum::Router;
 use axum::http::HeaderMap;
 use axum::routing::get;
-use tower_x402::evm_rpc::EvmRpcReconciler;
 use tower_x402::payment::Payments;
 use tower_x402::{
     Charge, HttpFacilitator, MemorySettlementStore, Offer, SettlementMode, X402Layer,
 };
+use tower_x402_evm::EvmRpcReconciler;
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
 use x402_wire::{
     AtomicAmount, Network, PaymentRequired, ResourceInfo, SettleResponse, UsdcDeployment, header,

@@ -1,51 +1,38 @@
-//! [`VerifiedPayment`], [`SettledPayment`] and (feature `siwx`) `siwx::Buyer`
-//! as axum extractors.
+//! [`VerifiedPayment`], [`SettledPayment`] and [`Charge`](crate::payment::Charge) as axum
+//! extractors.
 
 use axum_core::extract::FromRequestParts;
 use axum_core::response::{IntoResponse, Response};
 use http::request::Parts;
 use http::{HeaderValue, StatusCode, header};
 
-use crate::payment::{SettledPayment, VerifiedPayment};
+use crate::payment::{GrantedWithoutPayment, SettledPayment, VerifiedPayment};
 
 /// Rejection when a handler asks for [`VerifiedPayment`] (or [`SettledPayment`]) but no
 /// [`X402Layer`](super::X402Layer) put one (a settled one) in the request: a server
-/// misconfiguration, answered with a 500. Behind a layer with sign-in, a signed-in request has
-/// no payment: the error says so and names the extractor to take instead
-/// (`siwx::Buyer`, feature `siwx`).
+/// misconfiguration, answered with a 500. A request a hook granted without payment (a
+/// sign-in) has none: the error is then the hook's [`GrantedWithoutPayment`] reason, which
+/// names the extractor to take instead.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MissingPayment {
     settled: bool,
-    signed_in: bool,
+    granted: Option<GrantedWithoutPayment>,
 }
 
 const MISSING_PAYMENT: &str =
     "no verified payment on this request: is `X402Layer` installed in front of this handler?";
 const MISSING_SETTLEMENT: &str = "no settled payment on this request: is `X402Layer` with \
      `SettlementMode::Before` installed in front of this handler?";
-const SIGNED_IN_NOT_PAID: &str = "this request was signed in (sign-in-with-x) by a buyer who \
-     paid before, so it carries no payment: behind `X402Layer::sign_in_with_x` a handler takes \
-     `tower_x402::siwx::Buyer` (paid or signed in), or `Option<VerifiedPayment>` and \
-     `Option<SignedIn>`";
-#[cfg(feature = "siwx")]
-const MISSING_BUYER: &str = "neither a payment nor a sign-in on this request: is `X402Layer` \
-     installed in front of this handler?";
 
 impl MissingPayment {
     fn for_request(parts: &Parts, settled: bool) -> Self {
-        #[cfg(feature = "siwx")]
-        let signed_in = parts.extensions.get::<crate::siwx::SignedIn>().is_some();
-        #[cfg(not(feature = "siwx"))]
-        let signed_in = {
-            let _ = parts;
-            false
-        };
-        Self { settled, signed_in }
+        let granted = parts.extensions.get::<GrantedWithoutPayment>().copied();
+        Self { settled, granted }
     }
 
     fn message(self) -> &'static str {
-        if self.signed_in {
-            SIGNED_IN_NOT_PAID
+        if let Some(granted) = self.granted {
+            granted.reason()
         } else if self.settled {
             MISSING_SETTLEMENT
         } else {
@@ -92,26 +79,6 @@ impl<S: Send + Sync> FromRequestParts<S> for SettledPayment {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let payment = VerifiedPayment::from_request_parts(parts, state).await?;
         SettledPayment::try_from(payment).map_err(|_| MissingPayment::for_request(parts, true))
-    }
-}
-
-/// [`Buyer`](crate::siwx::Buyer): the payment, else the sign-in the layer put in the request;
-/// a 500 naming the layer when there is neither.
-#[cfg(feature = "siwx")]
-impl<S: Send + Sync> FromRequestParts<S> for crate::siwx::Buyer {
-    type Rejection = (StatusCode, [(header::HeaderName, HeaderValue); 1], String);
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        crate::siwx::Buyer::from_extensions(&parts.extensions).ok_or_else(|| {
-            (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                [(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                )],
-                serde_json::json!({ "error": MISSING_BUYER }).to_string(),
-            )
-        })
     }
 }
 
@@ -164,36 +131,5 @@ impl<S: Send + Sync> FromRequestParts<S> for crate::payment::Charge {
             .get::<crate::payment::Charge>()
             .cloned()
             .ok_or(MissingCharge)
-    }
-}
-
-/// [`SignedIn`](crate::siwx::SignedIn) as an extractor: `Option<SignedIn>` in a handler that
-/// serves both payments and sign-ins; `SignedIn` alone answers 500 when the layer put none (a
-/// handler reached without a sign-in).
-#[cfg(feature = "siwx")]
-impl<S: Send + Sync> FromRequestParts<S> for crate::siwx::SignedIn {
-    type Rejection = (StatusCode, &'static str);
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        parts
-            .extensions
-            .get::<crate::siwx::SignedIn>()
-            .cloned()
-            .ok_or((
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "no sign-in on this request: is `X402Layer::sign_in_with_x` installed in front of this handler?",
-            ))
-    }
-}
-
-#[cfg(feature = "siwx")]
-impl<S: Send + Sync> axum_core::extract::OptionalFromRequestParts<S> for crate::siwx::SignedIn {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        _state: &S,
-    ) -> Result<Option<Self>, Self::Rejection> {
-        Ok(parts.extensions.get::<crate::siwx::SignedIn>().cloned())
     }
 }

@@ -102,6 +102,7 @@ pub(crate) mod charge;
 mod delivery;
 mod events;
 mod flow;
+mod granted;
 mod hooks;
 mod ledger;
 mod outcome;
@@ -117,6 +118,7 @@ mod verified;
 pub use charge::{Charge, ChargeError};
 pub use delivery::RequestDigest;
 pub use events::{PaymentEvent, PaymentEvents};
+pub use granted::GrantedWithoutPayment;
 pub(crate) use hooks::Prelude;
 pub use hooks::{
     BeforeSettle, BeforeVerify, PaymentContext, PaymentHooks, ProtectedRequest, RequestDecision,

@@ -6,8 +6,8 @@
 //! self-contained page: what is sold, the price, the network, and the ways to pay — a browser
 //! wallet (EIP-1193, `eth_signTypedData_v4` of an EIP-3009 authorization, then the same `GET`
 //! with `PAYMENT-SIGNATURE`), a hosted checkout when one is configured, and the request an agent
-//! makes. When the 402 carries a sign-in-with-x challenge (`Payments::sign_in_with_x`) on
-//! an EVM chain (feature `siwx`), a buyer who paid before signs in instead: the wallet signs the
+//! makes. When the 402 carries a sign-in-with-x challenge (the
+//! `tower-x402-siwx` crate's hook) on an EVM chain, a buyer who paid before signs in instead: the wallet signs the
 //! challenge's EIP-4361 message (`personal_sign`) and the page repeats the `GET` with
 //! `SIGN-IN-WITH-X`. [`PaywallPage::product_name`] titles the page by the product's name, with
 //! the description below it. The page's script and stylesheet are allowed by hash in the `Content-Security-Policy`

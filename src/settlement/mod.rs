@@ -19,8 +19,6 @@ use crate::boxed::{BoxError, BoxFuture};
 #[cfg(any(test, feature = "test-util"))]
 mod conformance;
 mod memory;
-#[cfg(feature = "postgres")]
-mod postgres;
 mod reconciler;
 mod record;
 mod state;
@@ -29,8 +27,6 @@ mod state;
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub use conformance::check as check_conformance;
 pub use memory::MemorySettlementStore;
-#[cfg(feature = "postgres")]
-pub use postgres::PostgresSettlementStore;
 pub use reconciler::{Reconciler, Reconciliation};
 pub(crate) use record::Fingerprint;
 pub use record::{PaymentKey, SettlementRecord};

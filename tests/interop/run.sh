@@ -123,11 +123,11 @@ python_store="$started_url"
 
 # Metered payments (upto): the crate's example `metered` against the sandbox facilitator over
 # HTTP, paid by upto_checks.py (X402_METERED, X402_METERED_PAY_TO).
-(cd "$root" && cargo build --quiet --release -p tower-x402 --features evm-rpc --example metered) || setup_failed "cargo build metered"
+(cd "$root" && cargo build --quiet --release -p tower-x402 --example metered) || setup_failed "cargo build metered"
 start metered "$target/release/examples/metered" --listen 127.0.0.1:0 --facilitator "$sandbox_url" --pay-to "$pay_to"
 export X402_METERED="$started_url" X402_METERED_PAY_TO="$pay_to"
 # Paid MCP tools: the paid_mcp example, its payments settled by the sandbox facilitator process.
-(cd "$root" && cargo build --quiet --release -p tower-x402 --features mcp,evm-rpc --example paid_mcp) \
+(cd "$root" && cargo build --quiet --release -p tower-x402 --features mcp --example paid_mcp) \
   || setup_failed "cargo build --example paid_mcp"
 start paid-mcp "$target/release/examples/paid_mcp" --listen 127.0.0.1:0 --facilitator "$sandbox_url" --pay-to "$pay_to"
 export X402_PAID_MCP="$started_url"

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::FromRef;
-use tower_x402::evm_rpc::EvmRpcReconciler;
 use tower_x402::facilitator::Facilitators;
 use tower_x402::pricing::OfferError;
 use tower_x402::settlement::Reconciler;
 use tower_x402::{Facilitator, HttpFacilitator};
+use tower_x402_evm::EvmRpcReconciler;
 use tower_x402_sandbox::SandboxFacilitator;
 
 use crate::catalog::{Catalog, Sku};
@@ -97,7 +97,7 @@ pub enum StartupError {
     Offer(#[from] OfferError),
     /// The JSON-RPC endpoint is not an http(s) URL.
     #[error("STORE_RPC_URL: {0}")]
-    Rpc(#[from] tower_x402::evm_rpc::InvalidRpcUrl),
+    Rpc(#[from] tower_x402_evm::InvalidRpcUrl),
     /// The outbound HTTP client could not be built.
     #[error("outbound HTTP client: {0}")]
     Http(#[from] reqwest::Error),

@@ -254,7 +254,7 @@ fn nonce_key(payment: &Authorized) -> NonceKey {
 /// The contract that keeps the payment's nonce: the token, or Permit2.
 fn nonce_space(payment: &Authorized) -> Address {
     if payment.permit2 {
-        tower_x402::permit2::PERMIT2
+        tower_x402_evm::permit2::PERMIT2
     } else {
         payment.asset
     }

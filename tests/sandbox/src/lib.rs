@@ -17,7 +17,7 @@
 //! connection, a `settlement_pending`, a delay, an error status. It is also a
 //! [`Reconciler`](tower_x402::settlement::Reconciler) (it knows what it settled), and
 //! [`SandboxFacilitator::rpc_router`] serves its ledger as an Ethereum JSON-RPC chain, which
-//! `tower_x402::evm_rpc::EvmRpcReconciler` can read.
+//! `tower_x402_evm::EvmRpcReconciler` can read.
 //!
 //! The facilitator also speaks `batch-settlement`, payment channels over a simulated
 //! `x402BatchSettlement` contract: deposits, vouchers, claims, sweeps, refunds and timed

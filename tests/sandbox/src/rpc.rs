@@ -6,8 +6,8 @@ use axum::Json;
 use axum::extract::State;
 use axum::routing::post;
 use serde_json::{Value, json};
-use tower_x402::eip3009::{AuthorizationUsed, Transfer, authorizationStateCall};
-use tower_x402::permit2::{self, nonce_position, nonceBitmapCall};
+use tower_x402_evm::eip3009::{AuthorizationUsed, Transfer, authorizationStateCall};
+use tower_x402_evm::permit2::{self, nonce_position, nonceBitmapCall};
 use x402_wire::{Network, UPTO_SCHEME};
 
 use crate::SandboxFacilitator;

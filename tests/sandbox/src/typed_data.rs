@@ -2,13 +2,13 @@
 //! `TransferWithAuthorization` (`exact`) and Permit2 `PermitWitnessTransferFrom` with the `upto`
 //! witness (`upto`). The wallet signs them and the stand-in facilitator checks them; what the
 //! chain view answers (`authorizationState`, `nonceBitmap`, the settlement events) is
-//! `tower_x402::eip3009`'s and `tower_x402::permit2`'s.
+//! `tower_x402_evm::eip3009`'s and `tower_x402_evm::permit2`'s.
 
 use std::borrow::Cow;
 
 use alloy_primitives::U256;
 use alloy_sol_types::Eip712Domain;
-use tower_x402::permit2::PERMIT2;
+use tower_x402_evm::permit2::PERMIT2;
 
 alloy_sol_types::sol! {
     /// The EIP-3009 message a payer signs: move `value` from `from` to `to`, usable from

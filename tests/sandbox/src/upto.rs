@@ -3,7 +3,7 @@
 
 use alloy_primitives::{Address, B256, U256};
 use alloy_sol_types::SolStruct as _;
-use tower_x402::permit2;
+use tower_x402_evm::permit2;
 use x402_wire::{
     FacilitatorRequest, Permit2Authorization, TokenPermissions as WireTokenPermissions,
     UPTO_SCHEME, UptoWitness,

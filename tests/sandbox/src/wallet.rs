@@ -5,7 +5,7 @@ use std::fmt;
 use alloy_primitives::{Address, B256, Signature, U256};
 use alloy_sol_types::SolStruct as _;
 use k256::ecdsa::SigningKey;
-use tower_x402::permit2;
+use tower_x402_evm::permit2;
 use x402_wire::{
     Eip3009Authorization, ExactEvmPayload, PERMIT2_TRANSFER_METHOD, PaymentPayload,
     PaymentRequired, PaymentRequirements, Permit2Authorization, UPTO_SCHEME, UptoEvmPayload,

@@ -6,8 +6,8 @@
 use alloy_primitives::{Address, U256};
 use alloy_sol_types::{SolCall, SolEvent};
 use serde_json::{Value, json};
-use tower_x402::eip3009::Transfer;
-use tower_x402::permit2::{self, nonceBitmapCall};
+use tower_x402_evm::eip3009::Transfer;
+use tower_x402_evm::permit2::{self, nonceBitmapCall};
 use tower_x402_sandbox::reason::*;
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 use x402_wire::{

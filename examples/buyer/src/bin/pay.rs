@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use http::{HeaderName, HeaderValue};
-use tower_x402_sandbox::SandboxWallet;
+use x402_buyer::Wallet;
 use x402_wire::{
     AtomicAmount, PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, PaymentRequired,
     PaymentRequirements, SettleResponse, UPTO_SCHEME, UsdAmount, UsdcDeployment, header,
@@ -66,9 +66,8 @@ fn parse_header(text: &str) -> Result<(HeaderName, HeaderValue), String> {
     Ok((name, value))
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    match run(Args::parse()).await {
+fn main() -> ExitCode {
+    match run(Args::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("pay: {message}");
@@ -77,35 +76,30 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(args: Args) -> Result<(), String> {
+fn run(args: Args) -> Result<(), String> {
     let wallet = wallet()?;
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(args.timeout))
+    // Every status is an answer to print, not an error; the timeout covers each whole exchange.
+    let client: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(args.timeout)))
+        .http_status_as_error(false)
         .build()
-        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        .into();
     let get = || {
         args.headers
             .iter()
             .fold(client.get(&args.url), |request, (name, value)| {
-                request.header(name, value)
+                request.header(name.clone(), value.clone())
             })
     };
 
     let first = get()
-        .send()
-        .await
+        .call()
         .map_err(|e| format!("GET {}: {}", args.url, causes(&e)))?;
     if first.status() != http::StatusCode::PAYMENT_REQUIRED {
         let status = first.status();
         eprintln!("no payment asked: the server answered {status} without a 402");
         println!("{status}");
-        println!(
-            "{}",
-            first
-                .text()
-                .await
-                .map_err(|e| format!("reading the body: {e}"))?
-        );
+        println!("{}", text(first)?);
         return if status.is_success() {
             Ok(())
         } else {
@@ -144,8 +138,7 @@ async fn run(args: Args) -> Result<(), String> {
     let paid = loop {
         let paid = get()
             .header(PAYMENT_SIGNATURE, signature.clone())
-            .send()
-            .await
+            .call()
             .map_err(|e| format!("paid GET {}: {}", args.url, causes(&e)))?;
         if paid.status() != http::StatusCode::SERVICE_UNAVAILABLE || attempt == args.retries {
             break paid;
@@ -157,12 +150,12 @@ async fn run(args: Args) -> Result<(), String> {
             .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
             .unwrap_or(1)
             .min(60);
-        let body = paid.text().await.unwrap_or_default();
+        let body = text(paid).unwrap_or_default();
         eprintln!(
             "503 {body}\nretrying the same payment in {wait} s (retry {attempt} of {})",
             args.retries
         );
-        tokio::time::sleep(Duration::from_secs(wait)).await;
+        std::thread::sleep(Duration::from_secs(wait));
     };
     let status = paid.status();
     println!("{status}");
@@ -183,12 +176,7 @@ async fn run(args: Args) -> Result<(), String> {
             None
         }
     };
-    println!(
-        "{}",
-        paid.text()
-            .await
-            .map_err(|e| format!("reading the body: {e}"))?
-    );
+    println!("{}", text(paid)?);
 
     match settlement {
         _ if !status.is_success() => Err(format!("the paid request was answered {status}")),
@@ -230,7 +218,18 @@ fn charged(accepted: &PaymentRequirements, settlement: &SettleResponse) -> Strin
     }
 }
 
-/// `error` and its sources, `: `-separated (reqwest puts the useful part in the sources).
+/// The body of `response` as text, any bytes that are not UTF-8 replaced.
+fn text(response: http::Response<ureq::Body>) -> Result<String, String> {
+    let bytes = response
+        .into_body()
+        .with_config()
+        .limit(u64::MAX)
+        .read_to_vec()
+        .map_err(|e| format!("reading the body: {}", causes(&e)))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// `error` and its sources, `: `-separated (the useful part is often in the sources).
 fn causes(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
@@ -243,16 +242,16 @@ fn causes(error: &dyn std::error::Error) -> String {
 }
 
 /// The wallet from `PAYER_PRIVATE_KEY`, or a new random one.
-fn wallet() -> Result<SandboxWallet, String> {
+fn wallet() -> Result<Wallet, String> {
     match env::var("PAYER_PRIVATE_KEY") {
         Ok(key) => {
-            let wallet = SandboxWallet::from_private_key_hex(&key)
+            let wallet = Wallet::from_private_key_hex(&key)
                 .map_err(|e| format!("PAYER_PRIVATE_KEY: {e}"))?;
             eprintln!("payer {} (from PAYER_PRIVATE_KEY)", wallet.address());
             Ok(wallet)
         }
         Err(env::VarError::NotPresent) => {
-            let wallet = SandboxWallet::random();
+            let wallet = Wallet::random().map_err(|e| format!("cannot create a wallet: {e}"))?;
             eprintln!(
                 "payer {} (new random wallet; set PAYER_PRIVATE_KEY to reuse one)",
                 wallet.address()

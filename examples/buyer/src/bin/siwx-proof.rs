@@ -18,7 +18,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use serde_json::Value;
-use tower_x402_sandbox::SandboxWallet;
+use x402_buyer::Wallet;
 
 /// The key used when none is given: a well-known test key that holds nothing anywhere.
 const FIXED_PRIVATE_KEY: &str = "4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318";
@@ -68,8 +68,7 @@ fn run(args: Args) -> Result<String, String> {
     let extension: Value =
         serde_json::from_str(&text).map_err(|e| format!("the extension is not JSON: {e}"))?;
     let key = args.private_key.as_deref().unwrap_or(FIXED_PRIVATE_KEY);
-    let wallet =
-        SandboxWallet::from_private_key_hex(key).map_err(|e| format!("private key: {e}"))?;
+    let wallet = Wallet::from_private_key_hex(key).map_err(|e| format!("private key: {e}"))?;
     wallet
         .sign_in(&extension)
         .map_err(|e| format!("cannot sign in: {e}"))

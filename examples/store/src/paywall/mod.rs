@@ -30,8 +30,8 @@ use tower_x402::layer::InvalidHeaderStatus;
 use tower_x402::metrics::{self, Metered, PaymentMetrics};
 use tower_x402::payment::Payments;
 use tower_x402::settlement::Reconciler;
-use tower_x402::siwx::SignInWithX;
 use tower_x402::{PaywallPage, Price, X402Layer, payment_cors};
+use tower_x402_siwx::SignInWithX;
 
 use crate::catalog::Catalog;
 use crate::config::Config;
@@ -93,7 +93,7 @@ where
         payments = payments.reconciler(Metered(reconciler));
     }
     match sign_in(&config, &Store::from_ref(state)) {
-        Ok(siwx) => payments = payments.sign_in_with_x(siwx),
+        Ok(siwx) => payments = payments.hook(siwx),
         Err(error) => {
             tracing::error!(%error, "sign-in-with-x is off: its settings are unusable");
         }
@@ -137,7 +137,7 @@ fn cors(origins: &[String]) -> CorsLayer {
         .into_iter()
         .chain([
             crate::sales::referral::HEADER,
-            tower_x402::siwx::SIGN_IN_WITH_X,
+            tower_x402_siwx::SIGN_IN_WITH_X,
         ])
         .collect();
     let cors = payment_cors().allow_headers(headers);

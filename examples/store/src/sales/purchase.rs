@@ -49,7 +49,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tower_x402::SettledPayment;
 use tower_x402::VerifiedPayment;
-use tower_x402::siwx::SignedIn;
+use tower_x402_siwx::SignedIn;
 use x402_wire::{AtomicAmount, PaymentRequirements, SettleResponse, UsdAmount, UsdcDeployment};
 
 use crate::catalog::{Catalog, Sku};

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use tower_x402::BoxFuture;
 use tower_x402::settlement::{LedgerEntry, PaymentKey, PaymentState, SettlementStore, StoreError};
-use tower_x402::siwx::EntitlementStore;
+use tower_x402_siwx::EntitlementStore;
 use x402_wire::UsdAmount;
 
 use self::postgres::PostgresBackend;
@@ -436,7 +436,7 @@ impl Store {
 
 /// The layer's payment ledger: on SQLite the `payment_ledger` table, compare-and-set on a
 /// version column with the state as JSON; on PostgreSQL the crate's own
-/// [`PostgresSettlementStore`](tower_x402::settlement::PostgresSettlementStore), shared by
+/// [`PostgresSettlementStore`](tower_x402_postgres::PostgresSettlementStore), shared by
 /// every instance. Both pass [`check_conformance`](tower_x402::settlement::check_conformance).
 impl SettlementStore for Store {
     fn load<'a>(

@@ -3,16 +3,17 @@
 //! The store's own statements are the ones SQLite runs ([`tables`](super::tables)); the schema
 //! is `migrations-postgres/`.
 //!
-//! The payment ledger is the crate's own [`PostgresSettlementStore`] over the same pool, and
-//! sign-in entitlements its [`PostgresEntitlementStore`]: their tables (`x402_payment_ledger`,
-//! `x402_entitlements`, `x402_siwx_nonces`) are created by their own `migrate` before the
-//! store's migrations, one of which fills the entitlements from orders placed before them.
+//! The payment ledger is tower-x402-postgres's [`PostgresSettlementStore`] over the same pool,
+//! and sign-in entitlements its [`PostgresEntitlementStore`]: their tables
+//! (`x402_payment_ledger`, `x402_entitlements`, `x402_siwx_nonces`) are created by
+//! [`tower_x402_postgres::migrate`] before the store's migrations, one of which fills the
+//! entitlements from orders placed before them.
 
 use std::time::Duration;
 
 use sqlx::postgres::PgPoolOptions;
-use tower_x402::settlement::{PaymentState, PostgresSettlementStore};
-use tower_x402::siwx::PostgresEntitlementStore;
+use tower_x402::settlement::PaymentState;
+use tower_x402_postgres::{PostgresEntitlementStore, PostgresSettlementStore};
 
 use super::StorageError;
 use super::tables::Tables;
@@ -40,11 +41,8 @@ impl PostgresBackend {
             .connect(database_url)
             .await?;
         // The layer's tables first: a store migration fills `x402_entitlements` from the orders.
+        tower_x402_postgres::migrate(&pool).await?;
         let ledger = PostgresSettlementStore::new(pool.clone());
-        ledger.migrate().await?;
-        PostgresEntitlementStore::new(pool.clone())
-            .migrate()
-            .await?;
         sqlx::migrate!("./migrations-postgres").run(&pool).await?;
         let tables = Tables::new(pool);
         Ok(Self { tables, ledger })

@@ -27,7 +27,7 @@ pub(super) trait Dialect: Database {
     /// existing order.
     const BEGIN_WRITE: &'static str;
     /// The table of the layer's payment ledger: the store's own on SQLite, the one
-    /// [`PostgresSettlementStore`](tower_x402::settlement::PostgresSettlementStore) creates on
+    /// [`PostgresSettlementStore`](tower_x402_postgres::PostgresSettlementStore) creates on
     /// PostgreSQL.
     const LEDGER_TABLE: &'static str;
 }

@@ -14,9 +14,10 @@ use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
 use tower_x402::facilitator::Facilitator;
 use tower_x402::payment::Payments;
-use tower_x402::settlement::{PaymentKey, PostgresSettlementStore, SettlementStore as _};
-use tower_x402::siwx::{self, EntitlementStore as _, PostgresEntitlementStore, SignInWithX};
+use tower_x402::settlement::{PaymentKey, SettlementStore as _};
 use tower_x402::{BoxFuture, FacilitatorError, Offer, SettlementMode, X402Layer};
+use tower_x402_postgres::{PostgresEntitlementStore, PostgresSettlementStore};
+use tower_x402_siwx::{self as siwx, EntitlementStore as _, SignInWithX};
 use x402_wire::{
     FacilitatorRequest, PAYMENT_SIGNATURE, PaymentPayload, ResourceInfo, SettleResponse,
     UsdcDeployment, VerifyResponse, header,
@@ -96,10 +97,11 @@ async fn an_outcome_received_while_postgres_is_down_is_written_once_it_is_back()
         panic!("this test needs PostgreSQL (apt-get install postgresql, or set PG_BIN): {why}")
     }));
     let url = server.url("postgres");
+    tower_x402_postgres::migrate(&pool(&url).await)
+        .await
+        .unwrap();
     let first_ledger = ledger(&url).await;
-    first_ledger.migrate().await.unwrap();
     let entitlements = PostgresEntitlementStore::new(pool(&url).await);
-    entitlements.migrate().await.unwrap();
 
     let offer = Arc::new(
         Offer::builder(ResourceInfo::new("https://api.example.com/report"))
@@ -134,7 +136,7 @@ async fn an_outcome_received_while_postgres_is_down_is_written_once_it_is_back()
             server: Some(Arc::clone(&server)),
         })
         .settlement_store(first_ledger)
-        .sign_in_with_x(
+        .hook(
             SignInWithX::new("https://api.example.com", [7; 32])
                 .unwrap()
                 .entitlement_store(entitlements),

@@ -476,16 +476,16 @@ async fn bought_on_one_instance_signed_in_on_another() {
 async fn the_entitlement_stores_meet_the_contract() {
     run_on(Backend::Postgres, async {
         let shop = Shop::open(false).await;
-        tower_x402::siwx::check_conformance(shop.state.store.entitlements()).await;
+        tower_x402_siwx::check_conformance(shop.state.store.entitlements()).await;
         let sibling = shop.sibling(|_| {}).await;
-        tower_x402::siwx::check_conformance(sibling.state.store.entitlements()).await;
+        tower_x402_siwx::check_conformance(sibling.state.store.entitlements()).await;
     })
     .await;
     run_on(Backend::Sqlite, async {
         let shop = Shop::open(false).await;
-        tower_x402::siwx::check_conformance(shop.state.store.entitlements()).await;
+        tower_x402_siwx::check_conformance(shop.state.store.entitlements()).await;
         let sibling = shop.sibling(|_| {}).await;
-        tower_x402::siwx::check_conformance(sibling.state.store.entitlements()).await;
+        tower_x402_siwx::check_conformance(sibling.state.store.entitlements()).await;
     })
     .await;
 }

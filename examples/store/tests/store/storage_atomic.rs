@@ -386,7 +386,7 @@ async fn on_postgres_the_writer_that_waited_for_the_first_files_no_grant() {
 /// up: three instances migrating at once, then the contract.
 #[tokio::test]
 async fn the_postgres_settlement_store_meets_the_contract() {
-    use tower_x402::settlement::PostgresSettlementStore;
+    use tower_x402_postgres::PostgresSettlementStore;
 
     super::postgres_server::require();
     let url = super::postgres_server::fresh_database().await;
@@ -395,9 +395,8 @@ async fn the_postgres_settlement_store_meets_the_contract() {
             let url = url.clone();
             tokio::spawn(async move {
                 let pool = sqlx::PgPool::connect(&url).await.unwrap();
-                let store = PostgresSettlementStore::new(pool);
-                store.migrate().await.unwrap();
-                store
+                tower_x402_postgres::migrate(&pool).await.unwrap();
+                PostgresSettlementStore::new(pool)
             })
         })
         .collect();

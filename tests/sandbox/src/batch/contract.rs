@@ -21,7 +21,7 @@ use super::typed::{
 use crate::ledger::Ledger;
 use crate::typed_data::permit2_domain;
 use crate::verify::parse_signature;
-use tower_x402::permit2::PERMIT2;
+use tower_x402_evm::permit2::PERMIT2;
 
 /// Why a call reverted: the contract's custom errors, plus the collector's failure to pull.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 use sqlx::sqlite::SqlitePool;
 use tower_x402::BoxFuture;
 use tower_x402::settlement::StoreError;
-use tower_x402::siwx::EntitlementStore;
+use tower_x402_siwx::EntitlementStore;
 
 use super::super::{StorageError, corrupt, store_error, unix_now};
 

@@ -14,10 +14,10 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 use tower_x402::payment::Payments;
 use tower_x402::settlement::StoreError;
-use tower_x402::siwx::{EntitlementStore, MemoryEntitlementStore, SignInWithX, SignedIn};
 use tower_x402::{BoxFuture, Offer, SettlementMode, X402Layer};
 use tower_x402_sandbox::siwx::{encode, proof_fields};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxSolanaWallet, SandboxWallet};
+use tower_x402_siwx::{EntitlementStore, MemoryEntitlementStore, SignInWithX, SignedIn};
 use x402_wire::{Network, PaymentRequired, ResourceInfo, UsdcDeployment, header};
 
 const ORIGIN: &str = "https://shop.example";
@@ -55,14 +55,14 @@ fn app(facilitator: &SandboxFacilitator, siwx: SignInWithX) -> Router {
         .route(
             "/a",
             get(who).layer(X402Layer::with_payments(
-                Payments::new(facilitator.clone()).sign_in_with_x(siwx.clone()),
+                Payments::new(facilitator.clone()).hook(siwx.clone()),
                 a,
             )),
         )
         .route(
             "/b",
             get(who).layer(X402Layer::with_payments(
-                Payments::new(facilitator.clone()).sign_in_with_x(siwx),
+                Payments::new(facilitator.clone()).hook(siwx),
                 b,
             )),
         )
@@ -585,7 +585,7 @@ async fn a_sign_in_while_the_entitlement_store_is_away_is_a_503_never_a_402() {
     let app = Router::new().route(
         "/report",
         get(who).layer(X402Layer::with_payments(
-            Payments::new(facilitator.clone()).sign_in_with_x(siwx),
+            Payments::new(facilitator.clone()).hook(siwx),
             offer,
         )),
     );
@@ -619,7 +619,7 @@ async fn a_huge_query_does_not_grow_the_sign_in_challenge() {
     let app = Router::new().route(
         "/report",
         get(who).layer(X402Layer::with_payments(
-            Payments::new(facilitator.clone()).sign_in_with_x(siwx),
+            Payments::new(facilitator.clone()).hook(siwx),
             offer,
         )),
     );

@@ -1,31 +1,17 @@
 //! [`PostgresEntitlementStore`]: entitlements and consumed sign-in nonces in PostgreSQL, shared
 //! by every instance of an application.
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use sqlx::Row as _;
 use sqlx::postgres::PgPool;
-use sqlx::{Executor as _, Row as _};
+use tower_x402::BoxFuture;
+use tower_x402::settlement::StoreError;
+use tower_x402_siwx::EntitlementStore;
 
-use super::EntitlementStore;
-use crate::boxed::BoxFuture;
-use crate::settlement::StoreError;
+use crate::store_error;
 
-/// The tables, created by [`PostgresEntitlementStore::migrate`].
-const CREATE_TABLES: &str = "\
-CREATE TABLE IF NOT EXISTS x402_entitlements (
-    resource  TEXT NOT NULL,
-    address   TEXT NOT NULL,
-    purchased BIGINT NOT NULL, -- unix seconds of the latest payment
-    PRIMARY KEY (resource, address)
-);
-CREATE TABLE IF NOT EXISTS x402_siwx_nonces (
-    nonce   TEXT PRIMARY KEY NOT NULL,
-    expires BIGINT NOT NULL -- unix seconds; the row may go once past
-);
-CREATE INDEX IF NOT EXISTS x402_siwx_nonces_by_expiry ON x402_siwx_nonces (expires);";
-
-/// Serialises concurrent `migrate` calls.
-const MIGRATION_LOCK: i64 = 0x7834_3032_7369_7778; // "x402siwx"
-
-/// An [`EntitlementStore`] in PostgreSQL (feature `postgres`): the tables `x402_entitlements`
+/// An [`EntitlementStore`] in PostgreSQL (feature `siwx`): the tables `x402_entitlements`
 /// (one row per resource and address, the latest purchase time) and `x402_siwx_nonces` (one row
 /// per consumed nonce until it expires), so a buyer who paid on one instance signs in on any
 /// other, and a sign-in proof is accepted once across all of them.
@@ -36,11 +22,12 @@ const MIGRATION_LOCK: i64 = 0x7834_3032_7369_7778; // "x402siwx"
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), tower_x402::BoxError> {
-/// use tower_x402::siwx::{PostgresEntitlementStore, SignInWithX};
+/// use tower_x402_postgres::PostgresEntitlementStore;
+/// use tower_x402_siwx::SignInWithX;
 ///
 /// let pool = sqlx::PgPool::connect("postgres://app@db/shop").await?;
+/// tower_x402_postgres::migrate(&pool).await?;
 /// let entitlements = PostgresEntitlementStore::new(pool);
-/// entitlements.migrate().await?;
 /// let siwx = SignInWithX::new("https://shop.example", b"a secret every instance shares!!")?
 ///     .entitlement_store(entitlements);
 /// # let _ = siwx; Ok(()) }
@@ -51,25 +38,9 @@ pub struct PostgresEntitlementStore {
 }
 
 impl PostgresEntitlementStore {
-    /// A store over `pool`. Run [`migrate`](Self::migrate) once before use.
+    /// A store over `pool`. Run [`migrate`](crate::migrate) once before use.
     pub fn new(pool: PgPool) -> Self {
         Self { pool }
-    }
-
-    /// Creates the tables and index if they do not exist. Safe to call from several instances
-    /// starting at once.
-    pub async fn migrate(&self) -> Result<(), StoreError> {
-        let mut transaction = self.pool.begin().await.map_err(store_error)?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(MIGRATION_LOCK)
-            .execute(&mut *transaction)
-            .await
-            .map_err(store_error)?;
-        transaction
-            .execute(CREATE_TABLES)
-            .await
-            .map_err(store_error)?;
-        transaction.commit().await.map_err(store_error)
     }
 }
 
@@ -124,7 +95,7 @@ impl EntitlementStore for PostgresEntitlementStore {
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let expires = i64::try_from(expires).map_err(store_error)?;
-            let now = i64::try_from(super::unix_now()).map_err(store_error)?;
+            let now = i64::try_from(unix_now()).map_err(store_error)?;
             // Now and then (one call in 64), clear nonces long past: a proof carrying one is
             // refused as too old anyway.
             if rand::random::<u8>() < 4 {
@@ -148,6 +119,9 @@ impl EntitlementStore for PostgresEntitlementStore {
     }
 }
 
-fn store_error(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
-    StoreError(Box::new(error))
+/// Seconds since the Unix epoch.
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
 }

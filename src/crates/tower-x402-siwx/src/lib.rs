@@ -1,10 +1,12 @@
-//! Sign-in-with-x (SIWX, feature `siwx`): a wallet that already paid for a resource signs a
-//! challenge and is served again without paying.
+//! Sign-in-with-x (SIWX) for [tower-x402](tower_x402): a wallet that already paid for a
+//! resource signs a challenge and is served again without paying.
 //!
-//! With [`Payments::sign_in_with_x`](crate::payment::Payments::sign_in_with_x), every 402 the layer
-//! answers carries `extensions["sign-in-with-x"]`: `info` (the configured domain, the URI of
-//! the request's path on the configured origin — without its query, so a client cannot make the
-//! 402 as large as it likes —, version `1`, a nonce, `issuedAt`, `expirationTime`, the statement
+//! [`SignInWithX`] is a [lifecycle hook](tower_x402::payment::PaymentHooks) of the payment
+//! core, written against tower-x402's public API alone. Registered with
+//! [`Payments::hook`](tower_x402::payment::Payments::hook) on the core an `X402Layer` (or
+//! `PaidTools`, tower-x402's MCP adapter) is built from, every 402 carries `extensions["sign-in-with-x"]`: `info` (the configured domain,
+//! the URI of the request's path on the configured origin — without its query, so a client
+//! cannot make the 402 as large as it likes —, version `1`, a nonce, `issuedAt`, `expirationTime`, the statement
 //! if any, `resources`), `supportedChains` (the networks of the route's accepts: `eip191` on
 //! `eip155:*`, `ed25519` on `solana:*`) and a JSON schema naming the fields a proof must carry
 //! (kept short: the whole challenge travels in a response header, and nginx's default buffer
@@ -41,12 +43,13 @@
 //!
 //! A valid proof from an entitled address is served **without payment and without calling the
 //! facilitator**: the inner service finds [`SignedIn`] in the request's extensions (an axum
-//! extractor with the feature `axum`) and no [`VerifiedPayment`](crate::VerifiedPayment). A
+//! extractor with the feature `axum`) and no [`VerifiedPayment`](tower_x402::VerifiedPayment). A
 //! handler behind a layer with sign-in takes [`Buyer`] (paid or signed in), or
 //! `Option<VerifiedPayment>` and `Option<SignedIn>`; one that takes `VerifiedPayment` alone
-//! answers every signed-in request 500, with an error that says so. A request that carries both a proof and a
-//! `PAYMENT-SIGNATURE` is decided by the proof first; when the proof fails, the payment is
-//! processed as usual.
+//! answers every signed-in request 500, with an error that says so (the hook puts a
+//! [`GrantedWithoutPayment`](tower_x402::payment::GrantedWithoutPayment) naming [`Buyer`] in
+//! the request). A request that carries both a proof and a `PAYMENT-SIGNATURE` is decided by
+//! the proof first; when the proof fails, the payment is processed as usual.
 //!
 //! Every payment the layer settles (`exact` and `upto`) records an entitlement in the
 //! [`EntitlementStore`]: the payer (EVM addresses lower-cased), what was bought — the offer's
@@ -59,6 +62,34 @@
 //! [`SignInWithX::entitlement_lifetime`]).
 //!
 //! The origin is configured, never derived from `Host` or `X-Forwarded-*`.
+//!
+//! ```
+//! use tower_x402::payment::Payments;
+//! use tower_x402::{HttpFacilitator, Offer, X402Layer};
+//! use x402_wire::{ResourceInfo, UsdcDeployment};
+//! use tower_x402_siwx::SignInWithX;
+//!
+//! let offer = Offer::builder(ResourceInfo::new("https://shop.example/report"))
+//!     .usdc(&UsdcDeployment::BASE, "0.10".parse()?, "0x209693Bc6afc0C5328bA36FaF03C514EF312287C")
+//!     .build()?;
+//! let sign_in = SignInWithX::new("https://shop.example", b"a secret every instance shares!!")?;
+//! let facilitator = HttpFacilitator::new("https://x402.org/facilitator")?;
+//! let paywall = X402Layer::with_payments(Payments::new(facilitator).hook(sign_in), offer);
+//! # let _ = paywall;
+//! # Ok::<_, tower_x402::BoxError>(())
+//! ```
+//!
+//! # Features
+//!
+//! - `axum`: [`Buyer`] and [`SignedIn`] as axum extractors.
+//! - `test-util`: `check_conformance`, the [`EntitlementStore`] contract as a check any store
+//!   can run in its tests.
+//!
+//! Entitlements shared by several instances: `PostgresEntitlementStore` in the
+//! `tower-x402-postgres` crate (its feature `siwx`).
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 use std::fmt;
 use std::sync::Arc;
@@ -73,17 +104,17 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 use x402_wire::{AtomicAmount, FacilitatorRequest};
 
-use crate::boxed::BoxError;
-use crate::pricing::Offer;
-use crate::settlement::StoreError;
+use tower_x402::BoxError;
+use tower_x402::pricing::Offer;
+use tower_x402::settlement::StoreError;
 
 mod buyer;
 #[cfg(any(test, feature = "test-util"))]
 mod conformance;
+#[cfg(feature = "axum")]
+mod extract;
 mod hook;
 mod message;
-#[cfg(feature = "postgres")]
-mod postgres;
 mod store;
 mod verify;
 
@@ -91,10 +122,15 @@ pub use buyer::Buyer;
 #[cfg(any(test, feature = "test-util"))]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub use conformance::check as check_conformance;
-#[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use postgres::PostgresEntitlementStore;
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub use extract::MissingBuyer;
 pub use store::{EntitlementStore, MemoryEntitlementStore};
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 /// The request header carrying a sign-in proof: base64 of its JSON.
 pub const SIGN_IN_WITH_X: HeaderName = HeaderName::from_static("sign-in-with-x");
@@ -122,13 +158,13 @@ const MAX_PATH_LEN: usize = 512;
 const NONCE_RANDOM: usize = 8;
 const NONCE_MAC: usize = 12;
 
-/// Sign-in-with-x settings for [`Payments::sign_in_with_x`](crate::payment::Payments::sign_in_with_x):
-/// the server's public origin, the secret nonces are derived from, and where entitlements and
+/// Sign-in-with-x settings, registered as a hook with
+/// [`Payments::hook`](tower_x402::payment::Payments::hook): the server's public origin, the secret nonces are derived from, and where entitlements and
 /// consumed nonces are kept. See the [module docs](self).
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_x402::siwx::{MemoryEntitlementStore, SignInWithX};
+/// use tower_x402_siwx::{MemoryEntitlementStore, SignInWithX};
 ///
 /// let siwx = SignInWithX::new("https://shop.example", b"a secret every instance shares!!")?
 ///     .statement("Sign in to download what you bought")
@@ -482,7 +518,9 @@ impl fmt::Debug for SignInWithX {
 }
 
 /// Who signed in: put in the request's extensions by the layer when a sign-in proof was
-/// accepted (the request was served without payment). With the feature `axum`, an extractor
+/// accepted (the request was served without payment), beside a
+/// [`GrantedWithoutPayment`](tower_x402::payment::GrantedWithoutPayment) that tells a handler
+/// asking for a payment why there is none. With the feature `axum`, an extractor
 /// (`Option<SignedIn>` in a handler that also serves payments).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SignedIn {
@@ -613,7 +651,7 @@ fn without_query(path_and_query: &str) -> &str {
 /// entitlements, so a buyer of the cheaper one cannot sign in to the dearer one.
 ///
 /// ```
-/// use tower_x402::siwx::entitlement_key;
+/// use tower_x402_siwx::entitlement_key;
 ///
 /// let key = entitlement_key("https://shop.example/report", &"100000".parse()?);
 /// assert_eq!(key, "https://shop.example/report#amount=100000");
@@ -987,7 +1025,7 @@ mod tests {
             resource: &'a str,
             address: &'a str,
             at: u64,
-        ) -> crate::boxed::BoxFuture<'a, Result<(), StoreError>> {
+        ) -> tower_x402::BoxFuture<'a, Result<(), StoreError>> {
             let left = self.failures.load(std::sync::atomic::Ordering::SeqCst);
             if left > 0 {
                 self.failures
@@ -1001,7 +1039,7 @@ mod tests {
             &'a self,
             resource: &'a str,
             address: &'a str,
-        ) -> crate::boxed::BoxFuture<'a, Result<Option<u64>, StoreError>> {
+        ) -> tower_x402::BoxFuture<'a, Result<Option<u64>, StoreError>> {
             self.inner.last_purchase(resource, address)
         }
 
@@ -1009,7 +1047,7 @@ mod tests {
             &'a self,
             nonce: &'a str,
             expires: u64,
-        ) -> crate::boxed::BoxFuture<'a, Result<bool, StoreError>> {
+        ) -> tower_x402::BoxFuture<'a, Result<bool, StoreError>> {
             self.inner.consume_nonce(nonce, expires)
         }
     }

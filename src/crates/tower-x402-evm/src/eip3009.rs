@@ -2,7 +2,7 @@
 //! with alloy's `sol!`: the `authorizationState` view and the `AuthorizationUsed` and `Transfer`
 //! events a settlement emits.
 //!
-//! `evm_rpc::EvmRpcReconciler` (feature `evm-rpc`) reads the chain with these; a stand-in chain
+//! `EvmRpcReconciler` (feature `rpc`) reads the chain with these; a stand-in chain
 //! (`tower-x402-sandbox` has one) writes them. The `TransferWithAuthorization` message a payer
 //! signs is the wallet's and the facilitator's business, not this crate's: the layer never signs
 //! or checks a signature. The traits that encode and decode them (`SolCall`, `SolEvent`) are
@@ -11,7 +11,7 @@
 //! ```
 //! use alloy_primitives::{Address, B256};
 //! use alloy_sol_types::{SolCall, SolEvent};
-//! use tower_x402::eip3009::{AuthorizationUsed, authorizationStateCall};
+//! use tower_x402_evm::eip3009::{AuthorizationUsed, authorizationStateCall};
 //!
 //! let call = authorizationStateCall { authorizer: Address::ZERO, nonce: B256::ZERO };
 //! assert_eq!(authorizationStateCall::SELECTOR, [0xe9, 0x4a, 0x01, 0x02]);

@@ -1,17 +1,17 @@
 //! [`Buyer`]: who a request behind a sign-in-enabled layer is served to.
 
-use crate::payment::VerifiedPayment;
+use tower_x402::payment::VerifiedPayment;
 
 use super::SignedIn;
 
-/// A request served behind [`Payments::sign_in_with_x`](crate::payment::Payments::sign_in_with_x):
+/// A request served behind a layer with [sign-in](crate::SignInWithX):
 /// paid now, or signed in by a wallet that paid before. With the feature `axum`, an extractor
 /// — the one to take in a handler behind a layer with sign-in, where a signed-in request
 /// carries no [`VerifiedPayment`] (asking for `VerifiedPayment` alone answers such a request
 /// 500, naming this type).
 ///
 /// ```
-/// use tower_x402::siwx::Buyer;
+/// use tower_x402_siwx::Buyer;
 ///
 /// async fn report(buyer: Buyer) -> String {
 ///     match buyer {

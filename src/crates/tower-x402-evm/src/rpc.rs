@@ -28,12 +28,12 @@ use alloy_primitives::{Address, B256, Bytes, U256};
 use alloy_provider::{Provider, RootProvider};
 use alloy_rpc_types_eth::{Filter, Log, TransactionInput, TransactionRequest};
 use alloy_sol_types::{SolCall, SolEvent};
+use tower_x402::BoxFuture;
+use tower_x402::settlement::{Reconciler, Reconciliation};
 use x402_wire::{FacilitatorRequest, UptoEvmPayload};
 
-use crate::boxed::BoxFuture;
 use crate::eip3009::{AuthorizationUsed, Transfer, authorizationStateCall};
 use crate::permit2::{self, nonceBitmapCall};
-use crate::settlement::{Reconciler, Reconciliation};
 
 /// Blocks searched by default: about 5.5 hours of Base blocks.
 const DEFAULT_SEARCH_BLOCKS: u64 = 10_000;
@@ -45,16 +45,16 @@ const DEFAULT_CHUNK_BLOCKS: u64 = 1_000;
 #[error("invalid JSON-RPC URL `{0}`")]
 pub struct InvalidRpcUrl(pub String);
 
-/// A [`Reconciler`] that asks an Ethereum JSON-RPC node about EIP-3009 payments.
+/// A [`Reconciler`] that asks an Ethereum JSON-RPC node about EIP-3009 and Permit2 (`upto`) payments.
 ///
 /// ```
-/// use tower_x402::evm_rpc::EvmRpcReconciler;
+/// use tower_x402_evm::EvmRpcReconciler;
 ///
 /// let reconciler = EvmRpcReconciler::new("https://mainnet.base.org")?
 ///     .search_blocks(50_000)
 ///     .chunk_blocks(2_000);
 /// # let _ = reconciler;
-/// # Ok::<_, tower_x402::evm_rpc::InvalidRpcUrl>(())
+/// # Ok::<_, tower_x402_evm::InvalidRpcUrl>(())
 /// ```
 #[derive(Clone, Debug)]
 pub struct EvmRpcReconciler {

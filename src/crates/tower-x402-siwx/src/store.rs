@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::boxed::BoxFuture;
-use crate::settlement::StoreError;
+use tower_x402::BoxFuture;
+use tower_x402::settlement::StoreError;
 
 /// Where sign-in-with-x keeps what it needs across requests and instances: one *entitlement*
 /// per (resource, address) — the last time that address paid for that resource — and the
@@ -12,13 +12,13 @@ use crate::settlement::StoreError;
 ///
 /// The resource is the key of what was bought, [`entitlement_key`](super::entitlement_key):
 /// the offer's resource URL (as in
-/// [`SettlementRecord::resource`](crate::settlement::SettlementRecord::resource)) and the amount
+/// [`SettlementRecord::resource`](tower_x402::settlement::SettlementRecord::resource)) and the amount
 /// of the accept the buyer signed, `https://shop.example/report#amount=100000` — or, for an
 /// entitlement recorded before they were keyed by price, the URL alone; the address is the
 /// payer as settled, lower-cased when it is an EVM `0x` address and kept as is otherwise
 /// (Solana's base58 is case-sensitive).
 ///
-/// The contract, which `siwx::check_conformance` (feature `test-util`) tests:
+/// The contract, which `check_conformance` (feature `test-util`) tests:
 ///
 /// - [`record_purchase`](Self::record_purchase) keeps the latest time per (resource, address):
 ///   an older time never replaces a newer one;
@@ -85,7 +85,7 @@ impl<T: EntitlementStore + ?Sized> EntitlementStore for Arc<T> {
 /// An [`EntitlementStore`] in this process's memory: the default. It forgets on restart and is
 /// private to one process, so a buyer signs in only where (and while) the purchase was
 /// recorded; several instances share a database store instead
-/// (`PostgresEntitlementStore`, feature `postgres`).
+/// (`PostgresEntitlementStore` in the `tower-x402-postgres` crate, its feature `siwx`).
 ///
 /// Consumed nonces are dropped once expired (checked on each new one).
 #[derive(Clone, Debug, Default)]

@@ -2,7 +2,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use tower_x402::siwx::{MemoryEntitlementStore, check_conformance};
+//! use tower_x402_siwx::{MemoryEntitlementStore, check_conformance};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {

@@ -12,11 +12,11 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 use tower_x402::payment::Payments;
-use tower_x402::siwx::{
-    Buyer, EntitlementStore, MemoryEntitlementStore, SignInWithX, entitlement_key,
-};
 use tower_x402::{Offer, Price, SettlementMode, VerifiedPayment, X402Layer};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+use tower_x402_siwx::{
+    Buyer, EntitlementStore, MemoryEntitlementStore, SignInWithX, entitlement_key,
+};
 use x402_wire::{AtomicAmount, Extension, PaymentRequired, ResourceInfo, UsdcDeployment, header};
 
 const ORIGIN: &str = "https://shop.example";
@@ -98,7 +98,7 @@ fn two_tiers(facilitator: &SandboxFacilitator, siwx: SignInWithX) -> Router {
     Router::new().route(
         "/report",
         get(buyer).layer(X402Layer::with_payments(
-            Payments::new(facilitator.clone()).sign_in_with_x(siwx),
+            Payments::new(facilitator.clone()).hook(siwx),
             pricing,
         )),
     )
@@ -188,7 +188,7 @@ async fn a_handler_taking_verified_payment_is_told_about_sign_in_and_buyer_serve
     let siwx = SignInWithX::new(ORIGIN, SECRET).unwrap();
     let offer = offer_at(&format!("{ORIGIN}/paid"), "0.10");
     let layer = X402Layer::with_payments(
-        Payments::new(facilitator.clone()).sign_in_with_x(siwx),
+        Payments::new(facilitator.clone()).hook(siwx),
         Arc::clone(&offer),
     );
     let app = Router::new()

@@ -6,16 +6,26 @@ use http::Extensions;
 use serde_json::value::RawValue;
 use x402_wire::SettleResponse;
 
-use super::{EXTENSION, SIGN_IN_WITH_X, SignInWithX, record_purchase};
-use crate::boxed::BoxFuture;
-use crate::payment::{
-    PaymentContext, PaymentHooks, Payments, ProtectedRequest, Refusal, RefusalKind, RequestDecision,
+use tower_x402::BoxFuture;
+use tower_x402::payment::{
+    GrantedWithoutPayment, PaymentContext, PaymentHooks, ProtectedRequest, Refusal, RefusalKind,
+    RequestDecision,
 };
 
-/// Sign-in-with-x as a [lifecycle hook](PaymentHooks): register it on the
-/// [`Payments`](crate::payment::Payments) of a layer or of
-/// `PaidTools` (feature `mcp`) (an MCP tool call carries its proof in
-/// `_meta["sign-in-with-x"]`, and signs the tool's resource URL as its URI).
+use super::{EXTENSION, SIGN_IN_WITH_X, SignInWithX, record_purchase};
+
+/// Why a signed-in request carries no payment, for a handler that asks for one.
+const SIGNED_IN_NOT_PAID: &str = "this request was signed in (sign-in-with-x) by a buyer who \
+     paid before, so it carries no payment: behind a layer with sign-in a handler takes \
+     `tower_x402_siwx::Buyer` (paid or signed in), or `Option<VerifiedPayment>` and \
+     `Option<SignedIn>`";
+
+/// Sign-in-with-x as a [lifecycle hook](PaymentHooks): register it with
+/// [`Payments::hook`](tower_x402::payment::Payments::hook) on the core an `X402Layer` or
+/// `PaidTools` (tower-x402's feature `mcp`; an
+/// MCP tool call carries its proof in `_meta["sign-in-with-x"]`, and signs the tool's resource
+/// URL as its URI). A granted request finds [`SignedIn`](crate::SignedIn) and a
+/// [`GrantedWithoutPayment`] in its extensions.
 impl PaymentHooks for SignInWithX {
     fn challenge_extension(
         &self,
@@ -42,6 +52,7 @@ impl PaymentHooks for SignInWithX {
                     tracing::debug!(address = %signed_in.address(), resource = %signed_in.resource(), "signed in");
                     let mut extensions = Extensions::new();
                     extensions.insert(signed_in);
+                    extensions.insert(GrantedWithoutPayment::new(SIGNED_IN_NOT_PAID));
                     RequestDecision::Grant(extensions)
                 }
                 // The payment the request also carries decides.
@@ -83,18 +94,5 @@ impl PaymentHooks for SignInWithX {
                 record_purchase(&self.store, payment.resource, payment.request, &payer).await;
             }
         })
-    }
-}
-
-impl Payments {
-    /// Turns on sign-in-with-x ([`siwx`](crate::siwx), feature `siwx`): every 402 carries a
-    /// sign-in challenge; a request whose `SIGN-IN-WITH-X` proof comes from a wallet that paid
-    /// for the resource is served without payment and without calling the facilitator (the
-    /// inner service finds [`SignedIn`](crate::siwx::SignedIn) in its extensions); every
-    /// payment this core settles records its payer's entitlement in `siwx`'s store. The same
-    /// as registering `siwx` as a [hook](Payments::hook).
-    #[cfg_attr(docsrs, doc(cfg(feature = "siwx")))]
-    pub fn sign_in_with_x(self, siwx: SignInWithX) -> Self {
-        self.hook(siwx)
     }
 }

@@ -19,7 +19,7 @@ pub(crate) struct EvmRpc {
 }
 
 impl EvmRpc {
-    pub(crate) fn new(url: &str) -> Result<Self, crate::boxed::BoxError> {
+    pub(crate) fn new(url: &str) -> Result<Self, tower_x402::BoxError> {
         let parsed: http::Uri = url.parse()?;
         if !matches!(parsed.scheme_str(), Some("http" | "https")) {
             return Err(format!("the JSON-RPC endpoint must be an http(s) URL: {url}").into());

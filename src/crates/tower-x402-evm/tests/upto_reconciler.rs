@@ -3,8 +3,8 @@
 //! unconsumed one is not, and a consumed one without the transfer stays in doubt.
 
 use serde_json::json;
-use tower_x402::evm_rpc::EvmRpcReconciler;
 use tower_x402::settlement::{Reconciler, Reconciliation};
+use tower_x402_evm::EvmRpcReconciler;
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 use x402_wire::{
     AtomicAmount, FacilitatorRequest, Network, PaymentPayload, PaymentRequired,

@@ -1,38 +1,14 @@
 //! [`PostgresSettlementStore`]: the payment ledger in one PostgreSQL table, shared by every
 //! instance of an application.
 
+use sqlx::Row as _;
 use sqlx::postgres::PgPool;
-use sqlx::{Executor as _, Row as _};
+use tower_x402::BoxFuture;
+use tower_x402::settlement::{LedgerEntry, PaymentKey, PaymentState, SettlementStore, StoreError};
 
-use super::{LedgerEntry, PaymentKey, PaymentState, SettlementStore, StoreError};
-use crate::boxed::BoxFuture;
+use crate::store_error;
 
-/// The table, created by [`PostgresSettlementStore::migrate`].
-const CREATE_TABLE: &str = "\
-CREATE TABLE IF NOT EXISTS x402_payment_ledger (
-    payment_key TEXT PRIMARY KEY NOT NULL,
-    version     BIGINT NOT NULL CHECK (version >= 1),
-    phase       TEXT NOT NULL,
-    state       TEXT NOT NULL, -- the PaymentState as JSON
-    updated     TIMESTAMPTZ NOT NULL DEFAULT now()
-);
-CREATE INDEX IF NOT EXISTS x402_payment_ledger_by_phase ON x402_payment_ledger (phase, updated);";
-
-/// The label of the facilitator that received a payment's `/settle` (also in the state's JSON),
-/// for operators' queries; NULL (rows written before it) means the first facilitator.
-const ADD_FACILITATOR_COLUMN: &str =
-    "ALTER TABLE x402_payment_ledger ADD COLUMN IF NOT EXISTS facilitator TEXT";
-
-/// The request a payment came with or bought (its
-/// [`RequestDigest`](crate::payment::RequestDigest), also in the state's JSON), for operators'
-/// queries; NULL for a payment being verified, and for rows written before it.
-const ADD_REQUEST_DIGEST_COLUMN: &str =
-    "ALTER TABLE x402_payment_ledger ADD COLUMN IF NOT EXISTS request_digest TEXT";
-
-/// Serialises concurrent `migrate` calls (`CREATE … IF NOT EXISTS` alone can still collide).
-const MIGRATION_LOCK: i64 = 0x7834_3032_6c65_6467; // "x402ledg"
-
-/// A [`SettlementStore`] in PostgreSQL (feature `postgres`): one row per payment in the table
+/// A [`SettlementStore`] in PostgreSQL: one row per payment in the table
 /// `x402_payment_ledger`, so every instance of an application sharing the database settles a
 /// payment once.
 ///
@@ -46,13 +22,13 @@ const MIGRATION_LOCK: i64 = 0x7834_3032_6c65_6467; // "x402ledg"
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// use tower_x402::settlement::PostgresSettlementStore;
+/// use tower_x402_postgres::PostgresSettlementStore;
 /// # use tower_x402::{Offer, X402Layer, payment::Payments};
 /// # let (facilitator, offer): (tower_x402::HttpFacilitator, std::sync::Arc<Offer>) = todo!();
 ///
 /// let pool = sqlx::PgPool::connect("postgres://app@db/shop").await?;
+/// tower_x402_postgres::migrate(&pool).await?;
 /// let ledger = PostgresSettlementStore::new(pool);
-/// ledger.migrate().await?;
 /// let paywall = X402Layer::with_payments(Payments::new(facilitator).settlement_store(ledger), offer);
 /// # Ok(()) }
 /// ```
@@ -64,37 +40,10 @@ pub struct PostgresSettlementStore {
 }
 
 impl PostgresSettlementStore {
-    /// A store over `pool`. Run [`migrate`](Self::migrate) once before use (or create the table
-    /// with the same definition by your own migrations).
+    /// A store over `pool`. Run [`migrate`](crate::migrate) once before use (or create the
+    /// table with the same definition by your own migrations).
     pub fn new(pool: PgPool) -> Self {
         Self { pool }
-    }
-
-    /// Creates the `x402_payment_ledger` table and its index if they do not exist, and adds the
-    /// columns added since (`facilitator`, `request_digest`) to a table created before
-    /// them. Safe to call from several instances starting at once.
-    pub async fn migrate(&self) -> Result<(), StoreError> {
-        let mut transaction = self.pool.begin().await.map_err(store_error)?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(MIGRATION_LOCK)
-            .execute(&mut *transaction)
-            .await
-            .map_err(store_error)?;
-        let exists: bool =
-            sqlx::query_scalar("SELECT to_regclass('x402_payment_ledger') IS NOT NULL")
-                .fetch_one(&mut *transaction)
-                .await
-                .map_err(store_error)?;
-        if !exists {
-            transaction
-                .execute(CREATE_TABLE)
-                .await
-                .map_err(store_error)?;
-        }
-        for column in [ADD_FACILITATOR_COLUMN, ADD_REQUEST_DIGEST_COLUMN] {
-            transaction.execute(column).await.map_err(store_error)?;
-        }
-        transaction.commit().await.map_err(store_error)
     }
 
     /// Payments whose settlement outcome is unknown (*in doubt*, or *settling* perhaps under an
@@ -224,17 +173,14 @@ fn decode(text: &str) -> Result<PaymentState, StoreError> {
     serde_json::from_str(text).map_err(store_error)
 }
 
-fn store_error(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
-    StoreError(Box::new(error))
-}
-
 /// The facilitator label of the intent `state` carries, if any.
 fn facilitator_of(state: &PaymentState) -> Option<&str> {
     match state {
         PaymentState::Settling { intent, .. } | PaymentState::InDoubt { intent, .. } => {
             intent.facilitator.as_deref()
         }
-        PaymentState::InProgress { .. } | PaymentState::Settled { .. } => None,
+        // In progress, settled, or a phase added later: no intent.
+        _ => None,
     }
 }
 
@@ -245,6 +191,7 @@ fn request_digest_of(state: &PaymentState) -> Option<&str> {
             intent.request_digest.as_deref()
         }
         PaymentState::Settled { record } => record.request_digest.as_deref(),
-        PaymentState::InProgress { .. } => None,
+        // In progress, or a phase added later: no digest.
+        _ => None,
     }
 }

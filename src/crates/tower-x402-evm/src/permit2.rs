@@ -2,16 +2,16 @@
 //! address, the `upto` proxy's, and the `nonceBitmap` view, which tells whether a permit's
 //! nonce was consumed.
 //!
-//! `evm_rpc::EvmRpcReconciler` (feature `evm-rpc`) reads the chain with these; a stand-in chain
+//! `EvmRpcReconciler` (feature `rpc`) reads the chain with these; a stand-in chain
 //! (`tower-x402-sandbox` has one) writes them. The token's `Transfer` event is
-//! `eip3009::Transfer` (feature `eip3009`). The `PermitWitnessTransferFrom` message a
+//! [`eip3009::Transfer`](crate::eip3009::Transfer). The `PermitWitnessTransferFrom` message a
 //! payer signs is the wallet's and the facilitator's business, not this crate's: the layer never
 //! signs or checks a signature.
 //!
 //! ```
 //! use alloy_primitives::{Address, U256};
 //! use alloy_sol_types::SolCall;
-//! use tower_x402::permit2::nonceBitmapCall;
+//! use tower_x402_evm::permit2::nonceBitmapCall;
 //!
 //! assert_eq!(nonceBitmapCall::SELECTOR, [0x4f, 0xe0, 0x2b, 0x44]);
 //! let call = nonceBitmapCall { owner: Address::ZERO, wordPos: U256::from(7) };
@@ -43,7 +43,7 @@ pub use abi::nonceBitmapCall;
 /// ```
 /// use alloy_primitives::U256;
 ///
-/// let (word, bit) = tower_x402::permit2::nonce_position(U256::from(0x1_05));
+/// let (word, bit) = tower_x402_evm::permit2::nonce_position(U256::from(0x1_05));
 /// assert_eq!((word, bit), (U256::from(1), 5));
 /// ```
 pub fn nonce_position(nonce: U256) -> (U256, u8) {
