@@ -6,7 +6,10 @@
 //! - `PostgresEntitlementStore` (feature `siwx`): sign-in-with-x's entitlements and consumed
 //!   nonces (an `EntitlementStore` of [tower-x402-siwx](https://docs.rs/tower-x402-siwx)), so a
 //!   buyer who paid on one instance signs in on any other, once per proof;
-//! - [`migrate`]: one call that creates the tables of both.
+//! - `PostgresChannelStore` (feature `channels`): payment channels (a `ChannelStore` of
+//!   [tower-x402-channels](https://docs.rs/tower-x402-channels)), so several instances serve a
+//!   channel one request at a time and count and claim each voucher once;
+//! - [`migrate`]: one call that creates the tables of all of them.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), tower_x402::BoxError> {
@@ -27,11 +30,16 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
+#[cfg(feature = "channels")]
+mod channels;
 #[cfg(feature = "siwx")]
 mod entitlements;
 mod migrate;
 mod settlement;
 
+#[cfg(feature = "channels")]
+#[cfg_attr(docsrs, doc(cfg(feature = "channels")))]
+pub use channels::PostgresChannelStore;
 #[cfg(feature = "siwx")]
 #[cfg_attr(docsrs, doc(cfg(feature = "siwx")))]
 pub use entitlements::PostgresEntitlementStore;

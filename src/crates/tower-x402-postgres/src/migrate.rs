@@ -43,14 +43,26 @@ CREATE TABLE IF NOT EXISTS x402_siwx_nonces (
 );
 CREATE INDEX IF NOT EXISTS x402_siwx_nonces_by_expiry ON x402_siwx_nonces (expires);";
 
+/// Payment channels' table (`PostgresChannelStore`, feature `channels`): the channel as JSON,
+/// and whether it has unclaimed charges or a claim in flight, for the claimer's query.
+const CREATE_CHANNELS: &str = "\
+CREATE TABLE IF NOT EXISTS x402_channels (
+    channel_id  TEXT PRIMARY KEY NOT NULL,
+    state       TEXT NOT NULL, -- the Channel as JSON
+    needs_claim BOOLEAN NOT NULL,
+    updated     TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS x402_channels_needing_claims ON x402_channels (channel_id) WHERE needs_claim;";
+
 /// Serialises concurrent `migrate` calls (`CREATE … IF NOT EXISTS` alone can still collide);
 /// the value the ledger's migration always took, so an instance of an earlier release
 /// migrating at the same time waits too.
 const MIGRATION_LOCK: i64 = 0x7834_3032_6c65_6467; // "x402ledg"
 
 /// Creates every table and index this crate's stores use, if they do not exist — the payment
-/// ledger `x402_payment_ledger` and sign-in's `x402_entitlements` and `x402_siwx_nonces`
-/// (whether or not the feature `siwx` is on, so turning it on later needs no migration) — and
+/// ledger `x402_payment_ledger`, sign-in's `x402_entitlements` and `x402_siwx_nonces`, and the
+/// payment channels' `x402_channels` (whether or not the features `siwx` and `channels` are on,
+/// so turning one on later needs no migration) — and
 /// adds the ledger's columns added since (`facilitator`, `request_digest`) to a table created
 /// before them. One transaction under an advisory lock: safe to call from several instances
 /// starting at once, and on every start.
@@ -89,6 +101,7 @@ pub async fn migrate(pool: &PgPool) -> Result<(), StoreError> {
         ADD_FACILITATOR_COLUMN,
         ADD_REQUEST_DIGEST_COLUMN,
         CREATE_ENTITLEMENTS,
+        CREATE_CHANNELS,
     ] {
         transaction.execute(statement).await.map_err(store_error)?;
     }

@@ -102,11 +102,12 @@ async fn instances_starting_at_once_migrate_one_schema() {
     assert_eq!(
         tables,
         [
+            "x402_channels",
             "x402_entitlements",
             "x402_payment_ledger",
             "x402_siwx_nonces"
         ],
-        "the ledger and sign-in's tables, whatever the features"
+        "the ledger's, sign-in's and the channels' tables, whatever the features"
     );
     let columns: Vec<String> = sqlx::query_scalar(
         "SELECT column_name::text FROM information_schema.columns \

@@ -233,8 +233,13 @@ pub struct SettleResponse {
     /// The payer address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payer: Option<String>,
-    /// Amount actually settled, in atomic units.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Amount actually settled, in atomic units. An empty string reads as none: the
+    /// `batch-settlement` scheme answers a claim (which moves nothing) with `"amount": ""`.
+    #[serde(
+        default,
+        deserialize_with = "empty_amount_as_none",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub amount: Option<AtomicAmount>,
     /// Per-extension data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -254,6 +259,17 @@ impl SettleResponse {
             amount: None,
             extensions: None,
         }
+    }
+}
+
+/// An amount that may be written as `""` (none), as `null`, or as a decimal string.
+fn empty_amount_as_none<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<AtomicAmount>, D::Error> {
+    match Option::<String>::deserialize(deserializer)? {
+        None => Ok(None),
+        Some(text) if text.is_empty() => Ok(None),
+        Some(text) => text.parse().map(Some).map_err(serde::de::Error::custom),
     }
 }
 
@@ -355,6 +371,32 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&settled).unwrap(),
             r#"{"success":false,"errorReason":"insufficient_funds","transaction":"","network":"eip155:84532","payer":"0x857b06519E91e3A54538791bDbb0E22373e36b66"}"#
+        );
+    }
+
+    #[test]
+    fn settle_response_reads_an_empty_amount_as_none() {
+        let claimed: SettleResponse = serde_json::from_value(json!({
+            "success": true, "transaction": "0x01", "network": "eip155:84532", "amount": ""
+        }))
+        .unwrap();
+        assert_eq!(claimed.amount, None);
+        let swept: SettleResponse = serde_json::from_value(json!({
+            "success": true, "transaction": "0x01", "network": "eip155:84532", "amount": "2500"
+        }))
+        .unwrap();
+        assert_eq!(swept.amount, Some(AtomicAmount(2_500)));
+        let absent: SettleResponse = serde_json::from_value(json!({
+            "success": false, "network": "eip155:84532", "amount": null
+        }))
+        .unwrap();
+        assert_eq!(absent.amount, None);
+        assert!(
+            serde_json::from_value::<SettleResponse>(json!({
+                "success": true, "network": "eip155:84532", "amount": "-1"
+            }))
+            .is_err(),
+            "a malformed amount is still refused"
         );
     }
 
