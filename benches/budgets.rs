@@ -14,8 +14,10 @@
 
 /// A request the pricing says is free, through the layer (includes the bare call).
 pub(crate) const FREE_PATH: u64 = 2_690;
-/// An unpaid request for a priced route, answered with the precomputed 402.
-pub(crate) const CHALLENGE_PATH: u64 = 4_430;
+/// An unpaid request for a priced route, answered with the precomputed 402 (measured 4,316;
+/// 4,152 once the core was one builder with its schemes and metrics as plug-ins, the
+/// refusal reported through one list of event observers).
+pub(crate) const CHALLENGE_PATH: u64 = 4_280;
 /// An unpaid request for a route with a catalog-sized discovery extension (about 5 KB of JSON)
 /// and sign-in-with-x: a fresh sign-in challenge appended to the encoded challenge (measured
 /// 63,601 while the layer called sign-in itself; 65,950 with sign-in a lifecycle hook: the
@@ -31,9 +33,12 @@ pub(crate) const DECODE_AND_MATCH: u64 = 16_700;
 /// all of them and the offer; 53,193–53,275 with the payment key hashed once; 50,070 with the
 /// ledger's states sharing their owner, fingerprint, resource and facilitator label; 50,552
 /// with the request's digest recorded with each payment, so that a payment buys one delivery
-/// of one request; 52,152 with the lifecycle hooks in the core, none registered — about 1,400
-/// of it the hooks' plumbing on the paid path, not yet taken apart).
-pub(crate) const PAID_PATH: u64 = 53_300;
+/// of one request; 52,152 with the lifecycle hooks in the core, none registered, 52,255 with
+/// the wire types in a crate of their own; 48,569 with the hooks' calls boxed out of every
+/// payment's future — a path only registered hooks take no longer sizes, and is no longer
+/// moved with, the futures of payments without hooks — and the layer resolving a payment
+/// through the core's `Cleared::conclude`, its release state folded into the settlement's).
+pub(crate) const PAID_PATH: u64 = 50_000;
 /// A paid metered (`upto`) request: a Permit2 payment verified, the inner service setting its
 /// charge, and that amount settled by the in-process facilitator that answers at once (measured
 /// 136,486 with the shared settling request and the sign-in gate merged; 139,033 once the
@@ -44,8 +49,9 @@ pub(crate) const PAID_PATH: u64 = 53_300;
 /// copied; 66,174 with the Permit2 permit read in place, and first, for its key; 64,823 with
 /// the charged request made anew rather than changed in place; 61,856 with the ledger's states
 /// sharing their text; 62,584 with the request's digest recorded; 64,088 with the lifecycle
-/// hooks in the core, none registered).
-pub(crate) const PAID_UPTO_PATH: u64 = 65_400;
+/// hooks in the core, none registered; 64,498 with the wire types in a crate of their own;
+/// 60,896 with the hooks' calls boxed out of every payment's future and the scheme a plug-in).
+pub(crate) const PAID_UPTO_PATH: u64 = 62_500;
 /// One `/verify` and one `/settle` through `HttpFacilitator` over an open HTTP/1.1 connection to
 /// the sandbox facilitator on loopback: the client's side only (measured 158,806 to 159,352 while
 /// each call encoded the request; 149,867 with the request encoded once for both calls; the

@@ -20,6 +20,7 @@ use tokio::runtime::Runtime;
 use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt};
 use tower_x402::layer::ResponseBody;
+use tower_x402::payment::Payments;
 use tower_x402::{Facilitator, HttpFacilitator, X402Layer};
 use tower_x402_benches::{
     InstantFacilitator, discovery_offer, inner, inner_metered, offer, request, unsigned_payment,
@@ -91,7 +92,10 @@ fn challenge_sign_in_case() -> Case {
     let siwx = SignInWithX::new("https://shop.example", [7_u8; 32]).expect("sign-in settings");
     let service = BoxCloneService::new(
         ServiceBuilder::new()
-            .layer(X402Layer::new(InstantFacilitator, pricing).hook(siwx))
+            .layer(X402Layer::with_payments(
+                Payments::new(InstantFacilitator).hook(siwx),
+                pricing,
+            ))
             .service_fn(inner),
     );
     let response = runtime.block_on(service.clone().oneshot(request("/report", None)));

@@ -13,6 +13,7 @@ use axum::http::HeaderMap;
 use axum::routing::get;
 use serde_json::json;
 use tower_x402::facilitator::{Endpoint, Facilitator, FacilitatorError};
+use tower_x402::payment::Payments;
 use tower_x402::settlement::PaymentKey;
 use tower_x402::{
     BoxFuture, Charge, MemorySettlementStore, Offer, SettlementMode, SettlementStore, X402Layer,
@@ -281,9 +282,12 @@ async fn shop() -> Shop {
     )
     .await;
     let store = Arc::new(MemorySettlementStore::default());
-    let layer = X402Layer::new(facilitator.clone(), Arc::clone(&offer))
-        .settlement_store(Arc::clone(&store))
-        .pending_settlement_pause(Duration::from_millis(10));
+    let layer = X402Layer::with_payments(
+        Payments::new(facilitator.clone())
+            .settlement_store(Arc::clone(&store))
+            .pending_settlement_pause(Duration::from_millis(10)),
+        Arc::clone(&offer),
+    );
     let base = serve(layer).await;
     Shop {
         facilitator,

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::Query;
 use axum::routing::get;
+use tower_x402::payment::Payments;
 use tower_x402::{Charge, HttpFacilitator, Offer, SettlementMode, X402Layer};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
 use x402_wire::{
@@ -55,9 +56,12 @@ async fn shop() -> Shop {
         .unwrap();
     // The sandbox answers a re-sent settle of a spent nonce with a refusal, so a lost answer
     // is proven settled by its reconciler, which reads its ledger.
-    let layer = X402Layer::new(facilitator, Arc::clone(&offer))
-        .reconciler(sandbox.clone())
-        .pending_settlement_pause(std::time::Duration::from_millis(10));
+    let layer = X402Layer::with_payments(
+        Payments::new(facilitator)
+            .reconciler(sandbox.clone())
+            .pending_settlement_pause(std::time::Duration::from_millis(10)),
+        Arc::clone(&offer),
+    );
     let app = Router::new().route("/rows", get(rows)).layer(layer);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

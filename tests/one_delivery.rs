@@ -16,6 +16,7 @@ use axum::Router;
 use axum::extract::{OriginalUri, Query};
 use axum::routing::get;
 use serde_json::Value;
+use tower_x402::payment::Payments;
 use tower_x402::{Charge, HttpFacilitator, Offer, X402Layer};
 use tower_x402_postgres::PostgresSettlementStore;
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
@@ -85,11 +86,12 @@ async fn shop(ledger: Ledger) -> Shop {
         }
     };
     let layer = |offer: &Arc<Offer>| {
-        let layer = X402Layer::new(facilitator.clone(), Arc::clone(offer));
-        match &store {
-            Some(store) => layer.settlement_store(store.clone()),
-            None => layer,
-        }
+        let payments = Payments::new(facilitator.clone());
+        let payments = match &store {
+            Some(store) => payments.settlement_store(store.clone()),
+            None => payments,
+        };
+        X402Layer::with_payments(payments, Arc::clone(offer))
     };
     let runs = Runs::default();
     let (rows_runs, report_runs) = (Arc::clone(&runs), Arc::clone(&runs));

@@ -16,7 +16,7 @@ async fn settles_before_the_work_once_and_replays_from_the_ledger() {
     let payments = Arc::new(Payments::new(facilitator.clone()));
     let offer = offer("https://tools.example.com/report", SettlementMode::Before);
     let payload = payment(&offer, 1);
-    let requirement = Payments::accepted(&offer, &payload).unwrap().clone();
+    let requirement = payments.accepted(&offer, &payload).unwrap().clone();
 
     let first = payments
         .authorize(&offer, payload.clone(), requirement.clone(), call())
@@ -49,7 +49,7 @@ async fn cleared_payments_settle_after_the_work_or_are_released() {
     let payments = Arc::new(Payments::new(facilitator.clone()));
     let offer = offer("https://tools.example.com/render", SettlementMode::After);
     let payload = payment(&offer, 2);
-    let requirement = Payments::accepted(&offer, &payload).unwrap().clone();
+    let requirement = payments.accepted(&offer, &payload).unwrap().clone();
 
     // The work failed: released unsettled, so the same payment may be used again.
     let Outcome::Cleared(cleared) = payments
@@ -88,12 +88,11 @@ async fn cleared_payments_settle_after_the_work_or_are_released() {
 async fn refusals_and_doubt_are_typed() {
     let offer = offer("https://tools.example.com/report", SettlementMode::Before);
     let payload = payment(&offer, 3);
-    let requirement = Payments::accepted(&offer, &payload).unwrap().clone();
-
     let invalid = Arc::new(Payments::new(scripted(
         Step::Refuse("invalid_exact_evm_payload_signature".to_owned()),
         Step::Trust,
     )));
+    let requirement = invalid.accepted(&offer, &payload).unwrap().clone();
     match invalid
         .authorize(&offer, payload.clone(), requirement.clone(), call())
         .await
@@ -118,7 +117,7 @@ async fn refusals_and_doubt_are_typed() {
     let mut other = payload;
     other.accepted.amount = "1".parse().unwrap();
     assert!(matches!(
-        Payments::accepted(&offer, &other),
+        invalid.accepted(&offer, &other),
         Err(Refusal::NoMatchingRequirement {
             field: Some("amount")
         })
@@ -142,7 +141,7 @@ async fn a_layer_and_another_adapter_share_one_ledger() {
 
     // The request the layer recorded: `GET /report`. The same request is delivered again;
     // another one (the tool call of another adapter) is refused.
-    let requirement = Payments::accepted(&offer, &payload).unwrap().clone();
+    let requirement = payments.accepted(&offer, &payload).unwrap().clone();
     let get = RequestDigest::http(&http::Method::GET, &"/report".parse().unwrap());
     assert!(matches!(
         payments

@@ -13,6 +13,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use serde_json::json;
 use tower::{ServiceBuilder, ServiceExt};
+use tower_x402::payment::Payments;
 use tower_x402::{HttpFacilitator, Offer, Pricing, SettlementMode, X402Layer};
 use x402_wire::{PaymentPayload, header};
 
@@ -740,7 +741,7 @@ async fn events_report_each_stage() {
         log.lock().unwrap().push(name);
     };
     let offer = offer(URL, SettlementMode::After);
-    let layer = X402Layer::new(accepting(), offer.clone()).events(hook);
+    let layer = X402Layer::with_payments(Payments::new(accepting()).events(hook), offer.clone());
     let payload = payment(&offer, 1);
     send_with(layer.clone(), StatusCode::OK, get("/report")).await;
     send_with(layer.clone(), StatusCode::OK, paid_get("/report", &payload)).await;
@@ -847,8 +848,10 @@ impl tower_x402::settlement::SettlementStore for BrokenStore {
 async fn settled_payment_is_recognised_when_the_store_cannot_save_it() {
     let script = accepting();
     let offer = offer(URL, SettlementMode::Before);
-    let layer =
-        X402Layer::new(script.clone(), offer.clone()).settlement_store(BrokenStore::new(true));
+    let layer = X402Layer::with_payments(
+        Payments::new(script.clone()).settlement_store(BrokenStore::new(true)),
+        offer.clone(),
+    );
     let payload = payment(&offer, 4);
     let (first, _) = send_with(layer.clone(), StatusCode::OK, paid_get("/report", &payload)).await;
     assert_eq!(first.status(), StatusCode::OK);
@@ -862,8 +865,10 @@ async fn settled_payment_is_recognised_when_the_store_cannot_save_it() {
 async fn unreadable_store_refuses_payment_with_503() {
     let script = accepting();
     let offer = offer(URL, SettlementMode::Before);
-    let layer =
-        X402Layer::new(script.clone(), offer.clone()).settlement_store(BrokenStore::new(false));
+    let layer = X402Layer::with_payments(
+        Payments::new(script.clone()).settlement_store(BrokenStore::new(false)),
+        offer.clone(),
+    );
     let (response, inner_calls) = send_with(
         layer,
         StatusCode::OK,
@@ -896,7 +901,10 @@ async fn failed_events_carry_the_typed_refusal() {
     };
     let offer = offer(URL, SettlementMode::Before);
     let elsewhere = common::offer("https://shop.example/other", SettlementMode::Before);
-    let layer = X402Layer::new(accepting(), offer.clone()).events(hook.clone());
+    let layer = X402Layer::with_payments(
+        Payments::new(accepting()).events(hook.clone()),
+        offer.clone(),
+    );
     let mut garbled = get("/report");
     garbled
         .headers_mut()
@@ -917,11 +925,11 @@ async fn failed_events_carry_the_typed_refusal() {
             _ => Some(elsewhere.clone()),
         }
     };
-    let shared = X402Layer::new(accepting(), pricing).events(hook.clone());
+    let shared = X402Layer::with_payments(Payments::new(accepting()).events(hook.clone()), pricing);
     send_with(shared.clone(), StatusCode::OK, paid_get("/report", &paid)).await;
     send_with(shared, StatusCode::OK, paid_get("/other", &paid)).await;
     let refusing = scripted(Step::Refuse("insufficient_funds".into()), Step::Trust);
-    let refusing = X402Layer::new(refusing, offer.clone()).events(hook);
+    let refusing = X402Layer::with_payments(Payments::new(refusing).events(hook), offer.clone());
     send_with(
         refusing,
         StatusCode::OK,

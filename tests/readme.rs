@@ -9,6 +9,7 @@ mod signed_in {
     use axum::{Router, body::Body};
     use http_body_util::BodyExt;
     use tower::ServiceExt;
+    use tower_x402::payment::Payments;
     use tower_x402::{BoxError, Facilitator, Offer, VerifiedPayment, X402Layer};
     use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
     use tower_x402_siwx::{SIGN_IN_WITH_X, SignInWithX, SignedIn};
@@ -42,7 +43,8 @@ mod signed_in {
             "https://api.example.com",
             b"a secret all instances share 32+",
         )?;
-        let paywall = X402Layer::new(facilitator, offer).hook(sign_in);
+        let payments = Payments::new(facilitator).hook(sign_in);
+        let paywall = X402Layer::with_payments(payments, offer);
         let app: Router = Router::new().route("/report", get(report).layer(paywall));
         Ok(app)
     }

@@ -13,6 +13,7 @@ use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 use tower_x402::PaymentEvent;
+use tower_x402::payment::Payments;
 use tower_x402::settlement::{
     LedgerEntry, MemorySettlementStore, PaymentKey, PaymentState, SettlementStore, StoreError,
 };
@@ -83,7 +84,7 @@ async fn shop(mode: SettlementMode, chain: Chain, clock: Option<Clock>) -> Shop 
     let store = MemorySettlementStore::default();
     let events = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&events);
-    let mut layer = X402Layer::new(client, Arc::clone(&offer))
+    let mut payments = Payments::new(client)
         .settlement_store(store.clone())
         .pending_settlement_pause(Duration::from_millis(50))
         .events(move |event: &PaymentEvent<'_>| {
@@ -102,12 +103,13 @@ async fn shop(mode: SettlementMode, chain: Chain, clock: Option<Clock>) -> Shop 
         });
     match chain {
         Chain::Blind => {}
-        Chain::Sandbox => layer = layer.reconciler(sandbox),
+        Chain::Sandbox => payments = payments.reconciler(sandbox),
         Chain::JsonRpc => {
             let url = serve_chain(&sandbox).await;
-            layer = layer.reconciler(EvmRpcReconciler::new(&url).unwrap().chunk_blocks(2));
+            payments = payments.reconciler(EvmRpcReconciler::new(&url).unwrap().chunk_blocks(2));
         }
     }
+    let layer = X402Layer::with_payments(payments, Arc::clone(&offer));
     let inner_calls = Arc::new(AtomicUsize::new(0));
     let calls = Arc::clone(&inner_calls);
     let handler = move |request: Request<Body>| {
@@ -675,8 +677,10 @@ async fn observe(case: Case, mode: SettlementMode) -> reliability::Row {
             }
         }
         Case::StoreUnavailable => {
-            let layer = X402Layer::new(shop.faulty.clone(), Arc::clone(&shop.offer))
-                .settlement_store(Unreadable);
+            let layer = X402Layer::with_payments(
+                Payments::new(shop.faulty.clone()).settlement_store(Unreadable),
+                Arc::clone(&shop.offer),
+            );
             shop.app = counted_app(layer, &shop.inner_calls);
             statuses.push(buy(&shop, &payment).await);
         }
@@ -757,8 +761,10 @@ async fn two_layers_sharing_one_store_never_both_settle() {
     for mode in MODES {
         let first = shop(mode, Chain::Sandbox, None).await;
         let facilitator = HttpFacilitator::new(first.facilitator_url.clone()).unwrap();
-        let second_layer = X402Layer::new(facilitator, Arc::clone(&first.offer))
-            .settlement_store(first.store.clone());
+        let second_layer = X402Layer::with_payments(
+            Payments::new(facilitator).settlement_store(first.store.clone()),
+            Arc::clone(&first.offer),
+        );
         let second = counted_app(second_layer, &first.inner_calls);
         let payment = first.pay();
         let signature = header::encode(&payment).unwrap();

@@ -15,6 +15,7 @@ use axum::Router;
 use axum::routing::get;
 use common::{Step, accepting, offer, payment, payment_header, scripted};
 use tower_x402::facilitator::Facilitator;
+use tower_x402::payment::Payments;
 use tower_x402::settlement::{
     LedgerEntry, PaymentKey, PaymentState, Reconciliation, SettlementStore, StoreError,
 };
@@ -93,15 +94,12 @@ async fn a_client_that_hangs_up_mid_settlement_is_delivered_on_its_retry() {
             let store = Arc::new(MemorySettlementStore::default());
             let reconciler = CountingReconciler::default();
             let offer = offer(URL, mode);
-            let mut layer = X402Layer::new(
-                HttpFacilitator::new(facilitator_url).unwrap(),
-                Arc::clone(&offer),
-            )
-            .settlement_store(Arc::clone(&store));
+            let mut payments = Payments::new(HttpFacilitator::new(facilitator_url).unwrap())
+                .settlement_store(Arc::clone(&store));
             if with_reconciler {
-                layer = layer.reconciler(reconciler.clone());
+                payments = payments.reconciler(reconciler.clone());
             }
-            let url = serve(layer).await;
+            let url = serve(X402Layer::with_payments(payments, Arc::clone(&offer))).await;
             let payload = payment(&offer, 1);
 
             let impatient = reqwest::Client::builder()
@@ -151,11 +149,9 @@ async fn a_settlement_whose_client_hung_up_is_recorded_without_a_retry() {
     let facilitator_url = common::serve(&facilitator).await;
     let store = Arc::new(MemorySettlementStore::default());
     let offer = offer(URL, SettlementMode::Before);
-    let layer = X402Layer::new(
-        HttpFacilitator::new(facilitator_url).unwrap(),
-        Arc::clone(&offer),
-    )
-    .settlement_store(Arc::clone(&store));
+    let payments = Payments::new(HttpFacilitator::new(facilitator_url).unwrap())
+        .settlement_store(Arc::clone(&store));
+    let layer = X402Layer::with_payments(payments, Arc::clone(&offer));
     let url = serve(layer).await;
     let payload = payment(&offer, 2);
     let impatient = reqwest::Client::builder()
@@ -271,14 +267,12 @@ async fn an_outcome_the_store_could_not_take_is_written_once_it_is_back() {
     let facilitator_url = common::serve(&facilitator).await;
     let store = FlakyStore::default();
     let offer = offer(URL, SettlementMode::Before);
-    let first = X402Layer::new(
-        StoreDownDuringSettle {
-            facilitator: HttpFacilitator::new(facilitator_url.clone()).unwrap(),
-            store: store.clone(),
-        },
-        Arc::clone(&offer),
-    )
+    let first = Payments::new(StoreDownDuringSettle {
+        facilitator: HttpFacilitator::new(facilitator_url.clone()).unwrap(),
+        store: store.clone(),
+    })
     .settlement_store(store.clone());
+    let first = X402Layer::with_payments(first, Arc::clone(&offer));
     let first = serve(first).await;
     let payload = payment(&offer, 3);
     let client = reqwest::Client::new();
@@ -304,11 +298,9 @@ async fn an_outcome_the_store_could_not_take_is_written_once_it_is_back() {
     }
 
     // Another instance: its own core, the same store, no reconciler.
-    let second = X402Layer::new(
-        HttpFacilitator::new(facilitator_url).unwrap(),
-        Arc::clone(&offer),
-    )
-    .settlement_store(store.clone());
+    let second = Payments::new(HttpFacilitator::new(facilitator_url).unwrap())
+        .settlement_store(store.clone());
+    let second = X402Layer::with_payments(second, Arc::clone(&offer));
     let second = serve(second).await;
     let answer = pay(&client, &second, &payload).await.unwrap();
     assert_eq!(answer.status(), 200);
@@ -401,13 +393,11 @@ async fn a_payment_whose_nonce_was_used_before_this_ledger_knew_it_is_in_doubt_n
 
     // With a reconciler that reads the ledger the transfer is found: delivered, not charged
     // again.
-    let reconciled = serve(
-        X402Layer::new(
-            HttpFacilitator::new(&facilitator_url).unwrap(),
-            Arc::clone(&offer),
-        )
-        .reconciler(facilitator.clone()),
-    )
+    let reconciled = serve(X402Layer::with_payments(
+        Payments::new(HttpFacilitator::new(&facilitator_url).unwrap())
+            .reconciler(facilitator.clone()),
+        Arc::clone(&offer),
+    ))
     .await;
     let answer = pay(&reqwest::Client::new(), &reconciled, &payload)
         .await

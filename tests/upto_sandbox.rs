@@ -9,6 +9,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::http::HeaderMap;
 use axum::routing::get;
+use tower_x402::payment::Payments;
 use tower_x402::{
     Charge, HttpFacilitator, MemorySettlementStore, Offer, SettlementMode, X402Layer,
 };
@@ -60,13 +61,14 @@ async fn shop(reconciled: bool) -> Shop {
         .build_for(&facilitator)
         .await
         .unwrap();
-    let mut layer = X402Layer::new(facilitator, Arc::new(offer))
+    let mut payments = Payments::new(facilitator)
         .settlement_store(Arc::new(MemorySettlementStore::default()))
         .pending_settlement_pause(Duration::from_millis(10));
     if reconciled {
         let chain = serve(sandbox.rpc_router(Network::BASE_SEPOLIA)).await;
-        layer = layer.reconciler(EvmRpcReconciler::new(&chain).unwrap());
+        payments = payments.reconciler(EvmRpcReconciler::new(&chain).unwrap());
     }
+    let layer = X402Layer::with_payments(payments, Arc::new(offer));
     let base = serve(Router::new().route("/rows", get(rows)).layer(layer)).await;
     Shop { sandbox, base }
 }

@@ -58,7 +58,12 @@ pub struct Facilitators {
     members: Vec<Arc<Member>>,
     failures_to_open: u32,
     pause: Duration,
+    /// Told of every breaker's state ([`on_breaker`](Self::on_breaker)).
+    observer: Option<BreakerObserver>,
 }
+
+/// A function told a facilitator's label and whether its breaker is open.
+type BreakerObserver = Arc<dyn Fn(&str, bool) + Send + Sync>;
 
 /// One facilitator, its label and its breaker.
 pub(crate) struct Member {
@@ -106,12 +111,17 @@ impl Facilitators {
             members: vec![Member::new(label.into(), facilitator)],
             failures_to_open: DEFAULT_FAILURES_TO_OPEN,
             pause: DEFAULT_PAUSE,
+            observer: None,
         }
     }
 
     /// Adds `facilitator`, named `label`, after those already listed.
     pub fn then(mut self, label: impl Into<Arc<str>>, facilitator: Arc<dyn Facilitator>) -> Self {
-        self.members.push(Member::new(label.into(), facilitator));
+        let member = Member::new(label.into(), facilitator);
+        if let Some(observer) = &self.observer {
+            observer(&member.label, member.is_open());
+        }
+        self.members.push(member);
         self
     }
 
@@ -124,6 +134,31 @@ impl Facilitators {
     /// How long an open breaker waits before one trial request (default 30 s).
     pub fn pause(mut self, pause: Duration) -> Self {
         self.pause = pause;
+        self
+    }
+
+    /// Tells `observer` whether each facilitator's breaker is open: at once for every facilitator
+    /// listed (and for those added later), then whenever a breaker's state changes. The
+    /// [`metrics`](https://docs.rs/metrics) gauge `x402_facilitator_circuit_open` is one such
+    /// observer; an observer replaces the one set before.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use tower_x402::facilitator::{Facilitator, Facilitators};
+    /// # fn demo(primary: Arc<dyn Facilitator>) {
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let told = Arc::clone(&seen);
+    /// let facilitators = Facilitators::new("primary", primary)
+    ///     .on_breaker(move |label, open| told.lock().unwrap().push((label.to_owned(), open)));
+    /// assert_eq!(*seen.lock().unwrap(), [("primary".to_owned(), false)]);
+    /// # let _ = facilitators;
+    /// # }
+    /// ```
+    pub fn on_breaker(mut self, observer: impl Fn(&str, bool) + Send + Sync + 'static) -> Self {
+        for member in &self.members {
+            observer(&member.label, member.is_open());
+        }
+        self.observer = Some(Arc::new(observer));
         self
     }
 
@@ -144,11 +179,27 @@ impl Facilitators {
     /// pause has passed). `None` for an unknown label.
     pub fn is_open(&self, label: &str) -> Option<bool> {
         let member = self.members.iter().find(|member| &*member.label == label)?;
-        Some(!matches!(member.state(), Breaker::Closed { .. }))
+        Some(member.is_open())
     }
 
-    /// Each facilitator wrapped by `wrap` (the metrics' timing), labels and breakers kept.
-    pub(crate) fn map(
+    /// Each facilitator wrapped by `wrap` (given its label and the facilitator), labels and
+    /// breakers kept: how a plug-in (the [`metrics`](https://docs.rs/metrics) timing of
+    /// each call) sees every call to each facilitator.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tower_x402::facilitator::{Facilitator, Facilitators};
+    /// # fn demo(primary: Arc<dyn Facilitator>, secondary: Arc<dyn Facilitator>) {
+    /// let facilitators = Facilitators::new("primary", primary)
+    ///     .then("secondary", secondary)
+    ///     .map(|label, facilitator| {
+    ///         println!("{label} wrapped");
+    ///         facilitator
+    ///     });
+    /// # let _ = facilitators;
+    /// # }
+    /// ```
+    pub fn map(
         mut self,
         wrap: impl Fn(&str, Arc<dyn Facilitator>) -> Arc<dyn Facilitator>,
     ) -> Self {
@@ -286,20 +337,20 @@ impl Facilitators {
             }
             *breaker = next;
             drop(breaker);
-            member.publish();
+            if let Some(observer) = &self.observer {
+                observer(&member.label, member.is_open());
+            }
         }
     }
 }
 
 impl Member {
     fn new(label: Arc<str>, facilitator: Arc<dyn Facilitator>) -> Arc<Self> {
-        let member = Arc::new(Self {
+        Arc::new(Self {
             label,
             facilitator,
             breaker: Arc::new(Mutex::new(Breaker::CLOSED)),
-        });
-        member.publish();
-        member
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Breaker> {
@@ -332,14 +383,9 @@ impl Member {
         }
     }
 
-    /// The breaker's state as the gauge `x402_facilitator_circuit_open`.
-    fn publish(&self) {
-        #[cfg(feature = "metrics")]
-        {
-            let open = !matches!(self.state(), Breaker::Closed { .. });
-            metrics::gauge!(crate::metrics::FACILITATOR_CIRCUIT_OPEN, "facilitator" => self.label.to_string())
-                .set(if open { 1.0 } else { 0.0 });
-        }
+    /// Whether the breaker is open or half-open.
+    fn is_open(&self) -> bool {
+        !matches!(self.state(), Breaker::Closed { .. })
     }
 }
 

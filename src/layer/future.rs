@@ -15,25 +15,8 @@ use super::body::ResponseBody;
 use super::metered::{Meter, header_amount, take_overrides};
 use super::responses::{self, into_body, mark_paid};
 use crate::boxed::BoxFuture;
-use crate::payment::{Charge, Cleared, Paid, VerifiedPayment};
+use crate::payment::{Charge, Paid, Pass};
 use crate::pricing::SettlementMode;
-
-/// A payment the core let through, and what is left to do once the inner service answered.
-pub(super) enum Pass {
-    /// Settled already (before the handler, recovered, or a repeat): mark the response paid.
-    Paid(Paid),
-    /// Verified and held: settle once the handler succeeded, release it when it failed.
-    Cleared(Cleared),
-}
-
-impl Pass {
-    fn payment(&self) -> &VerifiedPayment {
-        match self {
-            Self::Paid(paid) => paid.payment(),
-            Self::Cleared(cleared) => cleared.payment(),
-        }
-    }
-}
 
 /// What the payment core decided, in the layer's terms.
 pub(super) enum Gate {
@@ -43,7 +26,9 @@ pub(super) enum Gate {
     Granted(http::Extensions),
 }
 
-type SettleFuture = BoxFuture<'static, (Arc<Config>, Result<Paid, Response<Bytes>>)>;
+/// The payment's resolution once the inner service answered: settled (`Some`), released
+/// (`None`), or the response that refuses it.
+type SettleFuture = BoxFuture<'static, (Arc<Config>, Result<Option<Paid>, Response<Bytes>>)>;
 
 pin_project! {
     /// Response future for [`X402`](super::X402).
@@ -73,7 +58,6 @@ pin_project! {
         },
         Inner { #[pin] future: S::Future, passed: Option<Passed> },
         Settle { settle: SettleFuture, response: Option<Response<ResBody>> },
-        Release { release: BoxFuture<'static, ()>, response: Option<Response<ResBody>> },
     }
 }
 
@@ -154,27 +138,19 @@ where
                     };
                     match after_work(passed, response) {
                         Next::Done(response) => return Poll::Ready(Ok(response)),
-                        Next::Release(release, response) => this.state.set(State::Release {
-                            release,
-                            response: Some(response),
-                        }),
                         Next::Settle(settle, response) => this.state.set(State::Settle {
                             settle,
                             response: Some(response),
                         }),
                     }
                 }
-                StateProj::Release { release, response } => {
-                    ready!(release.as_mut().poll(cx));
-                    let response = response.take().expect(POLLED_AFTER_COMPLETION);
-                    return Poll::Ready(Ok(response.map(ResponseBody::inner)));
-                }
                 StateProj::Settle { settle, response } => {
                     let (config, outcome) = ready!(settle.as_mut().poll(cx));
                     let mut response = response.take().expect(POLLED_AFTER_COMPLETION);
                     return Poll::Ready(Ok(match outcome {
                         Ok(paid) => {
-                            if let Some(settlement) = &paid.payment().settlement {
+                            let settled = paid.as_ref().map(|paid| &paid.payment().settlement);
+                            if let Some(Some(settlement)) = settled {
                                 mark_paid(&config, response.headers_mut(), settlement);
                             }
                             response.map(ResponseBody::inner)
@@ -205,7 +181,7 @@ fn admit<B>(gate: Gate, request: &mut Request<B>) -> Result<Option<Passed>, Resp
         }
         Gate::Proceed(config, pass) => {
             let payment = pass.payment();
-            let charge = payment.new_charge();
+            let charge = config.payments.charge(payment);
             if let Some(charge) = &charge {
                 request.extensions_mut().insert(charge.clone());
             }
@@ -219,9 +195,8 @@ fn admit<B>(gate: Gate, request: &mut Request<B>) -> Result<Option<Passed>, Resp
 enum Next<B> {
     /// Answer now: settled already, or metered after the body.
     Done(Response<ResponseBody<B>>),
-    /// The handler failed: release the payment, then answer.
-    Release(BoxFuture<'static, ()>, Response<B>),
-    /// Settle what the work charged, then answer (or refuse).
+    /// Resolve the payment (the core settles what the work charged, or releases it when the
+    /// work failed), then answer (or refuse).
     Settle(SettleFuture, Response<B>),
 }
 
@@ -238,17 +213,14 @@ fn after_work<B>((config, pass, charge): Passed, mut response: Response<B>) -> N
         }
         Pass::Cleared(cleared) => cleared,
     };
-    if response.status().as_u16() >= 400 {
-        // The handler failed: the buyer is not charged, and the payment is released so that it
-        // can be used again.
-        return Next::Release(Box::pin(cleared.release()), response);
-    }
+    // A handler that failed is not charged: the payment is released, usable again.
+    let served = response.status().as_u16() < 400;
     let named = match &charge {
-        Some(charge) => header_amount(charge, overrides, cleared.payment()),
-        None => Ok(None),
+        Some(charge) if served => header_amount(charge, overrides, cleared.payment()),
+        _ => Ok(None),
     };
     let after_body = cleared.payment().offer.settlement_mode() == SettlementMode::AfterBody;
-    if let (true, Ok(named)) = (after_body, &named) {
+    if let (true, Ok(named)) = (served && after_body, &named) {
         // The head goes out now, the body streams as produced, and the payment settles once it
         // has ended.
         responses::mark_metered(&config, response.headers_mut());
@@ -258,7 +230,7 @@ fn after_work<B>((config, pass, charge): Passed, mut response: Response<B>) -> N
     let settle = Box::pin(async move {
         let offer = Arc::clone(&cleared.payment().offer);
         let outcome = match named {
-            Ok(named) => cleared.settle_charged(charge.as_ref(), named).await,
+            Ok(named) => cleared.conclude(served, charge.as_ref(), named).await,
             Err(refusal) => Err(cleared.refuse(*refusal).await),
         };
         let outcome = outcome.map_err(|refusal| responses::refusal(&config, &offer, &refusal));

@@ -12,11 +12,11 @@
 //! | header not base64 / not JSON / wrong shape / too large / not version 2 | 400 with a JSON `error` and the challenge, or 402 with the challenge ([`X402Layer::invalid_header_status`]) |
 //! | `accepted` matches none of the offer's accepts | 402 whose `error` names the differing field |
 //! | facilitator `isValid: false` | 402 whose `error` is the facilitator's reason |
-//! | the same invalid payment again, within [`X402Layer::refusal_memory`] | the same 402, from memory; no `/verify` |
+//! | the same invalid payment again, within [`Payments::refusal_memory`] | the same 402, from memory; no `/verify` |
 //! | facilitator unreachable, timed out, overloaded | 503 with `Retry-After`; inner service not called, nothing settled |
 //! | facilitator answer to `/verify` malformed or an unexpected HTTP status | 502 |
 //! | `/settle` sent, outcome unknown (answer lost, timeout, 5xx, malformed, `settlement_pending` twice) | 503 with `Retry-After`: the payment is *in doubt*; a retry of the same payment recovers it |
-//! | in doubt, and the [`Reconciler`] proves nothing moved and the authorization expired | 402; the payment is released |
+//! | in doubt, and the [`Reconciler`](crate::settlement::Reconciler) proves nothing moved and the authorization expired | 402; the payment is released |
 //! | settled | the inner response with `PAYMENT-RESPONSE` and `Cache-Control: private` |
 //! | settlement refused (`success: false`) | 402 with the failure in `PAYMENT-RESPONSE`; the inner response is dropped |
 //! | the same payment again, settled at a fixed price (`exact`), for the same method, path and query | delivered again from its [`SettlementRecord`](crate::settlement::SettlementRecord): inner service runs, no facilitator call |
@@ -47,7 +47,7 @@
 //!
 //! Requests carrying the same payment ([`PaymentKey`](crate::PaymentKey)) are processed one
 //! at a time: duplicates wait for the first one's outcome, and once a payment has settled,
-//! repeats are answered from the [`SettlementStore`] without calling the facilitator. The
+//! repeats are answered from the [`SettlementStore`](crate::settlement::SettlementStore) without calling the facilitator. The
 //! single-flight lock is per process; across processes sharing one store, the store's
 //! compare-and-set operations and leases decide (in memory by default, a database if you give
 //! it one). A payment buys one delivery of one request — its method, path and query, recorded
@@ -57,7 +57,7 @@
 //! layer never reads it): a fixed-price route whose work depends on its body would deliver
 //! again for the same method, path and query whatever the body, so put what sets the work in
 //! the path or the query. A payment whose settlement outcome is unknown stays *in doubt* until a retry settles
-//! it: the identical `/settle` is re-sent, then the [`Reconciler`] asks
+//! it: the identical `/settle` is re-sent, then the [`Reconciler`](crate::settlement::Reconciler) asks
 //! the chain — see [`settlement`](crate::settlement). The layer is the HTTP adapter of the
 //! [payment core](crate::payment): it reads the headers, calls the core, and writes the responses.
 //!
@@ -66,7 +66,7 @@
 //! the client hangs up, so its retry is answered from the outcome. A record the store cannot take is written again in the background until it
 //! does.
 //!
-//! Every refusal is a [`Refusal`](crate::Refusal), answered with its status; [`PaymentEvents`] observe them.
+//! Every refusal is a [`Refusal`](crate::Refusal), answered with its status; [`PaymentEvents`](crate::payment::PaymentEvents) observe them.
 //!
 //! # Example
 //!
@@ -105,10 +105,9 @@ use tower_layer::Layer;
 use x402_wire::header::DEFAULT_MAX_LEN;
 
 use crate::facilitator::Facilitator;
-use crate::payment::{PaymentEvents, PaymentHooks, Payments};
+use crate::payment::Payments;
 use crate::paywall_page::PaywallPage;
 use crate::pricing::Pricing;
-use crate::settlement::{Reconciler, SettlementStore};
 
 mod body;
 mod config;
@@ -159,8 +158,10 @@ impl X402Layer {
     /// A paywall that asks `pricing` what each request costs and has `facilitator` verify and
     /// settle the payments.
     ///
-    /// Defaults: settlement records in a [`MemorySettlementStore`](crate::MemorySettlementStore),
-    /// no event hook, `Access-Control-Expose-Headers: PAYMENT-REQUIRED, PAYMENT-RESPONSE`, a
+    /// The shortcut for [`with_payments`](Self::with_payments)`(Payments::new(facilitator),
+    /// pricing)`: the [payment core](crate::payment)'s defaults (settlement records in a
+    /// [`MemorySettlementStore`](crate::MemorySettlementStore), no reconciler, no hooks), and the
+    /// layer's own: `Access-Control-Expose-Headers: PAYMENT-REQUIRED, PAYMENT-RESPONSE`, a
     /// 16 KiB limit on `PAYMENT-SIGNATURE` (an unusable one answered 400), and `Retry-After: 5`
     /// on 503s.
     pub fn new(facilitator: impl Facilitator, pricing: impl Pricing) -> Self {
@@ -178,11 +179,30 @@ impl X402Layer {
     }
 
     /// A paywall that asks `pricing` what each request costs and hands the payments to
-    /// `payments`, the [payment core](crate::payment) (which another adapter may share).
-    pub fn with_payments(payments: Payments, pricing: impl Pricing) -> Self {
+    /// `payments`, the [payment core](crate::payment), configured beforehand: its ledger,
+    /// reconciler, leases, hooks and event observers are set on [`Payments`]; the layer keeps
+    /// only its HTTP settings. Give it an `Arc<Payments>` that another adapter (paid MCP tools,
+    /// a message consumer) shares, and both use one ledger and one single-flight.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tower_x402::payment::Payments;
+    /// use tower_x402::{HttpFacilitator, MemorySettlementStore, Price, X402Layer};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let payments = Payments::new(HttpFacilitator::new("https://x402.org/facilitator")?)
+    ///     .settlement_store(MemorySettlementStore::default())
+    ///     .held_payment_wait(Duration::from_secs(2));
+    /// let layer = X402Layer::with_payments(payments, |_: &http::request::Parts| Price::Free)
+    ///     .retry_after(Duration::from_secs(10));
+    /// # let _ = layer;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_payments(payments: impl Into<Arc<Payments>>, pricing: impl Pricing) -> Self {
         Self {
             config: Arc::new(Config {
-                payments: Arc::new(payments),
+                payments: payments.into(),
                 pricing: Arc::new(pricing),
                 expose_headers: Some(HeaderValue::from_static(
                     "PAYMENT-REQUIRED, PAYMENT-RESPONSE",
@@ -203,69 +223,6 @@ impl X402Layer {
 
     fn config_mut(&mut self) -> &mut Config {
         Arc::make_mut(&mut self.config)
-    }
-
-    fn payments_mut(&mut self) -> &mut Payments {
-        Arc::make_mut(&mut self.config_mut().payments)
-    }
-
-    /// Keeps settlement records in `store` (e.g. the application's database) instead of memory.
-    ///
-    /// The layer also remembers the last 4096 settlements in memory and checks
-    /// them first, so that a settled payment is recognised even if `store` failed to save it or
-    /// cannot be read for a moment: the buyer's retry is answered, never charged again.
-    pub fn settlement_store(mut self, store: impl SettlementStore) -> Self {
-        self.payments_mut().set_settlement_store(Arc::new(store));
-        self
-    }
-
-    /// Asks `reconciler` about payments in doubt that re-sending the identical `/settle` did not
-    /// settle: delivered when it finds the transfer, released (402) when it proves nothing moved
-    /// and the authorization expired, kept in doubt (503) otherwise. Without one, in-doubt
-    /// payments stay in doubt until the facilitator settles them on a retry.
-    pub fn reconciler(mut self, reconciler: impl Reconciler) -> Self {
-        self.payments_mut().set_reconciler(Arc::new(reconciler));
-        self
-    }
-
-    /// How long this layer holds a payment it is verifying or settling before another process
-    /// sharing the store may take it over (default 120 s). Choose it longer than the
-    /// facilitator's settle timeout plus the handler's run time in
-    /// [`SettlementMode::After`](crate::SettlementMode::After); after a crash, the payment is
-    /// recovered by the first retry once the lease has run out.
-    pub fn settlement_lease(mut self, lease: Duration) -> Self {
-        self.payments_mut().lease = lease;
-        self
-    }
-
-    /// The pause before re-sending a `/settle` that answered `settlement_pending` (default 1 s).
-    pub fn pending_settlement_pause(mut self, pause: Duration) -> Self {
-        self.payments_mut().pending_pause = pause;
-        self
-    }
-
-    /// How long a request carrying a payment that another process sharing the store is verifying
-    /// or settling waits for that outcome, re-reading the store, before it is answered 503 with
-    /// `Retry-After` (default 5 s; zero answers at once). Within the wait, a payment that settles
-    /// is answered from its record, as on the process that settled it.
-    pub fn held_payment_wait(mut self, wait: Duration) -> Self {
-        self.payments_mut().held_wait = wait;
-        self
-    }
-
-    /// How long a payment the facilitator found invalid (`isValid: false`) is answered 402 from
-    /// memory, with the facilitator's reason, instead of another `/verify` (default 10 s; zero
-    /// turns it off). Only the exact payment refused is answered from it; at most 4096 are kept.
-    pub fn refusal_memory(mut self, lifetime: Duration) -> Self {
-        let payments = self.payments_mut();
-        *payments = payments.clone().refusal_memory(lifetime);
-        self
-    }
-
-    /// Reports every [`PaymentEvent`](crate::PaymentEvent) to `events`.
-    pub fn events(mut self, events: impl PaymentEvents) -> Self {
-        self.payments_mut().events = Some(Arc::new(events));
-        self
     }
 
     /// The `Access-Control-Expose-Headers` value set on 402 and paid responses (default
@@ -309,14 +266,6 @@ impl X402Layer {
     /// ```
     pub fn invalid_header_status(mut self, answer: InvalidHeaderStatus) -> Self {
         self.config_mut().invalid_header = answer;
-        self
-    }
-
-    /// Adds `hook` to the [lifecycle hooks](crate::payment::PaymentHooks) of this layer's
-    /// payment core ([`Payments::hook`]).
-    pub fn hook(mut self, hook: impl PaymentHooks) -> Self {
-        let payments = self.payments_mut();
-        *payments = payments.clone().hook(hook);
         self
     }
 

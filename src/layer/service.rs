@@ -10,13 +10,13 @@ use tower_service::Service;
 use x402_wire::{PAYMENT_SIGNATURE, PaymentPayload, header};
 
 use super::body::ResponseBody;
-use super::future::{Gate, Pass, ResponseFuture};
+use super::future::{Gate, ResponseFuture};
 use super::{Config, X402Layer, responses};
 use crate::boxed::BoxFuture;
 use crate::facilitator::Facilitator;
-use crate::payment::{
-    Outcome, PaymentEvent, ProtectedRequest, Refusal, RequestDecision, RequestDigest,
-};
+#[cfg(doc)]
+use crate::payment::Payments;
+use crate::payment::{Prelude, ProtectedRequest, Refusal, RequestDigest};
 use crate::paywall_page;
 use crate::pricing::{Offer, PendingPrice, Price, Pricing};
 
@@ -183,33 +183,17 @@ enum Start {
 /// some.
 #[inline]
 fn begin(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) -> Start {
-    if config.payments.hooks.is_empty() {
-        start(config, offer, &parts.method, &parts.uri, &parts.headers)
-    } else {
+    if config.payments.has_hooks() {
         hooked(config, offer, parts)
+    } else {
+        start(config, offer, &parts.method, &parts.uri, &parts.headers)
     }
 }
 
-/// The hooks' part of a priced request: its challenge's extensions, then their decision —
-/// serve it without payment, refuse it, or go on to [`start`].
+/// The hooks' part of a priced request (the core's [prelude](Payments::prelude)): serve it
+/// without payment, refuse it, or go on to [`start`] with the offer they decorated.
 #[cold]
 fn hooked(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) -> Start {
-    let hooks = &config.payments.hooks;
-    let path = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_owned();
-    let paying = parts.headers.contains_key(PAYMENT_SIGNATURE);
-    let offer = hooks
-        .decorate(&ProtectedRequest::http(
-            &offer,
-            &path,
-            &parts.method,
-            &parts.headers,
-            paying,
-        ))
-        .unwrap_or(offer);
     let (config, method, uri, headers) = (
         Arc::clone(config),
         parts.method.clone(),
@@ -217,14 +201,15 @@ fn hooked(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts)
         parts.headers.clone(),
     );
     Start::Gate(Box::pin(async move {
-        let request = ProtectedRequest::http(&offer, &path, &method, &headers, paying);
-        match config.payments.hooks.on_protected_request(&request).await {
-            RequestDecision::Grant(extensions) => Gate::Granted(extensions),
-            RequestDecision::Abort(refusal) => {
-                config.payments.report_refusal(&offer, &refusal);
+        let path = uri.path_and_query().map_or("/", |p| p.as_str());
+        let paying = headers.contains_key(PAYMENT_SIGNATURE);
+        let request = ProtectedRequest::http(&offer, path, &method, &headers, paying);
+        match config.payments.prelude(&request).await {
+            Prelude::Granted(extensions) => Gate::Granted(extensions),
+            Prelude::Refused(offer, refusal) => {
                 Gate::Refuse(responses::refusal(&config, &offer, &refusal))
             }
-            _ => match start(&config, Arc::clone(&offer), &method, &uri, &headers) {
+            Prelude::Continue(offer) => match start(&config, offer, &method, &uri, &headers) {
                 Start::Respond(response) => Gate::Refuse(response),
                 Start::Gate(gate) => gate.await,
             },
@@ -264,8 +249,9 @@ fn start(
             && method == Method::GET
             && paywall_page::prefers_html(headers)
         {
-            let payments = &config.payments;
-            payments.emit(|| PaymentEvent::ChallengeServed { offer: &offer });
+            config
+                .payments
+                .report_refusal(&offer, &Refusal::PaymentMissing);
             let mut response = page.challenge(&offer);
             if let Some(expose) = &config.expose_headers {
                 response
@@ -287,16 +273,15 @@ fn start(
     let request = RequestDigest::http(method, uri);
     let config = Arc::clone(config);
     Start::Gate(Box::pin(async move {
-        let outcome = config.payments.pay(&offer, payload, request).await;
-        let pass = match outcome {
-            // The core lets a repeat through only for the request it bought, at a fixed price.
-            Outcome::Settled(paid) | Outcome::Replayed(paid) => Pass::Paid(paid),
-            Outcome::Cleared(cleared) => Pass::Cleared(cleared),
-            Outcome::InDoubt(refusal) | Outcome::Refused(refusal) => {
-                return Gate::Refuse(responses::refusal(&config, &offer, &refusal));
-            }
-        };
-        Gate::Proceed(config, pass)
+        match config
+            .payments
+            .pay(&offer, payload, request)
+            .await
+            .into_pass()
+        {
+            Ok(pass) => Gate::Proceed(config, pass),
+            Err(refusal) => Gate::Refuse(responses::refusal(&config, &offer, &refusal)),
+        }
     }))
 }
 

@@ -112,8 +112,7 @@ use x402_wire::{Extension, PaymentPayload, ResourceInfo, SettleResponse, X402Ver
 use crate::boxed::BoxFuture;
 
 use crate::payment::{
-    Charge, Outcome, Payments, ProtectedRequest, Refusal, RefusalKind, RequestDecision,
-    RequestDigest,
+    Charge, Pass, Payments, Prelude, ProtectedRequest, Refusal, RefusalKind, RequestDigest,
 };
 #[cfg(doc)]
 use crate::pricing::SettlementMode;
@@ -237,94 +236,96 @@ impl PaidTools {
         F: FnOnce(Admission) -> Fut,
         Fut: Future<Output = Result<CallToolResponse, ErrorData>>,
     {
+        let (offer, pass) = match self.admit(offer, meta, payment, request).await {
+            Admitted::Pass(offer, pass) => (offer, pass),
+            Admitted::Granted(granted) => return work(Admission::granted(granted)).await,
+            Admitted::Answer(result) => return Ok(result.into()),
+        };
         let payments = &self.payments;
-        let decorated;
-        let offer = if payments.hooks.is_empty() {
-            offer
-        } else {
+        let charge = payments.charge(pass.payment());
+        let response = work(Admission::charged(charge.clone())).await;
+        // A tool that failed, or asks the client for input first, is not settled: a held payment
+        // is released for the next call. One settled before the work (`SettlementMode::Before`,
+        // recovered from doubt, or a repeat at a fixed price for these same arguments) has moved
+        // money, so the result says so whatever it is.
+        let served = matches!(&response, Ok(CallToolResponse::Complete(result)) if result.is_error != Some(true));
+        let (paid, held) = match pass {
+            Pass::Paid(paid) => (Some(paid), false),
+            Pass::Cleared(cleared) => match cleared.conclude(served, charge.as_ref(), None).await {
+                Ok(paid) => (paid, true),
+                Err(refusal) => return Ok(refused(&offer, &refusal).into()),
+            },
+        };
+        let settlement = paid
+            .as_ref()
+            .and_then(|paid| paid.payment().settlement.as_ref());
+        Ok(match (response?, settlement) {
+            (CallToolResponse::Complete(result), Some(settlement)) => {
+                with_payment_response(result, settlement).into()
+            }
+            (CallToolResponse::Task(_), _) if held => CallToolResult::structured_error(json!({
+                "x402Version": X402Version::V2,
+                "error": "a paid tool must answer in the call itself, not as a task; \
+                          nothing was charged",
+            }))
+            .into(),
+            (other, _) => other,
+        })
+    }
+}
+
+impl PaidTools {
+    /// The core's side of a call before the work: the hooks' prelude, the payment decoded from
+    /// `_meta` and driven through [`Payments::pay`]; the payment to run the work on (with the
+    /// offer its challenge states), a hook's grant, or the answer that refuses the call.
+    async fn admit(
+        &self,
+        offer: &Arc<Offer>,
+        meta: Option<&Map<String, Value>>,
+        payment: Option<&Value>,
+        request: RequestDigest,
+    ) -> Admitted {
+        let payments = &self.payments;
+        let offer = if payments.has_hooks() {
             let (name, paying) = (&offer.resource().url, payment.is_some());
             let request = ProtectedRequest::meta(offer, name, meta, paying);
-            decorated = payments
-                .hooks
-                .decorate(&request)
-                .unwrap_or_else(|| Arc::clone(offer));
-            let request = ProtectedRequest::meta(&decorated, name, meta, paying);
-            match payments.hooks.on_protected_request(&request).await {
-                RequestDecision::Grant(extensions) => {
-                    return work(Admission {
-                        charge: None,
-                        granted: Some(extensions),
-                    })
-                    .await;
+            match payments.prelude(&request).await {
+                Prelude::Continue(offer) => offer,
+                Prelude::Granted(granted) => return Admitted::Granted(granted),
+                Prelude::Refused(offer, refusal) => {
+                    return Admitted::Answer(refused(&offer, &refusal));
                 }
-                RequestDecision::Abort(refusal) => {
-                    payments.report_refusal(&decorated, &refusal);
-                    return Ok(refused(&decorated, &refusal).into());
-                }
-                _ => &decorated,
             }
+        } else {
+            Arc::clone(offer)
         };
         let Some(value) = payment else {
-            payments.report_refusal(offer, &Refusal::PaymentMissing);
-            return Ok(payment_required(offer, UNPAID).into());
+            payments.report_refusal(&offer, &Refusal::PaymentMissing);
+            return Admitted::Answer(payment_required(&offer, UNPAID));
         };
         let payload = match decode(value) {
             Ok(payload) => payload,
             Err(error) => {
                 let reason = format!("invalid _meta[\"{PAYMENT_META}\"]: {}", describe(&error));
-                payments.report_refusal(offer, &Refusal::InvalidHeader(error));
-                return Ok(payment_required(offer, &reason).into());
+                payments.report_refusal(&offer, &Refusal::InvalidHeader(error));
+                return Admitted::Answer(payment_required(&offer, &reason));
             }
         };
-        let cleared = match payments.pay(offer, payload, request).await {
-            Outcome::Cleared(cleared) => cleared,
-            Outcome::Settled(paid) | Outcome::Replayed(paid) => {
-                // Settled before the work (`SettlementMode::Before`), recovered from doubt, or
-                // settled earlier at a fixed price for these same arguments (the core refuses
-                // any other repeat): the money moved, so the result says so whatever it is.
-                let charge = paid.payment().new_charge();
-                let settlement = paid.payment().settlement.clone();
-                let response = work(Admission::charged(charge)).await;
-                drop(paid);
-                return Ok(match (response?, settlement) {
-                    (CallToolResponse::Complete(result), Some(settlement)) => {
-                        with_payment_response(result, &settlement).into()
-                    }
-                    (other, _) => other,
-                });
-            }
-            Outcome::InDoubt(refusal) | Outcome::Refused(refusal) => {
-                return Ok(refused(offer, &refusal).into());
-            }
-        };
-        let charge = cleared.payment().new_charge();
-        let result = match work(Admission::charged(charge.clone())).await {
-            Ok(CallToolResponse::Complete(result)) if result.is_error != Some(true) => result,
-            // The tool failed, or asks the client for input first: nothing is settled, and the
-            // payment is free for the next call.
-            Ok(CallToolResponse::Task(_)) => {
-                cleared.release().await;
-                return Ok(CallToolResult::structured_error(json!({
-                    "x402Version": X402Version::V2,
-                    "error": "a paid tool must answer in the call itself, not as a task; \
-                              nothing was charged",
-                }))
-                .into());
-            }
-            other => {
-                cleared.release().await;
-                return other;
-            }
-        };
-        let settled = cleared.settle_charged(charge.as_ref(), None).await;
-        Ok(match settled {
-            Ok(paid) => match &paid.payment().settlement {
-                Some(settlement) => with_payment_response(result, settlement).into(),
-                None => result.into(),
-            },
-            Err(refusal) => refused(offer, &refusal).into(),
-        })
+        match payments.pay(&offer, payload, request).await.into_pass() {
+            Ok(pass) => Admitted::Pass(offer, pass),
+            Err(refusal) => Admitted::Answer(refused(&offer, &refusal)),
+        }
     }
+}
+
+/// What [`PaidTools::admit`] decided about a call.
+enum Admitted {
+    /// Run the work on this payment; the offer is the call's (with the hooks' extensions).
+    Pass(Arc<Offer>, Pass),
+    /// A hook granted the call without payment.
+    Granted(http::Extensions),
+    /// Answer the call with this result; the work does not run.
+    Answer(CallToolResult),
 }
 
 /// The route of a priced tool: the payment taken out of the request's `_meta` (the tool never
@@ -349,8 +350,10 @@ where
         Box::pin(async move {
             let payment = context.request_context.meta.0.0.remove(PAYMENT_META);
             // The hooks read the call's other `_meta` fields; without hooks nothing is copied.
-            let meta =
-                (!paid.payments.hooks.is_empty()).then(|| context.request_context.meta.0.0.clone());
+            let meta = paid
+                .payments
+                .has_hooks()
+                .then(|| context.request_context.meta.0.0.clone());
             let request = RequestDigest::tool(&context.name, context.arguments.as_ref());
             paid.serve(
                 &offer,
@@ -384,6 +387,13 @@ impl Admission {
         Self {
             charge,
             granted: None,
+        }
+    }
+
+    fn granted(granted: http::Extensions) -> Self {
+        Self {
+            charge: None,
+            granted: Some(granted),
         }
     }
 }

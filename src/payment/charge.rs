@@ -6,8 +6,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use x402_wire::{AtomicAmount, MoneyError, PaymentRequirements, UsdAmount, UsdcDeployment};
 
-pub(crate) use x402_wire::is_metered;
-
 /// The fraction digits of `requirement`'s asset, when it is a known USDC deployment.
 pub(crate) fn asset_decimals(requirement: &PaymentRequirements) -> Option<u8> {
     UsdcDeployment::ALL

@@ -10,7 +10,6 @@ use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 
 use super::Refusal;
-use super::charge::is_metered;
 use crate::settlement::SettlementRecord;
 
 /// Requests whose text is at most this long are recorded as they are; longer ones as their
@@ -190,13 +189,14 @@ pub(super) fn same_request(recorded: Option<&str>, request: &RequestDigest) -> b
 pub(super) fn redelivery(
     record: &SettlementRecord,
     request: &RequestDigest,
+    metered: bool,
 ) -> Result<(), Refusal> {
     if !same_request(record.request_digest.as_deref(), request) {
         return Err(Refusal::UsedForAnotherRequest {
             settlement: Some(record.settlement.clone()),
         });
     }
-    if is_metered(&record.requirement) {
+    if metered {
         return Err(Refusal::AlreadyDelivered {
             settlement: record.settlement.clone(),
         });
@@ -266,25 +266,25 @@ mod tests {
         let fifty = RequestDigest::http(&http::Method::GET, &uri("/rows?count=50"));
 
         let exact = record("exact", Some(one.as_str()));
-        assert!(redelivery(&exact, &one).is_ok());
+        assert!(redelivery(&exact, &one, false).is_ok());
         assert!(matches!(
-            redelivery(&exact, &fifty),
+            redelivery(&exact, &fifty, false),
             Err(Refusal::UsedForAnotherRequest {
                 settlement: Some(_)
             })
         ));
         let upto = record("upto", Some(one.as_str()));
         assert!(matches!(
-            redelivery(&upto, &one),
+            redelivery(&upto, &one, true),
             Err(Refusal::AlreadyDelivered { .. })
         ));
         assert!(matches!(
-            redelivery(&upto, &fifty),
+            redelivery(&upto, &fifty, true),
             Err(Refusal::UsedForAnotherRequest { .. })
         ));
         // Recorded before requests were: sold for the resource, a metered one still once.
-        assert!(redelivery(&record("exact", None), &fifty).is_ok());
-        assert!(redelivery(&record("upto", None), &one).is_err());
+        assert!(redelivery(&record("exact", None), &fifty, false).is_ok());
+        assert!(redelivery(&record("upto", None), &one, true).is_err());
     }
 
     #[test]

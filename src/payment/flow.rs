@@ -7,10 +7,9 @@ use std::sync::Arc;
 use tracing::Instrument as _;
 use x402_wire::{FacilitatorRequest, PaymentPayload, PaymentRequirements, VerifyResponse};
 
-use super::charge;
 use super::delivery::{self, RequestDigest};
 use super::events::PaymentEvent;
-use super::hooks::{BeforeVerify, PaymentContext, VerifyFailure};
+use super::hooks::{BeforeVerify, PaymentContext, Prelude, ProtectedRequest, VerifyFailure};
 use super::ledger::{self, Claim, Hold};
 use super::outcome::{Cleared, Outcome, Paid, refused};
 use super::payments::Payments;
@@ -27,12 +26,25 @@ use crate::settlement::{
 };
 
 impl Payments {
-    /// The accept of `offer` that `payload` pays, or why none: the payment names another
-    /// resource ([`Refusal::OtherResource`]) or matches none of the accepts
-    /// ([`Refusal::NoMatchingRequirement`], naming the first field that differs).
+    /// The hooks' part of a priced request, before its payment is read (the adapters ask it only
+    /// when [`has_hooks`](Self::has_hooks)): the offer with the hooks' challenge extensions,
+    /// and their decision — serve it without payment, refuse it (reported here), or go on.
+    pub(crate) async fn prelude(&self, request: &ProtectedRequest<'_>) -> Prelude {
+        let prelude = self.hooks.prelude(request).await;
+        if let Prelude::Refused(offer, refusal) = &prelude {
+            self.report_refusal(offer, refusal);
+        }
+        prelude
+    }
+
+    /// The accept of `offer` that `payload` pays, as its [scheme](super::Scheme) matches it, or
+    /// why none: the payment names another resource ([`Refusal::OtherResource`]) or matches
+    /// none of the accepts ([`Refusal::NoMatchingRequirement`], naming the first field that
+    /// differs).
     // A `Refusal` is large, but this one is built on the refusal path only and answered at once.
     #[allow(clippy::result_large_err)]
     pub fn accepted<'o>(
+        &self,
         offer: &'o Offer,
         payload: &PaymentPayload,
     ) -> Result<&'o Arc<PaymentRequirements>, Refusal> {
@@ -43,17 +55,21 @@ impl Payments {
         {
             return Err(Refusal::OtherResource);
         }
-        offer.find_accept(&payload.accepted).ok_or_else(|| {
-            let accepted = &payload.accepted;
-            let closest = offer
-                .accepts()
-                .iter()
-                .find(|own| own.network == accepted.network && own.scheme == accepted.scheme)
-                .or_else(|| offer.accepts().first());
-            Refusal::NoMatchingRequirement {
-                field: closest.and_then(|own| own.mismatch(accepted)),
-            }
-        })
+        let accepted = &payload.accepted;
+        let mismatch =
+            |own: &PaymentRequirements| self.schemes.get(&own.scheme).mismatch(own, accepted);
+        offer
+            .find_accept(|own| mismatch(own).is_none())
+            .ok_or_else(|| {
+                let closest = offer
+                    .accepts()
+                    .iter()
+                    .find(|own| own.network == accepted.network && own.scheme == accepted.scheme)
+                    .or_else(|| offer.accepts().first());
+                Refusal::NoMatchingRequirement {
+                    field: closest.and_then(mismatch),
+                }
+            })
     }
 
     /// The adapters' entry for a decoded payment: reports it received, finds the accept of
@@ -69,7 +85,7 @@ impl Payments {
             offer,
             payload: &payload,
         });
-        let requirement = match Self::accepted(offer, &payload) {
+        let requirement = match self.accepted(offer, &payload) {
             Ok(requirement) => Arc::clone(requirement),
             Err(refusal) => return self.refuse(offer, refusal),
         };
@@ -89,11 +105,10 @@ impl Payments {
         requirement: Arc<PaymentRequirements>,
         request: RequestDigest,
     ) -> Outcome {
-        let (fingerprint, permit_differs) = Fingerprint::read(&payload);
-        if permit_differs && charge::is_metered(&requirement) {
-            // The buyer would leave a permit for another amount with the merchant.
-            return self.refuse(offer, Refusal::PermitAmountMismatch);
-        }
+        let fingerprint = match self.schemes.get(&requirement.scheme).identify(&payload) {
+            Ok(text) => Fingerprint::from_text(text),
+            Err(refusal) => return self.refuse(offer, refusal),
+        };
         let key = PaymentKey::with_fingerprint(&payload, &fingerprint);
         let guard = Arc::clone(&self.inflight).acquire(key.clone()).await;
 
@@ -163,7 +178,7 @@ impl Payments {
             offer: Arc::clone(offer),
         };
         if !self.hooks.is_empty()
-            && let Err(refusal) = self.hooks.after_verify(&payment).await
+            && let Err(refusal) = Box::pin(self.hooks.after_verify(&payment)).await
         {
             ledger::release(self, &hold).await;
             return self.refuse(offer, refusal);
@@ -205,7 +220,7 @@ impl Payments {
     ) -> Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed> {
         let context = PaymentContext::new(offer, offer.resource_url(), key, request);
         if !self.hooks.is_empty() {
-            match self.hooks.before_verify(&context).await {
+            match Box::pin(self.hooks.before_verify(&context)).await {
                 BeforeVerify::Continue => {}
                 BeforeVerify::Skip(verified) if verified.is_valid => return Ok((None, verified)),
                 BeforeVerify::Skip(verified) => return Err(VerifyFailed::Invalid(verified)),
@@ -233,7 +248,8 @@ impl Payments {
                 VerifyFailed::Facilitator(failure) => VerifyFailure::Facilitator(failure),
                 VerifyFailed::Hook(_) | VerifyFailed::NonceUsed(_) => return Err(failed),
             };
-            if let Some(verified) = self.hooks.on_verify_failure(&context, &failure).await {
+            let recovered = Box::pin(self.hooks.on_verify_failure(&context, &failure));
+            if let Some(verified) = recovered.await {
                 return Ok((Some(verifier), verified));
             }
         }
@@ -311,7 +327,8 @@ impl Payments {
         if record.resource != *offer.resource_url() {
             return self.refuse(offer, Refusal::SettledForAnotherResource);
         }
-        if let Err(refusal) = delivery::redelivery(&record, request) {
+        let metered = self.schemes.metered(&record.requirement.scheme);
+        if let Err(refusal) = delivery::redelivery(&record, request, metered) {
             return self.refuse(offer, refusal);
         }
         self.emit(|| PaymentEvent::Replayed {

@@ -180,7 +180,7 @@ pub struct ProtectedRequest<'a> {
     paying: bool,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 enum Fields<'a> {
     Headers(&'a Method, &'a HeaderMap),
     Meta(Option<&'a Map<String, Value>>),
@@ -217,6 +217,19 @@ impl<'a> ProtectedRequest<'a> {
             path,
             fields: Fields::Meta(meta),
             paying,
+        }
+    }
+
+    /// The same request, priced with `offer` (the offer with the hooks' challenge extensions).
+    fn with_offer<'b>(&self, offer: &'b Arc<Offer>) -> ProtectedRequest<'b>
+    where
+        'a: 'b,
+    {
+        ProtectedRequest {
+            offer,
+            path: self.path,
+            fields: self.fields,
+            paying: self.paying,
         }
     }
 
@@ -265,6 +278,21 @@ pub enum RequestDecision {
     Grant(Extensions),
     /// Refuse the request with this refusal.
     Abort(Refusal),
+}
+
+/// What the hooks decided about a priced request before its payment is read
+/// ([`Payments::prelude`](super::Payments::prelude)).
+// Returned once per request and matched at once: not worth a box.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub(crate) enum Prelude {
+    /// Go on with this offer (the request's, with the hooks' challenge extensions): the
+    /// challenge, or the payment.
+    Continue(Arc<Offer>),
+    /// Serve the request without payment, with these extensions.
+    Granted(Extensions),
+    /// Refused (and reported); answer it with this offer's challenge where it has one.
+    Refused(Arc<Offer>, Refusal),
 }
 
 /// What [`PaymentHooks::before_verify`] decided.
@@ -363,14 +391,23 @@ impl Hooks {
         self.0.is_empty()
     }
 
-    pub(crate) fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.0.len()
     }
 
-    pub(crate) async fn on_protected_request(
-        &self,
-        request: &ProtectedRequest<'_>,
-    ) -> RequestDecision {
+    /// The hooks' part of a priced request before its payment is read: its challenge's
+    /// extensions, then their decision.
+    pub(super) async fn prelude(&self, request: &ProtectedRequest<'_>) -> Prelude {
+        let decorated = self.decorate(request);
+        let offer = decorated.as_ref().unwrap_or(request.offer);
+        match self.on_protected_request(&request.with_offer(offer)).await {
+            RequestDecision::Grant(extensions) => Prelude::Granted(extensions),
+            RequestDecision::Abort(refusal) => Prelude::Refused(Arc::clone(offer), refusal),
+            RequestDecision::Continue => Prelude::Continue(Arc::clone(offer)),
+        }
+    }
+
+    async fn on_protected_request(&self, request: &ProtectedRequest<'_>) -> RequestDecision {
         for hook in &self.0 {
             match hook.on_protected_request(request).await {
                 RequestDecision::Continue => {}
@@ -381,7 +418,7 @@ impl Hooks {
     }
 
     /// `offer` with every hook's challenge extension, or `None` when no hook adds one.
-    pub(crate) fn decorate(&self, request: &ProtectedRequest<'_>) -> Option<Arc<Offer>> {
+    fn decorate(&self, request: &ProtectedRequest<'_>) -> Option<Arc<Offer>> {
         let mut decorated: Option<Offer> = None;
         for hook in &self.0 {
             if let Some((key, value)) = hook.challenge_extension(request) {

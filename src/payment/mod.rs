@@ -23,6 +23,10 @@
 //! and both share one ledger. An adapter decodes the payment in its own terms and hands it to
 //! [`Payments::pay`]; after the work, [`Cleared::settle_charged`] settles what it charged.
 //!
+//! A payment scheme is a plug-in too ([`Scheme`]): how a payment of the scheme is matched and
+//! identified, what amount is settled and what `/settle` is asked; `exact` and `upto` are its
+//! two built-in implementations, and [`Payments::scheme`] registers another.
+//!
 //! Plug-ins take part in each payment's life through [`PaymentHooks`], registered with
 //! [`Payments::hook`]: they may grant a request without payment, refuse it, verify or settle a
 //! payment themselves, recover a failed verification or settlement, add data to the 402, to the
@@ -75,7 +79,7 @@
 //!     "accepted": offer.accepts()[0],
 //!     "payload": { "signature": "0x01" },
 //! }))?;
-//! let requirement = Payments::accepted(&offer, &payload)?.clone();
+//! let requirement = payments.accepted(&offer, &payload)?.clone();
 //! let request = RequestDigest::tool("report", serde_json::json!({"year": 2025}).as_object());
 //! let first = payments.authorize(&offer, payload.clone(), requirement.clone(), request.clone()).await;
 //! assert!(matches!(first, Outcome::Settled(ref paid) if paid.payment().settlement.is_some()));
@@ -100,13 +104,12 @@ mod events;
 mod flow;
 mod granted;
 mod hooks;
-#[cfg(feature = "metrics")]
-mod instruments;
 mod ledger;
 mod outcome;
 mod payments;
 mod refusal;
 mod refusals;
+mod scheme;
 mod settle;
 mod single_flight;
 mod uncancellable;
@@ -116,11 +119,14 @@ pub use charge::{Charge, ChargeError};
 pub use delivery::RequestDigest;
 pub use events::{PaymentEvent, PaymentEvents};
 pub use granted::GrantedWithoutPayment;
+pub(crate) use hooks::Prelude;
 pub use hooks::{
     BeforeSettle, BeforeVerify, PaymentContext, PaymentHooks, ProtectedRequest, RequestDecision,
     SettleFailure, VerifyFailure,
 };
+pub(crate) use outcome::Pass;
 pub use outcome::{Cleared, Outcome, Paid};
 pub use payments::Payments;
 pub use refusal::{Refusal, RefusalKind};
+pub use scheme::Scheme;
 pub use verified::{SettledPayment, VerifiedPayment};

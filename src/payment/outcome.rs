@@ -4,9 +4,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use x402_wire::{AtomicAmount, PaymentRequirements, SettleResponse};
+use x402_wire::{AtomicAmount, SettleResponse};
 
-use super::charge::{self, Charge};
+use super::charge::Charge;
 use super::ledger::{self, Hold};
 use super::payments::Payments;
 use super::refusal::Refusal;
@@ -34,6 +34,40 @@ pub enum Outcome {
     InDoubt(Refusal),
     /// Refused; nothing settled.
     Refused(Refusal),
+}
+
+impl Outcome {
+    /// The payment the work may run on, or the refusal to answer (in doubt or refused).
+    // The refusal is answered at once, never passed along: not worth a box.
+    #[allow(clippy::result_large_err)]
+    pub(crate) fn into_pass(self) -> Result<Pass, Refusal> {
+        match self {
+            // The core lets a repeat through only for the request it bought, at a fixed price.
+            Self::Settled(paid) | Self::Replayed(paid) => Ok(Pass::Paid(paid)),
+            Self::Cleared(cleared) => Ok(Pass::Cleared(cleared)),
+            Self::InDoubt(refusal) | Self::Refused(refusal) => Err(refusal),
+        }
+    }
+}
+
+/// A payment the core let through, in every adapter's hands: settled already, or held to settle
+/// once the work answered.
+#[derive(Debug)]
+pub(crate) enum Pass {
+    /// Settled already (before the work, recovered, or a repeat answered from its record).
+    Paid(Paid),
+    /// Verified and held: settle once the work succeeded, release it when it failed.
+    Cleared(Cleared),
+}
+
+impl Pass {
+    /// The payment the work runs on.
+    pub(crate) fn payment(&self) -> &VerifiedPayment {
+        match self {
+            Self::Paid(paid) => paid.payment(),
+            Self::Cleared(cleared) => cleared.payment(),
+        }
+    }
 }
 
 /// The outcome of a refusal: in doubt when settlement's outcome is unknown.
@@ -135,8 +169,8 @@ impl Cleared {
     }
 
     /// Settles `amount` (atomic units) of a metered (`upto`) payment: the `/settle` request —
-    /// and the *settling* intent written before it — carries the server's requirement with
-    /// `amount` set to the charge, so a retry after a lost answer re-sends exactly it, and a
+    /// and the *settling* intent written before it — is the one its [scheme](super::Scheme)
+    /// makes for the charge (for `upto`, the server's requirement with `amount` set to it), so a retry after a lost answer re-sends exactly it, and a
     /// repeat of the settled payment is answered from its record.
     ///
     /// Never settles more than the buyer signed: an `amount` above the requirement's (the
@@ -147,9 +181,12 @@ impl Cleared {
     /// be the requirement's.
     pub async fn settle_amount(self, amount: AtomicAmount) -> Result<Paid, Refusal> {
         let maximum = self.0.payment.requirement.amount;
-        if amount > maximum
-            || (!charge::is_metered(&self.0.payment.requirement) && amount != maximum)
-        {
+        let scheme = self
+            .0
+            .payments
+            .schemes
+            .get(&self.0.payment.requirement.scheme);
+        if amount > maximum || (!scheme.metered() && amount != maximum) {
             tracing::error!(key = %self.0.hold.key, %amount, %maximum, "the charge set for this payment is above what the buyer signed; nothing settled");
             let refusal = Refusal::ChargeAboveMaximum {
                 charged: amount,
@@ -183,11 +220,14 @@ impl Cleared {
             return Ok(Paid::new(payment, Some(guard)));
         }
         let mut cleared = self;
-        // A new request for the charge: the signed maximum's encoding is not reused for it.
-        let request = &cleared.0.intent.request;
-        let mut charged = PaymentRequirements::clone(request.payment_requirements());
-        charged.amount = amount;
-        cleared.0.intent.request = Arc::new(request.with_requirements(charged));
+        let scheme = cleared
+            .0
+            .payments
+            .schemes
+            .get(&cleared.0.payment.requirement.scheme);
+        if let Some(charged) = scheme.settle_request(&cleared.0.intent.request, amount) {
+            cleared.0.intent.request = Arc::new(charged);
+        }
         cleared.settle().await
     }
 
@@ -203,6 +243,23 @@ impl Cleared {
         match charge {
             Some(charge) => self.settle_amount(charge.settled(named)).await,
             None => self.settle().await,
+        }
+    }
+
+    /// Resolves the payment once the work answered: released when the work was not `served`
+    /// (it failed: nothing is charged, and the payment can be used again; `None`), else settled
+    /// for what it charged ([`settle_charged`](Self::settle_charged)).
+    pub async fn conclude(
+        self,
+        served: bool,
+        charge: Option<&Charge>,
+        named: Option<AtomicAmount>,
+    ) -> Result<Option<Paid>, Refusal> {
+        if served {
+            self.settle_charged(charge, named).await.map(Some)
+        } else {
+            self.release().await;
+            Ok(None)
         }
     }
 

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::charge::Charge;
 use super::events::{PaymentEvent, PaymentEvents};
 use super::hooks::{Hooks, PaymentHooks};
-#[cfg(feature = "metrics")]
-use super::instruments;
 use super::refusal::Refusal;
 use super::refusals::RefusedPayments;
+use super::scheme::{Scheme, Schemes};
 use super::single_flight::Inflight;
 use crate::facilitator::{DEFAULT_LABEL, Facilitator, Facilitators};
 use crate::pricing::Offer;
@@ -32,32 +32,52 @@ const DEFAULT_REFUSAL_MEMORY: Duration = Duration::from_secs(10);
 /// The payment core: a facilitator, a ledger and the rules that make each payment settle once.
 /// See the [module docs](crate::payment).
 ///
-/// [`X402Layer`](crate::X402Layer) builds one from its own settings; build one yourself to
-/// drive payments without HTTP.
+/// Every adapter is built from one: [`X402Layer::with_payments`](crate::X402Layer::with_payments)
+/// for HTTP, `PaidTools::new` (feature `mcp`) for MCP tools, [`Payments::pay`] for your own.
+/// Configure it here, then hand it over; adapters given the same `Arc<Payments>` share one
+/// ledger and one single-flight.
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_x402::payment::Payments;
+/// use tower_x402::{HttpFacilitator, MemorySettlementStore, Price, X402Layer};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let payments = Payments::new(HttpFacilitator::new("https://x402.org/facilitator")?)
+///     .settlement_store(MemorySettlementStore::default())
+///     .settlement_lease(Duration::from_secs(60));
+/// let layer = X402Layer::with_payments(payments, |_: &http::request::Parts| Price::Free);
+/// # let _ = layer;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 #[must_use]
 pub struct Payments {
-    pub(crate) facilitators: Facilitators,
-    pub(crate) store: Arc<dyn SettlementStore>,
+    pub(super) facilitators: Facilitators,
+    pub(super) store: Arc<dyn SettlementStore>,
     /// Recent settlements kept in memory beside an application's own store, so a payment that
     /// settled is still recognised when that store fails to save or to answer.
-    pub(crate) recent_settlements: Option<MemorySettlementStore>,
-    pub(crate) events: Option<Arc<dyn PaymentEvents>>,
+    pub(super) recent_settlements: Option<MemorySettlementStore>,
+    /// Told of every event, in the order they were added.
+    events: Vec<Arc<dyn PaymentEvents>>,
     /// The lifecycle hooks, asked in order.
-    pub(crate) hooks: Hooks,
-    pub(crate) inflight: Arc<Inflight>,
+    pub(super) hooks: Hooks,
+    /// The payment schemes, `exact` and `upto` and those registered.
+    pub(super) schemes: Schemes,
+    pub(super) inflight: Arc<Inflight>,
     /// Who this core is in the ledger's leases.
-    pub(crate) owner: Arc<str>,
+    pub(super) owner: Arc<str>,
     /// How long a hold on a payment lasts before another process may take it over.
-    pub(crate) lease: Duration,
+    pub(super) lease: Duration,
     /// Asked about payments in doubt that re-sending `/settle` did not settle.
-    pub(crate) reconciler: Option<Arc<dyn Reconciler>>,
+    pub(super) reconciler: Option<Arc<dyn Reconciler>>,
     /// The pause before re-sending a `/settle` that answered `settlement_pending`.
-    pub(crate) pending_pause: Duration,
+    pub(super) pending_pause: Duration,
     /// How long a request waits for the outcome of a payment another process holds.
-    pub(crate) held_wait: Duration,
+    pub(super) held_wait: Duration,
     /// Payments the facilitator recently found invalid.
-    pub(crate) refused: Arc<RefusedPayments>,
+    pub(super) refused: Arc<RefusedPayments>,
 }
 
 impl Payments {
@@ -71,11 +91,12 @@ impl Payments {
     /// `facilitators` and settles each payment at the one its intent names.
     pub fn with_facilitators(facilitators: Facilitators) -> Self {
         Self {
-            facilitators: facilitators.map(metered_facilitator),
-            store: metered_store(Arc::new(MemorySettlementStore::default())),
+            facilitators,
+            store: Arc::new(MemorySettlementStore::default()),
             recent_settlements: None,
-            events: None,
+            events: Vec::new(),
             hooks: Hooks::default(),
+            schemes: Schemes::default(),
             inflight: Arc::default(),
             owner: new_owner_id(),
             lease: DEFAULT_LEASE,
@@ -92,13 +113,9 @@ impl Payments {
     /// that a settled payment is recognised even if `store` failed to save it or cannot be read
     /// for a moment: the buyer's retry is answered, never charged again.
     pub fn settlement_store(mut self, store: impl SettlementStore) -> Self {
-        self.set_settlement_store(Arc::new(store));
-        self
-    }
-
-    pub(crate) fn set_settlement_store(&mut self, store: Arc<dyn SettlementStore>) {
-        self.store = metered_store(store);
+        self.store = Arc::new(store);
         self.recent_settlements = Some(MemorySettlementStore::new(RECENT_SETTLEMENTS));
+        self
     }
 
     /// Asks `reconciler` about payments in doubt that re-sending the identical `/settle` did not
@@ -106,14 +123,8 @@ impl Payments {
     /// and the authorization expired, kept in doubt (503) otherwise. Without one, in-doubt
     /// payments stay in doubt until the facilitator settles them on a retry.
     pub fn reconciler(mut self, reconciler: impl Reconciler) -> Self {
-        self.set_reconciler(Arc::new(reconciler));
+        self.reconciler = Some(Arc::new(reconciler));
         self
-    }
-
-    pub(crate) fn set_reconciler(&mut self, reconciler: Arc<dyn Reconciler>) {
-        #[cfg(feature = "metrics")]
-        let reconciler = instruments::reconciler(reconciler);
-        self.reconciler = Some(reconciler);
     }
 
     /// How long this core holds a payment it is verifying or settling before another process
@@ -154,6 +165,13 @@ impl Payments {
         self
     }
 
+    /// Registers `scheme`, the [payment scheme](Scheme) named [`Scheme::name`], in place of one
+    /// registered under that name before (`exact` and `upto` are registered on every core).
+    pub fn scheme(mut self, scheme: impl Scheme) -> Self {
+        self.schemes.register(Arc::new(scheme));
+        self
+    }
+
     /// Resolves once no payment is being verified, settled or served by this core — including
     /// settlements that go on after their client hung up, and metered bodies still streaming.
     /// For a graceful shutdown: stop taking requests, let the open ones finish, then wait for
@@ -178,28 +196,38 @@ impl Payments {
         self.inflight.until_idle().await;
     }
 
-    /// Reports every [`PaymentEvent`] to `events`.
+    /// Reports every [`PaymentEvent`] to `events`, after the observers added before (the
+    /// application's own, and the `metrics` module's with the feature `metrics`).
     pub fn events(mut self, events: impl PaymentEvents) -> Self {
-        self.events = Some(Arc::new(events));
+        self.events.push(Arc::new(events));
         self
     }
 
-    /// Reports an event to the hook, building it only when there is one (or, with the feature
-    /// `metrics`, always, for the metrics).
+    /// Reports an event to the observers, building it only when there are some.
     #[inline]
-    pub(crate) fn emit<'a>(&self, event: impl FnOnce() -> PaymentEvent<'a>) {
-        #[cfg(feature = "metrics")]
-        {
+    pub(super) fn emit<'a>(&self, event: impl FnOnce() -> PaymentEvent<'a>) {
+        if let [first, rest @ ..] = self.events.as_slice() {
             let event = event();
-            instruments::record(&event);
-            if let Some(events) = &self.events {
+            first.on_event(&event);
+            for events in rest {
                 events.on_event(&event);
             }
         }
-        #[cfg(not(feature = "metrics"))]
-        if let Some(events) = &self.events {
-            events.on_event(&event());
-        }
+    }
+
+    /// The [`Charge`] the work sets for `payment`, when its scheme is metered (`upto`): bounded
+    /// by the maximum the buyer signed.
+    pub(crate) fn charge(&self, payment: &super::VerifiedPayment) -> Option<Charge> {
+        self.schemes
+            .metered(&payment.requirement.scheme)
+            .then(|| Charge::for_requirement(&payment.requirement))
+    }
+
+    /// Whether a [lifecycle hook](PaymentHooks) is registered: the adapters skip the hooks'
+    /// part of a request (and copy nothing for it) when none is.
+    #[inline]
+    pub(crate) fn has_hooks(&self) -> bool {
+        !self.hooks.is_empty()
     }
 
     /// Reports `refusal` to the hook ([`PaymentEvent::ChallengeServed`] for a missing payment,
@@ -215,29 +243,15 @@ impl Payments {
 impl fmt::Debug for Payments {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Payments")
-            .field("events", &self.events.is_some())
+            .field("events", &self.events.len())
             .field("hooks", &self.hooks.len())
+            .field("schemes", &self.schemes)
             .field("owner", &self.owner)
             .field("lease", &self.lease)
             .field("held_wait", &self.held_wait)
             .field("reconciler", &self.reconciler.is_some())
             .finish_non_exhaustive()
     }
-}
-
-/// `facilitator`, labelled `label`, timed into the metrics when the feature `metrics` is on.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-fn metered_facilitator(label: &str, facilitator: Arc<dyn Facilitator>) -> Arc<dyn Facilitator> {
-    #[cfg(feature = "metrics")]
-    let facilitator = instruments::facilitator(label, facilitator);
-    facilitator
-}
-
-/// `store`, its failures counted in the metrics when the feature `metrics` is on.
-fn metered_store(store: Arc<dyn SettlementStore>) -> Arc<dyn SettlementStore> {
-    #[cfg(feature = "metrics")]
-    let store = instruments::store(store);
-    store
 }
 
 /// A lease owner id for one core: the process id, the start time and a counter.

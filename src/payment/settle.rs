@@ -208,7 +208,8 @@ async fn complete(
         };
         if let Some(failure) = failure {
             let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
-            if let Some(settlement) = config.hooks.on_settle_failure(&context, &failure).await {
+            let recovered = Box::pin(config.hooks.on_settle_failure(&context, &failure));
+            if let Some(settlement) = recovered.await {
                 answer = SettleAnswer::Settled(settlement);
             }
         }
@@ -385,13 +386,13 @@ async fn settled(
     attempt: Attempt,
 ) -> SettleResponse {
     let requirement = intent.request.payment_requirements();
-    if settlement.amount.is_none() && super::charge::is_metered(requirement) {
+    if settlement.amount.is_none() && config.schemes.metered(&requirement.scheme) {
         // The amount sent is the amount settled; recorded so that a repeat is answered with it.
         settlement.amount = Some(requirement.amount);
     }
     if !config.hooks.is_empty() {
         let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
-        config.hooks.settled(&context, &mut settlement).await;
+        Box::pin(config.hooks.settled(&context, &mut settlement)).await;
     }
     config.emit(|| PaymentEvent::Settled {
         offer,

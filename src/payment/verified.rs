@@ -33,15 +33,6 @@ pub struct VerifiedPayment {
     pub offer: Arc<Offer>,
 }
 
-impl VerifiedPayment {
-    /// A fresh [`Charge`](super::Charge) for the work to set, when the payment is metered
-    /// (`upto`): bounded by the maximum the buyer signed.
-    pub(crate) fn new_charge(&self) -> Option<super::charge::Charge> {
-        super::charge::is_metered(&self.requirement)
-            .then(|| super::charge::Charge::for_requirement(&self.requirement))
-    }
-}
-
 /// A payment whose settlement exists: the [`VerifiedPayment`] of a request behind
 /// [`SettlementMode::Before`](crate::SettlementMode::Before), or of a repeat answered
 /// from its record. With the `axum` feature it is an extractor, so a handler that must never

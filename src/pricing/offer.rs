@@ -229,12 +229,12 @@ impl Offer {
         &self.resource_url
     }
 
-    /// The server's accept that the client's `accepted` names, if any.
+    /// The first of the server's accepts that `pays` says a payment pays, if any.
     pub(crate) fn find_accept(
         &self,
-        accepted: &PaymentRequirements,
+        pays: impl Fn(&PaymentRequirements) -> bool,
     ) -> Option<&Arc<PaymentRequirements>> {
-        self.shared_accepts.iter().find(|own| own.matches(accepted))
+        self.shared_accepts.iter().find(|own| pays(own))
     }
 
     /// This offer with `extension` under `key` in its challenge: a per-request challenge such as

@@ -120,16 +120,26 @@ impl Fingerprint {
     /// The proof is read in place, as the shape its scheme names (an `upto` payment's Permit2
     /// first, any other's EIP-3009), then as the other, and otherwise taken as it is.
     pub(crate) fn read(payload: &PaymentPayload) -> (Self, bool) {
-        let shapes: [fn(&PaymentPayload) -> Option<(Self, bool)>; 2] =
-            if payload.accepted.scheme == x402_wire::UPTO_SCHEME {
-                [Self::of_permit2, Self::of_eip3009]
-            } else {
-                [Self::of_eip3009, Self::of_permit2]
-            };
+        Self::read_first(payload, payload.accepted.scheme == x402_wire::UPTO_SCHEME)
+    }
+
+    /// [`read`](Self::read), a Permit2 permit tried first when `permit_first` (the shape of an
+    /// `upto` payment), else an EIP-3009 authorization (the shape of an `exact` one).
+    pub(crate) fn read_first(payload: &PaymentPayload, permit_first: bool) -> (Self, bool) {
+        let shapes: [fn(&PaymentPayload) -> Option<(Self, bool)>; 2] = if permit_first {
+            [Self::of_permit2, Self::of_eip3009]
+        } else {
+            [Self::of_eip3009, Self::of_permit2]
+        };
         shapes
             .iter()
             .find_map(|read| read(payload))
             .unwrap_or_else(|| (Self::of_proof(payload), false))
+    }
+
+    /// A fingerprint a payment scheme computed.
+    pub(crate) fn from_text(text: Arc<str>) -> Self {
+        Self(text)
     }
 
     /// An EIP-3009 authorization's fingerprint: the same shape `exact_evm` accepts, read
@@ -181,7 +191,7 @@ impl Fingerprint {
 
     /// Any other scheme's: its proof in compact form, so that the same proof sent with other
     /// spacing is the same payment.
-    fn of_proof(payload: &PaymentPayload) -> Self {
+    pub(crate) fn of_proof(payload: &PaymentPayload) -> Self {
         let accepted = &payload.accepted;
         let raw = payload.payload.get();
         let proof = serde_json::from_str::<serde_json::Value>(raw)

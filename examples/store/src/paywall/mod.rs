@@ -27,6 +27,8 @@ use tower_http::cors::CorsLayer;
 use tower_x402::cors::PAYMENT_REQUEST_HEADERS;
 use tower_x402::facilitator::Facilitators;
 use tower_x402::layer::InvalidHeaderStatus;
+use tower_x402::metrics::{self, Metered, PaymentMetrics};
+use tower_x402::payment::Payments;
 use tower_x402::settlement::Reconciler;
 use tower_x402::{PaywallPage, Price, X402Layer, payment_cors};
 use tower_x402_siwx::SignInWithX;
@@ -79,22 +81,27 @@ where
             let sku = checkout.get(slug)?;
             checkout_config.checkout_link(&sku.slug)
         });
-    let mut paywall = X402Layer::with_facilitators(Facilitators::from_ref(state), pricing)
-        .settlement_store(Store::from_ref(state))
-        .settlement_lease(Duration::from_secs(config.settlement_lease))
-        // The specification's answer to a paid resource requested without a valid payment.
-        .invalid_header_status(InvalidHeaderStatus::PaymentRequired)
-        .events(Standing::from_ref(state))
-        .paywall_page(page);
+    // Every part of the payment core reports to the metrics: each facilitator's calls and
+    // breaker, the ledger's failures, the reconciler's answers and the payments' outcomes.
+    let mut payments =
+        Payments::with_facilitators(metrics::facilitators(Facilitators::from_ref(state)))
+            .settlement_store(Metered(Store::from_ref(state)))
+            .settlement_lease(Duration::from_secs(config.settlement_lease))
+            .events(PaymentMetrics)
+            .events(Standing::from_ref(state));
     if let Some(reconciler) = Option::<Arc<dyn Reconciler>>::from_ref(state) {
-        paywall = paywall.reconciler(reconciler);
+        payments = payments.reconciler(Metered(reconciler));
     }
     match sign_in(&config, &Store::from_ref(state)) {
-        Ok(siwx) => paywall = paywall.hook(siwx),
+        Ok(siwx) => payments = payments.hook(siwx),
         Err(error) => {
             tracing::error!(%error, "sign-in-with-x is off: its settings are unusable");
         }
     }
+    let paywall = X402Layer::with_payments(payments, pricing)
+        // The specification's answer to a paid resource requested without a valid payment.
+        .invalid_header_status(InvalidHeaderStatus::PaymentRequired)
+        .paywall_page(page);
     PaymentsInProgress::from_ref(state).keep(paywall.payments());
     // The paywall wraps the handler only (not the method router), so other methods get 405;
     // CORS wraps the method router, so the preflight (OPTIONS) is answered before it.

@@ -13,6 +13,7 @@ use axum::routing::get;
 use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
 use tower_x402::facilitator::Facilitator;
+use tower_x402::payment::Payments;
 use tower_x402::settlement::{PaymentKey, SettlementStore as _};
 use tower_x402::{BoxFuture, FacilitatorError, Offer, SettlementMode, X402Layer};
 use tower_x402_postgres::{PostgresEntitlementStore, PostgresSettlementStore};
@@ -129,18 +130,18 @@ async fn an_outcome_received_while_postgres_is_down_is_written_once_it_is_back()
     let client = reqwest::Client::new();
 
     // Instance A: PostgreSQL stops while its /settle is in flight.
-    let first = X402Layer::new(
-        Approving {
+    let first = X402Layer::with_payments(
+        Payments::new(Approving {
             settles: Arc::clone(&settles),
             server: Some(Arc::clone(&server)),
-        },
+        })
+        .settlement_store(first_ledger)
+        .hook(
+            SignInWithX::new("https://api.example.com", [7; 32])
+                .unwrap()
+                .entitlement_store(entitlements),
+        ),
         Arc::clone(&offer),
-    )
-    .settlement_store(first_ledger)
-    .hook(
-        SignInWithX::new("https://api.example.com", [7; 32])
-            .unwrap()
-            .entitlement_store(entitlements),
     );
     let first = serve(first).await;
     let answer = client
@@ -202,14 +203,14 @@ async fn an_outcome_received_while_postgres_is_down_is_written_once_it_is_back()
     }
 
     // Instance B: the same database, no reconciler, no memory of its own.
-    let second = X402Layer::new(
-        Approving {
+    let second = X402Layer::with_payments(
+        Payments::new(Approving {
             settles: Arc::clone(&settles),
             server: None,
-        },
+        })
+        .settlement_store(ledger(&url).await),
         Arc::clone(&offer),
-    )
-    .settlement_store(ledger(&url).await);
+    );
     let second = serve(second).await;
     let answer = client
         .get(&second)

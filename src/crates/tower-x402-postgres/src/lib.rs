@@ -13,14 +13,15 @@
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), tower_x402::BoxError> {
+//! use tower_x402::payment::Payments;
 //! use tower_x402::{HttpFacilitator, Offer, X402Layer};
 //! use tower_x402_postgres::PostgresSettlementStore;
 //! # let (facilitator, offer): (HttpFacilitator, std::sync::Arc<Offer>) = todo!();
 //!
 //! let pool = sqlx::PgPool::connect("postgres://app@db/shop").await?;
 //! tower_x402_postgres::migrate(&pool).await?;
-//! let paywall = X402Layer::new(facilitator, offer)
-//!     .settlement_store(PostgresSettlementStore::new(pool));
+//! let payments = Payments::new(facilitator).settlement_store(PostgresSettlementStore::new(pool));
+//! let paywall = X402Layer::with_payments(payments, offer);
 //! # let _ = paywall; Ok(()) }
 //! ```
 //!

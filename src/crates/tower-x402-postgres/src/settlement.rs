@@ -23,13 +23,13 @@ use crate::store_error;
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// use tower_x402_postgres::PostgresSettlementStore;
-/// # use tower_x402::{Offer, X402Layer};
+/// # use tower_x402::{Offer, X402Layer, payment::Payments};
 /// # let (facilitator, offer): (tower_x402::HttpFacilitator, std::sync::Arc<Offer>) = todo!();
 ///
 /// let pool = sqlx::PgPool::connect("postgres://app@db/shop").await?;
 /// tower_x402_postgres::migrate(&pool).await?;
 /// let ledger = PostgresSettlementStore::new(pool);
-/// let paywall = X402Layer::new(facilitator, offer).settlement_store(ledger);
+/// let paywall = X402Layer::with_payments(Payments::new(facilitator).settlement_store(ledger), offer);
 /// # Ok(()) }
 /// ```
 ///

@@ -21,8 +21,8 @@ const SIGNED_IN_NOT_PAID: &str = "this request was signed in (sign-in-with-x) by
      `Option<SignedIn>`";
 
 /// Sign-in-with-x as a [lifecycle hook](PaymentHooks): register it with
-/// [`X402Layer::hook`](tower_x402::X402Layer::hook), or on the
-/// [`Payments`](tower_x402::payment::Payments) of `PaidTools` (tower-x402's feature `mcp`; an
+/// [`Payments::hook`](tower_x402::payment::Payments::hook) on the core an `X402Layer` or
+/// `PaidTools` (tower-x402's feature `mcp`; an
 /// MCP tool call carries its proof in `_meta["sign-in-with-x"]`, and signs the tool's resource
 /// URL as its URI). A granted request finds [`SignedIn`](crate::SignedIn) and a
 /// [`GrantedWithoutPayment`] in its extensions.

@@ -3,9 +3,8 @@
 //!
 //! [`SignInWithX`] is a [lifecycle hook](tower_x402::payment::PaymentHooks) of the payment
 //! core, written against tower-x402's public API alone. Registered with
-//! [`X402Layer::hook`](tower_x402::X402Layer::hook) (or
-//! [`Payments::hook`](tower_x402::payment::Payments::hook) for `PaidTools`, tower-x402's MCP
-//! adapter), every 402 carries `extensions["sign-in-with-x"]`: `info` (the configured domain,
+//! [`Payments::hook`](tower_x402::payment::Payments::hook) on the core an `X402Layer` (or
+//! `PaidTools`, tower-x402's MCP adapter) is built from, every 402 carries `extensions["sign-in-with-x"]`: `info` (the configured domain,
 //! the URI of the request's path on the configured origin — without its query, so a client
 //! cannot make the 402 as large as it likes —, version `1`, a nonce, `issuedAt`, `expirationTime`, the statement
 //! if any, `resources`), `supportedChains` (the networks of the route's accepts: `eip191` on
@@ -65,6 +64,7 @@
 //! The origin is configured, never derived from `Host` or `X-Forwarded-*`.
 //!
 //! ```
+//! use tower_x402::payment::Payments;
 //! use tower_x402::{HttpFacilitator, Offer, X402Layer};
 //! use x402_wire::{ResourceInfo, UsdcDeployment};
 //! use tower_x402_siwx::SignInWithX;
@@ -74,7 +74,7 @@
 //!     .build()?;
 //! let sign_in = SignInWithX::new("https://shop.example", b"a secret every instance shares!!")?;
 //! let facilitator = HttpFacilitator::new("https://x402.org/facilitator")?;
-//! let paywall = X402Layer::new(facilitator, offer).hook(sign_in);
+//! let paywall = X402Layer::with_payments(Payments::new(facilitator).hook(sign_in), offer);
 //! # let _ = paywall;
 //! # Ok::<_, tower_x402::BoxError>(())
 //! ```
@@ -159,7 +159,7 @@ const NONCE_RANDOM: usize = 8;
 const NONCE_MAC: usize = 12;
 
 /// Sign-in-with-x settings, registered as a hook with
-/// [`X402Layer::hook`](tower_x402::X402Layer::hook): the server's public origin, the secret nonces are derived from, and where entitlements and
+/// [`Payments::hook`](tower_x402::payment::Payments::hook): the server's public origin, the secret nonces are derived from, and where entitlements and
 /// consumed nonces are kept. See the [module docs](self).
 ///
 /// ```

@@ -12,6 +12,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
+use tower_x402::payment::Payments;
 use tower_x402::settlement::StoreError;
 use tower_x402::{BoxFuture, Offer, SettlementMode, X402Layer};
 use tower_x402_sandbox::siwx::{encode, proof_fields};
@@ -53,11 +54,17 @@ fn app(facilitator: &SandboxFacilitator, siwx: SignInWithX) -> Router {
     Router::new()
         .route(
             "/a",
-            get(who).layer(X402Layer::new(facilitator.clone(), a).hook(siwx.clone())),
+            get(who).layer(X402Layer::with_payments(
+                Payments::new(facilitator.clone()).hook(siwx.clone()),
+                a,
+            )),
         )
         .route(
             "/b",
-            get(who).layer(X402Layer::new(facilitator.clone(), b).hook(siwx)),
+            get(who).layer(X402Layer::with_payments(
+                Payments::new(facilitator.clone()).hook(siwx),
+                b,
+            )),
         )
 }
 
@@ -577,7 +584,10 @@ async fn a_sign_in_while_the_entitlement_store_is_away_is_a_503_never_a_402() {
     let offer = offer("report", false);
     let app = Router::new().route(
         "/report",
-        get(who).layer(X402Layer::new(facilitator.clone(), offer).hook(siwx)),
+        get(who).layer(X402Layer::with_payments(
+            Payments::new(facilitator.clone()).hook(siwx),
+            offer,
+        )),
     );
     let wallet = SandboxWallet::random();
     let settled = facilitator.settlements().len();
@@ -608,7 +618,10 @@ async fn a_huge_query_does_not_grow_the_sign_in_challenge() {
     let offer = offer("report", false);
     let app = Router::new().route(
         "/report",
-        get(who).layer(X402Layer::new(facilitator.clone(), offer).hook(siwx)),
+        get(who).layer(X402Layer::with_payments(
+            Payments::new(facilitator.clone()).hook(siwx),
+            offer,
+        )),
     );
     let plain = send(&app, "/report", &[]).await;
     let plain_len = plain.headers()["payment-required"].len();

@@ -11,6 +11,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
+use tower_x402::payment::Payments;
 use tower_x402::{Offer, Price, SettlementMode, VerifiedPayment, X402Layer};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 use tower_x402_siwx::{
@@ -96,7 +97,10 @@ fn two_tiers(facilitator: &SandboxFacilitator, siwx: SignInWithX) -> Router {
     };
     Router::new().route(
         "/report",
-        get(buyer).layer(X402Layer::new(facilitator.clone(), pricing).hook(siwx)),
+        get(buyer).layer(X402Layer::with_payments(
+            Payments::new(facilitator.clone()).hook(siwx),
+            pricing,
+        )),
     )
 }
 
@@ -183,7 +187,10 @@ async fn a_handler_taking_verified_payment_is_told_about_sign_in_and_buyer_serve
     let facilitator = SandboxFacilitator::new();
     let siwx = SignInWithX::new(ORIGIN, SECRET).unwrap();
     let offer = offer_at(&format!("{ORIGIN}/paid"), "0.10");
-    let layer = X402Layer::new(facilitator.clone(), Arc::clone(&offer)).hook(siwx);
+    let layer = X402Layer::with_payments(
+        Payments::new(facilitator.clone()).hook(siwx),
+        Arc::clone(&offer),
+    );
     let app = Router::new()
         .route(
             "/paid",

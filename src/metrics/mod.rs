@@ -1,9 +1,33 @@
 //! Metrics through the [`metrics`](https://docs.rs/metrics) facade (feature `metrics`).
 //!
-//! With the feature on, every [`Payments`](crate::payment::Payments) core (and so every
-//! [`X402Layer`](crate::X402Layer)) reports what it does to the recorder the application
-//! installs (a Prometheus exporter, StatsD, …); the library installs none. Without a recorder the
-//! calls cost a load and a branch; without the feature they are not compiled.
+//! The metrics plug into a [`Payments`](crate::payment::Payments) core through its public
+//! API, like any other plug-in: [`facilitators`] times each facilitator's calls and watches
+//! its breaker, [`Metered`] wraps the [`SettlementStore`](crate::SettlementStore) and the
+//! [`Reconciler`](crate::Reconciler), and [`PaymentMetrics`] observes the core's
+//! [`PaymentEvent`](crate::PaymentEvent)s. A core wired so (and every adapter built from it)
+//! reports to the recorder the application installs (a Prometheus exporter, StatsD, …); the
+//! library installs none. Without a recorder the calls cost a load and a branch.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use tower_x402::facilitator::{DEFAULT_LABEL, Facilitators};
+//! use tower_x402::metrics::{self, Metered, PaymentMetrics};
+//! use tower_x402::payment::Payments;
+//! use tower_x402::{HttpFacilitator, MemorySettlementStore, Price, X402Layer};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let facilitator = Arc::new(HttpFacilitator::new("https://x402.org/facilitator")?);
+//! let payments = Payments::with_facilitators(metrics::facilitators(Facilitators::new(
+//!     DEFAULT_LABEL,
+//!     facilitator,
+//! )))
+//! .settlement_store(Metered(MemorySettlementStore::default()))
+//! .events(PaymentMetrics);
+//! let layer = X402Layer::with_payments(payments, |_: &http::request::Parts| Price::Free);
+//! # let _ = layer;
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! | name | type | labels | what |
 //! |---|---|---|---|
@@ -39,6 +63,10 @@ use std::time::{Duration, Instant};
 use metrics::{Unit, describe_counter, describe_gauge, describe_histogram, gauge};
 
 use crate::settlement::PaymentKey;
+
+mod instruments;
+
+pub use instruments::{Metered, PaymentMetrics, facilitators};
 
 /// `x402_challenges_total`.
 pub const CHALLENGES: &str = "x402_challenges_total";

@@ -1,44 +1,59 @@
-//! What the payment core reports through the `metrics` facade (feature `metrics`). The names and
-//! labels are documented, and the in-doubt gauges kept, in [`crate::metrics`].
+//! The instruments: wrappers of the payment core's public traits ([`Facilitator`],
+//! [`SettlementStore`], [`Reconciler`]) and an observer of its [`PaymentEvent`]s, each reporting
+//! through the `metrics` facade.
 
 use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
-use metrics::{SharedString, counter};
+use metrics::{SharedString, counter, gauge};
 use x402_wire::{FacilitatorRequest, SettleResponse, SupportedResponse, VerifyResponse};
 
-use super::events::PaymentEvent;
-use super::refusal::Refusal;
-use crate::boxed::BoxFuture;
-use crate::facilitator::{Facilitator, FacilitatorError};
-use crate::metrics::{
-    CHALLENGES, FACILITATOR_DURATION, LEDGER_ERRORS, PAYMENTS, RECONCILIATIONS, in_doubt, publish,
+use super::{
+    CHALLENGES, FACILITATOR_CIRCUIT_OPEN, FACILITATOR_DURATION, LEDGER_ERRORS, PAYMENTS,
+    RECONCILIATIONS, in_doubt, publish,
 };
+use crate::boxed::BoxFuture;
+use crate::facilitator::{Facilitator, FacilitatorError, Facilitators};
+use crate::payment::{PaymentEvent, PaymentEvents, Refusal};
 use crate::settlement::{
     LedgerEntry, PaymentKey, PaymentState, Reconciler, Reconciliation, SettlementStore, StoreError,
 };
 
-/// Records what `event` says.
-pub(crate) fn record(event: &PaymentEvent<'_>) {
-    match event {
-        PaymentEvent::ChallengeServed { .. } => counter!(CHALLENGES).increment(1),
-        PaymentEvent::Settled { .. } => payment("settled", "none"),
-        PaymentEvent::Replayed { .. } => payment("replayed", "none"),
-        PaymentEvent::Failed { refusal, .. } => match refusal {
-            Refusal::SettlementInDoubt { .. } => payment("in_doubt", "none"),
-            refusal => payment("refused", refusal_kind(refusal)),
-        },
-        PaymentEvent::InDoubt { key, .. } => {
-            let mut doubts = in_doubt().lock().unwrap_or_else(PoisonError::into_inner);
-            doubts.entry((*key).clone()).or_insert_with(Instant::now);
-            publish(&doubts);
+/// The payment core's events as metrics: `x402_challenges_total`, `x402_payments_total` and the
+/// in-doubt gauges. Register it with [`Payments::events`](crate::payment::Payments::events).
+///
+/// ```
+/// use tower_x402::metrics::PaymentMetrics;
+/// use tower_x402::payment::Payments;
+/// # fn demo(payments: Payments) -> Payments {
+/// payments.events(PaymentMetrics)
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PaymentMetrics;
+
+impl PaymentEvents for PaymentMetrics {
+    fn on_event(&self, event: &PaymentEvent<'_>) {
+        match event {
+            PaymentEvent::ChallengeServed { .. } => counter!(CHALLENGES).increment(1),
+            PaymentEvent::Settled { .. } => payment("settled", "none"),
+            PaymentEvent::Replayed { .. } => payment("replayed", "none"),
+            PaymentEvent::Failed { refusal, .. } => match refusal {
+                Refusal::SettlementInDoubt { .. } => payment("in_doubt", "none"),
+                refusal => payment("refused", refusal_kind(refusal)),
+            },
+            PaymentEvent::InDoubt { key, .. } => {
+                let mut doubts = in_doubt().lock().unwrap_or_else(PoisonError::into_inner);
+                doubts.entry((*key).clone()).or_insert_with(Instant::now);
+                publish(&doubts);
+            }
+            PaymentEvent::DoubtResolved { key, .. } => {
+                let mut doubts = in_doubt().lock().unwrap_or_else(PoisonError::into_inner);
+                doubts.remove(*key);
+                publish(&doubts);
+            }
+            _ => {}
         }
-        PaymentEvent::DoubtResolved { key, .. } => {
-            let mut doubts = in_doubt().lock().unwrap_or_else(PoisonError::into_inner);
-            doubts.remove(*key);
-            publish(&doubts);
-        }
-        _ => {}
     }
 }
 
@@ -72,12 +87,44 @@ fn refusal_kind(refusal: &Refusal) -> &'static str {
     }
 }
 
-/// A reconciler or store whose calls are counted.
-pub(crate) struct Metered<T: ?Sized>(pub(crate) Arc<T>);
+/// `facilitators` with every call timed into `x402_facilitator_request_duration_seconds`
+/// (labelled with each facilitator's label) and each breaker's state in
+/// `x402_facilitator_circuit_open`, through the list's public plug-in points
+/// ([`Facilitators::map`], [`Facilitators::on_breaker`]).
+///
+/// ```
+/// use std::sync::Arc;
+/// use tower_x402::facilitator::{DEFAULT_LABEL, Facilitators};
+/// use tower_x402::payment::Payments;
+/// use tower_x402::{HttpFacilitator, metrics};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let facilitator = Arc::new(HttpFacilitator::new("https://x402.org/facilitator")?);
+/// let facilitators = metrics::facilitators(Facilitators::new(DEFAULT_LABEL, facilitator));
+/// let payments = Payments::with_facilitators(facilitators);
+/// # let _ = payments;
+/// # Ok(())
+/// # }
+/// ```
+pub fn facilitators(facilitators: Facilitators) -> Facilitators {
+    facilitators
+        .map(|label, inner| {
+            Arc::new(MeteredFacilitator {
+                label: SharedString::from(Arc::<str>::from(label)),
+                inner,
+            })
+        })
+        .on_breaker(|label, open| {
+            gauge!(FACILITATOR_CIRCUIT_OPEN, "facilitator" => label.to_owned()).set(if open {
+                1.0
+            } else {
+                0.0
+            });
+        })
+}
 
-/// A facilitator whose calls are timed into `x402_facilitator_request_duration_seconds`,
-/// labelled with its [`Facilitators`](crate::facilitator::Facilitators) label.
-pub(crate) struct MeteredFacilitator {
+/// A facilitator whose calls are timed, labelled with its label in the list.
+struct MeteredFacilitator {
     /// Shared by every sample's label set (no copy per call).
     label: SharedString,
     inner: Arc<dyn Facilitator>,
@@ -145,7 +192,22 @@ impl Facilitator for MeteredFacilitator {
     }
 }
 
-impl Reconciler for Metered<dyn Reconciler> {
+/// A [`SettlementStore`] whose failures are counted in `x402_ledger_errors_total`, or a
+/// [`Reconciler`] whose answers are counted in `x402_reconciliations_total`: wrap the one you
+/// give [`Payments`](crate::payment::Payments).
+///
+/// ```
+/// use tower_x402::metrics::Metered;
+/// use tower_x402::payment::Payments;
+/// use tower_x402::MemorySettlementStore;
+/// # fn demo(payments: Payments) -> Payments {
+/// payments.settlement_store(Metered(MemorySettlementStore::default()))
+/// # }
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Metered<T>(pub T);
+
+impl<T: Reconciler> Reconciler for Metered<T> {
     fn reconcile<'a>(&'a self, request: &'a FacilitatorRequest) -> BoxFuture<'a, Reconciliation> {
         Box::pin(async move {
             let answer = self.0.reconcile(request).await;
@@ -167,7 +229,7 @@ fn ledger<T>(operation: &'static str, result: Result<T, StoreError>) -> Result<T
     result
 }
 
-impl SettlementStore for Metered<dyn SettlementStore> {
+impl<T: SettlementStore> SettlementStore for Metered<T> {
     fn load<'a>(
         &'a self,
         key: &'a PaymentKey,
@@ -199,22 +261,4 @@ impl SettlementStore for Metered<dyn SettlementStore> {
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move { ledger("remove", self.0.remove(key, version).await) })
     }
-}
-
-/// Times `facilitator`'s calls, labelled `label`.
-pub(crate) fn facilitator(label: &str, facilitator: Arc<dyn Facilitator>) -> Arc<dyn Facilitator> {
-    Arc::new(MeteredFacilitator {
-        label: SharedString::from(Arc::<str>::from(label)),
-        inner: facilitator,
-    })
-}
-
-/// Counts `reconciler`'s answers.
-pub(crate) fn reconciler(reconciler: Arc<dyn Reconciler>) -> Arc<dyn Reconciler> {
-    Arc::new(Metered(reconciler))
-}
-
-/// Counts `store`'s failures.
-pub(crate) fn store(store: Arc<dyn SettlementStore>) -> Arc<dyn SettlementStore> {
-    Arc::new(Metered(store))
 }
