@@ -40,11 +40,11 @@ pub use money::{AtomicAmount, MoneyError, UsdAmount};
 pub use network::{Eip712Domain, Network, NetworkError, UsdcDeployment};
 pub use payment::{
     Eip3009Authorization, ExactEvmPayload, PaymentPayload, PaymentRequired, PaymentRequirements,
-    ResourceInfo, X402Version,
+    ResourceInfo, X402Version, is_metered,
 };
 pub use upto::{
     PERMIT2_ADDRESS, PERMIT2_TRANSFER_METHOD, Permit2Authorization, TokenPermissions,
-    UPTO_PROXY_ADDRESS, UPTO_SCHEME, UptoEvmPayload, UptoWitness, is_metered,
+    UPTO_PROXY_ADDRESS, UPTO_SCHEME, UptoEvmPayload, UptoWitness,
 };
 
 /// The README's example, compiled and run as a doctest.

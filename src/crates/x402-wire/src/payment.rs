@@ -4,7 +4,7 @@ use serde_json::{Map, Value};
 
 use crate::money::AtomicAmount;
 use crate::network::Network;
-use crate::upto::UptoEvmPayload;
+use crate::upto::{UPTO_SCHEME, UptoEvmPayload};
 
 /// The protocol version number carried as `x402Version`.
 ///
@@ -286,6 +286,24 @@ pub struct Eip3009Authorization {
     pub valid_before: String,
     /// 32 random bytes, 0x-hex.
     pub nonce: String,
+}
+
+/// Whether payments of `requirement` settle a metered amount (scheme `upto`): an amount the
+/// work decides, up to the signed maximum.
+///
+/// ```
+/// use x402_wire::{is_metered, PaymentRequirements};
+///
+/// let requirement: PaymentRequirements = serde_json::from_value(serde_json::json!({
+///     "scheme": "upto", "network": "eip155:8453", "amount": "500000",
+///     "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+///     "payTo": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C", "maxTimeoutSeconds": 60
+/// }))?;
+/// assert!(is_metered(&requirement));
+/// # Ok::<_, serde_json::Error>(())
+/// ```
+pub fn is_metered(requirement: &PaymentRequirements) -> bool {
+    requirement.scheme == UPTO_SCHEME
 }
 
 #[cfg(test)]

@@ -2,8 +2,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::payment::PaymentRequirements;
-
 /// Scheme name of metered payments (`PaymentRequirements::scheme`).
 pub const UPTO_SCHEME: &str = "upto";
 
@@ -89,24 +87,6 @@ pub struct UptoWitness {
     pub facilitator: String,
     /// Unix seconds before which the permit is not valid, decimal.
     pub valid_after: String,
-}
-
-/// Whether payments of `requirement` settle a metered amount (scheme `upto`): an amount the
-/// work decides, up to the signed maximum.
-///
-/// ```
-/// use x402_wire::{is_metered, PaymentRequirements};
-///
-/// let requirement: PaymentRequirements = serde_json::from_value(serde_json::json!({
-///     "scheme": "upto", "network": "eip155:8453", "amount": "500000",
-///     "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
-///     "payTo": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C", "maxTimeoutSeconds": 60
-/// }))?;
-/// assert!(is_metered(&requirement));
-/// # Ok::<_, serde_json::Error>(())
-/// ```
-pub fn is_metered(requirement: &PaymentRequirements) -> bool {
-    requirement.scheme == UPTO_SCHEME
 }
 
 #[cfg(test)]
