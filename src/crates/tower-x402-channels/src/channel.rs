@@ -61,11 +61,25 @@ pub struct Channel {
     /// The request being served on the channel, if any.
     #[serde(default)]
     pub hold: Option<Hold>,
-    /// The ids of the holds whose commits were applied last (at most [`RECENT_COMMITS`], the
-    /// newest last), so a commit sent again after a lost answer is recognized instead of applied
-    /// twice, even when other requests on the channel committed in between.
+    /// The commits applied last (at most [`RECENT_COMMITS`], the newest last), so a commit sent
+    /// again after a lost answer is recognized instead of applied twice, even when other
+    /// requests on the channel committed in between.
     #[serde(default)]
-    pub recent_commits: Vec<String>,
+    pub recent_commits: Vec<AppliedCommit>,
+}
+
+/// A commit a [`Channel`] applied: the request's hold, and the cumulative and voucher it set.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct AppliedCommit {
+    /// The id of the hold the commit was made under.
+    pub hold: String,
+    /// The cumulative the commit set.
+    #[serde(with = "amount")]
+    pub charged: u128,
+    /// The voucher the commit stored.
+    pub voucher: Voucher,
 }
 
 /// How many applied commits a [`Channel`] remembers to recognize one sent again.
@@ -329,9 +343,11 @@ impl Channel {
 
     /// Applies the request `hold_id`'s commit and releases its hold.
     pub fn commit(&mut self, hold_id: &str, commit: &Commit) -> Committed {
-        // A hold commits at most once (the commit ends it), so its id among the applied ones
-        // means this very commit was applied already.
-        if self.recent_commits.iter().any(|applied| applied == hold_id) {
+        if self.recent_commits.iter().any(|applied| {
+            applied.hold == hold_id
+                && applied.charged == commit.charged
+                && applied.voucher == commit.voucher
+        }) {
             return Committed::Done;
         }
         if self.hold.as_ref().map(|hold| hold.id.as_str()) != Some(hold_id) {
@@ -363,7 +379,11 @@ impl Channel {
         if self.recent_commits.len() == RECENT_COMMITS {
             self.recent_commits.remove(0);
         }
-        self.recent_commits.push(hold_id.to_owned());
+        self.recent_commits.push(AppliedCommit {
+            hold: hold_id.to_owned(),
+            charged: commit.charged,
+            voucher: commit.voucher.clone(),
+        });
         Committed::Done
     }
 

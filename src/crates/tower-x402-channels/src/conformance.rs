@@ -226,6 +226,12 @@ pub async fn check(store: Arc<dyn ChannelStore>) {
         (200, Some(&later.voucher)),
         "an earlier commit sent again changes nothing"
     );
+    let done = Hold::new("e3", 1_000);
+    assert!(matches!(
+        ok(store.begin(&busy, &done, 170).await),
+        Begin::Held(_)
+    ));
+    assert!(ok(store.remove(&busy, &done.id).await), "its removal");
 
     // A release changes nothing but the hold.
     let third = Hold::new("c", 1_000);
