@@ -9,7 +9,7 @@ use x402_wire::{FacilitatorRequest, PaymentPayload, PaymentRequirements, VerifyR
 
 use super::delivery::{self, RequestDigest};
 use super::events::PaymentEvent;
-use super::hooks::{BeforeVerify, PaymentContext, Prelude, ProtectedRequest, VerifyFailure};
+use super::hooks::{Decision, PaymentContext, Prelude, ProtectedRequest};
 use super::ledger::{self, Claim, Hold};
 use super::outcome::{Cleared, Outcome, Paid, refused};
 use super::payments::Payments;
@@ -221,10 +221,10 @@ impl Payments {
         let context = PaymentContext::new(offer, offer.resource_url(), key, request);
         if !self.hooks.is_empty() {
             match Box::pin(self.hooks.before_verify(&context)).await {
-                BeforeVerify::Continue => {}
-                BeforeVerify::Skip(verified) if verified.is_valid => return Ok((None, verified)),
-                BeforeVerify::Skip(verified) => return Err(VerifyFailed::Invalid(verified)),
-                BeforeVerify::Abort(refusal) => return Err(VerifyFailed::Hook(refusal)),
+                Decision::Continue => {}
+                Decision::Handled(verified) if verified.is_valid => return Ok((None, verified)),
+                Decision::Handled(verified) => return Err(VerifyFailed::Invalid(verified)),
+                Decision::Abort(refusal) => return Err(VerifyFailed::Hook(refusal)),
             }
         }
         let requirement = request.payment_requirements();
@@ -244,11 +244,11 @@ impl Payments {
         };
         if !self.hooks.is_empty() {
             let failure = match &failed {
-                VerifyFailed::Invalid(verified) => VerifyFailure::Invalid(verified),
-                VerifyFailed::Facilitator(failure) => VerifyFailure::Facilitator(failure),
+                VerifyFailed::Invalid(verified) => Ok(verified),
+                VerifyFailed::Facilitator(failure) => Err(failure),
                 VerifyFailed::Hook(_) | VerifyFailed::NonceUsed(_) => return Err(failed),
             };
-            let recovered = Box::pin(self.hooks.on_verify_failure(&context, &failure));
+            let recovered = Box::pin(self.hooks.on_verify_failure(&context, failure));
             if let Some(verified) = recovered.await {
                 return Ok((Some(verifier), verified));
             }

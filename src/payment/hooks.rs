@@ -72,12 +72,15 @@ use crate::settlement::PaymentKey;
 /// ```
 pub trait PaymentHooks: Send + Sync + 'static {
     /// A priced request arrived; nothing of its payment has been read yet.
+    /// [`Decision::Handled`] serves it without payment (and without calling the facilitator),
+    /// its extensions added to the request's (the HTTP layer's inner service finds them there,
+    /// an MCP tool in its request context).
     fn on_protected_request<'a>(
         &'a self,
         request: &'a ProtectedRequest<'a>,
-    ) -> BoxFuture<'a, RequestDecision> {
+    ) -> BoxFuture<'a, Decision<Extensions>> {
         let _ = request;
-        Box::pin(ready(RequestDecision::Continue))
+        Box::pin(ready(Decision::Continue))
     }
 
     /// Extension data for this request's challenge (a fresh sign-in nonce is one): a key and
@@ -92,17 +95,24 @@ pub trait PaymentHooks: Send + Sync + 'static {
     }
 
     /// A new payment is about to be verified (its ledger entry is held).
-    fn before_verify<'a>(&'a self, payment: &'a PaymentContext<'a>) -> BoxFuture<'a, BeforeVerify> {
+    /// [`Decision::Handled`] means the plug-in verified the payment itself: it goes on as if
+    /// `/verify` had answered that (`isValid: true`; else it is refused with its
+    /// `invalidReason`). [`Decision::Abort`] refuses it, released, nothing sent.
+    fn before_verify<'a>(
+        &'a self,
+        payment: &'a PaymentContext<'a>,
+    ) -> BoxFuture<'a, Decision<VerifyResponse>> {
         let _ = payment;
-        Box::pin(ready(BeforeVerify::Continue))
+        Box::pin(ready(Decision::Continue))
     }
 
-    /// `/verify` failed, or found the payment invalid. A verification returned here
-    /// (`isValid: true`) lets the payment go on as if the facilitator had given it.
+    /// `/verify` found the payment invalid (`Ok`, its answer with `isValid: false`) or gave no
+    /// usable answer (`Err`). A verification returned here (`isValid: true`) lets the payment
+    /// go on as if the facilitator had given it.
     fn on_verify_failure<'a>(
         &'a self,
         payment: &'a PaymentContext<'a>,
-        failure: &'a VerifyFailure<'a>,
+        failure: Result<&'a VerifyResponse, &'a FacilitatorError>,
     ) -> BoxFuture<'a, Option<VerifyResponse>> {
         let _ = (payment, failure);
         Box::pin(ready(None))
@@ -119,9 +129,15 @@ pub trait PaymentHooks: Send + Sync + 'static {
     }
 
     /// The payment is about to be settled (its *settling* intent not written yet).
-    fn before_settle<'a>(&'a self, payment: &'a PaymentContext<'a>) -> BoxFuture<'a, BeforeSettle> {
+    /// [`Decision::Handled`] means the plug-in settled it itself (a voucher that needs no
+    /// transfer): that settlement is recorded as the payment's, nothing sent to the
+    /// facilitator. [`Decision::Abort`] refuses it, released, never settled.
+    fn before_settle<'a>(
+        &'a self,
+        payment: &'a PaymentContext<'a>,
+    ) -> BoxFuture<'a, Decision<SettleResponse>> {
         let _ = payment;
-        Box::pin(ready(BeforeSettle::Continue))
+        Box::pin(ready(Decision::Continue))
     }
 
     /// Fields added to the request sent to `/settle` (beside `x402Version`, `paymentPayload`
@@ -132,12 +148,13 @@ pub trait PaymentHooks: Send + Sync + 'static {
         None
     }
 
-    /// `/settle` failed or refused the payment. A settlement returned here (`success: true`)
-    /// is recorded as the payment's: the plug-in vouches that the money moved.
+    /// `/settle` refused the payment (`Ok`, its answer with `success: false`) or gave no
+    /// usable answer (`Err`: the money may or may not have moved). A settlement returned here
+    /// (`success: true`) is recorded as the payment's: the plug-in vouches that the money moved.
     fn on_settle_failure<'a>(
         &'a self,
         payment: &'a PaymentContext<'a>,
-        failure: &'a SettleFailure<'a>,
+        failure: Result<&'a SettleResponse, &'a FacilitatorError>,
     ) -> BoxFuture<'a, Option<SettleResponse>> {
         let _ = (payment, failure);
         Box::pin(ready(None))
@@ -276,19 +293,31 @@ impl<'a> ProtectedRequest<'a> {
     }
 }
 
-/// What [`PaymentHooks::on_protected_request`] decided.
+/// What a hook decided at a point where it may take the core's next step on itself:
+/// [`on_protected_request`](PaymentHooks::on_protected_request) (`T`: the extensions of a request
+/// served without payment), [`before_verify`](PaymentHooks::before_verify) (`T`: its own
+/// verification) and [`before_settle`](PaymentHooks::before_settle) (`T`: its own settlement).
+///
+/// ```
+/// use http::Extensions;
+/// use tower_x402::payment::Decision;
+///
+/// // Serve a request without payment, with a marker the inner service can read.
+/// let mut extensions = Extensions::new();
+/// extensions.insert("member");
+/// let grant: Decision<Extensions> = Decision::Handled(extensions);
+/// assert!(matches!(grant, Decision::Handled(_)));
+/// ```
 // Returned once per request and matched at once: not worth a box.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum RequestDecision {
-    /// Go on as usual: the challenge, or the payment.
+pub enum Decision<T> {
+    /// Go on as usual.
     Continue,
-    /// Serve the request without payment (and without calling the facilitator). The
-    /// extensions are added to the request's (the HTTP layer's inner service finds them
-    /// there, an MCP tool in its request context).
-    Grant(Extensions),
-    /// Refuse the request with this refusal.
+    /// The hook took this step itself, and this is its result.
+    Handled(T),
+    /// Refuse with this refusal; a payment is released, never settled.
     Abort(Refusal),
 }
 
@@ -305,56 +334,6 @@ pub(crate) enum Prelude {
     Granted(Extensions),
     /// Refused (and reported); answer it with this offer's challenge where it has one.
     Refused(Arc<Offer>, Refusal),
-}
-
-/// What [`PaymentHooks::before_verify`] decided.
-// Returned once per request and matched at once: not worth a box.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum BeforeVerify {
-    /// Send the payment to `/verify`.
-    Continue,
-    /// The plug-in verified the payment itself: go on as if `/verify` had answered this
-    /// (`isValid: true`; else the payment is refused with its `invalidReason`).
-    Skip(VerifyResponse),
-    /// Refuse the payment with this refusal; it is released, nothing sent.
-    Abort(Refusal),
-}
-
-/// What [`PaymentHooks::before_settle`] decided.
-// Returned once per request and matched at once: not worth a box.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum BeforeSettle {
-    /// Send `/settle`.
-    Continue,
-    /// The plug-in settled the payment itself (a voucher that needs no transfer): record this
-    /// settlement as the payment's, nothing sent to the facilitator.
-    Skip(SettleResponse),
-    /// Refuse the payment with this refusal; it is released, never settled.
-    Abort(Refusal),
-}
-
-/// Why a verification failed, for [`PaymentHooks::on_verify_failure`].
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum VerifyFailure<'a> {
-    /// The facilitator gave no usable answer.
-    Facilitator(&'a FacilitatorError),
-    /// The facilitator found the payment invalid (`isValid: false`).
-    Invalid(&'a VerifyResponse),
-}
-
-/// Why a settlement failed, for [`PaymentHooks::on_settle_failure`].
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum SettleFailure<'a> {
-    /// The facilitator gave no usable answer: the money may or may not have moved.
-    Facilitator(&'a FacilitatorError),
-    /// The facilitator answered `success: false`.
-    Refused(&'a SettleResponse),
 }
 
 /// The payment a hook is asked about.
@@ -413,20 +392,20 @@ impl Hooks {
         let decorated = self.decorate(request);
         let offer = decorated.as_ref().unwrap_or(request.offer);
         match self.on_protected_request(&request.with_offer(offer)).await {
-            RequestDecision::Grant(extensions) => Prelude::Granted(extensions),
-            RequestDecision::Abort(refusal) => Prelude::Refused(Arc::clone(offer), refusal),
-            RequestDecision::Continue => Prelude::Continue(Arc::clone(offer)),
+            Decision::Handled(extensions) => Prelude::Granted(extensions),
+            Decision::Abort(refusal) => Prelude::Refused(Arc::clone(offer), refusal),
+            Decision::Continue => Prelude::Continue(Arc::clone(offer)),
         }
     }
 
-    async fn on_protected_request(&self, request: &ProtectedRequest<'_>) -> RequestDecision {
+    async fn on_protected_request(&self, request: &ProtectedRequest<'_>) -> Decision<Extensions> {
         for hook in &self.0 {
             match hook.on_protected_request(request).await {
-                RequestDecision::Continue => {}
+                Decision::Continue => {}
                 decided => return decided,
             }
         }
-        RequestDecision::Continue
+        Decision::Continue
     }
 
     /// `offer` with every hook's challenge extension, or `None` when no hook adds one.
@@ -452,20 +431,23 @@ impl Hooks {
         Some(Arc::new(decorated))
     }
 
-    pub(super) async fn before_verify(&self, payment: &PaymentContext<'_>) -> BeforeVerify {
+    pub(super) async fn before_verify(
+        &self,
+        payment: &PaymentContext<'_>,
+    ) -> Decision<VerifyResponse> {
         for hook in &self.0 {
             match hook.before_verify(payment).await {
-                BeforeVerify::Continue => {}
+                Decision::Continue => {}
                 decided => return decided,
             }
         }
-        BeforeVerify::Continue
+        Decision::Continue
     }
 
     pub(super) async fn on_verify_failure(
         &self,
         payment: &PaymentContext<'_>,
-        failure: &VerifyFailure<'_>,
+        failure: Result<&VerifyResponse, &FacilitatorError>,
     ) -> Option<VerifyResponse> {
         for hook in &self.0 {
             if let Some(verified) = hook.on_verify_failure(payment, failure).await
@@ -484,14 +466,17 @@ impl Hooks {
         Ok(())
     }
 
-    pub(super) async fn before_settle(&self, payment: &PaymentContext<'_>) -> BeforeSettle {
+    pub(super) async fn before_settle(
+        &self,
+        payment: &PaymentContext<'_>,
+    ) -> Decision<SettleResponse> {
         for hook in &self.0 {
             match hook.before_settle(payment).await {
-                BeforeSettle::Continue => {}
+                Decision::Continue => {}
                 decided => return decided,
             }
         }
-        BeforeSettle::Continue
+        Decision::Continue
     }
 
     pub(super) fn settle_request_fields(
@@ -510,7 +495,7 @@ impl Hooks {
     pub(super) async fn on_settle_failure(
         &self,
         payment: &PaymentContext<'_>,
-        failure: &SettleFailure<'_>,
+        failure: Result<&SettleResponse, &FacilitatorError>,
     ) -> Option<SettleResponse> {
         for hook in &self.0 {
             if let Some(settled) = hook.on_settle_failure(payment, failure).await

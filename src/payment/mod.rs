@@ -120,10 +120,7 @@ pub use delivery::RequestDigest;
 pub use events::{PaymentEvent, PaymentEvents};
 pub use granted::GrantedWithoutPayment;
 pub(crate) use hooks::Prelude;
-pub use hooks::{
-    BeforeSettle, BeforeVerify, PaymentContext, PaymentHooks, ProtectedRequest, RequestDecision,
-    SettleFailure, VerifyFailure,
-};
+pub use hooks::{Decision, PaymentContext, PaymentHooks, ProtectedRequest};
 pub(crate) use outcome::Pass;
 pub use outcome::{Cleared, Outcome, Paid};
 pub use payments::Payments;

@@ -8,7 +8,7 @@ use tracing::Instrument as _;
 use x402_wire::{FacilitatorRequest, SettleResponse};
 
 use super::events::PaymentEvent;
-use super::hooks::{BeforeSettle, PaymentContext, SettleFailure};
+use super::hooks::{Decision, PaymentContext};
 use super::ledger::{Hold, lease_until, now_ms, release};
 use super::payments::Payments;
 use super::refusal::Refusal;
@@ -178,9 +178,9 @@ async fn before_settle(
 ) -> Result<SettlementIntent, Skipped> {
     let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
     match config.hooks.before_settle(&context).await {
-        BeforeSettle::Continue => {}
-        BeforeSettle::Skip(settlement) => return Err(Skipped::Settled(settlement, intent)),
-        BeforeSettle::Abort(refusal) => {
+        Decision::Continue => {}
+        Decision::Handled(settlement) => return Err(Skipped::Settled(settlement, intent)),
+        Decision::Abort(refusal) => {
             release(config, hold).await;
             return Err(Skipped::Refused(refuse(config, offer, refusal)));
         }
@@ -203,12 +203,12 @@ async fn complete(
     if !config.hooks.is_empty() {
         let failure = match &answer {
             SettleAnswer::Settled(_) => None,
-            SettleAnswer::Refused(settlement) => Some(SettleFailure::Refused(settlement)),
-            SettleAnswer::Failed(failure) => Some(SettleFailure::Facilitator(failure)),
+            SettleAnswer::Refused(settlement) => Some(Ok(settlement)),
+            SettleAnswer::Failed(failure) => Some(Err(failure)),
         };
         if let Some(failure) = failure {
             let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
-            let recovered = Box::pin(config.hooks.on_settle_failure(&context, &failure));
+            let recovered = Box::pin(config.hooks.on_settle_failure(&context, failure));
             if let Some(settlement) = recovered.await {
                 answer = SettleAnswer::Settled(settlement);
             }
