@@ -9,10 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use alloy_primitives::Address;
 use serde_json::{Map, Value};
 use tower_x402::BoxFuture;
-use tower_x402::payment::{
-    BeforeSettle, BeforeVerify, PaymentContext, PaymentHooks, RefusalKind, SettleFailure,
-    VerifiedPayment,
-};
+use tower_x402::payment::{Decision, PaymentContext, PaymentHooks, RefusalKind, VerifiedPayment};
 use tower_x402::proto::{PaymentRequirements, SettleResponse, VerifyResponse};
 use tower_x402::{PaymentKey, Refusal};
 
@@ -60,8 +57,8 @@ fn ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn invalid(reason: &str) -> BeforeVerify {
-    BeforeVerify::Abort(Refusal::InvalidPayment {
+fn invalid(reason: &str) -> Decision<VerifyResponse> {
+    Decision::Abort(Refusal::InvalidPayment {
         reason: reason.to_owned(),
     })
 }
@@ -143,7 +140,7 @@ impl Inner {
     /// Holds the payment's channel and checks it: the corrective 402 for a voucher signed on
     /// another cumulative, the voucher's signature locally when it can be, else the
     /// facilitator's `/verify`.
-    async fn admit(&self, payment: &PaymentContext<'_>) -> BeforeVerify {
+    async fn admit(&self, payment: &PaymentContext<'_>) -> Decision<VerifyResponse> {
         let request = payment.request;
         let requirement = request.payment_requirements();
         let Some(buyer) = BuyerPayload::read(request.payment_payload()) else {
@@ -160,18 +157,18 @@ impl Inner {
             Ok(Begin::Held(channel)) => Some(*channel),
             Ok(Begin::NotFound) => None,
             Ok(Begin::Busy { .. }) => {
-                return BeforeVerify::Abort(Refusal::Hook {
+                return Decision::Abort(Refusal::Hook {
                     kind: RefusalKind::RetrySamePayment,
                     reason: CHANNEL_BUSY.to_owned(),
                 });
             }
-            Err(error) => return BeforeVerify::Abort(store_down("begin", &error)),
+            Err(error) => return Decision::Abort(store_down("begin", &error)),
         };
         let amount = requirement.amount.0;
         if let Some(channel) = &held {
             if channel.charged.checked_add(amount) != Some(voucher.max_claimable_amount) {
                 self.release(&id, &hold.id).await;
-                return BeforeVerify::Abort(Refusal::Corrected {
+                return Decision::Abort(Refusal::Corrected {
                     reason: CUMULATIVE_MISMATCH.to_owned(),
                     accept: Box::new(corrective_accept(requirement, channel)),
                 });
@@ -181,7 +178,7 @@ impl Inner {
             {
                 if !verified.is_valid {
                     self.release(&id, &hold.id).await;
-                    return BeforeVerify::Skip(verified);
+                    return Decision::Handled(verified);
                 }
                 self.remember(
                     payment.key,
@@ -196,7 +193,7 @@ impl Inner {
                         fresh_reading: false,
                     },
                 );
-                return BeforeVerify::Skip(verified);
+                return Decision::Handled(verified);
             }
         }
         // The facilitator verifies: a deposit, a voucher it must (EIP-1271, stale mirror), or a
@@ -207,7 +204,7 @@ impl Inner {
                 if held.is_some() {
                     self.release(&id, &hold.id).await;
                 }
-                return BeforeVerify::Abort(Refusal::Facilitator(error));
+                return Decision::Abort(Refusal::Facilitator(error));
             }
         };
         let reading = snapshot(verified.extra.as_ref(), now);
@@ -215,7 +212,7 @@ impl Inner {
             if held.is_some() {
                 self.release(&id, &hold.id).await;
             }
-            return BeforeVerify::Skip(verified);
+            return Decision::Handled(verified);
         }
         let Some(on_chain) = reading else {
             if held.is_some() {
@@ -230,18 +227,18 @@ impl Inner {
                 let channel =
                     Channel::new(&id, requirement.network.clone(), config.clone(), on_chain);
                 if let Err(error) = self.store.open(&channel).await {
-                    return BeforeVerify::Abort(store_down("open", &error));
+                    return Decision::Abort(store_down("open", &error));
                 }
                 match self.store.begin(&id, &hold, now).await {
                     Ok(Begin::Held(channel)) => *channel,
                     Ok(Begin::Busy { .. }) => {
-                        return BeforeVerify::Abort(Refusal::Hook {
+                        return Decision::Abort(Refusal::Hook {
                             kind: RefusalKind::RetrySamePayment,
                             reason: CHANNEL_BUSY.to_owned(),
                         });
                     }
                     Ok(_) => return invalid("invalid_batch_settlement_evm_channel_not_found"),
-                    Err(error) => return BeforeVerify::Abort(store_down("begin", &error)),
+                    Err(error) => return Decision::Abort(store_down("begin", &error)),
                 }
             }
         };
@@ -249,7 +246,7 @@ impl Inner {
             self.release(&id, &hold.id).await;
             let mut shown = channel;
             shown.mirror(on_chain);
-            return BeforeVerify::Abort(Refusal::Corrected {
+            return Decision::Abort(Refusal::Corrected {
                 reason: CUMULATIVE_MISMATCH.to_owned(),
                 accept: Box::new(corrective_accept(requirement, &shown)),
             });
@@ -267,7 +264,7 @@ impl Inner {
                 fresh_reading: true,
             },
         );
-        BeforeVerify::Skip(VerifyResponse {
+        Decision::Handled(VerifyResponse {
             payer: verified
                 .payer
                 .or_else(|| Some(config.payer.to_ascii_lowercase())),
@@ -341,11 +338,15 @@ impl Inner {
     }
 
     /// A voucher's settlement: its charge committed, nothing sent on chain.
-    async fn settle_voucher(&self, payment: &PaymentContext<'_>, pending: Pending) -> BeforeSettle {
+    async fn settle_voucher(
+        &self,
+        payment: &PaymentContext<'_>,
+        pending: Pending,
+    ) -> Decision<SettleResponse> {
         let requirement = payment.request.payment_requirements();
         let charged = requirement.amount.0;
         let refuse = |kind, reason: &str| {
-            BeforeSettle::Abort(Refusal::Hook {
+            Decision::Abort(Refusal::Hook {
                 kind,
                 reason: reason.to_owned(),
             })
@@ -354,7 +355,7 @@ impl Inner {
             Ok(Committed::Done) => {
                 let total = pending.base.saturating_add(charged);
                 let state = channel_state(&pending.id, &pending.on_chain, total);
-                BeforeSettle::Skip(SettleResponse {
+                Decision::Handled(SettleResponse {
                     success: true,
                     error_reason: None,
                     error_message: None,
@@ -397,19 +398,25 @@ fn is_ours(payment: &PaymentContext<'_>) -> bool {
 }
 
 impl PaymentHooks for Hooks {
-    fn before_verify<'a>(&'a self, payment: &'a PaymentContext<'a>) -> BoxFuture<'a, BeforeVerify> {
+    fn before_verify<'a>(
+        &'a self,
+        payment: &'a PaymentContext<'a>,
+    ) -> BoxFuture<'a, Decision<VerifyResponse>> {
         Box::pin(async move {
             if !is_ours(payment) {
-                return BeforeVerify::Continue;
+                return Decision::Continue;
             }
             self.0.admit(payment).await
         })
     }
 
-    fn before_settle<'a>(&'a self, payment: &'a PaymentContext<'a>) -> BoxFuture<'a, BeforeSettle> {
+    fn before_settle<'a>(
+        &'a self,
+        payment: &'a PaymentContext<'a>,
+    ) -> BoxFuture<'a, Decision<SettleResponse>> {
         Box::pin(async move {
             if !is_ours(payment) {
-                return BeforeSettle::Continue;
+                return Decision::Continue;
             }
             match self.0.peek(payment.key) {
                 Some(pending) if pending.kind == Kind::Voucher => {
@@ -417,8 +424,8 @@ impl PaymentHooks for Hooks {
                     self.0.settle_voucher(payment, pending).await
                 }
                 // A deposit settles at the facilitator; its voucher is committed after.
-                Some(_) => BeforeSettle::Continue,
-                None => BeforeSettle::Abort(Refusal::Hook {
+                Some(_) => Decision::Continue,
+                None => Decision::Abort(Refusal::Hook {
                     kind: RefusalKind::RetrySamePayment,
                     reason: "this channel request is no longer held; nothing was charged"
                         .to_owned(),
@@ -473,7 +480,7 @@ impl PaymentHooks for Hooks {
     fn on_settle_failure<'a>(
         &'a self,
         payment: &'a PaymentContext<'a>,
-        failure: &'a SettleFailure<'a>,
+        failure: Result<&'a SettleResponse, &'a tower_x402::FacilitatorError>,
     ) -> BoxFuture<'a, Option<SettleResponse>> {
         let _ = failure;
         Box::pin(async move {
