@@ -3,197 +3,25 @@
 //! refused, a replay answered with the corrective 402, a failing handler changing nothing, and
 //! concurrent requests on one channel never accepted on one cumulative base.
 
-use std::net::SocketAddr;
+mod support;
+
 use std::sync::Arc;
 
-use axum::extract::Query;
-use axum::routing::get;
-use axum::{Extension, Router};
 use http::StatusCode;
 use serde_json::Value;
-use tower_x402::payment::Payments;
-use tower_x402::proto::{
-    AtomicAmount, PaymentPayload, PaymentRequirements, ResourceInfo, SettleResponse,
-    UsdcDeployment, header,
-};
-use tower_x402::{Charge, HttpFacilitator, Offer, Price, SettlementMode, X402Layer};
-use tower_x402_channels::{
-    BatchSettlement, ChannelConfig, ChannelOffer, ChannelStore, MemoryChannelStore,
-};
-use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+use tower_x402::proto::AtomicAmount;
+use tower_x402_channels::{ChannelStore, MemoryChannelStore};
+use tower_x402_sandbox::SandboxWallet;
 
-const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
-/// At most 0.01 USDC a request; 0.001 USDC a row.
-const AMOUNT: u128 = 10_000;
-const ROW: u128 = 1_000;
-const DEPOSIT: u128 = 1_000_000;
+use support::{AMOUNT, Buyer, DEPOSIT, ROW, Server};
 
-async fn serve(router: Router) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    address
-}
-
-#[derive(serde::Deserialize)]
-struct Rows {
-    count: u64,
-}
-
-async fn rows(Query(rows): Query<Rows>, Extension(charge): Extension<Charge>) -> String {
-    charge.add(AtomicAmount(u128::from(rows.count) * ROW));
-    format!("{} rows", rows.count)
-}
-
-async fn broken() -> StatusCode {
-    StatusCode::INTERNAL_SERVER_ERROR
-}
-
-/// A server selling `/rows` and `/broken` with `batch-settlement`, over the sandbox.
-struct Server {
-    sandbox: SandboxFacilitator,
-    base: String,
-    accept: PaymentRequirements,
-    channels: Arc<MemoryChannelStore>,
-}
-
-impl Server {
-    async fn start() -> Self {
-        let sandbox = SandboxFacilitator::new();
-        let url = format!("http://{}", serve(sandbox.router()).await);
-        let facilitator = HttpFacilitator::new(&url).unwrap();
-        let usdc = UsdcDeployment::BASE;
-        let terms = ChannelOffer::from_facilitator(&facilitator, &usdc.network)
-            .await
-            .unwrap();
-        let accept = terms.usdc(&usdc, AtomicAmount(AMOUNT), PAY_TO);
-        let channels = Arc::new(MemoryChannelStore::default());
-        let payments = BatchSettlement::new(Arc::clone(&channels), facilitator.clone())
-            .register(Payments::new(facilitator));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let base = format!("http://{address}");
-        let offer = |path: &str| {
-            Arc::new(
-                Offer::builder(ResourceInfo::new(format!("{base}{path}")))
-                    .accept(accept.clone())
-                    .settlement(SettlementMode::After)
-                    .build()
-                    .unwrap(),
-            )
-        };
-        let (rows_offer, broken_offer) = (offer("/rows"), offer("/broken"));
-        let pricing = move |parts: &http::request::Parts| match parts.uri.path() {
-            "/rows" => Price::Charge(Arc::clone(&rows_offer)),
-            _ => Price::Charge(Arc::clone(&broken_offer)),
-        };
-        let app = Router::new()
-            .route("/rows", get(rows))
-            .route("/broken", get(broken))
-            .layer(X402Layer::with_payments(payments, pricing));
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        Self {
-            sandbox,
-            base,
-            accept,
-            channels,
-        }
-    }
-
-    async fn get(&self, path: &str, payment: &PaymentPayload) -> Answer {
-        let value = header::encode(payment).unwrap();
-        let response = reqwest::Client::new()
-            .get(format!("{}{path}", self.base))
-            .header("PAYMENT-SIGNATURE", value.to_str().unwrap())
-            .send()
-            .await
-            .unwrap();
-        let status = response.status();
-        let settlement = response
-            .headers()
-            .get("PAYMENT-RESPONSE")
-            .map(|value| header::decode::<SettleResponse>(value.as_bytes()).unwrap());
-        let required = response.headers().get("PAYMENT-REQUIRED").map(|value| {
-            let json =
-                header::decode::<tower_x402::proto::PaymentRequired>(value.as_bytes()).unwrap();
-            serde_json::to_value(json).unwrap()
-        });
-        let body = response.text().await.unwrap();
-        Answer {
-            status,
-            settlement,
-            required,
-            body,
-        }
-    }
-}
-
-#[derive(Debug)]
-struct Answer {
-    status: StatusCode,
-    settlement: Option<SettleResponse>,
-    required: Option<Value>,
-    body: String,
-}
-
-impl Answer {
-    fn extra(&self) -> &serde_json::Map<String, Value> {
-        self.settlement
-            .as_ref()
-            .and_then(|settlement| settlement.extra.as_ref())
-            .unwrap_or_else(|| panic!("no PAYMENT-RESPONSE extra: {self:?}"))
-    }
-
-    fn error(&self) -> String {
-        let body: Value = serde_json::from_str(&self.body).unwrap_or(Value::Null);
-        body["error"].as_str().unwrap_or_default().to_owned()
-    }
-}
-
-/// A buyer with one channel to the server.
-struct Buyer {
-    wallet: SandboxWallet,
-    config: ChannelConfig,
-    id: String,
-}
-
-impl Buyer {
-    fn new(server: &Server) -> Self {
-        let wallet = SandboxWallet::random();
-        let config = wallet
-            .channel_config(&server.accept, rand::random())
-            .unwrap();
-        let id = SandboxWallet::channel_id(&config, &server.accept.network).unwrap();
-        let config = serde_json::from_value(serde_json::to_value(config).unwrap()).unwrap();
-        Self { wallet, config, id }
-    }
-
-    fn sandbox_config(&self) -> tower_x402_sandbox::batch::ChannelConfig {
-        serde_json::from_value(serde_json::to_value(&self.config).unwrap()).unwrap()
-    }
-
-    fn deposit(&self, server: &Server, charged: u128) -> PaymentPayload {
-        self.wallet
-            .deposit_payment_at(
-                &server.accept,
-                &self.sandbox_config(),
-                DEPOSIT,
-                charged + AMOUNT,
-                server.sandbox.now(),
-            )
-            .unwrap()
-    }
-
-    fn voucher(&self, server: &Server, ceiling: u128) -> PaymentPayload {
-        self.wallet
-            .voucher_payment(&server.accept, &self.sandbox_config(), ceiling)
-            .unwrap()
-    }
+async fn server() -> Server {
+    Server::start(Arc::new(MemoryChannelStore::default())).await
 }
 
 #[tokio::test]
 async fn twenty_vouchers_after_one_deposit_cost_one_facilitator_settle() {
-    let server = Server::start().await;
+    let server = server().await;
     let buyer = Buyer::new(&server);
     let first = server
         .get("/rows?count=2", &buyer.deposit(&server, 0))
@@ -257,7 +85,7 @@ async fn twenty_vouchers_after_one_deposit_cost_one_facilitator_settle() {
 
 #[tokio::test]
 async fn forged_vouchers_are_refused_and_change_nothing() {
-    let server = Server::start().await;
+    let server = server().await;
     let buyer = Buyer::new(&server);
     let first = server
         .get("/rows?count=1", &buyer.deposit(&server, 0))
@@ -310,7 +138,7 @@ async fn forged_vouchers_are_refused_and_change_nothing() {
 
 #[tokio::test]
 async fn a_replayed_voucher_is_answered_with_the_corrective_402() {
-    let server = Server::start().await;
+    let server = server().await;
     let buyer = Buyer::new(&server);
     assert_eq!(
         server
@@ -361,7 +189,7 @@ async fn a_replayed_voucher_is_answered_with_the_corrective_402() {
 
 #[tokio::test]
 async fn a_failing_handler_changes_nothing() {
-    let server = Server::start().await;
+    let server = server().await;
     let buyer = Buyer::new(&server);
     assert_eq!(
         server
@@ -401,7 +229,7 @@ async fn a_failing_handler_changes_nothing() {
 
 #[tokio::test]
 async fn concurrent_requests_on_one_channel_are_never_accepted_on_one_base() {
-    let server = Arc::new(Server::start().await);
+    let server = Arc::new(server().await);
     let buyer = Arc::new(Buyer::new(&server));
     assert_eq!(
         server
