@@ -1,16 +1,18 @@
 //! The `batch-settlement` scheme served over loopback HTTP against the sandbox facilitator: one
 //! deposit then vouchers verified locally (one facilitator `/settle` in all), forged vouchers
 //! refused, a replay answered with the corrective 402, a failing handler changing nothing, and
-//! concurrent requests on one channel never accepted on one cumulative base.
+//! concurrent requests on one channel never accepted on one cumulative base; a voucher whose
+//! channel's mirrored chain state is stale verified by the facilitator instead.
 
 mod support;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::StatusCode;
 use serde_json::Value;
 use tower_x402::proto::AtomicAmount;
-use tower_x402_channels::{ChannelStore, MemoryChannelStore};
+use tower_x402_channels::{BatchSettlement, ChannelStore, MemoryChannelStore};
 use tower_x402_sandbox::SandboxWallet;
 
 use support::{AMOUNT, Buyer, DEPOSIT, ROW, Server};
@@ -266,4 +268,56 @@ async fn concurrent_requests_on_one_channel_are_never_accepted_on_one_base() {
     assert_eq!(served, 1, "one request per cumulative base");
     let channel = server.channels.load(&buyer.id).await.unwrap().unwrap();
     assert_eq!((channel.charged, channel.hold), (6_000, None));
+}
+
+#[tokio::test]
+async fn a_stale_mirror_sends_vouchers_to_the_facilitator_which_refreshes_it() {
+    let stale: fn(BatchSettlement) -> BatchSettlement = |scheme| scheme.fresh_for(Duration::ZERO);
+    let server = Server::configured(Arc::new(MemoryChannelStore::default()), stale).await;
+    let buyer = Buyer::new(&server);
+    assert_eq!(
+        server
+            .get("/rows?count=1", &buyer.deposit(&server, 0))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let mut charged = ROW;
+    for _ in 0..3 {
+        let before = server.channels.load(&buyer.id).await.unwrap().unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let answer = server
+            .get("/rows?count=1", &buyer.voucher(&server, charged + AMOUNT))
+            .await;
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+        charged += ROW;
+        let after = server.channels.load(&buyer.id).await.unwrap().unwrap();
+        assert!(
+            after.on_chain.read_at > before.on_chain.read_at,
+            "the reading mirrored"
+        );
+    }
+    assert_eq!(
+        (server.sandbox.verify_calls(), server.sandbox.settle_calls()),
+        (4, 1),
+        "each voucher verified by the facilitator, none settled there"
+    );
+    // A forged voucher is refused by the facilitator as well.
+    let thief = SandboxWallet::random();
+    let forged = thief
+        .voucher_payment(&server.accept, &buyer.sandbox_config(), charged + AMOUNT)
+        .unwrap();
+    let answer = server.get("/rows?count=1", &forged).await;
+    assert_eq!(answer.status, StatusCode::PAYMENT_REQUIRED, "{answer:?}");
+    assert_eq!(
+        server
+            .channels
+            .load(&buyer.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .charged,
+        charged
+    );
 }

@@ -61,14 +61,28 @@ pub(crate) struct Server {
 impl Server {
     /// A server keeping channels in `channels`, with a sandbox of its own.
     pub(crate) async fn start(channels: Arc<dyn ChannelStore>) -> Self {
+        Self::configured(channels, |scheme| scheme).await
+    }
+
+    /// A server whose scheme is set up by `configure`, with a sandbox of its own.
+    pub(crate) async fn configured(
+        channels: Arc<dyn ChannelStore>,
+        configure: fn(BatchSettlement) -> BatchSettlement,
+    ) -> Self {
         let sandbox = SandboxFacilitator::new();
         let url = format!("http://{}", serve(sandbox.router()).await);
-        Self::with_sandbox(sandbox, url, channels).await
+        Self::with_sandbox(sandbox, url, channels, configure).await
     }
 
     /// Another server (an instance beside `self`, or after it stopped) on the same sandbox.
     pub(crate) async fn beside(&self, channels: Arc<dyn ChannelStore>) -> Self {
-        Self::with_sandbox(self.sandbox.clone(), self.sandbox_url.clone(), channels).await
+        Self::with_sandbox(
+            self.sandbox.clone(),
+            self.sandbox_url.clone(),
+            channels,
+            |scheme| scheme,
+        )
+        .await
     }
 
     /// Stops serving (the process is gone; its state is what the store kept).
@@ -80,6 +94,7 @@ impl Server {
         sandbox: SandboxFacilitator,
         url: String,
         channels: Arc<dyn ChannelStore>,
+        configure: fn(BatchSettlement) -> BatchSettlement,
     ) -> Self {
         let facilitator = HttpFacilitator::new(&url).unwrap();
         let usdc = UsdcDeployment::BASE;
@@ -87,8 +102,11 @@ impl Server {
             .await
             .unwrap();
         let accept = terms.usdc(&usdc, AtomicAmount(AMOUNT), PAY_TO);
-        let payments = BatchSettlement::new(Arc::clone(&channels), facilitator.clone())
-            .register(Payments::new(facilitator));
+        let payments = configure(BatchSettlement::new(
+            Arc::clone(&channels),
+            facilitator.clone(),
+        ))
+        .register(Payments::new(facilitator));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let base = format!("http://{address}");
