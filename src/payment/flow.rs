@@ -8,7 +8,6 @@ use tracing::Instrument as _;
 use x402_wire::{FacilitatorRequest, PaymentPayload, PaymentRequirements, VerifyResponse};
 
 use super::delivery::{self, RequestDigest};
-use super::events::PaymentEvent;
 use super::hooks::{Decision, PaymentContext, Prelude, ProtectedRequest};
 use super::ledger::{self, Claim, Hold};
 use super::outcome::{Cleared, Outcome, Paid, refused};
@@ -81,10 +80,7 @@ impl Payments {
         payload: PaymentPayload,
         request: RequestDigest,
     ) -> Outcome {
-        self.emit(|| PaymentEvent::PaymentReceived {
-            offer,
-            payload: &payload,
-        });
+        self.hooks.on_payment_received(offer, &payload);
         let requirement = match self.accepted(offer, &payload) {
             Ok(requirement) => Arc::clone(requirement),
             Err(refusal) => return self.refuse(offer, refusal),
@@ -163,10 +159,6 @@ impl Payments {
                 return self.refuse(offer, failure.into_refusal(&fingerprint, &request, self));
             }
         };
-        self.emit(|| PaymentEvent::Verified {
-            offer,
-            payer: verified.payer.as_deref(),
-        });
 
         let mut payment = VerifiedPayment {
             key,
@@ -331,10 +323,7 @@ impl Payments {
         if let Err(refusal) = delivery::redelivery(&record, request, metered) {
             return self.refuse(offer, refusal);
         }
-        self.emit(|| PaymentEvent::Replayed {
-            offer,
-            record: &record,
-        });
+        self.hooks.on_replayed(offer, &record);
         let payment = VerifiedPayment {
             key: record.key,
             payer: record.settlement.payer.clone(),

@@ -8,14 +8,14 @@ use std::sync::Arc;
 use http::{Extensions, HeaderMap, Method};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use x402_wire::{FacilitatorRequest, SettleResponse, VerifyResponse};
+use x402_wire::{FacilitatorRequest, PaymentPayload, SettleResponse, VerifyResponse};
 
 use super::refusal::Refusal;
 use super::verified::VerifiedPayment;
 use crate::boxed::BoxFuture;
 use crate::facilitator::FacilitatorError;
 use crate::pricing::{Offer, header_budget};
-use crate::settlement::PaymentKey;
+use crate::settlement::{PaymentKey, SettlementRecord};
 
 /// A plug-in that takes part in the life of each payment. Every method has a default that
 /// changes nothing, so a hook implements only what it needs; several hooks are asked in the
@@ -37,6 +37,13 @@ use crate::settlement::PaymentKey;
 /// | [`settlement_extra`](Self::settlement_extra) | the same | add scheme data to the settlement's `extra` |
 /// | [`after_settle`](Self::after_settle) | a settlement is known, before it is recorded | observe it |
 /// | [`on_cancelled`](Self::on_cancelled) | a verified payment will never be settled | observe it |
+/// | [`on_payment_received`](Self::on_payment_received) | a request carried a decodable payment | observe it |
+/// | [`on_replayed`](Self::on_replayed) | a settled payment was answered again from its record | observe it |
+/// | [`on_in_doubt`](Self::on_in_doubt), [`on_doubt_resolved`](Self::on_doubt_resolved) | a payment entered or left doubt | observe it |
+/// | [`on_refusal`](Self::on_refusal) | a request was refused (a 402 challenge is [`Refusal::PaymentMissing`]) | observe it |
+///
+/// The last five are called inline on the request path, without awaiting: keep them quick
+/// (count, log, send on a channel).
 ///
 /// **After settle is called at least once per settlement.** It runs for every settlement this
 /// process learns of — `/settle` answered, a payment in doubt resolved by a re-sent `/settle` or
@@ -197,6 +204,42 @@ pub trait PaymentHooks: Send + Sync + 'static {
     fn on_cancelled<'a>(&'a self, payment: &'a VerifiedPayment) -> BoxFuture<'a, ()> {
         let _ = payment;
         Box::pin(ready(()))
+    }
+
+    /// A request carried a decodable payment for `offer`; nothing of it is checked yet.
+    fn on_payment_received(&self, offer: &Offer, payload: &PaymentPayload) {
+        let _ = (offer, payload);
+    }
+
+    /// A payment that had already settled was presented again and answered from its
+    /// `record`, without calling the facilitator.
+    fn on_replayed(&self, offer: &Offer, record: &SettlementRecord) {
+        let _ = (offer, record);
+    }
+
+    /// A payment entered *in doubt*: `/settle` may have moved money but its outcome is
+    /// unknown, for `reason`. Alert on payments that stay there; a retry of the same payment,
+    /// or an operator, resolves them.
+    fn on_in_doubt(&self, offer: &Offer, key: &PaymentKey, reason: &str) {
+        let _ = (offer, key, reason);
+    }
+
+    /// A payment left *in doubt* (or a crashed process's *settling*): it settled, with
+    /// `settlement`, or never did and was released (`None`; the buyer may pay again).
+    fn on_doubt_resolved(
+        &self,
+        offer: &Offer,
+        key: &PaymentKey,
+        settlement: Option<&SettleResponse>,
+    ) {
+        let _ = (offer, key, settlement);
+    }
+
+    /// A request for `offer` was refused, as an adapter answers it: every refusal passes here,
+    /// [`Refusal::PaymentMissing`] being a 402 challenge sent for a request without payment.
+    /// [`Refusal::kind`] says what the client is asked to do.
+    fn on_refusal(&self, offer: &Offer, refusal: &Refusal) {
+        let _ = (offer, refusal);
     }
 }
 
@@ -533,6 +576,41 @@ impl Hooks {
     pub(super) async fn on_cancelled(&self, payment: &VerifiedPayment) {
         for hook in &self.0 {
             hook.on_cancelled(payment).await;
+        }
+    }
+
+    pub(super) fn on_payment_received(&self, offer: &Offer, payload: &PaymentPayload) {
+        for hook in &self.0 {
+            hook.on_payment_received(offer, payload);
+        }
+    }
+
+    pub(super) fn on_replayed(&self, offer: &Offer, record: &SettlementRecord) {
+        for hook in &self.0 {
+            hook.on_replayed(offer, record);
+        }
+    }
+
+    pub(super) fn on_in_doubt(&self, offer: &Offer, key: &PaymentKey, reason: &str) {
+        for hook in &self.0 {
+            hook.on_in_doubt(offer, key, reason);
+        }
+    }
+
+    pub(super) fn on_doubt_resolved(
+        &self,
+        offer: &Offer,
+        key: &PaymentKey,
+        settlement: Option<&SettleResponse>,
+    ) {
+        for hook in &self.0 {
+            hook.on_doubt_resolved(offer, key, settlement);
+        }
+    }
+
+    pub(super) fn on_refusal(&self, offer: &Offer, refusal: &Refusal) {
+        for hook in &self.0 {
+            hook.on_refusal(offer, refusal);
         }
     }
 }

@@ -100,7 +100,6 @@
 
 pub(crate) mod charge;
 mod delivery;
-mod events;
 mod flow;
 mod granted;
 mod hooks;
@@ -117,7 +116,6 @@ mod verified;
 
 pub use charge::{Charge, ChargeError};
 pub use delivery::RequestDigest;
-pub use events::{PaymentEvent, PaymentEvents};
 pub use granted::GrantedWithoutPayment;
 pub(crate) use hooks::Prelude;
 pub use hooks::{Decision, PaymentContext, PaymentHooks, ProtectedRequest};
