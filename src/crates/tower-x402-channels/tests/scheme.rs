@@ -2,7 +2,8 @@
 //! deposit then vouchers verified locally (one facilitator `/settle` in all), forged vouchers
 //! refused, a replay answered with the corrective 402, a failing handler changing nothing, and
 //! concurrent requests on one channel never accepted on one cumulative base; a voucher whose
-//! channel's mirrored chain state is stale verified by the facilitator instead.
+//! channel's mirrored chain state is stale verified by the facilitator instead; cooperative
+//! refunds, partial and full, with the handler not run.
 
 mod support;
 
@@ -319,5 +320,90 @@ async fn a_stale_mirror_sends_vouchers_to_the_facilitator_which_refreshes_it() {
             .unwrap()
             .charged,
         charged
+    );
+}
+
+#[tokio::test]
+async fn refunds_claim_what_was_charged_return_the_rest_and_never_run_the_handler() {
+    let server = server().await;
+    let buyer = Buyer::new(&server);
+    let payer = buyer.wallet.address();
+    let start = server.sandbox.balance_of(&payer).0;
+    assert_eq!(
+        server
+            .get("/rows?count=2", &buyer.deposit(&server, 0))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let paid = server
+        .get("/rows?count=3", &buyer.voucher(&server, 2 * ROW + AMOUNT))
+        .await;
+    assert_eq!(paid.status, StatusCode::OK, "{paid:?}");
+    let charged = 5 * ROW;
+
+    // A refund voucher on a stale cumulative: the corrective 402, nothing sent.
+    let stale = server
+        .get(
+            "/rows?count=1",
+            &buyer.refund(&server, 2 * ROW, Some(1_000)),
+        )
+        .await;
+    assert_eq!(stale.status, StatusCode::PAYMENT_REQUIRED, "{stale:?}");
+    assert_eq!(
+        stale.error(),
+        "invalid_batch_settlement_evm_cumulative_amount_mismatch"
+    );
+
+    // A partial refund: claimed and refunded in one /settle, the handler not run.
+    let partial = server
+        .get(
+            "/rows?count=1",
+            &buyer.refund(&server, charged, Some(100_000)),
+        )
+        .await;
+    assert_eq!(partial.status, StatusCode::OK, "{partial:?}");
+    assert!(
+        !partial.body.contains("rows"),
+        "the handler ran: {}",
+        partial.body
+    );
+    let settlement = partial.settlement.as_ref().unwrap();
+    assert!(!settlement.transaction.is_empty());
+    assert_eq!(settlement.amount, Some(AtomicAmount(100_000)));
+    let state = &partial.extra()["channelState"];
+    assert_eq!(state["balance"], (DEPOSIT - 100_000).to_string());
+    assert_eq!(state["totalClaimed"], charged.to_string());
+    assert_eq!(state["chargedCumulativeAmount"], charged.to_string());
+    assert!(partial.extra().get("chargedAmount").is_none());
+    assert_eq!(
+        server.sandbox.balance_of(&payer).0,
+        start - DEPOSIT + 100_000
+    );
+    let channel = server.channels.load(&buyer.id).await.unwrap().unwrap();
+    assert_eq!((channel.charged, channel.hold), (charged, None));
+
+    // The channel goes on after a partial refund.
+    let more = server
+        .get("/rows?count=1", &buyer.voucher(&server, charged + AMOUNT))
+        .await;
+    assert_eq!(more.status, StatusCode::OK, "{more:?}");
+    let charged = charged + ROW;
+
+    // A full refund returns everything left and removes the record.
+    let full = server
+        .get("/rows?count=1", &buyer.refund(&server, charged, None))
+        .await;
+    assert_eq!(full.status, StatusCode::OK, "{full:?}");
+    assert_eq!(
+        full.settlement.as_ref().unwrap().amount,
+        Some(AtomicAmount(DEPOSIT - 100_000 - charged))
+    );
+    assert_eq!(server.sandbox.balance_of(&payer).0, start - charged);
+    assert!(server.channels.load(&buyer.id).await.unwrap().is_none());
+    assert_eq!(
+        server.sandbox.settle_calls(),
+        3,
+        "the deposit and two refunds"
     );
 }

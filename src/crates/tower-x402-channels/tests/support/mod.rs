@@ -225,6 +225,17 @@ impl Buyer {
             .unwrap()
     }
 
+    pub(crate) fn refund(
+        &self,
+        server: &Server,
+        charged: u128,
+        amount: Option<u128>,
+    ) -> PaymentPayload {
+        self.wallet
+            .refund_payment(&server.accept, &self.sandbox_config(), charged, amount)
+            .unwrap()
+    }
+
     pub(crate) fn voucher(&self, server: &Server, ceiling: u128) -> PaymentPayload {
         self.wallet
             .voucher_payment(&server.accept, &self.sandbox_config(), ceiling)
