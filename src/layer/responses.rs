@@ -100,8 +100,8 @@ pub(crate) fn challenge_explained(config: &Config, offer: &Offer, error: &str) -
     }
 }
 
-/// A 402 whose accept of `accept`'s scheme and network is `accept` (a scheme's corrective
-/// challenge).
+/// A 402 whose accept of `accept`'s scheme, network, asset and payTo is `accept` (a scheme's
+/// corrective challenge).
 fn corrected(
     config: &Config,
     offer: &Offer,
@@ -110,7 +110,11 @@ fn corrected(
 ) -> Response<Bytes> {
     let mut required = offer.challenge_with_error(error);
     for own in &mut required.accepts {
-        if own.scheme == accept.scheme && own.network == accept.network {
+        if own.scheme == accept.scheme
+            && own.network == accept.network
+            && own.asset == accept.asset
+            && own.pay_to == accept.pay_to
+        {
             own.clone_from(accept);
         }
     }

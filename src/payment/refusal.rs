@@ -124,13 +124,13 @@ pub enum Refusal {
         reason: String,
     },
     /// The payment was signed on a state the server no longer holds (a payment channel's
-    /// cumulative that moved on): refused with a 402 whose accept of the same scheme and
-    /// network is `accept`, carrying the server's state so that the client can sign again on
-    /// it. Nothing was run or charged.
+    /// cumulative that moved on): refused with a 402 whose accept of the same scheme, network,
+    /// asset and payTo is `accept`, carrying the server's state so that the client can sign
+    /// again on it. Nothing was run or charged.
     Corrected {
         /// The answer's `error`.
         reason: String,
-        /// The accept answered in place of the offer's of its scheme and network.
+        /// The accept answered in place of the offer's of its scheme, network, asset and payTo.
         accept: Box<PaymentRequirements>,
     },
     /// A [lifecycle hook](super::PaymentHooks) refused the request.

@@ -407,3 +407,41 @@ async fn refunds_claim_what_was_charged_return_the_rest_and_never_run_the_handle
         "the deposit and two refunds"
     );
 }
+
+#[tokio::test]
+async fn a_server_that_lost_its_records_restarts_the_channel_from_what_the_chain_claimed() {
+    let first = server().await;
+    let buyer = Buyer::new(&first);
+    assert_eq!(
+        first
+            .get("/rows?count=3", &buyer.deposit(&first, 0))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    first.stop();
+    // The records are gone (a memory store, a new process): the chain claimed nothing yet, so
+    // the 3000 charged are forfeited and the channel starts again from 0.
+    let second = first.beside(Arc::new(MemoryChannelStore::default())).await;
+    let lost = second
+        .get("/rows?count=1", &buyer.voucher(&second, 3 * ROW + AMOUNT))
+        .await;
+    assert_eq!(lost.status, StatusCode::PAYMENT_REQUIRED, "{lost:?}");
+    let state = &lost.required.as_ref().unwrap()["accepts"][0]["extra"]["channelState"];
+    assert_eq!(state["chargedCumulativeAmount"], "0");
+    assert_eq!(state["balance"], DEPOSIT.to_string());
+    let resynced = second
+        .get("/rows?count=1", &buyer.voucher(&second, AMOUNT))
+        .await;
+    assert_eq!(resynced.status, StatusCode::OK, "{resynced:?}");
+    assert_eq!(
+        second
+            .channels
+            .load(&buyer.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .charged,
+        ROW
+    );
+}

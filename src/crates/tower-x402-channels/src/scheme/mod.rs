@@ -39,6 +39,15 @@ use payload::{BuyerPayload, Kind};
 /// | `voucher` | locally, while the mirrored chain is fresh and the payer authorizer an EOA; else `/verify` | committed in the store; nothing sent |
 /// | `refund` | its zero-charge voucher (`maxClaimableAmount == chargedCumulativeAmount`), then facilitator `/verify` | completed (amount, `refundNonce`, the claim of what was charged) and sent to `/settle`; the handler is not run; the record removed on a full refund |
 ///
+/// The receiver authorizer may be the facilitator's (claims and refunds signed by it) or the
+/// server's own: vouchers and deposits need no signature of it, and the
+/// [`Claimer`](crate::Claimer) signs claims with a [`ClaimAuthorizer`](crate::ClaimAuthorizer);
+/// refunds are sent without the receiver authorizer's signatures, so they need the facilitator's.
+///
+/// A channel this server has no record of (its records lost) starts from what the chain says
+/// was claimed, as the specification says: charges accepted and not claimed are forfeited,
+/// which is why the [`ChannelStore`] must be durable.
+///
 /// A voucher signed on another cumulative than the channel's (a replay, a buyer out of step)
 /// is refused with the corrective 402: the accept carries `channelState` and `voucherState` so
 /// the buyer can re-sync. A request on a channel another request is being served on is refused
