@@ -34,6 +34,7 @@ use crate::settlement::{PaymentKey, SettlementRecord};
 /// | [`settle_request_fields`](Self::settle_request_fields) | the same | add fields to the request sent to `/settle` |
 /// | [`on_settle_failure`](Self::on_settle_failure) | `/settle` failed or refused | recover with a settlement of its own |
 /// | [`settlement_extensions`](Self::settlement_extensions) | a settlement is known, before it is recorded | add extension data to `PAYMENT-RESPONSE` |
+/// | [`settlement_extra`](Self::settlement_extra) | the same | add scheme data to the settlement's `extra` |
 /// | [`after_settle`](Self::after_settle) | a settlement is known, before it is recorded | observe it |
 /// | [`on_cancelled`](Self::on_cancelled) | a verified payment will never be settled | observe it |
 /// | [`on_payment_received`](Self::on_payment_received) | a request carried a decodable payment | observe it |
@@ -169,6 +170,17 @@ pub trait PaymentHooks: Send + Sync + 'static {
     /// Extension data added to the settlement's `extensions` (sent in `PAYMENT-RESPONSE` and
     /// recorded, so a repeat of the payment is answered with it).
     fn settlement_extensions(
+        &self,
+        payment: &PaymentContext<'_>,
+        settlement: &SettleResponse,
+    ) -> Option<Map<String, Value>> {
+        let _ = (payment, settlement);
+        None
+    }
+
+    /// Scheme data added to the settlement's `extra` (sent in `PAYMENT-RESPONSE` and recorded
+    /// with it): a payment channel's charge and channel state, for instance.
+    fn settlement_extra(
         &self,
         payment: &PaymentContext<'_>,
         settlement: &SettleResponse,
@@ -549,6 +561,11 @@ impl Hooks {
                     .extensions
                     .get_or_insert_with(Map::new)
                     .extend(extensions);
+            }
+        }
+        for hook in &self.0 {
+            if let Some(extra) = hook.settlement_extra(payment, settlement) {
+                settlement.extra.get_or_insert_with(Map::new).extend(extra);
             }
         }
         for hook in &self.0 {

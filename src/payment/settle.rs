@@ -347,6 +347,7 @@ fn reconciled_settlement(request: &FacilitatorRequest, transaction: String) -> S
         payer: request.payment_payload().payer(),
         amount: Some(requirement.amount),
         extensions: None,
+        extra: None,
     }
 }
 
@@ -381,8 +382,13 @@ async fn settled(
     attempt: Attempt,
 ) -> SettleResponse {
     let requirement = intent.request.payment_requirements();
-    if settlement.amount.is_none() && config.schemes.metered(&requirement.scheme) {
+    if settlement.amount.is_none()
+        && !settlement.transaction.is_empty()
+        && config.schemes.metered(&requirement.scheme)
+    {
         // The amount sent is the amount settled; recorded so that a repeat is answered with it.
+        // A settlement without a transaction (a payment-channel voucher) moved nothing on chain
+        // and keeps the amount its plug-in gave.
         settlement.amount = Some(requirement.amount);
     }
     if !config.hooks.is_empty() {

@@ -96,6 +96,7 @@ fn refusal_kind(refusal: &Refusal) -> &'static str {
         Refusal::AuthorizationExpired => "authorization_expired",
         Refusal::ChargeAboveMaximum { .. } => "charge_above_maximum",
         Refusal::InvalidSettlementOverride { .. } => "invalid_settlement_override",
+        Refusal::Corrected { .. } => "corrected",
         Refusal::Hook { .. } => "hook",
         // A refusal added to tower-x402 after this list.
         _ => "other",
