@@ -142,6 +142,7 @@ impl Facilitator for InstantFacilitator {
                 network: request.payment_requirements().network.clone(),
                 amount: Some(request.payment_requirements().amount),
                 extensions: None,
+                extra: None,
             })
         })
     }

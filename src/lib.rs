@@ -43,7 +43,7 @@ pub use cors::payment_cors;
 pub use facilitator::HttpFacilitator;
 pub use facilitator::{Facilitator, FacilitatorError};
 pub use layer::{X402, X402Layer};
-pub use payment::{Charge, PaymentEvent, PaymentEvents, Refusal, SettledPayment, VerifiedPayment};
+pub use payment::{Charge, Refusal, SettledPayment, VerifiedPayment};
 pub use paywall_page::PaywallPage;
 pub use pricing::{Offer, Price, PriceTable, Pricing, SettlementMode};
 pub use settlement::{MemorySettlementStore, PaymentKey, Reconciler, SettlementStore};

@@ -14,8 +14,7 @@ use http_body_util::Full;
 use serde_json::{Map, Value, json};
 use tower::{ServiceBuilder, ServiceExt};
 use tower_x402::payment::{
-    BeforeSettle, BeforeVerify, PaymentContext, PaymentHooks, Payments, ProtectedRequest, Refusal,
-    RefusalKind, RequestDecision, SettleFailure, VerifyFailure,
+    Decision, PaymentContext, PaymentHooks, Payments, ProtectedRequest, Refusal, RefusalKind,
 };
 use tower_x402::settlement::PaymentKey;
 use tower_x402::{
@@ -51,15 +50,15 @@ impl PaymentHooks for Scripted {
     fn on_protected_request<'a>(
         &'a self,
         request: &'a ProtectedRequest<'a>,
-    ) -> BoxFuture<'a, RequestDecision> {
+    ) -> BoxFuture<'a, Decision<http::Extensions>> {
         Box::pin(async move {
             match self.grant_header {
                 Some(name) if request.field(name) == Some(b"let-me-in") => {
                     let mut extensions = http::Extensions::new();
                     extensions.insert(Granted("by the hook"));
-                    RequestDecision::Grant(extensions)
+                    Decision::Handled(extensions)
                 }
-                _ => RequestDecision::Continue,
+                _ => Decision::Continue,
             }
         })
     }
@@ -77,15 +76,18 @@ impl PaymentHooks for Scripted {
         })
     }
 
-    fn before_verify<'a>(&'a self, _: &'a PaymentContext<'a>) -> BoxFuture<'a, BeforeVerify> {
+    fn before_verify<'a>(
+        &'a self,
+        _: &'a PaymentContext<'a>,
+    ) -> BoxFuture<'a, Decision<VerifyResponse>> {
         Box::pin(async move {
             if self.abort_before_verify {
-                BeforeVerify::Abort(Refusal::Hook {
+                Decision::Abort(Refusal::Hook {
                     kind: RefusalKind::Conflict,
                     reason: "this buyer is blocked".to_owned(),
                 })
             } else {
-                BeforeVerify::Continue
+                Decision::Continue
             }
         })
     }
@@ -93,10 +95,10 @@ impl PaymentHooks for Scripted {
     fn on_verify_failure<'a>(
         &'a self,
         _: &'a PaymentContext<'a>,
-        failure: &'a VerifyFailure<'a>,
+        failure: Result<&'a VerifyResponse, &'a FacilitatorError>,
     ) -> BoxFuture<'a, Option<VerifyResponse>> {
         self.seen.verify_failures.fetch_add(1, Ordering::SeqCst);
-        let recovered = self.recover_verify && matches!(failure, VerifyFailure::Invalid(_));
+        let recovered = self.recover_verify && failure.is_ok();
         Box::pin(async move {
             recovered.then(|| VerifyResponse {
                 is_valid: true,
@@ -106,15 +108,18 @@ impl PaymentHooks for Scripted {
         })
     }
 
-    fn before_settle<'a>(&'a self, _: &'a PaymentContext<'a>) -> BoxFuture<'a, BeforeSettle> {
+    fn before_settle<'a>(
+        &'a self,
+        _: &'a PaymentContext<'a>,
+    ) -> BoxFuture<'a, Decision<SettleResponse>> {
         Box::pin(async move {
             if self.abort_before_settle.load(Ordering::SeqCst) {
-                BeforeSettle::Abort(Refusal::Hook {
+                Decision::Abort(Refusal::Hook {
                     kind: RefusalKind::PaymentRequired,
                     reason: "not settling this one".to_owned(),
                 })
             } else {
-                BeforeSettle::Continue
+                Decision::Continue
             }
         })
     }
@@ -130,10 +135,10 @@ impl PaymentHooks for Scripted {
     fn on_settle_failure<'a>(
         &'a self,
         payment: &'a PaymentContext<'a>,
-        failure: &'a SettleFailure<'a>,
+        failure: Result<&'a SettleResponse, &'a FacilitatorError>,
     ) -> BoxFuture<'a, Option<SettleResponse>> {
         self.seen.settle_failures.fetch_add(1, Ordering::SeqCst);
-        let recovered = self.recover_settle && matches!(failure, SettleFailure::Refused(_));
+        let recovered = self.recover_settle && failure.is_ok();
         let network = payment.request.payment_requirements().network.clone();
         Box::pin(async move {
             recovered.then(|| {

@@ -6,10 +6,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tower_x402::BoxFuture;
-use tower_x402::payment::{PaymentEvent, PaymentEvents, Payments};
+use tower_x402::payment::{PaymentContext, PaymentHooks, Payments};
+use tower_x402::pricing::Offer;
 use tower_x402::settlement::{
     LedgerEntry, MemorySettlementStore, PaymentKey, PaymentState, SettlementStore, StoreError,
 };
+use x402_wire::{PaymentPayload, SettleResponse};
 
 /// One variant of the paid path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -23,7 +25,8 @@ pub(crate) enum Part {
     /// The memory ledger keeping one settled payment instead of 10,000: its map stays a few
     /// entries, which fit in cache.
     LedgerSmall,
-    /// An event observer counting every event, as metrics would.
+    /// A hook observing every payment received and settled, as metrics do (the path with a
+    /// hook registered).
     Events,
     /// HTTP/2 (prior knowledge) to the facilitator: one multiplexed connection.
     Http2,
@@ -41,7 +44,7 @@ impl Part {
             Part::Full | Part::Http2 => payments,
             Part::LedgerNoop => payments.settlement_store(NoLedger),
             Part::LedgerSmall => payments.settlement_store(MemorySettlementStore::new(1)),
-            Part::Events => payments.events(EventCounter::default()),
+            Part::Events => payments.hook(EventCounter::default()),
         }
     }
 }
@@ -83,12 +86,21 @@ impl SettlementStore for NoLedger {
     }
 }
 
-/// Counts events, as a metrics observer would touch a counter for each.
+/// Counts payments received and settled, as a metrics hook touches a counter for each.
 #[derive(Default)]
 struct EventCounter(AtomicU64);
 
-impl PaymentEvents for EventCounter {
-    fn on_event(&self, _event: &PaymentEvent<'_>) {
+impl PaymentHooks for EventCounter {
+    fn on_payment_received(&self, _offer: &Offer, _payload: &PaymentPayload) {
         self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn after_settle<'a>(
+        &'a self,
+        _payment: &'a PaymentContext<'a>,
+        _settlement: &'a SettleResponse,
+    ) -> BoxFuture<'a, ()> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Box::pin(std::future::ready(()))
     }
 }

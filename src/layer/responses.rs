@@ -65,6 +65,7 @@ pub(crate) fn refusal(config: &Config, offer: &Offer, refusal: &Refusal) -> Resp
         Refusal::UsedForAnotherRequest { .. } | Refusal::AlreadyDelivered { .. } => {
             conflict(config, refusal)
         }
+        Refusal::Corrected { reason, accept } => corrected(config, offer, reason, accept),
         _ if status == StatusCode::PAYMENT_REQUIRED => {
             challenge_explained(config, offer, &refusal.to_string())
         }
@@ -96,6 +97,30 @@ pub(crate) fn challenge_explained(config: &Config, offer: &Offer, error: &str) -
         }
         // Unreachable for valid offers (they encoded once already); never lose the challenge.
         _ => challenge(config, offer),
+    }
+}
+
+/// A 402 whose accept of `accept`'s scheme and network is `accept` (a scheme's corrective
+/// challenge).
+fn corrected(
+    config: &Config,
+    offer: &Offer,
+    error: &str,
+    accept: &x402_wire::PaymentRequirements,
+) -> Response<Bytes> {
+    let mut required = offer.challenge_with_error(error);
+    for own in &mut required.accepts {
+        if own.scheme == accept.scheme && own.network == accept.network {
+            own.clone_from(accept);
+        }
+    }
+    match (codec::encode(&required), serde_json::to_vec(&required)) {
+        (Ok(value), Ok(body)) => {
+            let mut response = base(config, StatusCode::PAYMENT_REQUIRED, body.into());
+            response.headers_mut().insert(PAYMENT_REQUIRED, value);
+            response
+        }
+        _ => challenge_explained(config, offer, error),
     }
 }
 

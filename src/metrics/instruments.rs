@@ -1,5 +1,5 @@
 //! The instruments: wrappers of the payment core's public traits ([`Facilitator`],
-//! [`SettlementStore`], [`Reconciler`]) and an observer of its [`PaymentEvent`]s, each reporting
+//! [`SettlementStore`], [`Reconciler`]) and a [lifecycle hook](PaymentHooks), each reporting
 //! through the `metrics` facade.
 
 use std::sync::{Arc, PoisonError};
@@ -14,46 +14,59 @@ use super::{
 };
 use crate::boxed::BoxFuture;
 use crate::facilitator::{Facilitator, FacilitatorError, Facilitators};
-use crate::payment::{PaymentEvent, PaymentEvents, Refusal};
+use crate::payment::{PaymentContext, PaymentHooks, Refusal};
+use crate::pricing::Offer;
 use crate::settlement::{
-    LedgerEntry, PaymentKey, PaymentState, Reconciler, Reconciliation, SettlementStore, StoreError,
+    LedgerEntry, PaymentKey, PaymentState, Reconciler, Reconciliation, SettlementRecord,
+    SettlementStore, StoreError,
 };
 
-/// The payment core's events as metrics: `x402_challenges_total`, `x402_payments_total` and the
-/// in-doubt gauges. Register it with [`Payments::events`](crate::payment::Payments::events).
+/// The payment core's lifecycle as metrics: `x402_challenges_total`, `x402_payments_total` and
+/// the in-doubt gauges. A [hook](PaymentHooks): register it with
+/// [`Payments::hook`](crate::payment::Payments::hook).
 ///
 /// ```
 /// use tower_x402::metrics::PaymentMetrics;
 /// use tower_x402::payment::Payments;
 /// # fn demo(payments: Payments) -> Payments {
-/// payments.events(PaymentMetrics)
+/// payments.hook(PaymentMetrics)
 /// # }
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PaymentMetrics;
 
-impl PaymentEvents for PaymentMetrics {
-    fn on_event(&self, event: &PaymentEvent<'_>) {
-        match event {
-            PaymentEvent::ChallengeServed { .. } => counter!(CHALLENGES).increment(1),
-            PaymentEvent::Settled { .. } => payment("settled", "none"),
-            PaymentEvent::Replayed { .. } => payment("replayed", "none"),
-            PaymentEvent::Failed { refusal, .. } => match refusal {
-                Refusal::SettlementInDoubt { .. } => payment("in_doubt", "none"),
-                refusal => payment("refused", refusal_kind(refusal)),
-            },
-            PaymentEvent::InDoubt { key, .. } => {
-                let mut doubts = in_doubt().lock().unwrap_or_else(PoisonError::into_inner);
-                doubts.entry((*key).clone()).or_insert_with(Instant::now);
-                publish(&doubts);
-            }
-            PaymentEvent::DoubtResolved { key, .. } => {
-                let mut doubts = in_doubt().lock().unwrap_or_else(PoisonError::into_inner);
-                doubts.remove(*key);
-                publish(&doubts);
-            }
-            _ => {}
+impl PaymentHooks for PaymentMetrics {
+    fn after_settle<'a>(
+        &'a self,
+        _: &'a PaymentContext<'a>,
+        _: &'a SettleResponse,
+    ) -> BoxFuture<'a, ()> {
+        payment("settled", "none");
+        Box::pin(std::future::ready(()))
+    }
+
+    fn on_replayed(&self, _: &Offer, _: &SettlementRecord) {
+        payment("replayed", "none");
+    }
+
+    fn on_refusal(&self, _: &Offer, refusal: &Refusal) {
+        match refusal {
+            Refusal::PaymentMissing => counter!(CHALLENGES).increment(1),
+            Refusal::SettlementInDoubt { .. } => payment("in_doubt", "none"),
+            refusal => payment("refused", refusal_kind(refusal)),
         }
+    }
+
+    fn on_in_doubt(&self, _: &Offer, key: &PaymentKey, _: &str) {
+        let mut doubts = in_doubt().lock().unwrap_or_else(PoisonError::into_inner);
+        doubts.entry(key.clone()).or_insert_with(Instant::now);
+        publish(&doubts);
+    }
+
+    fn on_doubt_resolved(&self, _: &Offer, key: &PaymentKey, _: Option<&SettleResponse>) {
+        let mut doubts = in_doubt().lock().unwrap_or_else(PoisonError::into_inner);
+        doubts.remove(key);
+        publish(&doubts);
     }
 }
 
@@ -83,6 +96,7 @@ fn refusal_kind(refusal: &Refusal) -> &'static str {
         Refusal::AuthorizationExpired => "authorization_expired",
         Refusal::ChargeAboveMaximum { .. } => "charge_above_maximum",
         Refusal::InvalidSettlementOverride { .. } => "invalid_settlement_override",
+        Refusal::Corrected { .. } => "corrected",
         Refusal::Hook { .. } => "hook",
     }
 }

@@ -3,8 +3,8 @@
 //! The metrics plug into a [`Payments`](crate::payment::Payments) core through its public
 //! API, like any other plug-in: [`facilitators`] times each facilitator's calls and watches
 //! its breaker, [`Metered`] wraps the [`SettlementStore`](crate::SettlementStore) and the
-//! [`Reconciler`](crate::Reconciler), and [`PaymentMetrics`] observes the core's
-//! [`PaymentEvent`](crate::PaymentEvent)s. A core wired so (and every adapter built from it)
+//! [`Reconciler`](crate::Reconciler), and [`PaymentMetrics`] is a
+//! [lifecycle hook](crate::payment::PaymentHooks) of the core. A core wired so (and every adapter built from it)
 //! reports to the recorder the application installs (a Prometheus exporter, StatsD, …); the
 //! library installs none. Without a recorder the calls cost a load and a branch.
 //!
@@ -22,7 +22,7 @@
 //!     facilitator,
 //! )))
 //! .settlement_store(Metered(MemorySettlementStore::default()))
-//! .events(PaymentMetrics);
+//! .hook(PaymentMetrics);
 //! let layer = X402Layer::with_payments(payments, |_: &http::request::Parts| Price::Free);
 //! # let _ = layer;
 //! # Ok(())
@@ -36,7 +36,7 @@
 //! | `x402_facilitator_request_duration_seconds` | histogram | `facilitator`, `endpoint`, `outcome` | facilitator calls: `facilitator` its label ([`Facilitators`](crate::facilitator::Facilitators); `default` for a lone facilitator); `endpoint` `verify`, `settle` or `supported`; `outcome` `ok`, `rejected` (`isValid: false`, `success: false`), `unavailable` (unreachable, timed out, overloaded) or `error` (any other failure) |
 //! | `x402_facilitator_circuit_open` | gauge | `facilitator` | 1 while the circuit breaker of the facilitator with that label (see [`Facilitators`](crate::facilitator::Facilitators)) is open or half-open, 0 while closed |
 //! | `x402_payments_in_doubt` | gauge | — | payments this process put in doubt and has not seen resolved |
-//! | `x402_payments_in_doubt_oldest_age_seconds` | gauge | — | how long the oldest of them has been in doubt (0 when none); refreshed on every payment event and by [`refresh`] |
+//! | `x402_payments_in_doubt_oldest_age_seconds` | gauge | — | how long the oldest of them has been in doubt (0 when none); refreshed whenever a payment enters or leaves doubt and by [`refresh`] |
 //! | `x402_reconciliations_total` | counter | `result` | answers of the [`Reconciler`](crate::Reconciler): `settled`, `not_settled`, `unknown` |
 //! | `x402_ledger_errors_total` | counter | `operation` | failed [`SettlementStore`](crate::SettlementStore) calls: `load`, `insert`, `replace`, `remove` |
 //!

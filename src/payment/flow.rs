@@ -8,8 +8,7 @@ use tracing::Instrument as _;
 use x402_wire::{FacilitatorRequest, PaymentPayload, PaymentRequirements, VerifyResponse};
 
 use super::delivery::{self, RequestDigest};
-use super::events::PaymentEvent;
-use super::hooks::{BeforeVerify, PaymentContext, Prelude, ProtectedRequest, VerifyFailure};
+use super::hooks::{Decision, PaymentContext, Prelude, ProtectedRequest};
 use super::ledger::{self, Claim, Hold};
 use super::outcome::{Cleared, Outcome, Paid, refused};
 use super::payments::Payments;
@@ -81,10 +80,7 @@ impl Payments {
         payload: PaymentPayload,
         request: RequestDigest,
     ) -> Outcome {
-        self.emit(|| PaymentEvent::PaymentReceived {
-            offer,
-            payload: &payload,
-        });
+        self.hooks.on_payment_received(offer, &payload);
         let requirement = match self.accepted(offer, &payload) {
             Ok(requirement) => Arc::clone(requirement),
             Err(refusal) => return self.refuse(offer, refusal),
@@ -163,10 +159,6 @@ impl Payments {
                 return self.refuse(offer, failure.into_refusal(&fingerprint, &request, self));
             }
         };
-        self.emit(|| PaymentEvent::Verified {
-            offer,
-            payer: verified.payer.as_deref(),
-        });
 
         let mut payment = VerifiedPayment {
             key,
@@ -221,10 +213,10 @@ impl Payments {
         let context = PaymentContext::new(offer, offer.resource_url(), key, request);
         if !self.hooks.is_empty() {
             match Box::pin(self.hooks.before_verify(&context)).await {
-                BeforeVerify::Continue => {}
-                BeforeVerify::Skip(verified) if verified.is_valid => return Ok((None, verified)),
-                BeforeVerify::Skip(verified) => return Err(VerifyFailed::Invalid(verified)),
-                BeforeVerify::Abort(refusal) => return Err(VerifyFailed::Hook(refusal)),
+                Decision::Continue => {}
+                Decision::Handled(verified) if verified.is_valid => return Ok((None, verified)),
+                Decision::Handled(verified) => return Err(VerifyFailed::Invalid(verified)),
+                Decision::Abort(refusal) => return Err(VerifyFailed::Hook(refusal)),
             }
         }
         let requirement = request.payment_requirements();
@@ -244,11 +236,11 @@ impl Payments {
         };
         if !self.hooks.is_empty() {
             let failure = match &failed {
-                VerifyFailed::Invalid(verified) => VerifyFailure::Invalid(verified),
-                VerifyFailed::Facilitator(failure) => VerifyFailure::Facilitator(failure),
+                VerifyFailed::Invalid(verified) => Ok(verified),
+                VerifyFailed::Facilitator(failure) => Err(failure),
                 VerifyFailed::Hook(_) | VerifyFailed::NonceUsed(_) => return Err(failed),
             };
-            let recovered = Box::pin(self.hooks.on_verify_failure(&context, &failure));
+            let recovered = Box::pin(self.hooks.on_verify_failure(&context, failure));
             if let Some(verified) = recovered.await {
                 return Ok((Some(verifier), verified));
             }
@@ -331,10 +323,7 @@ impl Payments {
         if let Err(refusal) = delivery::redelivery(&record, request, metered) {
             return self.refuse(offer, refusal);
         }
-        self.emit(|| PaymentEvent::Replayed {
-            offer,
-            record: &record,
-        });
+        self.hooks.on_replayed(offer, &record);
         let payment = VerifiedPayment {
             key: record.key,
             payer: record.settlement.payer.clone(),

@@ -1,7 +1,7 @@
 //! [`GrantedWithoutPayment`]: why a request a hook granted carries no payment.
 
 /// Put in a request's extensions by a [hook](super::PaymentHooks) that
-/// [granted](super::RequestDecision::Grant) the request without payment (a sign-in, a
+/// [granted](super::Decision::Handled) the request without payment (a sign-in, a
 /// subscription): why the request carries no [`VerifiedPayment`](super::VerifiedPayment), and
 /// what a handler behind that hook takes instead. A handler that asks for a `VerifiedPayment`
 /// on such a request (the axum extractor, feature `axum`) is answered 500 with this reason
@@ -9,13 +9,13 @@
 ///
 /// ```
 /// use http::Extensions;
-/// use tower_x402::payment::{GrantedWithoutPayment, RequestDecision};
+/// use tower_x402::payment::{Decision, GrantedWithoutPayment};
 ///
 /// let mut extensions = Extensions::new();
 /// extensions.insert(GrantedWithoutPayment::new(
 ///     "a subscriber's request carries no payment: take `Option<VerifiedPayment>`",
 /// ));
-/// let decision = RequestDecision::Grant(extensions);
+/// let decision: Decision<Extensions> = Decision::Handled(extensions);
 /// # let _ = decision;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,14 +8,14 @@ use std::sync::Arc;
 use http::{Extensions, HeaderMap, Method};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use x402_wire::{FacilitatorRequest, SettleResponse, VerifyResponse};
+use x402_wire::{FacilitatorRequest, PaymentPayload, SettleResponse, VerifyResponse};
 
 use super::refusal::Refusal;
 use super::verified::VerifiedPayment;
 use crate::boxed::BoxFuture;
 use crate::facilitator::FacilitatorError;
 use crate::pricing::{Cached, ExtensionTemplate, Offer, header_budget};
-use crate::settlement::PaymentKey;
+use crate::settlement::{PaymentKey, SettlementRecord};
 
 /// A plug-in that takes part in the life of each payment. Every method has a default that
 /// changes nothing, so a hook implements only what it needs; several hooks are asked in the
@@ -35,8 +35,16 @@ use crate::settlement::PaymentKey;
 /// | [`settle_request_fields`](Self::settle_request_fields) | the same | add fields to the request sent to `/settle` |
 /// | [`on_settle_failure`](Self::on_settle_failure) | `/settle` failed or refused | recover with a settlement of its own |
 /// | [`settlement_extensions`](Self::settlement_extensions) | a settlement is known, before it is recorded | add extension data to `PAYMENT-RESPONSE` |
+/// | [`settlement_extra`](Self::settlement_extra) | the same | add scheme data to the settlement's `extra` |
 /// | [`after_settle`](Self::after_settle) | a settlement is known, before it is recorded | observe it |
 /// | [`on_cancelled`](Self::on_cancelled) | a verified payment will never be settled | observe it |
+/// | [`on_payment_received`](Self::on_payment_received) | a request carried a decodable payment | observe it |
+/// | [`on_replayed`](Self::on_replayed) | a settled payment was answered again from its record | observe it |
+/// | [`on_in_doubt`](Self::on_in_doubt), [`on_doubt_resolved`](Self::on_doubt_resolved) | a payment entered or left doubt | observe it |
+/// | [`on_refusal`](Self::on_refusal) | a request was refused (a 402 challenge is [`Refusal::PaymentMissing`]) | observe it |
+///
+/// The last five are called inline on the request path, without awaiting: keep them quick
+/// (count, log, send on a channel).
 ///
 /// **After settle is called at least once per settlement.** It runs for every settlement this
 /// process learns of — `/settle` answered, a payment in doubt resolved by a re-sent `/settle` or
@@ -72,12 +80,15 @@ use crate::settlement::PaymentKey;
 /// ```
 pub trait PaymentHooks: Send + Sync + 'static {
     /// A priced request arrived; nothing of its payment has been read yet.
+    /// [`Decision::Handled`] serves it without payment (and without calling the facilitator),
+    /// its extensions added to the request's (the HTTP layer's inner service finds them there,
+    /// an MCP tool in its request context).
     fn on_protected_request<'a>(
         &'a self,
         request: &'a ProtectedRequest<'a>,
-    ) -> BoxFuture<'a, RequestDecision> {
+    ) -> BoxFuture<'a, Decision<Extensions>> {
         let _ = request;
-        Box::pin(ready(RequestDecision::Continue))
+        Box::pin(ready(Decision::Continue))
     }
 
     /// Extension data for this request's challenge (a fresh sign-in nonce is one): a key and
@@ -113,17 +124,24 @@ pub trait PaymentHooks: Send + Sync + 'static {
     }
 
     /// A new payment is about to be verified (its ledger entry is held).
-    fn before_verify<'a>(&'a self, payment: &'a PaymentContext<'a>) -> BoxFuture<'a, BeforeVerify> {
+    /// [`Decision::Handled`] means the plug-in verified the payment itself: it goes on as if
+    /// `/verify` had answered that (`isValid: true`; else it is refused with its
+    /// `invalidReason`). [`Decision::Abort`] refuses it, released, nothing sent.
+    fn before_verify<'a>(
+        &'a self,
+        payment: &'a PaymentContext<'a>,
+    ) -> BoxFuture<'a, Decision<VerifyResponse>> {
         let _ = payment;
-        Box::pin(ready(BeforeVerify::Continue))
+        Box::pin(ready(Decision::Continue))
     }
 
-    /// `/verify` failed, or found the payment invalid. A verification returned here
-    /// (`isValid: true`) lets the payment go on as if the facilitator had given it.
+    /// `/verify` found the payment invalid (`Ok`, its answer with `isValid: false`) or gave no
+    /// usable answer (`Err`). A verification returned here (`isValid: true`) lets the payment
+    /// go on as if the facilitator had given it.
     fn on_verify_failure<'a>(
         &'a self,
         payment: &'a PaymentContext<'a>,
-        failure: &'a VerifyFailure<'a>,
+        failure: Result<&'a VerifyResponse, &'a FacilitatorError>,
     ) -> BoxFuture<'a, Option<VerifyResponse>> {
         let _ = (payment, failure);
         Box::pin(ready(None))
@@ -140,9 +158,15 @@ pub trait PaymentHooks: Send + Sync + 'static {
     }
 
     /// The payment is about to be settled (its *settling* intent not written yet).
-    fn before_settle<'a>(&'a self, payment: &'a PaymentContext<'a>) -> BoxFuture<'a, BeforeSettle> {
+    /// [`Decision::Handled`] means the plug-in settled it itself (a voucher that needs no
+    /// transfer): that settlement is recorded as the payment's, nothing sent to the
+    /// facilitator. [`Decision::Abort`] refuses it, released, never settled.
+    fn before_settle<'a>(
+        &'a self,
+        payment: &'a PaymentContext<'a>,
+    ) -> BoxFuture<'a, Decision<SettleResponse>> {
         let _ = payment;
-        Box::pin(ready(BeforeSettle::Continue))
+        Box::pin(ready(Decision::Continue))
     }
 
     /// Fields added to the request sent to `/settle` (beside `x402Version`, `paymentPayload`
@@ -153,12 +177,13 @@ pub trait PaymentHooks: Send + Sync + 'static {
         None
     }
 
-    /// `/settle` failed or refused the payment. A settlement returned here (`success: true`)
-    /// is recorded as the payment's: the plug-in vouches that the money moved.
+    /// `/settle` refused the payment (`Ok`, its answer with `success: false`) or gave no
+    /// usable answer (`Err`: the money may or may not have moved). A settlement returned here
+    /// (`success: true`) is recorded as the payment's: the plug-in vouches that the money moved.
     fn on_settle_failure<'a>(
         &'a self,
         payment: &'a PaymentContext<'a>,
-        failure: &'a SettleFailure<'a>,
+        failure: Result<&'a SettleResponse, &'a FacilitatorError>,
     ) -> BoxFuture<'a, Option<SettleResponse>> {
         let _ = (payment, failure);
         Box::pin(ready(None))
@@ -167,6 +192,17 @@ pub trait PaymentHooks: Send + Sync + 'static {
     /// Extension data added to the settlement's `extensions` (sent in `PAYMENT-RESPONSE` and
     /// recorded, so a repeat of the payment is answered with it).
     fn settlement_extensions(
+        &self,
+        payment: &PaymentContext<'_>,
+        settlement: &SettleResponse,
+    ) -> Option<Map<String, Value>> {
+        let _ = (payment, settlement);
+        None
+    }
+
+    /// Scheme data added to the settlement's `extra` (sent in `PAYMENT-RESPONSE` and recorded
+    /// with it): a payment channel's charge and channel state, for instance.
+    fn settlement_extra(
         &self,
         payment: &PaymentContext<'_>,
         settlement: &SettleResponse,
@@ -190,6 +226,42 @@ pub trait PaymentHooks: Send + Sync + 'static {
     fn on_cancelled<'a>(&'a self, payment: &'a VerifiedPayment) -> BoxFuture<'a, ()> {
         let _ = payment;
         Box::pin(ready(()))
+    }
+
+    /// A request carried a decodable payment for `offer`; nothing of it is checked yet.
+    fn on_payment_received(&self, offer: &Offer, payload: &PaymentPayload) {
+        let _ = (offer, payload);
+    }
+
+    /// A payment that had already settled was presented again and answered from its
+    /// `record`, without calling the facilitator.
+    fn on_replayed(&self, offer: &Offer, record: &SettlementRecord) {
+        let _ = (offer, record);
+    }
+
+    /// A payment entered *in doubt*: `/settle` may have moved money but its outcome is
+    /// unknown, for `reason`. Alert on payments that stay there; a retry of the same payment,
+    /// or an operator, resolves them.
+    fn on_in_doubt(&self, offer: &Offer, key: &PaymentKey, reason: &str) {
+        let _ = (offer, key, reason);
+    }
+
+    /// A payment left *in doubt* (or a crashed process's *settling*): it settled, with
+    /// `settlement`, or never did and was released (`None`; the buyer may pay again).
+    fn on_doubt_resolved(
+        &self,
+        offer: &Offer,
+        key: &PaymentKey,
+        settlement: Option<&SettleResponse>,
+    ) {
+        let _ = (offer, key, settlement);
+    }
+
+    /// A request for `offer` was refused, as an adapter answers it: every refusal passes here,
+    /// [`Refusal::PaymentMissing`] being a 402 challenge sent for a request without payment.
+    /// [`Refusal::kind`] says what the client is asked to do.
+    fn on_refusal(&self, offer: &Offer, refusal: &Refusal) {
+        let _ = (offer, refusal);
     }
 }
 
@@ -286,19 +358,31 @@ impl<'a> ProtectedRequest<'a> {
     }
 }
 
-/// What [`PaymentHooks::on_protected_request`] decided.
+/// What a hook decided at a point where it may take the core's next step on itself:
+/// [`on_protected_request`](PaymentHooks::on_protected_request) (`T`: the extensions of a request
+/// served without payment), [`before_verify`](PaymentHooks::before_verify) (`T`: its own
+/// verification) and [`before_settle`](PaymentHooks::before_settle) (`T`: its own settlement).
+///
+/// ```
+/// use http::Extensions;
+/// use tower_x402::payment::Decision;
+///
+/// // Serve a request without payment, with a marker the inner service can read.
+/// let mut extensions = Extensions::new();
+/// extensions.insert("member");
+/// let grant: Decision<Extensions> = Decision::Handled(extensions);
+/// assert!(matches!(grant, Decision::Handled(_)));
+/// ```
 // Returned once per request and matched at once: not worth a box.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum RequestDecision {
-    /// Go on as usual: the challenge, or the payment.
+pub enum Decision<T> {
+    /// Go on as usual.
     Continue,
-    /// Serve the request without payment (and without calling the facilitator). The
-    /// extensions are added to the request's (the HTTP layer's inner service finds them
-    /// there, an MCP tool in its request context).
-    Grant(Extensions),
-    /// Refuse the request with this refusal.
+    /// The hook took this step itself, and this is its result.
+    Handled(T),
+    /// Refuse with this refusal; a payment is released, never settled.
     Abort(Refusal),
 }
 
@@ -315,56 +399,6 @@ pub(crate) enum Prelude {
     Granted(Extensions),
     /// Refused (and reported); answer it with this offer's challenge where it has one.
     Refused(Arc<Offer>, Refusal),
-}
-
-/// What [`PaymentHooks::before_verify`] decided.
-// Returned once per request and matched at once: not worth a box.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum BeforeVerify {
-    /// Send the payment to `/verify`.
-    Continue,
-    /// The plug-in verified the payment itself: go on as if `/verify` had answered this
-    /// (`isValid: true`; else the payment is refused with its `invalidReason`).
-    Skip(VerifyResponse),
-    /// Refuse the payment with this refusal; it is released, nothing sent.
-    Abort(Refusal),
-}
-
-/// What [`PaymentHooks::before_settle`] decided.
-// Returned once per request and matched at once: not worth a box.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum BeforeSettle {
-    /// Send `/settle`.
-    Continue,
-    /// The plug-in settled the payment itself (a voucher that needs no transfer): record this
-    /// settlement as the payment's, nothing sent to the facilitator.
-    Skip(SettleResponse),
-    /// Refuse the payment with this refusal; it is released, never settled.
-    Abort(Refusal),
-}
-
-/// Why a verification failed, for [`PaymentHooks::on_verify_failure`].
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum VerifyFailure<'a> {
-    /// The facilitator gave no usable answer.
-    Facilitator(&'a FacilitatorError),
-    /// The facilitator found the payment invalid (`isValid: false`).
-    Invalid(&'a VerifyResponse),
-}
-
-/// Why a settlement failed, for [`PaymentHooks::on_settle_failure`].
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum SettleFailure<'a> {
-    /// The facilitator gave no usable answer: the money may or may not have moved.
-    Facilitator(&'a FacilitatorError),
-    /// The facilitator answered `success: false`.
-    Refused(&'a SettleResponse),
 }
 
 /// The payment a hook is asked about.
@@ -505,20 +539,20 @@ impl Hooks {
         let decorated = self.decorate(request);
         let offer = decorated.as_ref().unwrap_or(request.offer);
         match self.on_protected_request(&request.with_offer(offer)).await {
-            RequestDecision::Grant(extensions) => Prelude::Granted(extensions),
-            RequestDecision::Abort(refusal) => Prelude::Refused(Arc::clone(offer), refusal),
-            RequestDecision::Continue => Prelude::Continue(Arc::clone(offer)),
+            Decision::Handled(extensions) => Prelude::Granted(extensions),
+            Decision::Abort(refusal) => Prelude::Refused(Arc::clone(offer), refusal),
+            Decision::Continue => Prelude::Continue(Arc::clone(offer)),
         }
     }
 
-    async fn on_protected_request(&self, request: &ProtectedRequest<'_>) -> RequestDecision {
+    async fn on_protected_request(&self, request: &ProtectedRequest<'_>) -> Decision<Extensions> {
         for hook in &self.0 {
             match hook.on_protected_request(request).await {
-                RequestDecision::Continue => {}
+                Decision::Continue => {}
                 decided => return decided,
             }
         }
-        RequestDecision::Continue
+        Decision::Continue
     }
 
     /// `offer` with every hook's challenge extension, or `None` when no hook adds one.
@@ -554,20 +588,23 @@ impl Hooks {
         Some(Arc::new(decorated))
     }
 
-    pub(super) async fn before_verify(&self, payment: &PaymentContext<'_>) -> BeforeVerify {
+    pub(super) async fn before_verify(
+        &self,
+        payment: &PaymentContext<'_>,
+    ) -> Decision<VerifyResponse> {
         for hook in &self.0 {
             match hook.before_verify(payment).await {
-                BeforeVerify::Continue => {}
+                Decision::Continue => {}
                 decided => return decided,
             }
         }
-        BeforeVerify::Continue
+        Decision::Continue
     }
 
     pub(super) async fn on_verify_failure(
         &self,
         payment: &PaymentContext<'_>,
-        failure: &VerifyFailure<'_>,
+        failure: Result<&VerifyResponse, &FacilitatorError>,
     ) -> Option<VerifyResponse> {
         for hook in &self.0 {
             if let Some(verified) = hook.on_verify_failure(payment, failure).await
@@ -586,14 +623,17 @@ impl Hooks {
         Ok(())
     }
 
-    pub(super) async fn before_settle(&self, payment: &PaymentContext<'_>) -> BeforeSettle {
+    pub(super) async fn before_settle(
+        &self,
+        payment: &PaymentContext<'_>,
+    ) -> Decision<SettleResponse> {
         for hook in &self.0 {
             match hook.before_settle(payment).await {
-                BeforeSettle::Continue => {}
+                Decision::Continue => {}
                 decided => return decided,
             }
         }
-        BeforeSettle::Continue
+        Decision::Continue
     }
 
     pub(super) fn settle_request_fields(
@@ -612,7 +652,7 @@ impl Hooks {
     pub(super) async fn on_settle_failure(
         &self,
         payment: &PaymentContext<'_>,
-        failure: &SettleFailure<'_>,
+        failure: Result<&SettleResponse, &FacilitatorError>,
     ) -> Option<SettleResponse> {
         for hook in &self.0 {
             if let Some(settled) = hook.on_settle_failure(payment, failure).await
@@ -638,6 +678,11 @@ impl Hooks {
             }
         }
         for hook in &self.0 {
+            if let Some(extra) = hook.settlement_extra(payment, settlement) {
+                settlement.extra.get_or_insert_with(Map::new).extend(extra);
+            }
+        }
+        for hook in &self.0 {
             hook.after_settle(payment, settlement).await;
         }
     }
@@ -645,6 +690,41 @@ impl Hooks {
     pub(super) async fn on_cancelled(&self, payment: &VerifiedPayment) {
         for hook in &self.0 {
             hook.on_cancelled(payment).await;
+        }
+    }
+
+    pub(super) fn on_payment_received(&self, offer: &Offer, payload: &PaymentPayload) {
+        for hook in &self.0 {
+            hook.on_payment_received(offer, payload);
+        }
+    }
+
+    pub(super) fn on_replayed(&self, offer: &Offer, record: &SettlementRecord) {
+        for hook in &self.0 {
+            hook.on_replayed(offer, record);
+        }
+    }
+
+    pub(super) fn on_in_doubt(&self, offer: &Offer, key: &PaymentKey, reason: &str) {
+        for hook in &self.0 {
+            hook.on_in_doubt(offer, key, reason);
+        }
+    }
+
+    pub(super) fn on_doubt_resolved(
+        &self,
+        offer: &Offer,
+        key: &PaymentKey,
+        settlement: Option<&SettleResponse>,
+    ) {
+        for hook in &self.0 {
+            hook.on_doubt_resolved(offer, key, settlement);
+        }
+    }
+
+    pub(super) fn on_refusal(&self, offer: &Offer, refusal: &Refusal) {
+        for hook in &self.0 {
+            hook.on_refusal(offer, refusal);
         }
     }
 }

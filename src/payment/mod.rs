@@ -100,7 +100,6 @@
 
 pub(crate) mod charge;
 mod delivery;
-mod events;
 mod flow;
 mod granted;
 mod hooks;
@@ -117,13 +116,9 @@ mod verified;
 
 pub use charge::{Charge, ChargeError};
 pub use delivery::RequestDigest;
-pub use events::{PaymentEvent, PaymentEvents};
 pub use granted::GrantedWithoutPayment;
 pub(crate) use hooks::Prelude;
-pub use hooks::{
-    BeforeSettle, BeforeVerify, PaymentContext, PaymentHooks, ProtectedRequest, RequestDecision,
-    SettleFailure, VerifyFailure,
-};
+pub use hooks::{Decision, PaymentContext, PaymentHooks, ProtectedRequest};
 pub(crate) use outcome::Pass;
 pub use outcome::{Cleared, Outcome, Paid};
 pub use payments::Payments;

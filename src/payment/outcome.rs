@@ -177,7 +177,8 @@ impl Cleared {
     /// signed maximum) settles nothing, releases the payment and answers
     /// [`Refusal::ChargeAboveMaximum`]. Zero settles nothing either: no `/settle` is sent, the
     /// payment is released (its authorization unused and usable again), and the answer is a
-    /// settlement of `amount: "0"` with no transaction. For any other scheme the amount must
+    /// settlement of `amount: "0"` with no transaction — unless the scheme
+    /// [settles zero](super::Scheme::settles_zero), which settles it like any other amount. For any other scheme the amount must
     /// be the requirement's.
     pub async fn settle_amount(self, amount: AtomicAmount) -> Result<Paid, Refusal> {
         let maximum = self.0.payment.requirement.amount;
@@ -194,7 +195,7 @@ impl Cleared {
             };
             return Err(self.refuse(refusal).await);
         }
-        if amount.get() == 0 {
+        if amount.get() == 0 && !scheme.settles_zero() {
             let ClearedParts {
                 payments,
                 mut payment,
@@ -216,6 +217,7 @@ impl Cleared {
                 payer: payment.payer.clone(),
                 amount: Some(amount),
                 extensions: None,
+                extra: None,
             });
             return Ok(Paid::new(payment, Some(guard)));
         }

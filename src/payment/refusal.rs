@@ -3,7 +3,7 @@
 use std::fmt;
 
 use x402_wire::header::HeaderError;
-use x402_wire::{AtomicAmount, SettleResponse};
+use x402_wire::{AtomicAmount, PaymentRequirements, SettleResponse};
 
 use crate::facilitator::FacilitatorError;
 use crate::settlement::StoreError;
@@ -12,7 +12,7 @@ use crate::settlement::StoreError;
 /// from this value alone: its [`kind`](Self::kind) (what the client should do next), and its
 /// `Display` as the answer's `error`. Each adapter maps the kind to its wire: the HTTP layer to
 /// a status ([`layer::status_of`](crate::layer::status_of)), the MCP adapter to a tool result.
-/// [`PaymentEvent::Failed`](super::PaymentEvent::Failed) carries it.
+/// [`PaymentHooks::on_refusal`](super::PaymentHooks::on_refusal) is told of each.
 ///
 /// | refusal | kind | over HTTP |
 /// |---|---|---|
@@ -35,6 +35,7 @@ use crate::settlement::StoreError;
 /// | [`AuthorizationExpired`](Self::AuthorizationExpired) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge; nothing moved, pay again |
 /// | [`ChargeAboveMaximum`](Self::ChargeAboveMaximum) | [`ServerFault`](RefusalKind::ServerFault) | 500; nothing settled, the payment released |
 /// | [`InvalidSettlementOverride`](Self::InvalidSettlementOverride) | [`ServerFault`](RefusalKind::ServerFault) | 500; nothing settled, the payment released |
+/// | [`Corrected`](Self::Corrected) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge with the corrected accept |
 /// | [`Hook`](Self::Hook) | the hook's | as its kind says |
 ///
 /// ```
@@ -122,6 +123,16 @@ pub enum Refusal {
         /// What was wrong with it, for the logs and the response.
         reason: String,
     },
+    /// The payment was signed on a state the server no longer holds (a payment channel's
+    /// cumulative that moved on): refused with a 402 whose accept of the same scheme and
+    /// network is `accept`, carrying the server's state so that the client can sign again on
+    /// it. Nothing was run or charged.
+    Corrected {
+        /// The answer's `error`.
+        reason: String,
+        /// The accept answered in place of the offer's of its scheme and network.
+        accept: Box<PaymentRequirements>,
+    },
     /// A [lifecycle hook](super::PaymentHooks) refused the request.
     Hook {
         /// What the client is asked to do.
@@ -151,7 +162,8 @@ impl Refusal {
             | Self::SettledForAnotherResource
             | Self::PermitAmountMismatch
             | Self::SettlementRefused(_)
-            | Self::AuthorizationExpired => RefusalKind::PaymentRequired,
+            | Self::AuthorizationExpired
+            | Self::Corrected { .. } => RefusalKind::PaymentRequired,
             Self::ChargeAboveMaximum { .. } | Self::InvalidSettlementOverride { .. } => {
                 RefusalKind::ServerFault
             }
@@ -255,7 +267,7 @@ impl fmt::Display for Refusal {
                 "the server set a charge of {charged} above the {maximum} signed for; nothing \
                  was charged"
             ),
-            Self::Hook { reason, .. } => f.write_str(reason),
+            Self::Hook { reason, .. } | Self::Corrected { reason, .. } => f.write_str(reason),
             Self::InvalidSettlementOverride { reason } => write!(
                 f,
                 "the server's Settlement-Overrides header is malformed ({reason}); nothing was \

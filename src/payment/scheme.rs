@@ -82,6 +82,16 @@ pub trait Scheme: Send + Sync + 'static {
         false
     }
 
+    /// Whether a metered payment charged zero still goes through settlement — the
+    /// [`before_settle`](super::PaymentHooks::before_settle) hooks, `/settle` unless a hook
+    /// settles it, and the record. By default (`false`) a charge of zero settles nothing and
+    /// releases the payment, its authorization unused; a scheme whose payments are accounted
+    /// off-chain (a payment channel, which records each request's voucher whatever it cost)
+    /// answers `true`.
+    fn settles_zero(&self) -> bool {
+        false
+    }
+
     /// The request sent to `/settle` for a payment verified with `verified` that settles
     /// `amount` (the requirement's for a fixed price, the work's charge for a metered one), or
     /// `None` to send `verified` as it is. By default the requirement's `amount` is set to

@@ -7,8 +7,7 @@ use std::time::Duration;
 use tracing::Instrument as _;
 use x402_wire::{FacilitatorRequest, SettleResponse};
 
-use super::events::PaymentEvent;
-use super::hooks::{BeforeSettle, PaymentContext, SettleFailure};
+use super::hooks::{Decision, PaymentContext};
 use super::ledger::{Hold, lease_until, now_ms, release};
 use super::payments::Payments;
 use super::refusal::Refusal;
@@ -178,9 +177,9 @@ async fn before_settle(
 ) -> Result<SettlementIntent, Skipped> {
     let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
     match config.hooks.before_settle(&context).await {
-        BeforeSettle::Continue => {}
-        BeforeSettle::Skip(settlement) => return Err(Skipped::Settled(settlement, intent)),
-        BeforeSettle::Abort(refusal) => {
+        Decision::Continue => {}
+        Decision::Handled(settlement) => return Err(Skipped::Settled(settlement, intent)),
+        Decision::Abort(refusal) => {
             release(config, hold).await;
             return Err(Skipped::Refused(refuse(config, offer, refusal)));
         }
@@ -203,12 +202,12 @@ async fn complete(
     if !config.hooks.is_empty() {
         let failure = match &answer {
             SettleAnswer::Settled(_) => None,
-            SettleAnswer::Refused(settlement) => Some(SettleFailure::Refused(settlement)),
-            SettleAnswer::Failed(failure) => Some(SettleFailure::Facilitator(failure)),
+            SettleAnswer::Refused(settlement) => Some(Ok(settlement)),
+            SettleAnswer::Failed(failure) => Some(Err(failure)),
         };
         if let Some(failure) = failure {
             let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
-            let recovered = Box::pin(config.hooks.on_settle_failure(&context, &failure));
+            let recovered = Box::pin(config.hooks.on_settle_failure(&context, failure));
             if let Some(settlement) = recovered.await {
                 answer = SettleAnswer::Settled(settlement);
             }
@@ -322,11 +321,7 @@ async fn reconcile(
         Reconciliation::NotSettled if authorization_expired(&intent.request) => {
             release(config, &hold).await;
             tracing::warn!(key = %hold.key, "payment never settled and its authorization expired; released");
-            config.emit(|| PaymentEvent::DoubtResolved {
-                offer,
-                key: &hold.key,
-                settlement: None,
-            });
+            config.hooks.on_doubt_resolved(offer, &hold.key, None);
             Err(refuse(config, offer, Refusal::AuthorizationExpired))
         }
         Reconciliation::NotSettled => {
@@ -352,6 +347,7 @@ fn reconciled_settlement(request: &FacilitatorRequest, transaction: String) -> S
         payer: request.payment_payload().payer(),
         amount: Some(requirement.amount),
         extensions: None,
+        extra: None,
     }
 }
 
@@ -386,25 +382,24 @@ async fn settled(
     attempt: Attempt,
 ) -> SettleResponse {
     let requirement = intent.request.payment_requirements();
-    if settlement.amount.is_none() && config.schemes.metered(&requirement.scheme) {
+    if settlement.amount.is_none()
+        && !settlement.transaction.is_empty()
+        && config.schemes.metered(&requirement.scheme)
+    {
         // The amount sent is the amount settled; recorded so that a repeat is answered with it.
+        // A settlement without a transaction (a payment-channel voucher) moved nothing on chain
+        // and keeps the amount its plug-in gave.
         settlement.amount = Some(requirement.amount);
     }
     if !config.hooks.is_empty() {
         let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
         Box::pin(config.hooks.settled(&context, &mut settlement)).await;
     }
-    config.emit(|| PaymentEvent::Settled {
-        offer,
-        settlement: &settlement,
-    });
     if attempt == Attempt::Recovery {
         tracing::info!(key = %hold.key, transaction = %settlement.transaction, "payment in doubt settled");
-        config.emit(|| PaymentEvent::DoubtResolved {
-            offer,
-            key: &hold.key,
-            settlement: Some(&settlement),
-        });
+        config
+            .hooks
+            .on_doubt_resolved(offer, &hold.key, Some(&settlement));
     }
     let record = SettlementRecord::of_intent(hold.key.clone(), intent, settlement.clone());
     if let Some(recent) = &config.recent_settlements {
@@ -549,11 +544,7 @@ async fn in_doubt(
             tracing::error!(%error, key = %hold.key, "payment could not be marked in doubt; its settling intent stands")
         }
     }
-    config.emit(|| PaymentEvent::InDoubt {
-        offer,
-        key: &hold.key,
-        reason: &reason,
-    });
+    config.hooks.on_in_doubt(offer, &hold.key, &reason);
     refuse(config, offer, Refusal::SettlementInDoubt { reason })
 }
 

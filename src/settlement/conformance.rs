@@ -292,6 +292,7 @@ fn sample_states(run: &str) -> Vec<PaymentState> {
         payer: Some("0x857b06519E91e3A54538791bDbb0E22373e36b66".into()),
         amount: Some(AtomicAmount(1_250_000)),
         extensions: None,
+        extra: None,
     };
     vec![
         PaymentState::InProgress {

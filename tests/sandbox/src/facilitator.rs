@@ -281,6 +281,7 @@ impl SandboxFacilitator {
                     invalid_message: Some(rejection.message),
                     payer: rejection.payer,
                     extensions: None,
+                    extra: None,
                 }
             }
         }
@@ -319,6 +320,7 @@ impl SandboxFacilitator {
                 network,
                 amount: Some(settlement.amount),
                 extensions: None,
+                extra: None,
             },
             Err(rejection) => {
                 tracing::debug!(reason = rejection.reason, message = %rejection.message, "sandbox settle refused");

@@ -87,8 +87,8 @@ where
         Payments::with_facilitators(metrics::facilitators(Facilitators::from_ref(state)))
             .settlement_store(Metered(Store::from_ref(state)))
             .settlement_lease(Duration::from_secs(config.settlement_lease))
-            .events(PaymentMetrics)
-            .events(Standing::from_ref(state));
+            .hook(PaymentMetrics)
+            .hook(Standing::from_ref(state));
     if let Some(reconciler) = Option::<Arc<dyn Reconciler>>::from_ref(state) {
         payments = payments.reconciler(Metered(reconciler));
     }

@@ -188,6 +188,7 @@ fn settlement_record(nonce: &str, resource: &str, transaction: &str) -> Settleme
         network: Network::BASE,
         amount: Some(AtomicAmount(1_000_000)),
         extensions: None,
+        extra: None,
     };
     SettlementRecord::new(&payload, resource, requirement, settlement)
 }

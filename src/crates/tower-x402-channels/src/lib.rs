@@ -48,6 +48,7 @@ mod claim;
 #[cfg(any(test, feature = "test-util"))]
 mod conformance;
 mod memory;
+mod scheme;
 mod store;
 mod typed;
 mod wire;
@@ -65,6 +66,9 @@ pub use claim::{ClaimAuthorizer, ClaimError, ClaimPolicy, ClaimReport, Claimer, 
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub use conformance::check as check_conformance;
 pub use memory::MemoryChannelStore;
+pub use scheme::{
+    BatchSettlement, ChannelOffer, ChannelOfferError, MAX_WITHDRAW_DELAY, MIN_WITHDRAW_DELAY,
+};
 pub use store::{ChannelStore, StoreError};
 pub use typed::{BATCH_SETTLEMENT_ADDRESS, TypedDataError, claim_batch_digest};
 pub use wire::{

@@ -20,6 +20,11 @@ mod contract {
         bytes32 salt;
     }
 
+    struct Voucher {
+        bytes32 channelId;
+        uint128 maxClaimableAmount;
+    }
+
     struct ClaimEntry {
         bytes32 channelId;
         uint128 maxClaimableAmount;
@@ -127,6 +132,36 @@ pub fn claim_batch_digest(
     Ok(ClaimBatch { claims }.eip712_signing_hash(&domain).0)
 }
 
+/// The EIP-712 digest a payer authorizer signs for a voucher of `max_claimable` on channel
+/// `channel_id` (`0x` and 32 bytes of hex) on `network`.
+///
+/// # Errors
+///
+/// A channel id that is not 32 bytes of hex, or a network that is not EVM.
+pub(crate) fn voucher_digest(
+    network: &Network,
+    channel_id: &str,
+    max_claimable: u128,
+) -> Result<[u8; 32], TypedDataError> {
+    let domain = domain(network)?;
+    let id = parse_b256(channel_id).ok_or_else(|| {
+        TypedDataError(format!("channel id `{channel_id}` is not 32 bytes of hex"))
+    })?;
+    Ok(contract::Voucher {
+        channelId: id,
+        maxClaimableAmount: max_claimable,
+    }
+    .eip712_signing_hash(&domain)
+    .0)
+}
+
+/// `0x` and exactly 64 hex digits.
+fn parse_b256(text: &str) -> Option<B256> {
+    text.strip_prefix("0x")
+        .filter(|digits| digits.len() == 64)
+        .and_then(|_| text.parse::<B256>().ok())
+}
+
 fn domain(network: &Network) -> Result<Eip712Domain, TypedDataError> {
     let chain_id = network
         .evm_chain_id()
@@ -145,11 +180,7 @@ fn typed(config: &ChannelConfig) -> Result<contract::ChannelConfig, TypedDataErr
         text.parse::<Address>()
             .map_err(|_| TypedDataError(format!("channel {field} `{text}` is not an address")))
     };
-    let salt = config
-        .salt
-        .strip_prefix("0x")
-        .filter(|digits| digits.len() == 64)
-        .and_then(|_| config.salt.parse::<B256>().ok())
+    let salt = parse_b256(&config.salt)
         .ok_or_else(|| TypedDataError(format!("salt `{}` is not 32 bytes of hex", config.salt)))?;
     Ok(contract::ChannelConfig {
         payer: address("payer", &config.payer)?,

@@ -7,8 +7,8 @@ use x402_wire::SettleResponse;
 
 use tower_x402::BoxFuture;
 use tower_x402::payment::{
-    GrantedWithoutPayment, PaymentContext, PaymentHooks, ProtectedRequest, Refusal, RefusalKind,
-    RequestDecision,
+    Decision, GrantedWithoutPayment, PaymentContext, PaymentHooks, ProtectedRequest, Refusal,
+    RefusalKind,
 };
 use tower_x402::pricing::{ExtensionTemplate, Offer};
 
@@ -41,14 +41,14 @@ impl PaymentHooks for SignInWithX {
     fn on_protected_request<'a>(
         &'a self,
         request: &'a ProtectedRequest<'a>,
-    ) -> BoxFuture<'a, RequestDecision> {
+    ) -> BoxFuture<'a, Decision<Extensions>> {
         Box::pin(async move {
             // A HEAD never signs in, as it never pays.
             if request.is_head() {
-                return RequestDecision::Continue;
+                return Decision::Continue;
             }
             let Some(proof) = request.field(SIGN_IN_WITH_X.as_str()) else {
-                return RequestDecision::Continue;
+                return Decision::Continue;
             };
             match self.check(request.offer(), proof, request.path()).await {
                 Ok(signed_in) => {
@@ -56,24 +56,24 @@ impl PaymentHooks for SignInWithX {
                     let mut extensions = Extensions::new();
                     extensions.insert(signed_in);
                     extensions.insert(GrantedWithoutPayment::new(SIGNED_IN_NOT_PAID));
-                    RequestDecision::Grant(extensions)
+                    Decision::Handled(extensions)
                 }
                 // The payment the request also carries decides.
                 Err(rejection) if request.is_paying() => {
                     tracing::debug!(%rejection, "sign-in proof refused; the payment decides");
-                    RequestDecision::Continue
+                    Decision::Continue
                 }
                 // The entitlements could not be read: the buyer may own this, so never a 402.
                 Err(rejection) if rejection.is_unavailable() => {
                     tracing::debug!(%rejection, "sign-in proof not checked: entitlements unavailable");
-                    RequestDecision::Abort(Refusal::Hook {
+                    Decision::Abort(Refusal::Hook {
                         kind: RefusalKind::RetrySamePayment,
                         reason: rejection.to_string(),
                     })
                 }
                 Err(rejection) => {
                     tracing::debug!(%rejection, "sign-in proof refused");
-                    RequestDecision::Abort(Refusal::Hook {
+                    Decision::Abort(Refusal::Hook {
                         kind: RefusalKind::PaymentRequired,
                         reason: rejection.to_string(),
                     })

@@ -208,6 +208,9 @@ pub struct VerifyResponse {
     /// Per-extension data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extensions: Option<Map<String, Value>>,
+    /// Scheme-specific data (`batch-settlement`: the channel's on-chain snapshot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra: Option<Map<String, Value>>,
 }
 
 /// A facilitator's answer to `/settle`, also the JSON inside `PAYMENT-RESPONSE`.
@@ -244,6 +247,9 @@ pub struct SettleResponse {
     /// Per-extension data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extensions: Option<Map<String, Value>>,
+    /// Scheme-specific data (`batch-settlement`: the channel's on-chain snapshot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra: Option<Map<String, Value>>,
 }
 
 impl SettleResponse {
@@ -258,6 +264,7 @@ impl SettleResponse {
             payer: None,
             amount: None,
             extensions: None,
+            extra: None,
         }
     }
 }

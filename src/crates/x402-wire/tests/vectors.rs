@@ -587,6 +587,7 @@ fn settle_response() -> impl Strategy<Value = SettleResponse> {
                     payer,
                     amount: amount.map(AtomicAmount),
                     extensions: None,
+                    extra: None,
                 }
             },
         )

@@ -72,9 +72,8 @@ pub(crate) fn is_batch(request: &FacilitatorRequest) -> bool {
 }
 
 /// A `batch-settlement` `/verify` answer as the core's [`VerifyResponse`], for the in-process
-/// [`Facilitator`](tower_x402::Facilitator): validity, reason and payer; the channel snapshot of
-/// `extra` has no place there (the HTTP API and
-/// [`SandboxFacilitator::verify_batch`] carry it).
+/// [`Facilitator`](tower_x402::Facilitator): validity, reason, payer, and the channel snapshot
+/// in `extra`.
 pub(crate) fn as_verify_response(answer: BatchVerifyResponse) -> VerifyResponse {
     VerifyResponse {
         is_valid: answer.is_valid,
@@ -82,12 +81,15 @@ pub(crate) fn as_verify_response(answer: BatchVerifyResponse) -> VerifyResponse 
         invalid_message: answer.invalid_message,
         payer: answer.payer,
         extensions: None,
+        extra: answer
+            .extra
+            .and_then(|snapshot| serde_json::to_value(snapshot).ok())
+            .and_then(|value| value.as_object().cloned()),
     }
 }
 
 /// A `batch-settlement` `/settle` answer as the core's [`SettleResponse`]: an empty `amount`
-/// (a claim's) becomes none; `extra.channelState` has no place there (the HTTP API and
-/// [`SandboxFacilitator::settle_batch`] carry it).
+/// (a claim's) becomes none; `extra` (`channelState`) is kept.
 pub(crate) fn as_settle_response(answer: BatchSettleResponse, network: Network) -> SettleResponse {
     SettleResponse {
         success: answer.success,
@@ -98,6 +100,7 @@ pub(crate) fn as_settle_response(answer: BatchSettleResponse, network: Network) 
         payer: answer.payer,
         amount: answer.amount.parse().ok().map(AtomicAmount),
         extensions: None,
+        extra: answer.extra,
     }
 }
 

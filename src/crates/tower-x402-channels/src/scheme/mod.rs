@@ -1,0 +1,182 @@
+//! The `batch-settlement` scheme on the server's side, as a plug-in of the payment core:
+//! [`BatchSettlement`] registers the scheme and its lifecycle hooks on a
+//! [`Payments`](tower_x402::payment::Payments) in one call.
+
+mod flow;
+mod offer;
+mod payload;
+mod response;
+mod signature;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tower_x402::payment::{Payments, Refusal, Scheme};
+use tower_x402::proto::PaymentPayload;
+use tower_x402::{Facilitator, PaymentKey};
+
+use crate::store::ChannelStore;
+use crate::wire::BATCH_SETTLEMENT_SCHEME;
+use flow::Pending;
+pub use offer::{ChannelOffer, ChannelOfferError, MAX_WITHDRAW_DELAY, MIN_WITHDRAW_DELAY};
+use payload::{BuyerPayload, Kind};
+
+/// The `batch-settlement` scheme (payment channels), server side: a buyer deposits once, then
+/// pays each request with a voucher the server checks locally — one ECDSA recovery against the
+/// channel's committed payer authorizer, no facilitator call — and counts once in its
+/// [`ChannelStore`].
+///
+/// Registered on a core with [`register`](Self::register); offer it with
+/// [`ChannelOffer::usdc`] in an offer settled [after the work](tower_x402::SettlementMode::After).
+/// The handler decides each request's charge with a [`Charge`](tower_x402::Charge) (zero up to
+/// the accept's amount); the channel's cumulative grows by it, committed durably before the
+/// response is released, and nothing changes when the handler fails.
+///
+/// | payload | verified | settled |
+/// |---|---|---|
+/// | `deposit` | facilitator `/verify` | facilitator `/settle` (the deposit moves on chain); the voucher committed after it |
+/// | `voucher` | locally, while the mirrored chain is fresh and the payer authorizer an EOA; else `/verify` | committed in the store; nothing sent |
+/// | `refund` | refused (`invalid_batch_settlement_evm_refund_unsupported`) | — |
+///
+/// A voucher signed on another cumulative than the channel's (a replay, a buyer out of step)
+/// is refused with the corrective 402: the accept carries `channelState` and `voucherState` so
+/// the buyer can re-sync. A request on a channel another request is being served on is refused
+/// at once with `invalid_batch_settlement_evm_channel_busy` (503, the same payment may be sent
+/// again).
+///
+/// ```
+/// use std::sync::Arc;
+/// use tower_x402::payment::Payments;
+/// use tower_x402::HttpFacilitator;
+/// use tower_x402_channels::{BatchSettlement, MemoryChannelStore};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let facilitator = HttpFacilitator::new("https://facilitator.example")?;
+/// let channels = Arc::new(MemoryChannelStore::default());
+/// let payments = BatchSettlement::new(Arc::clone(&channels), facilitator.clone())
+///     .register(Payments::new(facilitator));
+/// # let _ = payments;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+#[must_use]
+pub struct BatchSettlement {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn ChannelStore>,
+    facilitator: Arc<dyn Facilitator>,
+    owner: String,
+    hold_lease: Duration,
+    fresh_for: Option<Duration>,
+    /// The requests between verification and settlement, by payment key.
+    pending: Mutex<HashMap<PaymentKey, Pending>>,
+}
+
+impl BatchSettlement {
+    /// The scheme keeping channels in `store`, asking `facilitator` to verify and settle
+    /// deposits (and vouchers it cannot check locally).
+    pub fn new(store: impl ChannelStore, facilitator: impl Facilitator) -> Self {
+        let owner: [u8; 8] = rand::random();
+        Self {
+            inner: Arc::new(Inner {
+                store: Arc::new(store),
+                facilitator: Arc::new(facilitator),
+                owner: owner.iter().map(|byte| format!("{byte:02x}")).collect(),
+                hold_lease: Duration::from_secs(120),
+                fresh_for: None,
+                pending: Mutex::default(),
+            }),
+        }
+    }
+
+    fn configure(mut self, change: impl FnOnce(&mut Inner)) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            change(inner);
+        }
+        self
+    }
+
+    /// How long a request holds its channel before another request may take it over (default
+    /// 120 s): longer than the handler runs, so that a crashed instance blocks a channel no
+    /// longer than this.
+    pub fn hold_lease(self, lease: Duration) -> Self {
+        self.configure(|inner| inner.hold_lease = lease)
+    }
+
+    /// How long the mirrored on-chain state of a channel stays fresh enough to verify a voucher
+    /// locally (default: a third of the channel's withdrawal delay, between 30 s and 5 min);
+    /// past it, the voucher goes to the facilitator's `/verify`, whose answer refreshes it.
+    pub fn fresh_for(self, ttl: Duration) -> Self {
+        self.configure(|inner| inner.fresh_for = Some(ttl))
+    }
+
+    /// Registers the scheme and its hooks on `payments`.
+    pub fn register(self, payments: Payments) -> Payments {
+        payments.scheme(SchemePart).hook(flow::Hooks(self.inner))
+    }
+}
+
+impl std::fmt::Debug for BatchSettlement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchSettlement")
+            .field("owner", &self.inner.owner)
+            .field("hold_lease", &self.inner.hold_lease)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The scheme's part: identity, metering.
+struct SchemePart;
+
+impl Scheme for SchemePart {
+    fn name(&self) -> &str {
+        BATCH_SETTLEMENT_SCHEME
+    }
+
+    /// A deposit is identified by its token authorization, so the core's ledger settles it once
+    /// and recovers it after a lost answer. A voucher is counted once by the channel store (the
+    /// cumulative check), not by the ledger: each presentation is its own, and a replay is
+    /// answered with the corrective 402.
+    fn identify(&self, payload: &PaymentPayload) -> Result<Arc<str>, Refusal> {
+        let invalid = |reason: &str| Refusal::InvalidPayment {
+            reason: reason.to_owned(),
+        };
+        let buyer = BuyerPayload::read(payload)
+            .ok_or_else(|| invalid("invalid_batch_settlement_evm_payload"))?;
+        let voucher = buyer.voucher();
+        match buyer.kind() {
+            Kind::Deposit => {
+                let signature = buyer
+                    .deposit_signature()
+                    .ok_or_else(|| invalid("invalid_batch_settlement_evm_deposit_payload"))?;
+                Ok(format!(
+                    "batch-settlement:deposit:{}:{signature}",
+                    voucher.channel_id.to_ascii_lowercase()
+                )
+                .into())
+            }
+            Kind::Voucher => {
+                let nonce: [u8; 16] = rand::random();
+                let nonce: String = nonce.iter().map(|byte| format!("{byte:02x}")).collect();
+                Ok(format!(
+                    "batch-settlement:voucher:{}:{}:{nonce}",
+                    voucher.channel_id.to_ascii_lowercase(),
+                    voucher.max_claimable_amount
+                )
+                .into())
+            }
+            Kind::Refund => Err(invalid("invalid_batch_settlement_evm_refund_unsupported")),
+        }
+    }
+
+    fn metered(&self) -> bool {
+        true
+    }
+
+    fn settles_zero(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,100 @@
+//! The buyer's `batch-settlement` payloads as the server reads them: `deposit`, `voucher` and
+//! `refund`, each with its channel and its voucher.
+
+use serde::Deserialize;
+use x402_wire::PaymentPayload;
+
+use crate::wire::ChannelConfig;
+
+/// A buyer's payload, told apart by `type`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub(crate) enum BuyerPayload {
+    /// Opens or tops up a channel (moved on chain by the facilitator), with the request's
+    /// voucher.
+    #[serde(rename_all = "camelCase")]
+    Deposit {
+        channel_config: ChannelConfig,
+        voucher: SignedVoucher,
+        deposit: serde_json::Value,
+    },
+    /// Pays a request on an open channel.
+    #[serde(rename_all = "camelCase")]
+    Voucher {
+        channel_config: ChannelConfig,
+        voucher: SignedVoucher,
+    },
+    /// Asks for a cooperative refund.
+    #[serde(rename_all = "camelCase")]
+    Refund {
+        channel_config: ChannelConfig,
+        voucher: SignedVoucher,
+    },
+}
+
+/// A voucher as signed: the channel id, the cumulative ceiling and the signature.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SignedVoucher {
+    pub(crate) channel_id: String,
+    #[serde(deserialize_with = "decimal")]
+    pub(crate) max_claimable_amount: u128,
+    pub(crate) signature: String,
+}
+
+/// What kind of payload a request carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Deposit,
+    Voucher,
+    Refund,
+}
+
+impl BuyerPayload {
+    /// The payload of `payment`, or `None` when it is not a `batch-settlement` buyer payload.
+    pub(crate) fn read(payment: &PaymentPayload) -> Option<Self> {
+        serde_json::from_str(payment.payload.get()).ok()
+    }
+
+    pub(crate) fn kind(&self) -> Kind {
+        match self {
+            Self::Deposit { .. } => Kind::Deposit,
+            Self::Voucher { .. } => Kind::Voucher,
+            Self::Refund { .. } => Kind::Refund,
+        }
+    }
+
+    pub(crate) fn config(&self) -> &ChannelConfig {
+        match self {
+            Self::Deposit { channel_config, .. }
+            | Self::Voucher { channel_config, .. }
+            | Self::Refund { channel_config, .. } => channel_config,
+        }
+    }
+
+    pub(crate) fn voucher(&self) -> &SignedVoucher {
+        match self {
+            Self::Deposit { voucher, .. }
+            | Self::Voucher { voucher, .. }
+            | Self::Refund { voucher, .. } => voucher,
+        }
+    }
+
+    /// What tells this deposit apart from any other: its token authorization's signature.
+    pub(crate) fn deposit_signature(&self) -> Option<String> {
+        let Self::Deposit { deposit, .. } = self else {
+            return None;
+        };
+        let authorization = deposit.get("authorization")?;
+        ["erc3009Authorization", "permit2Authorization"]
+            .iter()
+            .find_map(|method| authorization.get(method)?.get("signature")?.as_str())
+            .map(str::to_owned)
+    }
+}
+
+fn decimal<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u128, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    text.parse()
+        .map_err(|_| serde::de::Error::custom(format!("`{text}` is not a decimal uint128")))
+}
