@@ -121,9 +121,6 @@ mod service;
 pub use body::ResponseBody;
 pub(crate) use config::Config;
 pub use config::InvalidHeaderStatus;
-#[cfg(feature = "axum")]
-#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
-pub use extract::{MissingCharge, MissingPayment};
 pub use future::ResponseFuture;
 pub use metered::SETTLEMENT_OVERRIDES;
 pub use service::X402;
