@@ -214,11 +214,21 @@ impl Buyer {
     }
 
     pub(crate) fn deposit(&self, server: &Server, charged: u128) -> PaymentPayload {
+        self.deposit_of(server, charged, DEPOSIT)
+    }
+
+    /// A deposit (or top-up) of `deposit` with the request's voucher on `charged`.
+    pub(crate) fn deposit_of(
+        &self,
+        server: &Server,
+        charged: u128,
+        deposit: u128,
+    ) -> PaymentPayload {
         self.wallet
             .deposit_payment_at(
                 &server.accept,
                 &self.sandbox_config(),
-                DEPOSIT,
+                deposit,
                 charged + AMOUNT,
                 server.sandbox.now(),
             )
