@@ -4,7 +4,8 @@
 //! concurrent requests on one channel never accepted on one cumulative base; a voucher whose
 //! channel's mirrored chain state is stale verified by the facilitator instead; cooperative
 //! refunds, partial and full, with the handler not run; a voucher above the balance refused and
-//! a top-up deposit on an open channel.
+//! a top-up deposit on an open channel; a refund signed with the server's own receiver
+//! authorizer key.
 
 mod support;
 
@@ -275,7 +276,7 @@ async fn concurrent_requests_on_one_channel_are_never_accepted_on_one_base() {
 #[tokio::test]
 async fn a_stale_mirror_sends_vouchers_to_the_facilitator_which_refreshes_it() {
     let stale: fn(BatchSettlement) -> BatchSettlement = |scheme| scheme.fresh_for(Duration::ZERO);
-    let server = Server::configured(Arc::new(MemoryChannelStore::default()), stale).await;
+    let server = Server::configured(Arc::new(MemoryChannelStore::default()), Box::new(stale)).await;
     let buyer = Buyer::new(&server);
     assert_eq!(
         server
@@ -498,4 +499,39 @@ async fn a_voucher_above_the_balance_is_refused_and_a_top_up_deposit_continues_t
         13_000
     );
     assert_eq!(server.sandbox.settle_calls(), 2, "the two deposits");
+}
+
+#[tokio::test]
+async fn a_server_owning_its_receiver_authorizer_signs_the_refund_and_its_claim() {
+    let key = SandboxWallet::random();
+    let authorizer = key.address();
+    let server = Server::owning(Arc::new(MemoryChannelStore::default()), key).await;
+    assert_eq!(
+        server.accept.extra.as_ref().unwrap()["receiverAuthorizer"],
+        authorizer.as_str()
+    );
+    let buyer = Buyer::new(&server);
+    let payer = buyer.wallet.address();
+    let start = server.sandbox.balance_of(&payer).0;
+    assert_eq!(
+        server
+            .get("/rows?count=4", &buyer.deposit(&server, 0))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let paid = server
+        .get("/rows?count=2", &buyer.voucher(&server, 4 * ROW + AMOUNT))
+        .await;
+    assert_eq!(paid.status, StatusCode::OK, "{paid:?}");
+    let refund = server
+        .get("/rows?count=1", &buyer.refund(&server, 6 * ROW, None))
+        .await;
+    assert_eq!(refund.status, StatusCode::OK, "{refund:?}");
+    assert_eq!(
+        refund.extra()["channelState"]["totalClaimed"],
+        (6 * ROW).to_string()
+    );
+    assert_eq!(server.sandbox.balance_of(&payer).0, start - 6 * ROW);
+    assert!(server.channels.load(&buyer.id).await.unwrap().is_none());
 }

@@ -11,7 +11,8 @@ use serde_json::{Map, Value};
 use tower_x402::BoxFuture;
 use tower_x402::payment::{Decision, PaymentContext, PaymentHooks, RefusalKind, VerifiedPayment};
 use tower_x402::proto::{
-    FacilitatorRequest, PaymentPayload, PaymentRequirements, SettleResponse, VerifyResponse,
+    FacilitatorRequest, Network, PaymentPayload, PaymentRequirements, SettleResponse,
+    VerifyResponse,
 };
 use tower_x402::{PaymentKey, Refusal};
 
@@ -34,6 +35,7 @@ const COMMIT_ATTEMPTS: usize = 3;
 pub(super) struct Pending {
     kind: Kind,
     id: String,
+    network: Network,
     hold: String,
     /// The cumulative the request started from.
     base: u128,
@@ -203,6 +205,7 @@ impl Inner {
                     Pending {
                         kind: Kind::Voucher,
                         id,
+                        network: requirement.network.clone(),
                         hold: hold.id,
                         base: channel.charged,
                         voucher: Voucher::new(voucher.max_claimable_amount, &voucher.signature),
@@ -274,6 +277,7 @@ impl Inner {
             Pending {
                 kind: buyer.kind(),
                 id,
+                network: requirement.network.clone(),
                 hold: hold.id,
                 base: channel.charged,
                 voucher: Voucher::new(voucher.max_claimable_amount, &voucher.signature),
@@ -455,7 +459,23 @@ impl Inner {
         } else {
             Vec::new()
         };
+        let signatures = match self
+            .sign_refund(&pending, buyer.config(), &claims, amount)
+            .await
+        {
+            Ok(signatures) => signatures,
+            Err(error) => {
+                tracing::warn!(channel = %pending.id, %error, "the receiver authorizer did not sign the refund");
+                self.release(&pending.id, &pending.hold).await;
+                return Decision::Abort(Refusal::Hook {
+                    kind: RefusalKind::RetrySamePayment,
+                    reason: "the refund could not be authorized, retry the same payment later"
+                        .to_owned(),
+                });
+            }
+        };
         if let Some(fields) = payload.as_object_mut() {
+            fields.extend(signatures);
             fields.insert("amount".into(), amount.to_string().into());
             fields.insert(
                 "refundNonce".into(),
@@ -521,6 +541,38 @@ impl Inner {
             payer: answer.payer.clone().or(Some(pending.payer.clone())),
             ..answer
         })
+    }
+}
+
+impl Inner {
+    /// `claimAuthorizerSignature` (when there are claims) and `refundAuthorizerSignature` by the
+    /// server's own receiver authorizer, when it has one and the channel names it.
+    async fn sign_refund(
+        &self,
+        pending: &Pending,
+        config: &ChannelConfig,
+        claims: &[VoucherClaim],
+        amount: u128,
+    ) -> Result<Map<String, Value>, tower_x402::BoxError> {
+        let mut fields = Map::new();
+        let Some(authorizer) = self.authorizer.as_ref().filter(|key| {
+            key.address()
+                .eq_ignore_ascii_case(&config.receiver_authorizer)
+        }) else {
+            return Ok(fields);
+        };
+        if !claims.is_empty() {
+            let signature = authorizer.sign(&pending.network, claims).await?;
+            fields.insert("claimAuthorizerSignature".into(), signature.into());
+        }
+        let nonce = pending.on_chain.refund_nonce;
+        if let Some(signature) = authorizer
+            .sign_refund(&pending.network, &pending.id, nonce, amount)
+            .await?
+        {
+            fields.insert("refundAuthorizerSignature".into(), signature.into());
+        }
+        Ok(fields)
     }
 }
 
