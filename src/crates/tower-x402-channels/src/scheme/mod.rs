@@ -5,8 +5,10 @@
 mod flow;
 mod offer;
 mod payload;
+mod refund;
 mod response;
 mod signature;
+mod verify;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
