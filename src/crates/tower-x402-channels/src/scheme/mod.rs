@@ -48,6 +48,10 @@ use payload::{BuyerPayload, Kind};
 /// refunds carry its signatures when it is given with [`authorizer`](Self::authorizer), else
 /// the facilitator's.
 ///
+/// Each voucher request also leaves a record in the core's
+/// [`SettlementStore`](tower_x402::SettlementStore), as every settlement does; its key is unique
+/// per request, since the channel store, not the ledger, counts a voucher once.
+///
 /// A channel this server has no record of (its records lost) starts from what the chain says
 /// was claimed, as the specification says: charges accepted and not claimed are forfeited,
 /// which is why the [`ChannelStore`] must be durable.
