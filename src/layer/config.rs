@@ -12,7 +12,7 @@ use crate::pricing::Pricing;
 
 #[derive(Clone)]
 pub(crate) struct Config {
-    /// The payment core: facilitator, ledger, single-flight, reconciler, events.
+    /// The payment core: facilitator, ledger, single-flight, reconciler, hooks.
     pub(crate) payments: Arc<Payments>,
     pub(crate) pricing: Arc<dyn Pricing>,
     pub(crate) expose_headers: Option<HeaderValue>,

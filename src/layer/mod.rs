@@ -176,7 +176,7 @@ impl X402Layer {
 
     /// A paywall that asks `pricing` what each request costs and hands the payments to
     /// `payments`, the [payment core](crate::payment), configured beforehand: its ledger,
-    /// reconciler, leases, hooks and event observers are set on [`Payments`]; the layer keeps
+    /// reconciler, leases and hooks (observers among them) are set on [`Payments`]; the layer keeps
     /// only its HTTP settings. Give it an `Arc<Payments>` that another adapter (paid MCP tools,
     /// a message consumer) shares, and both use one ledger and one single-flight.
     ///
