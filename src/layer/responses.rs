@@ -127,6 +127,25 @@ fn corrected(
     }
 }
 
+/// The answer to a payment settled without the work
+/// ([`Outcome::Answered`](crate::payment::Outcome::Answered)): 200, the settlement as the JSON
+/// body and in `PAYMENT-RESPONSE`.
+pub(crate) fn answered(
+    config: &Config,
+    payment: &crate::payment::VerifiedPayment,
+) -> Response<Bytes> {
+    let body = payment
+        .settlement
+        .as_ref()
+        .and_then(|settlement| serde_json::to_vec(settlement).ok())
+        .unwrap_or_default();
+    let mut response = base(config, StatusCode::OK, body.into());
+    if let Some(settlement) = &payment.settlement {
+        mark_paid(config, response.headers_mut(), settlement);
+    }
+    response
+}
+
 /// A 402 after the facilitator refused to settle: the failure in `PAYMENT-RESPONSE`, and the
 /// challenge again so the client can pay afresh.
 fn settlement_refused(

@@ -14,7 +14,7 @@ use super::refusal::Refusal;
 use super::verified::VerifiedPayment;
 use crate::boxed::BoxFuture;
 use crate::facilitator::FacilitatorError;
-use crate::pricing::{Offer, header_budget};
+use crate::pricing::{Cached, ExtensionTemplate, Offer, header_budget};
 use crate::settlement::{PaymentKey, SettlementRecord};
 
 /// A plug-in that takes part in the life of each payment. Every method has a default that
@@ -27,6 +27,7 @@ use crate::settlement::{PaymentKey, SettlementRecord};
 /// |---|---|---|
 /// | [`on_protected_request`](Self::on_protected_request) | a priced request arrives, before its payment is read | grant it without payment, abort it, or continue |
 /// | [`challenge_extension`](Self::challenge_extension) | the same, for the request's 402 | add per-request extension data to the challenge |
+/// | [`challenge_extension_template`](Self::challenge_extension_template), [`challenge_extension_rest`](Self::challenge_extension_rest) | the same, for an extension mostly the same in every 402 | add it, with only its changing part written per request |
 /// | [`before_verify`](Self::before_verify) | a new payment is about to be sent to `/verify` | abort, or skip verification (it verified the payment itself) |
 /// | [`on_verify_failure`](Self::on_verify_failure) | `/verify` failed or found the payment invalid | recover with a verification of its own |
 /// | [`after_verify`](Self::after_verify) | the payment is verified, before the work runs | abort: the payment is released, never settled |
@@ -99,6 +100,27 @@ pub trait PaymentHooks: Send + Sync + 'static {
     ) -> Option<(String, Box<RawValue>)> {
         let _ = request;
         None
+    }
+
+    /// The part of this hook's challenge extension that is the same in every 402 of `offer`:
+    /// its key and the start of its JSON value. A hook that gives one is asked for the rest of
+    /// each 402's value by [`challenge_extension_rest`](Self::challenge_extension_rest) instead
+    /// of [`challenge_extension`](Self::challenge_extension); the core builds the offer's
+    /// challenge up to the template once (its JSON and base64, kept with the offer and its
+    /// clones), so a 402 costs the encoding of the rest alone. Asked once per offer and hook;
+    /// the first 402's whole challenge is checked to be JSON, and a template that does not make
+    /// one is left out (logged).
+    fn challenge_extension_template(&self, offer: &Offer) -> Option<ExtensionTemplate> {
+        let _ = offer;
+        None
+    }
+
+    /// Writes into `rest` what completes this hook's
+    /// [template](Self::challenge_extension_template) into one JSON value for this request's
+    /// 402 (a fresh nonce and times). `false` adds no extension to this 402.
+    fn challenge_extension_rest(&self, request: &ProtectedRequest<'_>, rest: &mut Vec<u8>) -> bool {
+        let _ = (request, rest);
+        false
     }
 
     /// A new payment is about to be verified (its ledger entry is held).
@@ -414,6 +436,88 @@ impl<'a> PaymentContext<'a> {
 #[derive(Clone, Default)]
 pub(crate) struct Hooks(Vec<Arc<dyn PaymentHooks>>);
 
+/// What a hook's extension template made of a request's offer.
+enum Spliced {
+    /// The offer with the extension spliced in.
+    Offer(Offer),
+    /// The hook adds nothing to this 402.
+    Nothing,
+    /// The hook has no usable template for this offer.
+    NoTemplate,
+}
+
+/// The request's offer with `hook`'s templated extension, its challenge prebuilt up to the
+/// template on the offer's first 402 and kept with the offer.
+fn spliced(hook: &Arc<dyn PaymentHooks>, request: &ProtectedRequest<'_>) -> Spliced {
+    let offer = request.offer();
+    let Some(splices) = offer.splices() else {
+        return Spliced::NoTemplate;
+    };
+    let (prebuilt, first) = match splices.get(Arc::as_ptr(hook).cast()) {
+        Cached::Prebuilt(prebuilt) => (prebuilt, false),
+        Cached::None => return Spliced::NoTemplate,
+        Cached::Unknown => {
+            let prebuilt = hook
+                .challenge_extension_template(offer)
+                .and_then(|template| offer.prebuild(&template))
+                .map(Arc::new);
+            match prebuilt {
+                Some(prebuilt) => (prebuilt, true),
+                None => {
+                    splices.put(Arc::downgrade(hook), None);
+                    return Spliced::NoTemplate;
+                }
+            }
+        }
+    };
+    let mut rest = Vec::new();
+    if !hook.challenge_extension_rest(request, &mut rest) {
+        return Spliced::Nothing;
+    }
+    let extended = offer.with_spliced(&prebuilt, rest);
+    if first {
+        // The template and its first rest, checked once as the whole challenge.
+        let valid = extended.as_ref().is_some_and(|extended| {
+            serde_json::from_slice::<x402_wire::PaymentRequired>(extended.challenge_body()).is_ok()
+        });
+        if !valid {
+            tracing::warn!(key = %prebuilt.key(), "a hook's challenge extension template does not make JSON; encoded whole instead");
+        }
+        splices.put(Arc::downgrade(hook), valid.then_some(prebuilt));
+        if !valid {
+            return Spliced::NoTemplate;
+        }
+    }
+    match extended {
+        Some(offer) => Spliced::Offer(offer),
+        None => Spliced::Nothing,
+    }
+}
+
+/// `hook`'s extension for this 402 as one JSON value: its template and rest joined, or what
+/// [`PaymentHooks::challenge_extension`] gives.
+fn extension_whole(
+    hook: &Arc<dyn PaymentHooks>,
+    request: &ProtectedRequest<'_>,
+) -> Option<(String, Box<RawValue>)> {
+    let Some(template) = hook.challenge_extension_template(request.offer()) else {
+        return hook.challenge_extension(request);
+    };
+    let mut rest = Vec::new();
+    if !hook.challenge_extension_rest(request, &mut rest) {
+        return None;
+    }
+    let mut text = template.head().as_bytes().to_vec();
+    text.extend_from_slice(&rest);
+    let value = String::from_utf8(text)
+        .ok()
+        .and_then(|text| RawValue::from_string(text).ok());
+    if value.is_none() {
+        tracing::warn!(key = %template.key(), "a hook's challenge extension template does not make JSON; left out");
+    }
+    Some((template.key().to_owned(), value?))
+}
+
 impl Hooks {
     pub(super) fn push(&mut self, hook: Arc<dyn PaymentHooks>) {
         self.0.push(hook);
@@ -455,7 +559,17 @@ impl Hooks {
     fn decorate(&self, request: &ProtectedRequest<'_>) -> Option<Arc<Offer>> {
         let mut decorated: Option<Offer> = None;
         for hook in &self.0 {
-            if let Some((key, value)) = hook.challenge_extension(request) {
+            if decorated.is_none() {
+                match spliced(hook, request) {
+                    Spliced::Offer(offer) => {
+                        decorated = Some(offer);
+                        continue;
+                    }
+                    Spliced::Nothing => continue,
+                    Spliced::NoTemplate => {}
+                }
+            }
+            if let Some((key, value)) = extension_whole(hook, request) {
                 let base = decorated.as_ref().unwrap_or(request.offer());
                 match base.with_extension(&key, value) {
                     Some(offer) => decorated = Some(offer),
