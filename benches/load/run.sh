@@ -2,13 +2,23 @@
 # The load benchmark, from a fresh clone:
 #   bash benches/load/run.sh [--peers] [--rounds N] [--seconds S] [--warm-up S] [--connections C] [--out FILE]
 #   bash benches/load/run.sh memory [--requests N] [--concurrency C] [--stub-facilitator]
+#   bash benches/load/run.sh latency [--settle-delay-ms MS] [--requests N]
 # Installs wrk and curl from Debian when missing and builds everything in release mode. With
 # --peers it also builds benches/peers (x402-axum and r402, a separate workspace with its own
 # lockfile) and measures them in the same run, with tower-x402 also in a process of its own
 # (`tower-x402-process`), as they run. `memory` runs the store binary under mixed traffic
-# and prints its RSS. See BENCHMARKS.md for what each prints.
+# and prints its RSS. `latency` times paid requests, one after another, with a facilitator whose
+# /settle answers after 2 s: `exact` against a payment channel's voucher. See BENCHMARKS.md for
+# what each prints.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+
+# No wrk needed: the latency case is its own client.
+if [ "${1:-}" = "latency" ]; then
+    shift
+    cargo build --release --quiet -p tower-x402-benches --bin x402-load
+    exec "${CARGO_TARGET_DIR:-target}/release/x402-load" latency "$@"
+fi
 
 missing=()
 command -v wrk >/dev/null 2>&1 || missing+=(wrk)
