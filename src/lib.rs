@@ -11,9 +11,6 @@ pub mod layer;
 #[cfg(feature = "mcp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
 pub mod mcp;
-#[cfg(feature = "metrics")]
-#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-pub mod metrics;
 pub mod payment;
 pub mod paywall_page;
 pub mod pricing;
@@ -43,7 +40,7 @@ pub use cors::payment_cors;
 pub use facilitator::HttpFacilitator;
 pub use facilitator::{Facilitator, FacilitatorError};
 pub use layer::{X402, X402Layer};
-pub use payment::{Charge, PaymentEvent, PaymentEvents, Refusal, SettledPayment, VerifiedPayment};
+pub use payment::{Charge, Refusal, SettledPayment, VerifiedPayment};
 pub use paywall_page::PaywallPage;
 pub use pricing::{Offer, Price, PriceTable, Pricing, SettlementMode};
 pub use settlement::{MemorySettlementStore, PaymentKey, Reconciler, SettlementStore};

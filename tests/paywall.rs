@@ -724,24 +724,51 @@ async fn handler_cache_control_gains_private() {
 }
 
 #[tokio::test]
-async fn events_report_each_stage() {
-    use tower_x402::PaymentEvent;
+async fn hooks_hear_each_stage() {
+    use tower_x402::payment::{PaymentContext, PaymentHooks};
+    use tower_x402::settlement::SettlementRecord;
+    use tower_x402::{BoxFuture, Refusal, VerifiedPayment};
+    use x402_wire::SettleResponse;
+
+    /// Names each stage it hears of.
+    struct Stages(Arc<std::sync::Mutex<Vec<&'static str>>>);
+    impl PaymentHooks for Stages {
+        fn on_refusal(&self, _: &Offer, refusal: &Refusal) {
+            let name = match refusal {
+                Refusal::PaymentMissing => "challenge",
+                _ => "failed",
+            };
+            self.0.lock().unwrap().push(name);
+        }
+        fn on_payment_received(&self, _: &Offer, _: &PaymentPayload) {
+            self.0.lock().unwrap().push("received");
+        }
+        fn after_verify<'a>(
+            &'a self,
+            _: &'a VerifiedPayment,
+        ) -> BoxFuture<'a, Result<(), Refusal>> {
+            self.0.lock().unwrap().push("verified");
+            Box::pin(async { Ok(()) })
+        }
+        fn after_settle<'a>(
+            &'a self,
+            _: &'a PaymentContext<'a>,
+            _: &'a SettleResponse,
+        ) -> BoxFuture<'a, ()> {
+            self.0.lock().unwrap().push("settled");
+            Box::pin(async {})
+        }
+        fn on_replayed(&self, _: &Offer, _: &SettlementRecord) {
+            self.0.lock().unwrap().push("replayed");
+        }
+    }
+
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let log = seen.clone();
-    let hook = move |event: &PaymentEvent<'_>| {
-        let name = match event {
-            PaymentEvent::ChallengeServed { .. } => "challenge",
-            PaymentEvent::PaymentReceived { .. } => "received",
-            PaymentEvent::Verified { .. } => "verified",
-            PaymentEvent::Settled { .. } => "settled",
-            PaymentEvent::Replayed { .. } => "replayed",
-            PaymentEvent::Failed { .. } => "failed",
-            _ => "other",
-        };
-        log.lock().unwrap().push(name);
-    };
     let offer = offer(URL, SettlementMode::After);
-    let layer = X402Layer::with_payments(Payments::new(accepting()).events(hook), offer.clone());
+    let layer = X402Layer::with_payments(
+        Payments::new(accepting()).hook(Stages(seen.clone())),
+        offer.clone(),
+    );
     let payload = payment(&offer, 1);
     send_with(layer.clone(), StatusCode::OK, get("/report")).await;
     send_with(layer.clone(), StatusCode::OK, paid_get("/report", &payload)).await;
@@ -880,31 +907,35 @@ async fn unreadable_store_refuses_payment_with_503() {
 }
 
 #[tokio::test]
-async fn failed_events_carry_the_typed_refusal() {
-    use tower_x402::PaymentEvent;
+async fn refusal_hooks_carry_the_typed_refusal() {
     use tower_x402::Refusal;
-    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let log = seen.clone();
-    let hook = move |event: &PaymentEvent<'_>| {
-        if let PaymentEvent::Failed { refusal, .. } = event {
+    use tower_x402::payment::PaymentHooks;
+
+    /// Names each refusal but the challenge, with its HTTP status.
+    #[derive(Clone)]
+    struct Refusals(Arc<std::sync::Mutex<Vec<(&'static str, u16)>>>);
+    impl PaymentHooks for Refusals {
+        fn on_refusal(&self, _: &Offer, refusal: &Refusal) {
             let kind = match refusal {
+                Refusal::PaymentMissing => return,
                 Refusal::InvalidHeader(_) => "header",
                 Refusal::NoMatchingRequirement { field } => field.unwrap_or("none"),
                 Refusal::InvalidPayment { .. } => "invalid",
                 Refusal::SettledForAnotherResource => "other resource",
                 _ => "other",
             };
-            log.lock()
+            self.0
+                .lock()
                 .unwrap()
                 .push((kind, tower_x402::layer::status_of(refusal).as_u16()));
         }
-    };
+    }
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let hook = Refusals(seen.clone());
     let offer = offer(URL, SettlementMode::Before);
     let elsewhere = common::offer("https://shop.example/other", SettlementMode::Before);
-    let layer = X402Layer::with_payments(
-        Payments::new(accepting()).events(hook.clone()),
-        offer.clone(),
-    );
+    let layer =
+        X402Layer::with_payments(Payments::new(accepting()).hook(hook.clone()), offer.clone());
     let mut garbled = get("/report");
     garbled
         .headers_mut()
@@ -925,11 +956,11 @@ async fn failed_events_carry_the_typed_refusal() {
             _ => Some(elsewhere.clone()),
         }
     };
-    let shared = X402Layer::with_payments(Payments::new(accepting()).events(hook.clone()), pricing);
+    let shared = X402Layer::with_payments(Payments::new(accepting()).hook(hook.clone()), pricing);
     send_with(shared.clone(), StatusCode::OK, paid_get("/report", &paid)).await;
     send_with(shared, StatusCode::OK, paid_get("/other", &paid)).await;
     let refusing = scripted(Step::Refuse("insufficient_funds".into()), Step::Trust);
-    let refusing = X402Layer::with_payments(Payments::new(refusing).events(hook), offer.clone());
+    let refusing = X402Layer::with_payments(Payments::new(refusing).hook(hook), offer.clone());
     send_with(
         refusing,
         StatusCode::OK,

@@ -12,8 +12,7 @@ use http::{Request, StatusCode};
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
-use tower_x402::PaymentEvent;
-use tower_x402::payment::Payments;
+use tower_x402::payment::{PaymentHooks, Payments};
 use tower_x402::settlement::{
     LedgerEntry, MemorySettlementStore, PaymentKey, PaymentState, SettlementStore, StoreError,
 };
@@ -87,20 +86,7 @@ async fn shop(mode: SettlementMode, chain: Chain, clock: Option<Clock>) -> Shop 
     let mut payments = Payments::new(client)
         .settlement_store(store.clone())
         .pending_settlement_pause(Duration::from_millis(50))
-        .events(move |event: &PaymentEvent<'_>| {
-            let name = match event {
-                PaymentEvent::InDoubt { .. } => "in doubt",
-                PaymentEvent::DoubtResolved {
-                    settlement: Some(_),
-                    ..
-                } => "resolved: settled",
-                PaymentEvent::DoubtResolved {
-                    settlement: None, ..
-                } => "resolved: released",
-                _ => return,
-            };
-            log.lock().unwrap().push(name);
-        });
+        .hook(DoubtLog(log));
     match chain {
         Chain::Blind => {}
         Chain::Sandbox => payments = payments.reconciler(sandbox),
@@ -797,5 +783,22 @@ async fn two_layers_sharing_one_store_never_both_settle() {
         );
         assert_eq!(first.transfers(), 1, "{mode:?}");
         assert_eq!(first.faulty.settle_calls(), 1, "{mode:?}: one /settle");
+    }
+}
+
+/// Logs each payment entering and leaving doubt.
+struct DoubtLog(Arc<Mutex<Vec<&'static str>>>);
+
+impl PaymentHooks for DoubtLog {
+    fn on_in_doubt(&self, _: &Offer, _: &PaymentKey, _: &str) {
+        self.0.lock().unwrap().push("in doubt");
+    }
+
+    fn on_doubt_resolved(&self, _: &Offer, _: &PaymentKey, settlement: Option<&SettleResponse>) {
+        let name = match settlement {
+            Some(_) => "resolved: settled",
+            None => "resolved: released",
+        };
+        self.0.lock().unwrap().push(name);
     }
 }

@@ -9,9 +9,12 @@ use http::header::{
     ACCESS_CONTROL_EXPOSE_HEADERS, CACHE_CONTROL, CONTENT_TYPE, HeaderName, HeaderValue,
 };
 use tower_x402::Offer;
+use tower_x402::payment::Payments;
 use tower_x402::{Charge, HttpFacilitator, SettlementMode, X402Layer};
 use tower_x402_benches::{METERED_CHARGE, offer_with, upto_offer};
 use x402_wire::{UsdcDeployment, header};
+
+use crate::parts::Part;
 
 /// The paid route settled after the handler answers; unpaid, it is the 402 path.
 pub(crate) const PAID_AFTER: &str = "/paid/after";
@@ -39,11 +42,11 @@ async fn metered(charge: Charge) -> &'static str {
     handler().await
 }
 
-/// The app's router, paying through the facilitator at the base URL `facilitator`, in HTTP/2
-/// when `http2` (its `/supported` is read once, for the metered offer).
-pub(crate) async fn router(facilitator: &str, http2: bool) -> Result<Router, String> {
+/// The app's router, paying through the facilitator at the base URL `facilitator` with the
+/// paid path's `part` replaced (its `/supported` is read once, for the metered offer).
+pub(crate) async fn router(facilitator: &str, part: Part) -> Result<Router, String> {
     let client = HttpFacilitator::builder(facilitator)
-        .http2(http2)
+        .http2(part.http2())
         .build()
         .map_err(|error| format!("facilitator client: {error}"))?;
     let after = offer_with(&UsdcDeployment::BASE, SettlementMode::After);
@@ -51,6 +54,7 @@ pub(crate) async fn router(facilitator: &str, http2: bool) -> Result<Router, Str
     let upto = upto_offer(&UsdcDeployment::BASE, &client)
         .await
         .map_err(|error| format!("metered offer: {error}"))?;
+    let payments = part.apply(Payments::new(client));
     let challenge = challenge_response(&after)?;
     let pricing = move |parts: &http::request::Parts| match parts.uri.path() {
         PAID_AFTER | PAID => Some(after.clone()),
@@ -67,7 +71,7 @@ pub(crate) async fn router(facilitator: &str, http2: bool) -> Result<Router, Str
         .route(PAID, get(handler))
         .route(PAID_BEFORE, get(handler))
         .route(PAID_UPTO, get(metered))
-        .layer(X402Layer::new(client, pricing));
+        .layer(X402Layer::with_payments(payments, pricing));
     Ok(Router::new()
         .route(BARE, get(handler))
         .route(BARE_402, get(bare_402))

@@ -13,6 +13,7 @@ mod app;
 mod child;
 mod latency;
 mod memory;
+mod parts;
 mod payment;
 mod proc_stat;
 mod report;
@@ -50,9 +51,12 @@ enum Cli {
         /// The facilitator's base URL, `http://127.0.0.1:PORT`.
         #[arg(long, value_name = "URL")]
         facilitator: String,
-        /// Speak HTTP/2 (prior knowledge) to the facilitator.
+        /// Speak HTTP/2 (prior knowledge) to the facilitator (the same as `--part http2`).
         #[arg(long)]
         http2: bool,
+        /// The part of the paid path replaced (`run.sh --parts` measures each).
+        #[arg(long, value_enum, default_value = "full")]
+        part: parts::Part,
     },
     /// The example store alone in demo mode on a fresh SQLite file (prints its address, then the
     /// path of one SKU's paid route).
@@ -132,18 +136,29 @@ struct Options {
     out: PathBuf,
     /// Another middleware's app: a name and the binary serving `/bare` and `/paid`; repeat for
     /// more. The binary `self` is this one's `app`: tower-x402 in a process of its own, as the
-    /// peers run.
+    /// peers run; `self:PART` the same with one part of the paid path replaced (`app --part`).
     #[arg(long = "peer", value_name = "NAME=BINARY", value_parser = peer)]
     peers: Vec<(String, PathBuf)>,
     /// The cases to run, besides each process's bare route (comma-separated); all when unset.
     #[arg(long, value_name = "CASE,...", value_delimiter = ',')]
     only: Vec<String>,
+    /// Measure the `--peer` processes alone, not this process's apps and the store.
+    #[arg(long)]
+    peers_only: bool,
+    /// Count each peer process's cache misses with `perf stat` during each run (reported as
+    /// `n/a` where the machine has no such counter).
+    #[arg(long)]
+    cache_misses: bool,
 }
 
 fn main() {
     let result = match Cli::parse() {
         Cli::Stub => run_stub(),
-        Cli::App { facilitator, http2 } => run_app(&facilitator, http2),
+        Cli::App {
+            facilitator,
+            http2,
+            part,
+        } => run_app(&facilitator, if http2 { parts::Part::Http2 } else { part }),
         Cli::Store => run_store(),
         Cli::Script { url, run, out } => write_payment_script(url, run, &out),
         Cli::Curl {
@@ -198,13 +213,13 @@ fn run_stub() -> Result<(), String> {
     })
 }
 
-fn run_app(facilitator: &str, http2: bool) -> Result<(), String> {
+fn run_app(facilitator: &str, part: parts::Part) -> Result<(), String> {
     runtime()?.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .map_err(|error| format!("app: {error}"))?;
         let address = listener.local_addr().map_err(|error| error.to_string())?;
-        let router = app::router(facilitator, http2).await?;
+        let router = app::router(facilitator, part).await?;
         println!("{address}");
         std::io::stdout()
             .flush()
@@ -326,16 +341,16 @@ async fn local_targets(
 ) -> Result<Vec<Target>, String> {
     let bind = || tokio::net::TcpListener::bind("127.0.0.1:0");
     // The layer's app, paying through the stub in HTTP/1.1 or HTTP/2; its address.
-    let serve_layer = |http2: bool| async move {
+    let serve_layer = |part: parts::Part| async move {
         let listener = bind().await.map_err(|error| format!("app: {error}"))?;
         let address = listener.local_addr().map_err(|error| error.to_string())?;
-        let router = app::router(&format!("http://{stub}"), http2).await?;
+        let router = app::router(&format!("http://{stub}"), part).await?;
         tokio::spawn(async move { axum::serve(listener, router).await });
         Ok::<_, String>(address)
     };
-    let layer = serve_layer(false).await?;
+    let layer = serve_layer(parts::Part::Full).await?;
     // The same app speaking HTTP/2 to the facilitator: one multiplexed connection.
-    let layer_h2 = serve_layer(true).await?;
+    let layer_h2 = serve_layer(parts::Part::Http2).await?;
     let listener = bind().await.map_err(|error| format!("store: {error}"))?;
     let store = listener.local_addr().map_err(|error| error.to_string())?;
     let routes = store_app::start(listener, data).await?;
@@ -378,9 +393,14 @@ async fn peer_target(
     binary: &Path,
     stub: SocketAddr,
 ) -> Result<Target, String> {
-    let mut command = if binary == Path::new("self") {
+    let this = binary.to_str().and_then(|binary| {
+        binary
+            .strip_prefix("self:")
+            .or((binary == "self").then_some("full"))
+    });
+    let mut command = if let Some(part) = this {
         let mut this = Command::new(std::env::current_exe().map_err(|error| error.to_string())?);
-        this.arg("app");
+        this.arg("app").arg("--part").arg(part);
         this
     } else {
         Command::new(binary)
@@ -443,7 +463,11 @@ fn run(options: &Options) -> Result<(), String> {
     let (stub, runtime, http, scratch) = (&bench.stub, &bench.runtime, &bench.http, &bench.scratch);
     std::fs::create_dir_all(scratch).map_err(|error| error.to_string())?;
     let rss_fresh = proc_stat::rss_kib("self")?;
-    let mut targets = runtime.block_on(local_targets(http, stub.address, scratch))?;
+    let mut targets = if options.peers_only {
+        Vec::new()
+    } else {
+        runtime.block_on(local_targets(http, stub.address, scratch))?
+    };
     for (name, binary) in &options.peers {
         targets.push(runtime.block_on(peer_target(http, name, binary, stub.address))?);
     }
@@ -552,8 +576,15 @@ impl Bench<'_> {
         let before = self.stub_stats()?;
         let app_before = proc_stat::cpu_seconds(&target.pid)?;
         let stub_before = proc_stat::cpu_seconds(&self.stub.pid())?;
+        let switches_before = proc_stat::context_switches(&target.pid)?;
+        // Counted for apps in a process of their own only: this one also runs wrk's scripts' setup.
+        let cache = (options.cache_misses && target.pid != "self")
+            .then(|| proc_stat::CacheMisses::start(&target.pid, options.seconds))
+            .flatten();
         let result = wrk(options.seconds, measured.as_deref())?;
         let app_cpu = proc_stat::cpu_seconds(&target.pid)? - app_before;
+        let switches = proc_stat::context_switches(&target.pid)? - switches_before;
+        let cache_misses = cache.and_then(proc_stat::CacheMisses::finish);
         let stub_cpu = proc_stat::cpu_seconds(&self.stub.pid())? - stub_before;
         let after = self.stub_stats()?;
         if case.payment.is_some() {
@@ -572,6 +603,8 @@ impl Bench<'_> {
             case: case.name,
             wrk: result,
             app_cpu_us: app_cpu * 1e6 / requests,
+            switches_per_request: switches as f64 / requests,
+            cache_misses_per_request: cache_misses.map(|misses| misses as f64 / requests),
             stub_cpu_us: stub_cpu * 1e6 / requests,
             new_connections: case
                 .payment

@@ -33,3 +33,62 @@ pub(crate) fn rss_kib(pid: &str) -> Result<u64, String> {
         .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
         .ok_or_else(|| format!("{path}: no VmRSS"))
 }
+
+/// Context switches (voluntary and not) of every thread of `pid` so far.
+pub(crate) fn context_switches(pid: &str) -> Result<u64, String> {
+    let dir = format!("/proc/{pid}/task");
+    let tasks = std::fs::read_dir(&dir).map_err(|error| format!("{dir}: {error}"))?;
+    let mut switches = 0;
+    for task in tasks.flatten() {
+        // A thread that ended meanwhile is skipped.
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+            continue;
+        };
+        switches += status
+            .lines()
+            .filter_map(|line| {
+                line.strip_prefix("voluntary_ctxt_switches:")
+                    .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+            })
+            .filter_map(|value| value.trim().parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    Ok(switches)
+}
+
+/// `perf stat` counting cache misses of a process for a while, when the machine allows it.
+pub(crate) struct CacheMisses(std::process::Child);
+
+impl CacheMisses {
+    /// Starts counting `pid`'s cache misses for `seconds`; `None` without `perf`.
+    pub(crate) fn start(pid: &str, seconds: u64) -> Option<Self> {
+        std::process::Command::new("perf")
+            .args([
+                "stat",
+                "-x,",
+                "-e",
+                "cache-misses",
+                "-p",
+                pid,
+                "--",
+                "sleep",
+            ])
+            .arg(seconds.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .ok()
+            .map(Self)
+    }
+
+    /// The count, once `perf` has ended; `None` when the counter is not supported here (a
+    /// virtual machine without a PMU).
+    pub(crate) fn finish(self) -> Option<u64> {
+        let output = self.0.wait_with_output().ok()?;
+        let text = String::from_utf8_lossy(&output.stderr);
+        text.lines()
+            .find(|line| line.contains("cache-misses"))
+            .and_then(|line| line.split(',').next())
+            .and_then(|count| count.trim().parse().ok())
+    }
+}

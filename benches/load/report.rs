@@ -13,6 +13,10 @@ pub(crate) struct Sample {
     pub(crate) case: &'static str,
     pub(crate) wrk: WrkResult,
     pub(crate) app_cpu_us: f64,
+    /// The app process's context switches (every thread) per request.
+    pub(crate) switches_per_request: f64,
+    /// The app process's cache misses per request (`perf stat`), when counted.
+    pub(crate) cache_misses_per_request: Option<f64>,
     /// The stub facilitator's CPU per request; zero for unpaid cases.
     pub(crate) stub_cpu_us: f64,
     /// Connections the stub accepted during the measured run; none for unpaid cases.
@@ -23,7 +27,7 @@ pub(crate) struct Sample {
 
 pub(crate) fn print_sample(sample: &Sample) {
     println!(
-        "round {} {:<10} {:<12} {:>9.0} req/s  p50 {:>7.0} µs  p99 {:>7.0} µs  app CPU {:>6.1} µs/req  stub CPU {:>6.1} µs/req  new facilitator connections {:>3}  non-2xx {:>7}  socket errors {}  ratio to bare {:.3}",
+        "round {} {:<10} {:<12} {:>9.0} req/s  p50 {:>7.0} µs  p99 {:>7.0} µs  app CPU {:>6.1} µs/req  switches {:>5.2}/req  cache misses {}/req  stub CPU {:>6.1} µs/req  new facilitator connections {:>3}  non-2xx {:>7}  socket errors {}  ratio to bare {:.3}",
         sample.round,
         sample.target,
         sample.case,
@@ -31,6 +35,8 @@ pub(crate) fn print_sample(sample: &Sample) {
         sample.wrk.p50_us,
         sample.wrk.p99_us,
         sample.app_cpu_us,
+        sample.switches_per_request,
+        misses(sample.cache_misses_per_request),
         sample.stub_cpu_us,
         sample
             .new_connections
@@ -39,6 +45,11 @@ pub(crate) fn print_sample(sample: &Sample) {
         sample.wrk.socket_errors,
         sample.ratio,
     );
+}
+
+/// Cache misses per request, or `n/a` where they were not counted.
+fn misses(value: Option<f64>) -> String {
+    value.map_or_else(|| "n/a".to_owned(), |misses| format!("{misses:.0}"))
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -53,7 +64,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 /// Prints the medians over rounds of every (target, case), in the order they ran.
 pub(crate) fn summarize(samples: &[Sample]) {
     println!(
-        "\nmedians over rounds (ratio: req/s over the bare route's, same process, same round)\n\n| app | case | req/s | p50 µs | p99 µs | app CPU µs/req | stub CPU µs/req | new facilitator connections (per run) | ratio to bare |\n|---|---|---|---|---|---|---|---|---|"
+        "\nmedians over rounds (ratio: req/s over the bare route's, same process, same round)\n\n| app | case | req/s | p50 µs | p99 µs | app CPU µs/req | context switches/req | cache misses/req | stub CPU µs/req | new facilitator connections (per run) | ratio to bare |\n|---|---|---|---|---|---|---|---|---|---|---|"
     );
     let mut seen: Vec<(&str, &str)> = Vec::new();
     for sample in samples {
@@ -78,13 +89,21 @@ pub(crate) fn summarize(samples: &[Sample]) {
             ("–".to_owned(), "–".to_owned())
         };
         println!(
-            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.1} | {stub_cpu} | {connections} | {:.3} |",
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.1} | {:.2} | {} | {stub_cpu} | {connections} | {:.3} |",
             key.0,
             key.1,
             of(&|s| s.wrk.per_second),
             of(&|s| s.wrk.p50_us),
             of(&|s| s.wrk.p99_us),
             of(&|s| s.app_cpu_us),
+            of(&|s| s.switches_per_request),
+            if runs.iter().all(|s| s.cache_misses_per_request.is_some()) {
+                misses(Some(of(&|s| {
+                    s.cache_misses_per_request.unwrap_or_default()
+                })))
+            } else {
+                misses(None)
+            },
             of(&|s| s.ratio),
         );
     }
@@ -96,11 +115,11 @@ pub(crate) fn write_results(path: &Path, samples: &[Sample]) -> Result<(), Strin
         std::fs::create_dir_all(dir).map_err(|error| error.to_string())?;
     }
     let mut text = String::from(
-        "impl\tround\tcase\treq_per_s\tp50_us\tp99_us\tapp_cpu_us\tstub_cpu_us\tnew_connections\tratio\n",
+        "impl\tround\tcase\treq_per_s\tp50_us\tp99_us\tapp_cpu_us\tstub_cpu_us\tnew_connections\tratio\tswitches_per_req\tcache_misses_per_req\n",
     );
     for s in samples {
         text.push_str(&format!(
-            "{}\t{}\t{}\t{:.0}\t{:.0}\t{:.0}\t{:.1}\t{:.1}\t{}\t{:.4}\n",
+            "{}\t{}\t{}\t{:.0}\t{:.0}\t{:.0}\t{:.1}\t{:.1}\t{}\t{:.4}\t{:.2}\t{}\n",
             s.target,
             s.round,
             s.case,
@@ -111,7 +130,9 @@ pub(crate) fn write_results(path: &Path, samples: &[Sample]) -> Result<(), Strin
             s.stub_cpu_us,
             s.new_connections
                 .map_or_else(|| "-".to_owned(), |n| n.to_string()),
-            s.ratio
+            s.ratio,
+            s.switches_per_request,
+            misses(s.cache_misses_per_request),
         ));
     }
     std::fs::write(path, text).map_err(|error| format!("{}: {error}", path.display()))?;

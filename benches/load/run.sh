@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The load benchmark, from a fresh clone:
 #   bash benches/load/run.sh [--peers] [--rounds N] [--seconds S] [--warm-up S] [--connections C] [--out FILE]
+#   bash benches/load/run.sh --parts [--rounds N] [--seconds S] ...
 #   bash benches/load/run.sh memory [--requests N] [--concurrency C] [--stub-facilitator]
 #   bash benches/load/run.sh latency [--settle-delay-ms MS] [--requests N]
 # Installs wrk and curl from Debian when missing and builds everything in release mode. With
@@ -8,8 +9,12 @@
 # lockfile) and measures them in the same run, with tower-x402 also in a process of its own
 # (`tower-x402-process`), as they run. `memory` runs the store binary under mixed traffic
 # and prints its RSS. `latency` times paid requests, one after another, with a facilitator whose
-# /settle answers after 2 s: `exact` against a payment channel's voucher. See BENCHMARKS.md for
-# what each prints.
+# /settle answers after 2 s: `exact` against a payment channel's voucher. --parts measures the
+# paid path taken apart: tower-x402's app in a process of its own once per variant
+# (`x402-load app --part NAME`: the full path, then one part replaced at a time) and x402-axum,
+# paid requests only, in interleaved rounds, with app CPU, context switches and (where
+# `perf stat` can count them) cache misses per request.
+# See BENCHMARKS.md for what each prints.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -35,20 +40,30 @@ fi
 if [ "${1:-}" = "memory" ]; then
     shift
     cargo build --release --quiet -p x402-store --bin store -p tower-x402-benches --bin x402-load
-    exec target/release/x402-load memory --store target/release/store "$@"
+    exec "${CARGO_TARGET_DIR:-target}/release/x402-load" memory --store "${CARGO_TARGET_DIR:-target}/release/store" "$@"
 fi
 
+# Where cargo puts the binaries (CARGO_TARGET_DIR, when set, holds the peers' too).
+bin="${CARGO_TARGET_DIR:-target}/release"
+peer_bin="${CARGO_TARGET_DIR:-benches/peers/target}/release"
 peers=()
 args=()
 for arg in "$@"; do
-    if [ "$arg" = "--peers" ]; then
+    if [ "$arg" = "--parts" ]; then
+        cargo build --release --quiet --locked --manifest-path benches/peers/Cargo.toml
+        peers=(--peers-only --only paid --cache-misses)
+        for part in full ledger-noop ledger-small events http2; do
+            peers+=(--peer "tower-x402:$part=self:$part")
+        done
+        peers+=(--peer "x402-axum=$peer_bin/peer-x402-axum")
+    elif [ "$arg" = "--peers" ]; then
         cargo build --release --quiet --locked --manifest-path benches/peers/Cargo.toml
         peers=(--peer "tower-x402-process=self"
-            --peer "x402-axum=benches/peers/target/release/peer-x402-axum"
-            --peer "r402=benches/peers/target/release/peer-r402")
+            --peer "x402-axum=$peer_bin/peer-x402-axum"
+            --peer "r402=$peer_bin/peer-r402")
     else
         args+=("$arg")
     fi
 done
 cargo build --release --quiet -p tower-x402-benches --bin x402-load
-exec target/release/x402-load run "${peers[@]}" "${args[@]}"
+exec "$bin/x402-load" run "${peers[@]}" "${args[@]}"

@@ -66,7 +66,7 @@
 //! the client hangs up, so its retry is answered from the outcome. A record the store cannot take is written again in the background until it
 //! does.
 //!
-//! Every refusal is a [`Refusal`](crate::Refusal), answered with its status; [`PaymentEvents`](crate::payment::PaymentEvents) observe them.
+//! Every refusal is a [`Refusal`](crate::Refusal), answered with its status; [`PaymentHooks::on_refusal`](crate::payment::PaymentHooks::on_refusal) observes them.
 //!
 //! # Example
 //!
@@ -121,9 +121,6 @@ mod service;
 pub use body::ResponseBody;
 pub(crate) use config::Config;
 pub use config::InvalidHeaderStatus;
-#[cfg(feature = "axum")]
-#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
-pub use extract::{MissingCharge, MissingPayment};
 pub use future::ResponseFuture;
 pub use metered::SETTLEMENT_OVERRIDES;
 pub use service::X402;

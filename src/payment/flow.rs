@@ -8,7 +8,6 @@ use tracing::Instrument as _;
 use x402_wire::{FacilitatorRequest, PaymentPayload, PaymentRequirements, VerifyResponse};
 
 use super::delivery::{self, RequestDigest};
-use super::events::PaymentEvent;
 use super::hooks::{Decision, PaymentContext, Prelude, ProtectedRequest};
 use super::ledger::{self, Claim, Hold};
 use super::outcome::{Cleared, Outcome, Paid, refused};
@@ -81,10 +80,7 @@ impl Payments {
         payload: PaymentPayload,
         request: RequestDigest,
     ) -> Outcome {
-        self.emit(|| PaymentEvent::PaymentReceived {
-            offer,
-            payload: &payload,
-        });
+        self.hooks.on_payment_received(offer, &payload);
         let requirement = match self.accepted(offer, &payload) {
             Ok(requirement) => Arc::clone(requirement),
             Err(refusal) => return self.refuse(offer, refusal),
@@ -110,6 +106,10 @@ impl Payments {
             Err(refusal) => return self.refuse(offer, refusal),
         };
         let key = PaymentKey::with_fingerprint(&payload, &fingerprint);
+        let without_work = self
+            .schemes
+            .get(&requirement.scheme)
+            .settles_without_work(&payload);
         let guard = Arc::clone(&self.inflight).acquire(key.clone()).await;
 
         if let Some(reason) = self.refused.get(&fingerprint, &payload.payload) {
@@ -163,10 +163,6 @@ impl Payments {
                 return self.refuse(offer, failure.into_refusal(&fingerprint, &request, self));
             }
         };
-        self.emit(|| PaymentEvent::Verified {
-            offer,
-            payer: verified.payer.as_deref(),
-        });
 
         let mut payment = VerifiedPayment {
             key,
@@ -195,7 +191,7 @@ impl Payments {
             Some(verifier) => intent.at_facilitator(verifier),
             None => intent,
         };
-        if offer.settlement_mode().settles_after_work() {
+        if offer.settlement_mode().settles_after_work() && !without_work {
             return Outcome::Cleared(Cleared::new(Arc::clone(self), payment, hold, intent, guard));
         }
         let (outcome, guard) =
@@ -206,6 +202,9 @@ impl Payments {
                 payment.settlement = Some(settlement);
             }
             Err(refusal) => return refused(refusal),
+        }
+        if without_work {
+            return Outcome::Answered(Paid::new(payment, guard));
         }
         Outcome::Settled(Paid::new(payment, guard))
     }
@@ -307,6 +306,13 @@ impl Payments {
             replayed: false,
             offer: Arc::clone(offer),
         };
+        if self
+            .schemes
+            .get(&payment.requirement.scheme)
+            .settles_without_work(&payment.payload)
+        {
+            return Outcome::Answered(Paid::new(payment, guard));
+        }
         Outcome::Settled(Paid::new(payment, guard))
     }
 
@@ -331,10 +337,7 @@ impl Payments {
         if let Err(refusal) = delivery::redelivery(&record, request, metered) {
             return self.refuse(offer, refusal);
         }
-        self.emit(|| PaymentEvent::Replayed {
-            offer,
-            record: &record,
-        });
+        self.hooks.on_replayed(offer, &record);
         let payment = VerifiedPayment {
             key: record.key,
             payer: record.settlement.payer.clone(),

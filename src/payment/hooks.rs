@@ -8,14 +8,14 @@ use std::sync::Arc;
 use http::{Extensions, HeaderMap, Method};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use x402_wire::{FacilitatorRequest, SettleResponse, VerifyResponse};
+use x402_wire::{FacilitatorRequest, PaymentPayload, SettleResponse, VerifyResponse};
 
 use super::refusal::Refusal;
 use super::verified::VerifiedPayment;
 use crate::boxed::BoxFuture;
 use crate::facilitator::FacilitatorError;
-use crate::pricing::{Offer, header_budget};
-use crate::settlement::PaymentKey;
+use crate::pricing::{Cached, ExtensionTemplate, Offer, header_budget};
+use crate::settlement::{PaymentKey, SettlementRecord};
 
 /// A plug-in that takes part in the life of each payment. Every method has a default that
 /// changes nothing, so a hook implements only what it needs; several hooks are asked in the
@@ -27,6 +27,7 @@ use crate::settlement::PaymentKey;
 /// |---|---|---|
 /// | [`on_protected_request`](Self::on_protected_request) | a priced request arrives, before its payment is read | grant it without payment, abort it, or continue |
 /// | [`challenge_extension`](Self::challenge_extension) | the same, for the request's 402 | add per-request extension data to the challenge |
+/// | [`challenge_extension_template`](Self::challenge_extension_template), [`challenge_extension_rest`](Self::challenge_extension_rest) | the same, for an extension mostly the same in every 402 | add it, with only its changing part written per request |
 /// | [`before_verify`](Self::before_verify) | a new payment is about to be sent to `/verify` | abort, or skip verification (it verified the payment itself) |
 /// | [`on_verify_failure`](Self::on_verify_failure) | `/verify` failed or found the payment invalid | recover with a verification of its own |
 /// | [`after_verify`](Self::after_verify) | the payment is verified, before the work runs | abort: the payment is released, never settled |
@@ -37,6 +38,13 @@ use crate::settlement::PaymentKey;
 /// | [`settlement_extra`](Self::settlement_extra) | the same | add scheme data to the settlement's `extra` |
 /// | [`after_settle`](Self::after_settle) | a settlement is known, before it is recorded | observe it |
 /// | [`on_cancelled`](Self::on_cancelled) | a verified payment will never be settled | observe it |
+/// | [`on_payment_received`](Self::on_payment_received) | a request carried a decodable payment | observe it |
+/// | [`on_replayed`](Self::on_replayed) | a settled payment was answered again from its record | observe it |
+/// | [`on_in_doubt`](Self::on_in_doubt), [`on_doubt_resolved`](Self::on_doubt_resolved) | a payment entered or left doubt | observe it |
+/// | [`on_refusal`](Self::on_refusal) | a request was refused (a 402 challenge is [`Refusal::PaymentMissing`]) | observe it |
+///
+/// The last five are called inline on the request path, without awaiting: keep them quick
+/// (count, log, send on a channel).
 ///
 /// **After settle is called at least once per settlement.** It runs for every settlement this
 /// process learns of — `/settle` answered, a payment in doubt resolved by a re-sent `/settle` or
@@ -92,6 +100,27 @@ pub trait PaymentHooks: Send + Sync + 'static {
     ) -> Option<(String, Box<RawValue>)> {
         let _ = request;
         None
+    }
+
+    /// The part of this hook's challenge extension that is the same in every 402 of `offer`:
+    /// its key and the start of its JSON value. A hook that gives one is asked for the rest of
+    /// each 402's value by [`challenge_extension_rest`](Self::challenge_extension_rest) instead
+    /// of [`challenge_extension`](Self::challenge_extension); the core builds the offer's
+    /// challenge up to the template once (its JSON and base64, kept with the offer and its
+    /// clones), so a 402 costs the encoding of the rest alone. Asked once per offer and hook;
+    /// the first 402's whole challenge is checked to be JSON, and a template that does not make
+    /// one is left out (logged).
+    fn challenge_extension_template(&self, offer: &Offer) -> Option<ExtensionTemplate> {
+        let _ = offer;
+        None
+    }
+
+    /// Writes into `rest` what completes this hook's
+    /// [template](Self::challenge_extension_template) into one JSON value for this request's
+    /// 402 (a fresh nonce and times). `false` adds no extension to this 402.
+    fn challenge_extension_rest(&self, request: &ProtectedRequest<'_>, rest: &mut Vec<u8>) -> bool {
+        let _ = (request, rest);
+        false
     }
 
     /// A new payment is about to be verified (its ledger entry is held).
@@ -197,6 +226,42 @@ pub trait PaymentHooks: Send + Sync + 'static {
     fn on_cancelled<'a>(&'a self, payment: &'a VerifiedPayment) -> BoxFuture<'a, ()> {
         let _ = payment;
         Box::pin(ready(()))
+    }
+
+    /// A request carried a decodable payment for `offer`; nothing of it is checked yet.
+    fn on_payment_received(&self, offer: &Offer, payload: &PaymentPayload) {
+        let _ = (offer, payload);
+    }
+
+    /// A payment that had already settled was presented again and answered from its
+    /// `record`, without calling the facilitator.
+    fn on_replayed(&self, offer: &Offer, record: &SettlementRecord) {
+        let _ = (offer, record);
+    }
+
+    /// A payment entered *in doubt*: `/settle` may have moved money but its outcome is
+    /// unknown, for `reason`. Alert on payments that stay there; a retry of the same payment,
+    /// or an operator, resolves them.
+    fn on_in_doubt(&self, offer: &Offer, key: &PaymentKey, reason: &str) {
+        let _ = (offer, key, reason);
+    }
+
+    /// A payment left *in doubt* (or a crashed process's *settling*): it settled, with
+    /// `settlement`, or never did and was released (`None`; the buyer may pay again).
+    fn on_doubt_resolved(
+        &self,
+        offer: &Offer,
+        key: &PaymentKey,
+        settlement: Option<&SettleResponse>,
+    ) {
+        let _ = (offer, key, settlement);
+    }
+
+    /// A request for `offer` was refused, as an adapter answers it: every refusal passes here,
+    /// [`Refusal::PaymentMissing`] being a 402 challenge sent for a request without payment.
+    /// [`Refusal::kind`] says what the client is asked to do.
+    fn on_refusal(&self, offer: &Offer, refusal: &Refusal) {
+        let _ = (offer, refusal);
     }
 }
 
@@ -371,6 +436,88 @@ impl<'a> PaymentContext<'a> {
 #[derive(Clone, Default)]
 pub(crate) struct Hooks(Vec<Arc<dyn PaymentHooks>>);
 
+/// What a hook's extension template made of a request's offer.
+enum Spliced {
+    /// The offer with the extension spliced in.
+    Offer(Offer),
+    /// The hook adds nothing to this 402.
+    Nothing,
+    /// The hook has no usable template for this offer.
+    NoTemplate,
+}
+
+/// The request's offer with `hook`'s templated extension, its challenge prebuilt up to the
+/// template on the offer's first 402 and kept with the offer.
+fn spliced(hook: &Arc<dyn PaymentHooks>, request: &ProtectedRequest<'_>) -> Spliced {
+    let offer = request.offer();
+    let Some(splices) = offer.splices() else {
+        return Spliced::NoTemplate;
+    };
+    let (prebuilt, first) = match splices.get(Arc::as_ptr(hook).cast()) {
+        Cached::Prebuilt(prebuilt) => (prebuilt, false),
+        Cached::None => return Spliced::NoTemplate,
+        Cached::Unknown => {
+            let prebuilt = hook
+                .challenge_extension_template(offer)
+                .and_then(|template| offer.prebuild(&template))
+                .map(Arc::new);
+            match prebuilt {
+                Some(prebuilt) => (prebuilt, true),
+                None => {
+                    splices.put(Arc::downgrade(hook), None);
+                    return Spliced::NoTemplate;
+                }
+            }
+        }
+    };
+    let mut rest = Vec::new();
+    if !hook.challenge_extension_rest(request, &mut rest) {
+        return Spliced::Nothing;
+    }
+    let extended = offer.with_spliced(&prebuilt, rest);
+    if first {
+        // The template and its first rest, checked once as the whole challenge.
+        let valid = extended.as_ref().is_some_and(|extended| {
+            serde_json::from_slice::<x402_wire::PaymentRequired>(extended.challenge_body()).is_ok()
+        });
+        if !valid {
+            tracing::warn!(key = %prebuilt.key(), "a hook's challenge extension template does not make JSON; encoded whole instead");
+        }
+        splices.put(Arc::downgrade(hook), valid.then_some(prebuilt));
+        if !valid {
+            return Spliced::NoTemplate;
+        }
+    }
+    match extended {
+        Some(offer) => Spliced::Offer(offer),
+        None => Spliced::Nothing,
+    }
+}
+
+/// `hook`'s extension for this 402 as one JSON value: its template and rest joined, or what
+/// [`PaymentHooks::challenge_extension`] gives.
+fn extension_whole(
+    hook: &Arc<dyn PaymentHooks>,
+    request: &ProtectedRequest<'_>,
+) -> Option<(String, Box<RawValue>)> {
+    let Some(template) = hook.challenge_extension_template(request.offer()) else {
+        return hook.challenge_extension(request);
+    };
+    let mut rest = Vec::new();
+    if !hook.challenge_extension_rest(request, &mut rest) {
+        return None;
+    }
+    let mut text = template.head().as_bytes().to_vec();
+    text.extend_from_slice(&rest);
+    let value = String::from_utf8(text)
+        .ok()
+        .and_then(|text| RawValue::from_string(text).ok());
+    if value.is_none() {
+        tracing::warn!(key = %template.key(), "a hook's challenge extension template does not make JSON; left out");
+    }
+    Some((template.key().to_owned(), value?))
+}
+
 impl Hooks {
     pub(super) fn push(&mut self, hook: Arc<dyn PaymentHooks>) {
         self.0.push(hook);
@@ -412,7 +559,17 @@ impl Hooks {
     fn decorate(&self, request: &ProtectedRequest<'_>) -> Option<Arc<Offer>> {
         let mut decorated: Option<Offer> = None;
         for hook in &self.0 {
-            if let Some((key, value)) = hook.challenge_extension(request) {
+            if decorated.is_none() {
+                match spliced(hook, request) {
+                    Spliced::Offer(offer) => {
+                        decorated = Some(offer);
+                        continue;
+                    }
+                    Spliced::Nothing => continue,
+                    Spliced::NoTemplate => {}
+                }
+            }
+            if let Some((key, value)) = extension_whole(hook, request) {
                 let base = decorated.as_ref().unwrap_or(request.offer());
                 match base.with_extension(&key, value) {
                     Some(offer) => decorated = Some(offer),
@@ -533,6 +690,41 @@ impl Hooks {
     pub(super) async fn on_cancelled(&self, payment: &VerifiedPayment) {
         for hook in &self.0 {
             hook.on_cancelled(payment).await;
+        }
+    }
+
+    pub(super) fn on_payment_received(&self, offer: &Offer, payload: &PaymentPayload) {
+        for hook in &self.0 {
+            hook.on_payment_received(offer, payload);
+        }
+    }
+
+    pub(super) fn on_replayed(&self, offer: &Offer, record: &SettlementRecord) {
+        for hook in &self.0 {
+            hook.on_replayed(offer, record);
+        }
+    }
+
+    pub(super) fn on_in_doubt(&self, offer: &Offer, key: &PaymentKey, reason: &str) {
+        for hook in &self.0 {
+            hook.on_in_doubt(offer, key, reason);
+        }
+    }
+
+    pub(super) fn on_doubt_resolved(
+        &self,
+        offer: &Offer,
+        key: &PaymentKey,
+        settlement: Option<&SettleResponse>,
+    ) {
+        for hook in &self.0 {
+            hook.on_doubt_resolved(offer, key, settlement);
+        }
+    }
+
+    pub(super) fn on_refusal(&self, offer: &Offer, refusal: &Refusal) {
+        for hook in &self.0 {
+            hook.on_refusal(offer, refusal);
         }
     }
 }

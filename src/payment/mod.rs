@@ -100,11 +100,10 @@
 
 pub(crate) mod charge;
 mod delivery;
-mod events;
 mod flow;
-mod granted;
 mod hooks;
 mod ledger;
+mod missing;
 mod outcome;
 mod payments;
 mod refusal;
@@ -117,10 +116,9 @@ mod verified;
 
 pub use charge::{Charge, ChargeError};
 pub use delivery::RequestDigest;
-pub use events::{PaymentEvent, PaymentEvents};
-pub use granted::GrantedWithoutPayment;
 pub(crate) use hooks::Prelude;
 pub use hooks::{Decision, PaymentContext, PaymentHooks, ProtectedRequest};
+pub use missing::MissingPayment;
 pub(crate) use outcome::Pass;
 pub use outcome::{Cleared, Outcome, Paid};
 pub use payments::Payments;

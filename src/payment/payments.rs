@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::charge::Charge;
-use super::events::{PaymentEvent, PaymentEvents};
 use super::hooks::{Hooks, PaymentHooks};
 use super::refusal::Refusal;
 use super::refusals::RefusedPayments;
@@ -59,8 +58,6 @@ pub struct Payments {
     /// Recent settlements kept in memory beside an application's own store, so a payment that
     /// settled is still recognised when that store fails to save or to answer.
     pub(super) recent_settlements: Option<MemorySettlementStore>,
-    /// Told of every event, in the order they were added.
-    events: Vec<Arc<dyn PaymentEvents>>,
     /// The lifecycle hooks, asked in order.
     pub(super) hooks: Hooks,
     /// The payment schemes, `exact` and `upto` and those registered.
@@ -94,7 +91,6 @@ impl Payments {
             facilitators,
             store: Arc::new(MemorySettlementStore::default()),
             recent_settlements: None,
-            events: Vec::new(),
             hooks: Hooks::default(),
             schemes: Schemes::default(),
             inflight: Arc::default(),
@@ -196,25 +192,6 @@ impl Payments {
         self.inflight.until_idle().await;
     }
 
-    /// Reports every [`PaymentEvent`] to `events`, after the observers added before (the
-    /// application's own, and the `metrics` module's with the feature `metrics`).
-    pub fn events(mut self, events: impl PaymentEvents) -> Self {
-        self.events.push(Arc::new(events));
-        self
-    }
-
-    /// Reports an event to the observers, building it only when there are some.
-    #[inline]
-    pub(super) fn emit<'a>(&self, event: impl FnOnce() -> PaymentEvent<'a>) {
-        if let [first, rest @ ..] = self.events.as_slice() {
-            let event = event();
-            first.on_event(&event);
-            for events in rest {
-                events.on_event(&event);
-            }
-        }
-    }
-
     /// The [`Charge`] the work sets for `payment`, when its scheme is metered (`upto`): bounded
     /// by the maximum the buyer signed.
     pub(crate) fn charge(&self, payment: &super::VerifiedPayment) -> Option<Charge> {
@@ -230,20 +207,17 @@ impl Payments {
         !self.hooks.is_empty()
     }
 
-    /// Reports `refusal` to the hook ([`PaymentEvent::ChallengeServed`] for a missing payment,
-    /// [`PaymentEvent::Failed`] for the rest). Every refusal an adapter answers passes here.
+    /// Reports `refusal` to the hooks ([`PaymentHooks::on_refusal`]; a 402 challenge is
+    /// [`Refusal::PaymentMissing`]). Every refusal an adapter answers passes here.
+    #[inline]
     pub fn report_refusal(&self, offer: &Offer, refusal: &Refusal) {
-        match refusal {
-            Refusal::PaymentMissing => self.emit(|| PaymentEvent::ChallengeServed { offer }),
-            _ => self.emit(|| PaymentEvent::Failed { offer, refusal }),
-        }
+        self.hooks.on_refusal(offer, refusal);
     }
 }
 
 impl fmt::Debug for Payments {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Payments")
-            .field("events", &self.events.len())
             .field("hooks", &self.hooks.len())
             .field("schemes", &self.schemes)
             .field("owner", &self.owner)

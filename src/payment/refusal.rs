@@ -12,7 +12,7 @@ use crate::settlement::StoreError;
 /// from this value alone: its [`kind`](Self::kind) (what the client should do next), and its
 /// `Display` as the answer's `error`. Each adapter maps the kind to its wire: the HTTP layer to
 /// a status ([`layer::status_of`](crate::layer::status_of)), the MCP adapter to a tool result.
-/// [`PaymentEvent::Failed`](super::PaymentEvent::Failed) carries it.
+/// [`PaymentHooks::on_refusal`](super::PaymentHooks::on_refusal) is told of each.
 ///
 /// | refusal | kind | over HTTP |
 /// |---|---|---|
@@ -124,13 +124,13 @@ pub enum Refusal {
         reason: String,
     },
     /// The payment was signed on a state the server no longer holds (a payment channel's
-    /// cumulative that moved on): refused with a 402 whose accept of the same scheme and
-    /// network is `accept`, carrying the server's state so that the client can sign again on
-    /// it. Nothing was run or charged.
+    /// cumulative that moved on): refused with a 402 whose accept of the same scheme, network,
+    /// asset and payTo is `accept`, carrying the server's state so that the client can sign
+    /// again on it. Nothing was run or charged.
     Corrected {
         /// The answer's `error`.
         reason: String,
-        /// The accept answered in place of the offer's of its scheme and network.
+        /// The accept answered in place of the offer's of its scheme, network, asset and payTo.
         accept: Box<PaymentRequirements>,
     },
     /// A [lifecycle hook](super::PaymentHooks) refused the request.

@@ -7,7 +7,6 @@ use std::time::Duration;
 use tracing::Instrument as _;
 use x402_wire::{FacilitatorRequest, SettleResponse};
 
-use super::events::PaymentEvent;
 use super::hooks::{Decision, PaymentContext};
 use super::ledger::{Hold, lease_until, now_ms, release};
 use super::payments::Payments;
@@ -322,11 +321,7 @@ async fn reconcile(
         Reconciliation::NotSettled if authorization_expired(&intent.request) => {
             release(config, &hold).await;
             tracing::warn!(key = %hold.key, "payment never settled and its authorization expired; released");
-            config.emit(|| PaymentEvent::DoubtResolved {
-                offer,
-                key: &hold.key,
-                settlement: None,
-            });
+            config.hooks.on_doubt_resolved(offer, &hold.key, None);
             Err(refuse(config, offer, Refusal::AuthorizationExpired))
         }
         Reconciliation::NotSettled => {
@@ -400,17 +395,11 @@ async fn settled(
         let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
         Box::pin(config.hooks.settled(&context, &mut settlement)).await;
     }
-    config.emit(|| PaymentEvent::Settled {
-        offer,
-        settlement: &settlement,
-    });
     if attempt == Attempt::Recovery {
         tracing::info!(key = %hold.key, transaction = %settlement.transaction, "payment in doubt settled");
-        config.emit(|| PaymentEvent::DoubtResolved {
-            offer,
-            key: &hold.key,
-            settlement: Some(&settlement),
-        });
+        config
+            .hooks
+            .on_doubt_resolved(offer, &hold.key, Some(&settlement));
     }
     let record = SettlementRecord::of_intent(hold.key.clone(), intent, settlement.clone());
     if let Some(recent) = &config.recent_settlements {
@@ -555,11 +544,7 @@ async fn in_doubt(
             tracing::error!(%error, key = %hold.key, "payment could not be marked in doubt; its settling intent stands")
         }
     }
-    config.emit(|| PaymentEvent::InDoubt {
-        offer,
-        key: &hold.key,
-        reason: &reason,
-    });
+    config.hooks.on_in_doubt(offer, &hold.key, &reason);
     refuse(config, offer, Refusal::SettlementInDoubt { reason })
 }
 

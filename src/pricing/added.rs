@@ -1,7 +1,7 @@
 //! An extension added to an offer's challenge for one request, without encoding the challenge
 //! again: the encoded JSON is extended in place, and the object only built when asked for.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -11,14 +11,21 @@ use x402_wire::PaymentRequired;
 #[derive(Debug)]
 pub(super) struct AddedExtension {
     key: String,
-    value: Box<RawValue>,
+    value: AddedValue,
     /// The whole challenge with the extension, built the first time it is asked for: a 402 is
     /// written from the encoded bytes alone.
     challenge: OnceLock<PaymentRequired>,
 }
 
+/// The added extension's JSON text: whole, or a template's head and one request's rest.
+#[derive(Debug)]
+pub(super) enum AddedValue {
+    Raw(Box<RawValue>),
+    Spliced { head: Arc<str>, rest: Vec<u8> },
+}
+
 impl AddedExtension {
-    pub(super) fn new(key: &str, value: Box<RawValue>) -> Self {
+    pub(super) fn new(key: &str, value: AddedValue) -> Self {
         Self {
             key: key.to_owned(),
             value,
@@ -30,8 +37,18 @@ impl AddedExtension {
     pub(super) fn challenge(&self, without: &PaymentRequired) -> &PaymentRequired {
         self.challenge.get_or_init(|| {
             let mut with = without.clone();
-            // The text was serialized from a value, so it reads back as one.
-            let value = serde_json::from_str(self.value.get()).unwrap_or(Value::Null);
+            // The text was serialized from a value, or checked once as part of the challenge,
+            // so it reads back as one.
+            let value = match &self.value {
+                AddedValue::Raw(raw) => serde_json::from_str(raw.get()),
+                AddedValue::Spliced { head, rest } => {
+                    let mut text = Vec::with_capacity(head.len() + rest.len());
+                    text.extend_from_slice(head.as_bytes());
+                    text.extend_from_slice(rest);
+                    serde_json::from_slice(&text)
+                }
+            }
+            .unwrap_or(Value::Null);
             with.extensions
                 .get_or_insert_with(Map::new)
                 .insert(self.key.clone(), value);
@@ -49,12 +66,7 @@ pub(super) fn append_extension(
     key: &str,
     value: &RawValue,
 ) -> Option<Vec<u8>> {
-    // What is kept of `body`, and what comes between it and the new entry.
-    let (kept, between): (&[u8], &[u8]) = match extensions {
-        None => (body.strip_suffix(b"}")?, b",\"extensions\":{"),
-        Some(map) if map.is_empty() => (body.strip_suffix(b"}}")?, b""),
-        Some(_) => (body.strip_suffix(b"}}")?, b","),
-    };
+    let (kept, between) = split_for_append(body, extensions)?;
     let entry = key.len() + 3 + value.get().len(); // `"key":value`, escapes aside
     let mut appended = Vec::with_capacity(kept.len() + between.len() + entry + 2);
     appended.extend_from_slice(kept);
@@ -64,6 +76,19 @@ pub(super) fn append_extension(
     appended.extend_from_slice(value.get().as_bytes());
     appended.extend_from_slice(b"}}");
     Some(appended)
+}
+
+/// What is kept of `body` (a challenge serialized with `extensions` as its last field) to
+/// append an extension, and what comes between it and the new entry; `}}` closes both after it.
+pub(super) fn split_for_append<'b>(
+    body: &'b [u8],
+    extensions: Option<&Map<String, Value>>,
+) -> Option<(&'b [u8], &'static [u8])> {
+    Some(match extensions {
+        None => (body.strip_suffix(b"}")?, b",\"extensions\":{"),
+        Some(map) if map.is_empty() => (body.strip_suffix(b"}}")?, b""),
+        Some(_) => (body.strip_suffix(b"}}")?, b","),
+    })
 }
 
 #[cfg(test)]

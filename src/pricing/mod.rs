@@ -22,9 +22,12 @@ use crate::boxed::BoxFuture;
 mod added;
 pub mod header_budget;
 mod offer;
+mod spliced;
 
 pub(crate) use offer::UNPAID_ERROR;
 pub use offer::{Offer, OfferBuilder, OfferError, SettlementMode};
+pub(crate) use spliced::Cached;
+pub use spliced::ExtensionTemplate;
 
 /// What one request costs; see the [module docs](self).
 #[derive(Clone, Debug)]

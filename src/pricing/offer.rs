@@ -10,7 +10,8 @@ use x402_wire::{
     UsdAmount, UsdcDeployment, X402Version, header, is_metered,
 };
 
-use super::added::AddedExtension;
+use super::added::{AddedExtension, AddedValue};
+use super::spliced::{ExtensionTemplate, Prebuilt, Splices};
 
 /// `extra` keys and values of a metered (`upto`) accept.
 const ASSET_TRANSFER_METHOD: &str = "assetTransferMethod";
@@ -142,6 +143,9 @@ pub struct Offer {
     /// The resource's URL, shared with the ledger's states and records of the payments made
     /// against it.
     resource_url: Arc<str>,
+    /// The challenge prebuilt with the hooks' extension templates, shared by the offer's
+    /// clones; `None` in an offer extended for one request.
+    splices: Option<Arc<Splices>>,
 }
 
 impl Offer {
@@ -268,12 +272,16 @@ impl Offer {
         let body = super::added::append_extension(&self.body, extensions, key, &extension)?;
         Some(Self {
             required: Arc::clone(&self.required),
-            added: Some(Arc::new(AddedExtension::new(key, extension))),
+            added: Some(Arc::new(AddedExtension::new(
+                key,
+                AddedValue::Raw(extension),
+            ))),
             mode: self.mode,
             header: header::encode_json(&body).ok()?,
             body: body.into(),
             shared_accepts: Arc::clone(&self.shared_accepts),
             resource_url: Arc::clone(&self.resource_url),
+            splices: None,
         })
     }
 
@@ -297,6 +305,44 @@ impl Offer {
             body: body.into(),
             shared_accepts: Arc::clone(&self.shared_accepts),
             resource_url: Arc::clone(&self.resource_url),
+            splices: None,
+        })
+    }
+
+    /// The challenges this offer keeps prebuilt with hooks' extension templates; `None` for an
+    /// offer already extended for one request.
+    pub(crate) fn splices(&self) -> Option<&Splices> {
+        self.splices.as_deref()
+    }
+
+    /// This offer's challenge prebuilt up to `template`'s head; `None` when the offer was
+    /// extended already, or holds the template's key.
+    pub(crate) fn prebuild(&self, template: &ExtensionTemplate) -> Option<Prebuilt> {
+        let extensions = self.required.extensions.as_ref();
+        if self.added.is_some() || extensions.is_some_and(|map| map.contains_key(template.key())) {
+            return None;
+        }
+        super::spliced::prebuild(&self.body, extensions, template)
+    }
+
+    /// This offer with the extension `prebuilt` (from this offer) completed by `rest`: the
+    /// prebuilt bytes copied, only `rest` encoded.
+    pub(crate) fn with_spliced(&self, prebuilt: &Prebuilt, rest: Vec<u8>) -> Option<Self> {
+        let (body, header) = prebuilt.complete(&rest);
+        let header = HeaderValue::try_from(header).ok()?;
+        let added = AddedValue::Spliced {
+            head: Arc::clone(&prebuilt.head),
+            rest,
+        };
+        Some(Self {
+            required: Arc::clone(&self.required),
+            added: Some(Arc::new(AddedExtension::new(&prebuilt.key, added))),
+            mode: self.mode,
+            header,
+            body: body.into(),
+            shared_accepts: Arc::clone(&self.shared_accepts),
+            resource_url: Arc::clone(&self.resource_url),
+            splices: None,
         })
     }
 
@@ -574,6 +620,7 @@ impl OfferBuilder {
             mode: self.mode,
             header,
             body: body.into(),
+            splices: Some(Arc::default()),
         })
     }
 }

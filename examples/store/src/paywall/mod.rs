@@ -27,10 +27,10 @@ use tower_http::cors::CorsLayer;
 use tower_x402::cors::PAYMENT_REQUEST_HEADERS;
 use tower_x402::facilitator::Facilitators;
 use tower_x402::layer::InvalidHeaderStatus;
-use tower_x402::metrics::{self, Metered, PaymentMetrics};
 use tower_x402::payment::Payments;
 use tower_x402::settlement::Reconciler;
 use tower_x402::{PaywallPage, Price, X402Layer, payment_cors};
+use tower_x402_metrics::{self as metrics, Metered, PaymentMetrics};
 use tower_x402_siwx::SignInWithX;
 
 use crate::catalog::Catalog;
@@ -87,8 +87,8 @@ where
         Payments::with_facilitators(metrics::facilitators(Facilitators::from_ref(state)))
             .settlement_store(Metered(Store::from_ref(state)))
             .settlement_lease(Duration::from_secs(config.settlement_lease))
-            .events(PaymentMetrics)
-            .events(Standing::from_ref(state));
+            .hook(PaymentMetrics)
+            .hook(Standing::from_ref(state));
     if let Some(reconciler) = Option::<Arc<dyn Reconciler>>::from_ref(state) {
         payments = payments.reconciler(Metered(reconciler));
     }

@@ -34,7 +34,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 use tokio::sync::{Mutex, Notify, watch};
-use tower_x402::{PaymentEvent, PaymentEvents};
+use tower_x402::payment::{PaymentHooks, Refusal};
+use tower_x402::pricing::Offer;
+use tower_x402::proto::PaymentPayload;
 
 use crate::storage::{Mode, OrderFunnel, StorageError, Store};
 
@@ -85,7 +87,7 @@ impl Traffic {
     }
 }
 
-/// The funnel. Cheap to clone; implements [`PaymentEvents`] for the paywall layer.
+/// The funnel. Cheap to clone; a [`PaymentHooks`] of the paywall's payment core.
 #[derive(Clone, Debug)]
 pub struct Standing {
     inner: Arc<Inner>,
@@ -346,12 +348,14 @@ async fn write_behind(inner: Weak<Inner>, wake: Arc<Notify>) {
     }
 }
 
-impl PaymentEvents for Standing {
-    fn on_event(&self, event: &PaymentEvent<'_>) {
-        match event {
-            PaymentEvent::ChallengeServed { .. } => self.bump(Traffic::Considered),
-            PaymentEvent::PaymentReceived { .. } => self.bump(Traffic::Selected),
-            _ => {}
+impl PaymentHooks for Standing {
+    fn on_refusal(&self, _: &Offer, refusal: &Refusal) {
+        if let Refusal::PaymentMissing = refusal {
+            self.bump(Traffic::Considered);
         }
+    }
+
+    fn on_payment_received(&self, _: &Offer, _: &PaymentPayload) {
+        self.bump(Traffic::Selected);
     }
 }

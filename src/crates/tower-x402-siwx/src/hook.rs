@@ -3,14 +3,13 @@
 //! payment, and the entitlement every settled payment records.
 
 use http::Extensions;
-use serde_json::value::RawValue;
 use x402_wire::SettleResponse;
 
 use tower_x402::BoxFuture;
 use tower_x402::payment::{
-    Decision, GrantedWithoutPayment, PaymentContext, PaymentHooks, ProtectedRequest, Refusal,
-    RefusalKind,
+    Decision, MissingPayment, PaymentContext, PaymentHooks, ProtectedRequest, Refusal, RefusalKind,
 };
+use tower_x402::pricing::{ExtensionTemplate, Offer};
 
 use super::{EXTENSION, SIGN_IN_WITH_X, SignInWithX, record_purchase};
 
@@ -25,14 +24,17 @@ const SIGNED_IN_NOT_PAID: &str = "this request was signed in (sign-in-with-x) by
 /// `PaidTools` (tower-x402's feature `mcp`; an
 /// MCP tool call carries its proof in `_meta["sign-in-with-x"]`, and signs the tool's resource
 /// URL as its URI). A granted request finds [`SignedIn`](crate::SignedIn) and a
-/// [`GrantedWithoutPayment`] in its extensions.
+/// [`MissingPayment`] in its extensions.
 impl PaymentHooks for SignInWithX {
-    fn challenge_extension(
-        &self,
-        request: &ProtectedRequest<'_>,
-    ) -> Option<(String, Box<RawValue>)> {
-        let challenge = self.challenge(request.offer(), request.path())?;
-        Some((EXTENSION.to_owned(), challenge))
+    /// The chains, the proof's schema and the first fields of `info`: the same in every 402 of
+    /// `offer`.
+    fn challenge_extension_template(&self, offer: &Offer) -> Option<ExtensionTemplate> {
+        Some(ExtensionTemplate::new(EXTENSION, self.template(offer)))
+    }
+
+    /// The URI, a fresh nonce and the times.
+    fn challenge_extension_rest(&self, request: &ProtectedRequest<'_>, rest: &mut Vec<u8>) -> bool {
+        self.write_rest(request.offer(), request.path(), rest)
     }
 
     fn on_protected_request<'a>(
@@ -52,7 +54,7 @@ impl PaymentHooks for SignInWithX {
                     tracing::debug!(address = %signed_in.address(), resource = %signed_in.resource(), "signed in");
                     let mut extensions = Extensions::new();
                     extensions.insert(signed_in);
-                    extensions.insert(GrantedWithoutPayment::new(SIGNED_IN_NOT_PAID));
+                    extensions.insert(MissingPayment::granted(SIGNED_IN_NOT_PAID));
                     Decision::Handled(extensions)
                 }
                 // The payment the request also carries decides.

@@ -36,8 +36,9 @@
 //! payment is answered **503** with `Retry-After` and the JSON error `siwx_store_unavailable`,
 //! never a 402: a client that pays on 402 would buy again what it owns.
 //!
-//! The nonce is `r ‖ HMAC-SHA256(secret, r, issuedAt, expirationTime, uri, resource, origin)`
-//! (8 random bytes and 12 bytes of the MAC, 40 hex digits): a proof whose nonce this server did
+//! The nonce is `r ‖ SipHash-2-4-128(k, r, issuedAt, expirationTime, uri, resource, origin)`
+//! with `k` derived from the secret by HMAC-SHA256 (8 random bytes and 12 bytes of the MAC, 40
+//! hex digits): a proof whose nonce this server did
 //! not issue — for this very resource and URI — is refused without a storage lookup. Every
 //! instance serving the same resources must share the secret.
 //!
@@ -47,7 +48,7 @@
 //! handler behind a layer with sign-in takes [`Buyer`] (paid or signed in), or
 //! `Option<VerifiedPayment>` and `Option<SignedIn>`; one that takes `VerifiedPayment` alone
 //! answers every signed-in request 500, with an error that says so (the hook puts a
-//! [`GrantedWithoutPayment`](tower_x402::payment::GrantedWithoutPayment) naming [`Buyer`] in
+//! [`MissingPayment`](tower_x402::payment::MissingPayment) naming [`Buyer`] in
 //! the request). A request that carries both a proof and a `PAYMENT-SIGNATURE` is decided by
 //! the proof first; when the proof fails, the payment is processed as usual.
 //!
@@ -98,10 +99,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 use hmac::{Hmac, Mac as _};
 use http::HeaderName;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use sha2::Sha256;
+use siphasher::sip128::{Hasher128 as _, SipHasher24};
+use std::hash::Hasher as _;
 use x402_wire::{AtomicAmount, FacilitatorRequest};
 
 use tower_x402::BoxError;
@@ -182,8 +185,8 @@ pub struct SignInWithX {
     origin: Arc<str>,
     /// `host[:port]`: the `domain` of the challenge.
     host: Arc<str>,
-    /// The nonce MAC, keyed with the server's secret once.
-    mac: Hmac<Sha256>,
+    /// The nonce MAC's key (SipHash-2-4, 128 bits), derived from the server's secret once.
+    nonce_key: [u8; 16],
     statement: Option<Arc<str>>,
     store: Arc<dyn EntitlementStore>,
     entitlement_lifetime: Option<Duration>,
@@ -212,7 +215,7 @@ impl SignInWithX {
         Ok(Self {
             origin: origin.into(),
             host: host.into(),
-            mac: Hmac::<Sha256>::new_from_slice(secret)?,
+            nonce_key: nonce_key(secret)?,
             statement: None,
             store: Arc::new(MemoryEntitlementStore::default()),
             entitlement_lifetime: Some(DEFAULT_ENTITLEMENT_LIFETIME),
@@ -273,18 +276,66 @@ impl SignInWithX {
         }
     }
 
-    /// The `sign-in-with-x` extension for `offer` at `path_and_query`, serialized. The
-    /// challenge's URI is the path without its query: the entitlement is to the offer's
-    /// resource, whatever the query, and a query would make every 402 as large as the client
-    /// chose (beyond what a reverse proxy reads).
+    /// The `sign-in-with-x` extension for `offer` at `path_and_query`, serialized: the
+    /// [template](Self::template) completed by [`write_rest`](Self::write_rest).
+    #[cfg(test)]
     pub(crate) fn challenge(&self, offer: &Offer, path_and_query: &str) -> Option<Box<RawValue>> {
-        if without_query(path_and_query).len() > MAX_PATH_LEN {
+        let mut text = self.template(offer).into_bytes();
+        if !self.write_rest(offer, path_and_query, &mut text) {
             return None;
         }
-        let uri = self.uri(path_and_query);
+        RawValue::from_string(String::from_utf8(text).ok()?).ok()
+    }
+
+    /// The start of the `sign-in-with-x` extension of every 402 for `offer`, up to the fields
+    /// that change: the chains, the proof's schema, and the first fields of `info`. The
+    /// extension's fields are written in an order that puts what every 402 shares first.
+    pub(crate) fn template(&self, offer: &Offer) -> String {
+        let mut head = String::from("{\"supportedChains\":");
+        head.push_str(&Value::Array(supported_chains(offer)).to_string());
+        head.push_str(",\"schema\":");
+        head.push_str(PROOF_SCHEMA.get());
+        head.push_str(",\"info\":{\"domain\":");
+        head.push_str(&Value::from(&*self.host).to_string());
+        head.push_str(",\"version\":\"1\",");
+        if let Some(statement) = &self.statement {
+            head.push_str("\"statement\":");
+            head.push_str(&Value::from(&**statement).to_string());
+            head.push(',');
+        }
+        head
+    }
+
+    /// Completes the [template](Self::template) for `offer` at `path_and_query` into `rest`:
+    /// the URI (the path without its query: the entitlement is to the offer's resource,
+    /// whatever the query, and a query would make every 402 as large as the client chose,
+    /// beyond what a reverse proxy reads), a fresh nonce and the times. `false` (nothing
+    /// written) for a path longer than [`MAX_PATH_LEN`].
+    pub(crate) fn write_rest(
+        &self,
+        offer: &Offer,
+        path_and_query: &str,
+        rest: &mut Vec<u8>,
+    ) -> bool {
+        let path = without_query(path_and_query);
+        if path.len() > MAX_PATH_LEN {
+            return false;
+        }
+        let mut uri = String::new();
+        if path.starts_with('/') {
+            uri.reserve(self.origin.len() + path.len());
+            uri.push_str(&self.origin);
+        }
+        uri.push_str(path);
         let now = now_ms();
-        let issued_at = timestamp(now);
-        let expiration_time = timestamp(now + self.proof_lifetime.as_millis());
+        let mut issued_at = [0; TIMESTAMP_LEN];
+        let mut expiration_time = [0; TIMESTAMP_LEN];
+        write_timestamp(now, &mut issued_at);
+        write_timestamp(now + self.proof_lifetime.as_millis(), &mut expiration_time);
+        // Written as ASCII digits and punctuation only.
+        let as_str =
+            |bytes: &[u8; TIMESTAMP_LEN]| std::str::from_utf8(bytes).unwrap_or_default().to_owned();
+        let (issued_at, expiration_time) = (as_str(&issued_at), as_str(&expiration_time));
         let random: [u8; NONCE_RANDOM] = rand::random();
         let random = alloy_primitives::hex::encode(random);
         let nonce = self.nonce(
@@ -294,21 +345,21 @@ impl SignInWithX {
             &uri,
             &offer.resource().url,
         );
-        let challenge = Challenge {
-            info: ChallengeInfo {
-                domain: &self.host,
-                uri: &uri,
-                version: "1",
-                nonce: &nonce,
-                issued_at: &issued_at,
-                expiration_time: &expiration_time,
-                statement: self.statement.as_deref(),
-                resources: [&uri],
-            },
-            supported_chains: supported_chains(offer),
-            schema: &PROOF_SCHEMA,
-        };
-        serde_json::value::to_raw_value(&challenge).ok()
+        rest.reserve(2 * uri.len() + 160);
+        rest.extend_from_slice(b"\"uri\":");
+        let escaped = serde_json::to_writer(&mut *rest, &uri).is_ok();
+        rest.extend_from_slice(b",\"resources\":[");
+        let escaped = escaped && serde_json::to_writer(&mut *rest, &uri).is_ok();
+        for (key, value) in [
+            ("],\"nonce\":\"", nonce.as_str()),
+            ("\",\"issuedAt\":\"", &issued_at),
+            ("\",\"expirationTime\":\"", &expiration_time),
+        ] {
+            rest.extend_from_slice(key.as_bytes());
+            rest.extend_from_slice(value.as_bytes());
+        }
+        rest.extend_from_slice(b"\"}}");
+        escaped
     }
 
     /// The nonce this server issues for those fields: `random` (hex) and the MAC (hex).
@@ -320,9 +371,8 @@ impl SignInWithX {
         uri: &str,
         resource: &str,
     ) -> String {
-        let mut mac = self.mac.clone();
+        let mut mac = SipHasher24::new_with_key(&self.nonce_key);
         for part in [
-            "x402-siwx-nonce/1",
             random,
             issued_at,
             expires.unwrap_or(""),
@@ -330,10 +380,10 @@ impl SignInWithX {
             resource,
             &self.origin,
         ] {
-            mac.update(&(part.len() as u64).to_be_bytes());
-            mac.update(part.as_bytes());
+            mac.write(&(part.len() as u64).to_be_bytes());
+            mac.write(part.as_bytes());
         }
-        let tag = mac.finalize().into_bytes();
+        let tag = mac.finish128().as_bytes();
         format!(
             "{random}{}",
             alloy_primitives::hex::encode(&tag[..NONCE_MAC])
@@ -519,7 +569,7 @@ impl fmt::Debug for SignInWithX {
 
 /// Who signed in: put in the request's extensions by the layer when a sign-in proof was
 /// accepted (the request was served without payment), beside a
-/// [`GrantedWithoutPayment`](tower_x402::payment::GrantedWithoutPayment) that tells a handler
+/// [`MissingPayment`](tower_x402::payment::MissingPayment) that tells a handler
 /// asking for a payment why there is none. With the feature `axum`, an extractor
 /// (`Option<SignedIn>` in a handler that also serves payments).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -744,30 +794,6 @@ fn supported_chains(offer: &Offer) -> Vec<Value> {
     chains
 }
 
-/// The challenge's extension: what to sign, on which chains, and the proof's schema.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Challenge<'a> {
-    info: ChallengeInfo<'a>,
-    supported_chains: Vec<Value>,
-    schema: &'a RawValue,
-}
-
-/// The fields a wallet signs (EIP-4361 and its SIWS counterpart).
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ChallengeInfo<'a> {
-    domain: &'a str,
-    uri: &'a str,
-    version: &'a str,
-    nonce: &'a str,
-    issued_at: &'a str,
-    expiration_time: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    statement: Option<&'a str>,
-    resources: [&'a str; 1],
-}
-
 /// [`schema`], serialized once.
 static PROOF_SCHEMA: std::sync::LazyLock<Box<RawValue>> = std::sync::LazyLock::new(|| {
     serde_json::value::to_raw_value(&schema())
@@ -882,22 +908,52 @@ fn now_ms() -> u128 {
         .map_or(0, |elapsed| elapsed.as_millis())
 }
 
+/// The length of a [`timestamp`].
+const TIMESTAMP_LEN: usize = 24;
+
 /// `2026-11-23T21:46:52.123Z`: RFC 3339 in UTC with milliseconds, as browsers write it.
+#[cfg(test)]
 fn timestamp(ms: u128) -> String {
+    let mut text = [0; TIMESTAMP_LEN];
+    write_timestamp(ms, &mut text);
+    String::from_utf8_lossy(&text).into_owned()
+}
+
+/// Writes the [`timestamp`] of `ms` (years past 9999 written as 9999) into `out`, digit by
+/// digit: every 402 writes two.
+fn write_timestamp(ms: u128, out: &mut [u8; TIMESTAMP_LEN]) {
     let at = i128::try_from(ms)
         .ok()
         .and_then(|ms| time::OffsetDateTime::from_unix_timestamp_nanos(ms * 1_000_000).ok())
         .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-        at.year(),
-        u8::from(at.month()),
-        at.day(),
-        at.hour(),
-        at.minute(),
-        at.second(),
-        at.millisecond()
-    )
+    let year = u32::try_from(at.year()).unwrap_or(0).min(9999);
+    let fields: [(u32, usize, usize); 7] = [
+        (year, 0, 4),
+        (u32::from(u8::from(at.month())), 5, 2),
+        (u32::from(at.day()), 8, 2),
+        (u32::from(at.hour()), 11, 2),
+        (u32::from(at.minute()), 14, 2),
+        (u32::from(at.second()), 17, 2),
+        (u32::from(at.millisecond()), 20, 3),
+    ];
+    *out = *b"0000-00-00T00:00:00.000Z";
+    for (mut value, start, digits) in fields {
+        for place in (start..start + digits).rev() {
+            out[place] = b'0' + (value % 10) as u8;
+            value /= 10;
+        }
+    }
+}
+
+/// The nonce MAC's key: the server's secret (at least 32 bytes) condensed through
+/// HMAC-SHA256, so that all of it counts.
+fn nonce_key(secret: &[u8]) -> Result<[u8; 16], BoxError> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret)?;
+    mac.update(b"x402-siwx-nonce/2");
+    let digest = mac.finalize().into_bytes();
+    let mut key = [0; 16];
+    key.copy_from_slice(&digest[..16]);
+    Ok(key)
 }
 
 /// Milliseconds since the epoch of an RFC 3339 time.
@@ -920,7 +976,7 @@ mod tests {
     }
 
     #[test]
-    fn the_challenge_has_every_field_in_order_and_the_proof_schema_without_the_query() {
+    fn the_challenge_has_every_field_shared_first_and_the_proof_schema_without_the_query() {
         let siwx = SignInWithX::new("https://shop.example", [7_u8; 32])
             .unwrap()
             .statement("Sign in");
@@ -947,19 +1003,20 @@ mod tests {
                 .cloned()
                 .collect::<Vec<_>>()
         };
-        assert_eq!(keys(&challenge), ["info", "supportedChains", "schema"]);
+        // What every 402 of the offer shares first, then what changes.
+        assert_eq!(keys(&challenge), ["supportedChains", "schema", "info"]);
         let info = &challenge["info"];
         assert_eq!(
             keys(info),
             [
                 "domain",
-                "uri",
                 "version",
+                "statement",
+                "uri",
+                "resources",
                 "nonce",
                 "issuedAt",
-                "expirationTime",
-                "statement",
-                "resources"
+                "expirationTime"
             ]
         );
         assert_eq!(info["domain"], "shop.example");

@@ -206,6 +206,46 @@ async fn the_challenge_is_bound_to_the_configured_origin_and_the_route() {
     assert_ne!(again["info"]["nonce"], info["nonce"]);
 }
 
+/// Every 402 after the first is spliced into the challenge prebuilt with the sign-in
+/// template: each must still be one valid x402 v2 challenge, its header the base64 of its body,
+/// with a nonce of its own that signs in once.
+#[tokio::test]
+async fn two_spliced_402s_decode_and_carry_nonces_of_their_own_each_good_once() {
+    use base64::Engine as _;
+    let (_facilitator, app, buyer) = a_buyer_of_a().await;
+    let mut nonces = Vec::new();
+    let mut proofs = Vec::new();
+    for _ in 0..2 {
+        let response = send(&app, "/a", &[]).await;
+        assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED);
+        let encoded = response.headers()["payment-required"].as_bytes().to_vec();
+        let required: PaymentRequired = header::decode(&encoded).unwrap();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(&encoded)
+            .unwrap();
+        assert_eq!(decoded, body.to_vec(), "the header is the body's base64");
+        let from_body: PaymentRequired = serde_json::from_slice(&body).unwrap();
+        assert_eq!(from_body, required);
+        assert_eq!(
+            required.error.as_deref(),
+            Some("PAYMENT-SIGNATURE header is required")
+        );
+        let extension = required.extensions.as_ref().unwrap()["sign-in-with-x"].clone();
+        nonces.push(extension["info"]["nonce"].as_str().unwrap().to_owned());
+        proofs.push(buyer.sign_in(&extension).unwrap());
+    }
+    assert_ne!(nonces[0], nonces[1], "each 402 has a nonce of its own");
+    // Both nonces were issued by this server: each proof signs in, once.
+    for proof in &proofs {
+        assert_eq!(signs_in(&app, "/a", proof).await, StatusCode::OK);
+    }
+    for proof in &proofs {
+        let error = refused_proof(&app, "/a", proof).await;
+        assert!(error.starts_with("invalid_siwx_nonce_used"), "{error}");
+    }
+}
+
 #[tokio::test]
 async fn a_buyer_signs_in_without_paying_and_each_proof_works_once() {
     let (facilitator, app, buyer) = a_buyer_of_a().await;

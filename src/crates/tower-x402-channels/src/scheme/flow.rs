@@ -10,7 +10,9 @@ use alloy_primitives::Address;
 use serde_json::{Map, Value};
 use tower_x402::BoxFuture;
 use tower_x402::payment::{Decision, PaymentContext, PaymentHooks, RefusalKind, VerifiedPayment};
-use tower_x402::proto::{PaymentRequirements, SettleResponse, VerifyResponse};
+use tower_x402::proto::{
+    FacilitatorRequest, PaymentPayload, PaymentRequirements, SettleResponse, VerifyResponse,
+};
 use tower_x402::{PaymentKey, Refusal};
 
 use super::Inner;
@@ -21,7 +23,7 @@ use super::response::{
 use super::signature::signed_by;
 use crate::channel::{Begin, Channel, Commit, Committed, Hold, OnChain, Voucher, normalize_id};
 use crate::typed::voucher_digest;
-use crate::wire::{BATCH_SETTLEMENT_SCHEME, ChannelConfig};
+use crate::wire::{BATCH_SETTLEMENT_SCHEME, ChannelConfig, ClaimedVoucher, VoucherClaim};
 
 /// How often a commit is sent again after the store gave no answer (it is recognized when it
 /// had applied).
@@ -40,6 +42,15 @@ pub(super) struct Pending {
     /// The chain as the request saw it (a facilitator's answer), to mirror with the commit.
     on_chain: OnChain,
     fresh_reading: bool,
+}
+
+impl Pending {
+    /// The request's pending state with the chain as `on_chain` read it.
+    fn read(mut self, on_chain: OnChain) -> Self {
+        self.on_chain = on_chain;
+        self.fresh_reading = true;
+        self
+    }
 }
 
 /// The hooks' part of the scheme.
@@ -164,7 +175,14 @@ impl Inner {
             }
             Err(error) => return Decision::Abort(store_down("begin", &error)),
         };
-        let amount = requirement.amount.0;
+        // A paid request adds up to the accept's amount; a refund's voucher charges nothing.
+        let amount = match buyer.kind() {
+            Kind::Refund => 0,
+            Kind::Deposit | Kind::Voucher => requirement.amount.0,
+        };
+        if held.is_none() && buyer.kind() == Kind::Refund {
+            return invalid("invalid_batch_settlement_evm_channel_not_found");
+        }
         if let Some(channel) = &held {
             if channel.charged.checked_add(amount) != Some(voucher.max_claimable_amount) {
                 self.release(&id, &hold.id).await;
@@ -393,6 +411,119 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// A cooperative refund: the payload completed with the amount (everything left when it
+    /// names none), the channel's refund nonce and the claim of what was charged, and sent to
+    /// the facilitator's `/settle` (claim and refund in one transaction); the record mirrored,
+    /// or removed when nothing is left.
+    async fn settle_refund(
+        &self,
+        payment: &PaymentContext<'_>,
+        pending: Pending,
+    ) -> Decision<SettleResponse> {
+        let request = payment.request;
+        let (Some(buyer), Ok(mut payload)) = (
+            BuyerPayload::read(request.payment_payload()),
+            serde_json::from_str::<Value>(request.payment_payload().payload.get()),
+        ) else {
+            self.release(&pending.id, &pending.hold).await;
+            return Decision::Abort(Refusal::InvalidPayment {
+                reason: "invalid_batch_settlement_evm_refund_payload".to_owned(),
+            });
+        };
+        let claimed_after = pending.base.max(pending.on_chain.total_claimed);
+        let left = pending.on_chain.balance.saturating_sub(claimed_after);
+        let amount = match buyer.refund_amount() {
+            Some(Some(amount)) if amount <= left => amount,
+            Some(None) if left > 0 => left,
+            _ => {
+                self.release(&pending.id, &pending.hold).await;
+                return Decision::Abort(Refusal::InvalidPayment {
+                    reason: "invalid_batch_settlement_evm_refund_amount_invalid".to_owned(),
+                });
+            }
+        };
+        let claims = if pending.base > pending.on_chain.total_claimed {
+            vec![VoucherClaim {
+                voucher: ClaimedVoucher {
+                    channel: buyer.config().clone(),
+                    max_claimable_amount: pending.voucher.max_claimable.to_string(),
+                },
+                signature: pending.voucher.signature.clone(),
+                total_claimed: pending.base.to_string(),
+            }]
+        } else {
+            Vec::new()
+        };
+        if let Some(fields) = payload.as_object_mut() {
+            fields.insert("amount".into(), amount.to_string().into());
+            fields.insert(
+                "refundNonce".into(),
+                pending.on_chain.refund_nonce.to_string().into(),
+            );
+            fields.insert(
+                "claims".into(),
+                serde_json::to_value(claims).unwrap_or_default(),
+            );
+        }
+        let mut completed = PaymentPayload::clone(request.payment_payload());
+        completed.payload = match serde_json::value::to_raw_value(&payload) {
+            Ok(raw) => raw,
+            Err(_) => {
+                self.release(&pending.id, &pending.hold).await;
+                return Decision::Abort(Refusal::InvalidPayment {
+                    reason: "invalid_batch_settlement_evm_refund_payload".to_owned(),
+                });
+            }
+        };
+        let completed = FacilitatorRequest::new(
+            completed,
+            PaymentRequirements::clone(request.payment_requirements()),
+        );
+        let answer = match self.facilitator.settle(&completed).await {
+            Ok(answer) if answer.success => answer,
+            Ok(refused) => {
+                self.release(&pending.id, &pending.hold).await;
+                return Decision::Abort(Refusal::SettlementRefused(refused));
+            }
+            Err(error) => {
+                // The refund may or may not have happened; either way the money is the payer's.
+                tracing::warn!(channel = %pending.id, %error, "refund /settle unanswered");
+                self.release(&pending.id, &pending.hold).await;
+                return Decision::Abort(Refusal::Facilitator(error));
+            }
+        };
+        let now = now_ms();
+        let on_chain = snapshot(answer.extra.as_ref(), now).unwrap_or(pending.on_chain);
+        let pending = pending.read(on_chain);
+        let emptied = on_chain.balance <= on_chain.total_claimed.max(pending.base);
+        let kept = if emptied {
+            self.store
+                .remove(&pending.id, &pending.hold)
+                .await
+                .map(|_| ())
+        } else {
+            self.commit(&pending, 0)
+                .await
+                .map(|_| ())
+                .map_err(|error| crate::store::StoreError(error.into()))
+        };
+        if let Err(error) = kept {
+            tracing::error!(channel = %pending.id, %error, "a refund settled but the channel record could not follow; its hold expires with its lease");
+        }
+        let mut extra = answer.extra.clone().unwrap_or_default();
+        extra.insert(
+            "channelState".into(),
+            channel_state(&pending.id, &on_chain, pending.base),
+        );
+        Decision::Handled(SettleResponse {
+            extra: Some(extra),
+            payer: answer.payer.clone().or(Some(pending.payer.clone())),
+            ..answer
+        })
+    }
+}
+
 fn is_ours(payment: &PaymentContext<'_>) -> bool {
     payment.request.payment_requirements().scheme == BATCH_SETTLEMENT_SCHEME
 }
@@ -422,6 +553,10 @@ impl PaymentHooks for Hooks {
                 Some(pending) if pending.kind == Kind::Voucher => {
                     let pending = self.0.take(payment.key).unwrap_or(pending);
                     self.0.settle_voucher(payment, pending).await
+                }
+                Some(pending) if pending.kind == Kind::Refund => {
+                    let pending = self.0.take(payment.key).unwrap_or(pending);
+                    self.0.settle_refund(payment, pending).await
                 }
                 // A deposit settles at the facilitator; its voucher is committed after.
                 Some(_) => Decision::Continue,

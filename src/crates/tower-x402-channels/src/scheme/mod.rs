@@ -37,7 +37,16 @@ use payload::{BuyerPayload, Kind};
 /// |---|---|---|
 /// | `deposit` | facilitator `/verify` | facilitator `/settle` (the deposit moves on chain); the voucher committed after it |
 /// | `voucher` | locally, while the mirrored chain is fresh and the payer authorizer an EOA; else `/verify` | committed in the store; nothing sent |
-/// | `refund` | refused (`invalid_batch_settlement_evm_refund_unsupported`) | — |
+/// | `refund` | its zero-charge voucher (`maxClaimableAmount == chargedCumulativeAmount`), then facilitator `/verify` | completed (amount, `refundNonce`, the claim of what was charged) and sent to `/settle`; the handler is not run; the record removed on a full refund |
+///
+/// The receiver authorizer may be the facilitator's (claims and refunds signed by it) or the
+/// server's own: vouchers and deposits need no signature of it, and the
+/// [`Claimer`](crate::Claimer) signs claims with a [`ClaimAuthorizer`](crate::ClaimAuthorizer);
+/// refunds are sent without the receiver authorizer's signatures, so they need the facilitator's.
+///
+/// A channel this server has no record of (its records lost) starts from what the chain says
+/// was claimed, as the specification says: charges accepted and not claimed are forfeited,
+/// which is why the [`ChannelStore`] must be durable.
 ///
 /// A voucher signed on another cumulative than the channel's (a replay, a buyer out of step)
 /// is refused with the corrective 402: the accept carries `channelState` and `voucherState` so
@@ -168,8 +177,25 @@ impl Scheme for SchemePart {
                 )
                 .into())
             }
-            Kind::Refund => Err(invalid("invalid_batch_settlement_evm_refund_unsupported")),
+            Kind::Refund => {
+                let amount = buyer
+                    .refund_amount()
+                    .ok_or_else(|| invalid("invalid_batch_settlement_evm_refund_amount_invalid"))?
+                    .map_or_else(|| "all".to_owned(), |amount| amount.to_string());
+                Ok(format!(
+                    "batch-settlement:refund:{}:{}:{amount}:{}",
+                    voucher.channel_id.to_ascii_lowercase(),
+                    voucher.max_claimable_amount,
+                    voucher.signature
+                )
+                .into())
+            }
         }
+    }
+
+    /// A refund is an operation on the channel, not a payment for the work.
+    fn settles_without_work(&self, payload: &PaymentPayload) -> bool {
+        BuyerPayload::read(payload).is_some_and(|buyer| buyer.kind() == Kind::Refund)
     }
 
     fn metered(&self) -> bool {

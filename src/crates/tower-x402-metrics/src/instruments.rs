@@ -1,5 +1,5 @@
 //! The instruments: wrappers of the payment core's public traits ([`Facilitator`],
-//! [`SettlementStore`], [`Reconciler`]) and an observer of its [`PaymentEvent`]s, each reporting
+//! [`SettlementStore`], [`Reconciler`]) and a [lifecycle hook](PaymentHooks), each reporting
 //! through the `metrics` facade.
 
 use std::sync::{Arc, PoisonError};
@@ -12,48 +12,61 @@ use super::{
     CHALLENGES, FACILITATOR_CIRCUIT_OPEN, FACILITATOR_DURATION, LEDGER_ERRORS, PAYMENTS,
     RECONCILIATIONS, in_doubt, publish,
 };
-use crate::boxed::BoxFuture;
-use crate::facilitator::{Facilitator, FacilitatorError, Facilitators};
-use crate::payment::{PaymentEvent, PaymentEvents, Refusal};
-use crate::settlement::{
-    LedgerEntry, PaymentKey, PaymentState, Reconciler, Reconciliation, SettlementStore, StoreError,
+use tower_x402::BoxFuture;
+use tower_x402::facilitator::{Facilitator, FacilitatorError, Facilitators};
+use tower_x402::payment::{PaymentContext, PaymentHooks, Refusal};
+use tower_x402::pricing::Offer;
+use tower_x402::settlement::{
+    LedgerEntry, PaymentKey, PaymentState, Reconciler, Reconciliation, SettlementRecord,
+    SettlementStore, StoreError,
 };
 
-/// The payment core's events as metrics: `x402_challenges_total`, `x402_payments_total` and the
-/// in-doubt gauges. Register it with [`Payments::events`](crate::payment::Payments::events).
+/// The payment core's lifecycle as metrics: `x402_challenges_total`, `x402_payments_total` and
+/// the in-doubt gauges. A [hook](PaymentHooks): register it with
+/// [`Payments::hook`](tower_x402::payment::Payments::hook).
 ///
 /// ```
-/// use tower_x402::metrics::PaymentMetrics;
+/// use tower_x402_metrics::PaymentMetrics;
 /// use tower_x402::payment::Payments;
 /// # fn demo(payments: Payments) -> Payments {
-/// payments.events(PaymentMetrics)
+/// payments.hook(PaymentMetrics)
 /// # }
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PaymentMetrics;
 
-impl PaymentEvents for PaymentMetrics {
-    fn on_event(&self, event: &PaymentEvent<'_>) {
-        match event {
-            PaymentEvent::ChallengeServed { .. } => counter!(CHALLENGES).increment(1),
-            PaymentEvent::Settled { .. } => payment("settled", "none"),
-            PaymentEvent::Replayed { .. } => payment("replayed", "none"),
-            PaymentEvent::Failed { refusal, .. } => match refusal {
-                Refusal::SettlementInDoubt { .. } => payment("in_doubt", "none"),
-                refusal => payment("refused", refusal_kind(refusal)),
-            },
-            PaymentEvent::InDoubt { key, .. } => {
-                let mut doubts = in_doubt().lock().unwrap_or_else(PoisonError::into_inner);
-                doubts.entry((*key).clone()).or_insert_with(Instant::now);
-                publish(&doubts);
-            }
-            PaymentEvent::DoubtResolved { key, .. } => {
-                let mut doubts = in_doubt().lock().unwrap_or_else(PoisonError::into_inner);
-                doubts.remove(*key);
-                publish(&doubts);
-            }
-            _ => {}
+impl PaymentHooks for PaymentMetrics {
+    fn after_settle<'a>(
+        &'a self,
+        _: &'a PaymentContext<'a>,
+        _: &'a SettleResponse,
+    ) -> BoxFuture<'a, ()> {
+        payment("settled", "none");
+        Box::pin(std::future::ready(()))
+    }
+
+    fn on_replayed(&self, _: &Offer, _: &SettlementRecord) {
+        payment("replayed", "none");
+    }
+
+    fn on_refusal(&self, _: &Offer, refusal: &Refusal) {
+        match refusal {
+            Refusal::PaymentMissing => counter!(CHALLENGES).increment(1),
+            Refusal::SettlementInDoubt { .. } => payment("in_doubt", "none"),
+            refusal => payment("refused", refusal_kind(refusal)),
         }
+    }
+
+    fn on_in_doubt(&self, _: &Offer, key: &PaymentKey, _: &str) {
+        let mut doubts = in_doubt().lock().unwrap_or_else(PoisonError::into_inner);
+        doubts.entry(key.clone()).or_insert_with(Instant::now);
+        publish(&doubts);
+    }
+
+    fn on_doubt_resolved(&self, _: &Offer, key: &PaymentKey, _: Option<&SettleResponse>) {
+        let mut doubts = in_doubt().lock().unwrap_or_else(PoisonError::into_inner);
+        doubts.remove(key);
+        publish(&doubts);
     }
 }
 
@@ -85,6 +98,8 @@ fn refusal_kind(refusal: &Refusal) -> &'static str {
         Refusal::InvalidSettlementOverride { .. } => "invalid_settlement_override",
         Refusal::Corrected { .. } => "corrected",
         Refusal::Hook { .. } => "hook",
+        // A refusal added to tower-x402 after this list.
+        _ => "other",
     }
 }
 
@@ -97,7 +112,8 @@ fn refusal_kind(refusal: &Refusal) -> &'static str {
 /// use std::sync::Arc;
 /// use tower_x402::facilitator::{DEFAULT_LABEL, Facilitators};
 /// use tower_x402::payment::Payments;
-/// use tower_x402::{HttpFacilitator, metrics};
+/// use tower_x402::HttpFacilitator;
+/// use tower_x402_metrics as metrics;
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let facilitator = Arc::new(HttpFacilitator::new("https://x402.org/facilitator")?);
@@ -195,10 +211,10 @@ impl Facilitator for MeteredFacilitator {
 
 /// A [`SettlementStore`] whose failures are counted in `x402_ledger_errors_total`, or a
 /// [`Reconciler`] whose answers are counted in `x402_reconciliations_total`: wrap the one you
-/// give [`Payments`](crate::payment::Payments).
+/// give [`Payments`](tower_x402::payment::Payments).
 ///
 /// ```
-/// use tower_x402::metrics::Metered;
+/// use tower_x402_metrics::Metered;
 /// use tower_x402::payment::Payments;
 /// use tower_x402::MemorySettlementStore;
 /// # fn demo(payments: Payments) -> Payments {
@@ -215,7 +231,8 @@ impl<T: Reconciler> Reconciler for Metered<T> {
             let result = match &answer {
                 Reconciliation::Settled { .. } => "settled",
                 Reconciliation::NotSettled => "not_settled",
-                Reconciliation::Unknown { .. } => "unknown",
+                // `Unknown`, and any answer added to tower-x402 after this list.
+                _ => "unknown",
             };
             counter!(RECONCILIATIONS, "result" => result).increment(1);
             answer
