@@ -3,7 +3,9 @@
 //! refused, a replay answered with the corrective 402, a failing handler changing nothing, and
 //! concurrent requests on one channel never accepted on one cumulative base; a voucher whose
 //! channel's mirrored chain state is stale verified by the facilitator instead; cooperative
-//! refunds, partial and full, with the handler not run.
+//! refunds, partial and full, with the handler not run; a voucher above the balance refused and
+//! a top-up deposit on an open channel; a refund signed with the server's own receiver
+//! authorizer key.
 
 mod support;
 
@@ -274,7 +276,7 @@ async fn concurrent_requests_on_one_channel_are_never_accepted_on_one_base() {
 #[tokio::test]
 async fn a_stale_mirror_sends_vouchers_to_the_facilitator_which_refreshes_it() {
     let stale: fn(BatchSettlement) -> BatchSettlement = |scheme| scheme.fresh_for(Duration::ZERO);
-    let server = Server::configured(Arc::new(MemoryChannelStore::default()), stale).await;
+    let server = Server::configured(Arc::new(MemoryChannelStore::default()), Box::new(stale)).await;
     let buyer = Buyer::new(&server);
     assert_eq!(
         server
@@ -444,4 +446,92 @@ async fn a_server_that_lost_its_records_restarts_the_channel_from_what_the_chain
             .charged,
         ROW
     );
+}
+
+#[tokio::test]
+async fn a_voucher_above_the_balance_is_refused_and_a_top_up_deposit_continues_the_channel() {
+    let server = server().await;
+    let buyer = Buyer::new(&server);
+    let opened = server
+        .get("/rows?count=5", &buyer.deposit_of(&server, 0, 15_000))
+        .await;
+    assert_eq!(opened.status, StatusCode::OK, "{opened:?}");
+    let paid = server
+        .get("/rows?count=5", &buyer.voucher(&server, 5_000 + AMOUNT))
+        .await;
+    assert_eq!(paid.status, StatusCode::OK, "{paid:?}");
+    // 20,000 signed against 15,000 deposited: refused locally, nothing changed.
+    let over = server
+        .get("/rows?count=1", &buyer.voucher(&server, 10_000 + AMOUNT))
+        .await;
+    assert_eq!(over.status, StatusCode::PAYMENT_REQUIRED, "{over:?}");
+    assert_eq!(
+        over.error(),
+        "invalid_batch_settlement_evm_cumulative_exceeds_balance"
+    );
+    assert_eq!(server.sandbox.settle_calls(), 1);
+    // A top-up deposit with the same voucher base.
+    let topped = server
+        .get("/rows?count=2", &buyer.deposit_of(&server, 10_000, 100_000))
+        .await;
+    assert_eq!(topped.status, StatusCode::OK, "{topped:?}");
+    assert_eq!(
+        topped.settlement.as_ref().unwrap().amount,
+        Some(AtomicAmount(100_000))
+    );
+    assert_eq!(topped.extra()["channelState"]["balance"], "115000");
+    assert_eq!(
+        topped.extra()["channelState"]["chargedCumulativeAmount"],
+        "12000"
+    );
+    let next = server
+        .get("/rows?count=1", &buyer.voucher(&server, 12_000 + AMOUNT))
+        .await;
+    assert_eq!(next.status, StatusCode::OK, "{next:?}");
+    assert_eq!(
+        server
+            .channels
+            .load(&buyer.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .charged,
+        13_000
+    );
+    assert_eq!(server.sandbox.settle_calls(), 2, "the two deposits");
+}
+
+#[tokio::test]
+async fn a_server_owning_its_receiver_authorizer_signs_the_refund_and_its_claim() {
+    let key = SandboxWallet::random();
+    let authorizer = key.address();
+    let server = Server::owning(Arc::new(MemoryChannelStore::default()), key).await;
+    assert_eq!(
+        server.accept.extra.as_ref().unwrap()["receiverAuthorizer"],
+        authorizer.as_str()
+    );
+    let buyer = Buyer::new(&server);
+    let payer = buyer.wallet.address();
+    let start = server.sandbox.balance_of(&payer).0;
+    assert_eq!(
+        server
+            .get("/rows?count=4", &buyer.deposit(&server, 0))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let paid = server
+        .get("/rows?count=2", &buyer.voucher(&server, 4 * ROW + AMOUNT))
+        .await;
+    assert_eq!(paid.status, StatusCode::OK, "{paid:?}");
+    let refund = server
+        .get("/rows?count=1", &buyer.refund(&server, 6 * ROW, None))
+        .await;
+    assert_eq!(refund.status, StatusCode::OK, "{refund:?}");
+    assert_eq!(
+        refund.extra()["channelState"]["totalClaimed"],
+        (6 * ROW).to_string()
+    );
+    assert_eq!(server.sandbox.balance_of(&payer).0, start - 6 * ROW);
+    assert!(server.channels.load(&buyer.id).await.unwrap().is_none());
 }

@@ -17,9 +17,13 @@ use tower_x402::proto::{
     AtomicAmount, PaymentPayload, PaymentRequirements, ResourceInfo, SettleResponse,
     UsdcDeployment, header,
 };
+use tower_x402::{BoxError, BoxFuture};
 use tower_x402::{Charge, HttpFacilitator, Offer, Price, SettlementMode, X402Layer};
-use tower_x402_channels::{BatchSettlement, ChannelConfig, ChannelOffer, ChannelStore};
+use tower_x402_channels::{
+    BatchSettlement, ChannelConfig, ChannelOffer, ChannelStore, ClaimAuthorizer, VoucherClaim,
+};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+use x402_wire::Network;
 
 pub(crate) const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 /// At most 0.01 USDC a request; 0.001 USDC a row.
@@ -61,17 +65,27 @@ pub(crate) struct Server {
 impl Server {
     /// A server keeping channels in `channels`, with a sandbox of its own.
     pub(crate) async fn start(channels: Arc<dyn ChannelStore>) -> Self {
-        Self::configured(channels, |scheme| scheme).await
+        Self::configured(channels, Box::new(|scheme| scheme)).await
     }
 
     /// A server whose scheme is set up by `configure`, with a sandbox of its own.
-    pub(crate) async fn configured(
-        channels: Arc<dyn ChannelStore>,
-        configure: fn(BatchSettlement) -> BatchSettlement,
-    ) -> Self {
+    pub(crate) async fn configured(channels: Arc<dyn ChannelStore>, configure: Configure) -> Self {
         let sandbox = SandboxFacilitator::new();
         let url = format!("http://{}", serve(sandbox.router()).await);
-        Self::with_sandbox(sandbox, url, channels, configure).await
+        Self::with_sandbox(sandbox, url, channels, None, configure).await
+    }
+
+    /// A server owning its receiver-authorizer key, `key`: its accepts name it, and its
+    /// refunds are signed with it.
+    pub(crate) async fn owning(channels: Arc<dyn ChannelStore>, key: SandboxWallet) -> Self {
+        let sandbox = SandboxFacilitator::new();
+        let url = format!("http://{}", serve(sandbox.router()).await);
+        let key = Arc::new(key);
+        let terms = ChannelOffer::new(key.address());
+        let key = Arc::clone(&key);
+        let configure: Configure =
+            Box::new(move |scheme| scheme.authorizer(OwnKey(Arc::clone(&key), key.address())));
+        Self::with_sandbox(sandbox, url, channels, Some(terms), configure).await
     }
 
     /// Another server (an instance beside `self`, or after it stopped) on the same sandbox.
@@ -80,7 +94,8 @@ impl Server {
             self.sandbox.clone(),
             self.sandbox_url.clone(),
             channels,
-            |scheme| scheme,
+            None,
+            Box::new(|scheme| scheme),
         )
         .await
     }
@@ -94,13 +109,17 @@ impl Server {
         sandbox: SandboxFacilitator,
         url: String,
         channels: Arc<dyn ChannelStore>,
-        configure: fn(BatchSettlement) -> BatchSettlement,
+        terms: Option<ChannelOffer>,
+        configure: Configure,
     ) -> Self {
         let facilitator = HttpFacilitator::new(&url).unwrap();
         let usdc = UsdcDeployment::BASE;
-        let terms = ChannelOffer::from_facilitator(&facilitator, &usdc.network)
-            .await
-            .unwrap();
+        let terms = match terms {
+            Some(terms) => terms,
+            None => ChannelOffer::from_facilitator(&facilitator, &usdc.network)
+                .await
+                .unwrap(),
+        };
         let accept = terms.usdc(&usdc, AtomicAmount(AMOUNT), PAY_TO);
         let payments = configure(BatchSettlement::new(
             Arc::clone(&channels),
@@ -214,11 +233,21 @@ impl Buyer {
     }
 
     pub(crate) fn deposit(&self, server: &Server, charged: u128) -> PaymentPayload {
+        self.deposit_of(server, charged, DEPOSIT)
+    }
+
+    /// A deposit (or top-up) of `deposit` with the request's voucher on `charged`.
+    pub(crate) fn deposit_of(
+        &self,
+        server: &Server,
+        charged: u128,
+        deposit: u128,
+    ) -> PaymentPayload {
         self.wallet
             .deposit_payment_at(
                 &server.accept,
                 &self.sandbox_config(),
-                DEPOSIT,
+                deposit,
                 charged + AMOUNT,
                 server.sandbox.now(),
             )
@@ -240,5 +269,43 @@ impl Buyer {
         self.wallet
             .voucher_payment(&server.accept, &self.sandbox_config(), ceiling)
             .unwrap()
+    }
+}
+
+/// How a test sets up its server's scheme.
+pub(crate) type Configure = Box<dyn FnOnce(BatchSettlement) -> BatchSettlement + Send>;
+
+/// The server's own receiver-authorizer key.
+pub(crate) struct OwnKey(pub(crate) Arc<SandboxWallet>, pub(crate) String);
+
+impl ClaimAuthorizer for OwnKey {
+    fn address(&self) -> &str {
+        &self.1
+    }
+
+    fn sign<'a>(
+        &'a self,
+        network: &'a Network,
+        claims: &'a [VoucherClaim],
+    ) -> BoxFuture<'a, Result<String, BoxError>> {
+        Box::pin(async move {
+            let rows: Vec<tower_x402_sandbox::batch::VoucherClaim> =
+                serde_json::from_value(serde_json::to_value(claims)?)?;
+            Ok(self.0.sign_claim_batch(network, &rows)?)
+        })
+    }
+
+    fn sign_refund<'a>(
+        &'a self,
+        network: &'a Network,
+        channel_id: &'a str,
+        nonce: u128,
+        amount: u128,
+    ) -> BoxFuture<'a, Result<Option<String>, BoxError>> {
+        Box::pin(async move {
+            Ok(Some(
+                self.0.sign_refund(network, channel_id, nonce, amount)?,
+            ))
+        })
     }
 }
