@@ -2,7 +2,8 @@
 //! (`target/<profile>/examples/channels`, built by `cargo test` with the examples, or by
 //! `cargo build --example channels`) against a sandbox facilitator served from this test, a
 //! buyer paying it over loopback with the sandbox wallet — one deposit, then vouchers — and
-//! SIGTERM sent with `kill`: the claims and the sweep are read on the sandbox's chain.
+//! SIGTERM sent with `kill`: the claims and the sweep are read on the sandbox's chain. With
+//! `--database-url`, a second process on the same PostgreSQL database continues the channel.
 
 use std::io::{BufRead as _, BufReader};
 use std::path::PathBuf;
@@ -15,6 +16,10 @@ use x402_wire::{
     AtomicAmount, Network, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, PaymentPayload, PaymentRequired,
     PaymentRequirements, SettleResponse, UsdcDeployment, header,
 };
+
+#[path = "../examples/store/tests/store/postgres_server.rs"]
+#[allow(dead_code)]
+mod postgres_server;
 
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 const MAXIMUM: u128 = 10_000;
@@ -257,6 +262,117 @@ async fn a_deposit_then_vouchers_are_claimed_and_swept_on_sigterm() {
             .receiver_totals(&Network::BASE, PAY_TO, usdc.asset)
             .unwrap(),
         (charged, charged),
+        "claimed and swept to the receiver"
+    );
+}
+
+/// Buys `count` rows on the channel with `payment`; answers the charge reported and the new
+/// cumulative.
+async fn paid_rows(url: &str, count: u64, payment: &PaymentPayload) -> (Value, Value) {
+    let (status, body, settlement) = buy(url, payment).await;
+    assert_eq!(
+        (status, &body),
+        (200, &rows(count)),
+        "{url}: {settlement:?}"
+    );
+    let extra = settlement.extra.unwrap_or_default();
+    (
+        extra["chargedAmount"].clone(),
+        extra["channelState"]["chargedCumulativeAmount"].clone(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_database_url_a_restarted_example_continues_the_channel() {
+    postgres_server::require();
+    let database = postgres_server::fresh_database().await;
+    let sandbox = SandboxFacilitator::new();
+    let facilitator = serve(&sandbox).await;
+    let args = [
+        "--facilitator",
+        &facilitator,
+        "--pay-to",
+        PAY_TO,
+        "--database-url",
+        &database,
+        "--claim-every",
+        "3600",
+    ];
+
+    let mut first = Example::start(&args).await;
+    let url = format!("{}/v1/rows?count=2", first.base);
+    let accept = challenge(&url).await;
+    let wallet = SandboxWallet::random();
+    let config = wallet.channel_config(&accept, [0; 32]).unwrap();
+    let channel = SandboxWallet::channel_id(&config, &accept.network).unwrap();
+    let deposit = wallet
+        .deposit_payment_at(&accept, &config, 20 * MAXIMUM, MAXIMUM, now())
+        .unwrap();
+    assert_eq!(
+        paid_rows(&url, 2, &deposit).await,
+        (json!("2000"), json!("2000"))
+    );
+    let voucher = wallet
+        .voucher_payment(&accept, &config, 2 * ROW + MAXIMUM)
+        .unwrap();
+    assert_eq!(
+        paid_rows(&url, 2, &voucher).await,
+        (json!("2000"), json!("4000"))
+    );
+    assert!(first.terminate().await.success());
+    assert_eq!(
+        sandbox
+            .channel_state(&Network::BASE, &channel)
+            .unwrap()
+            .total_claimed,
+        4 * ROW,
+        "claimed on the first process's SIGTERM"
+    );
+
+    // Another process on the same database: the channel goes on from its cumulative, and the
+    // voucher the first process accepted is not accepted again.
+    let mut second = Example::start(&args).await;
+    let url = format!("{}/v1/rows?count=5", second.base);
+    let replayed = reqwest::Client::new()
+        .get(&url)
+        .header(PAYMENT_SIGNATURE, header::encode(&voucher).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        replayed.status(),
+        402,
+        "a voucher accepted before the restart"
+    );
+    let corrective: PaymentRequired =
+        header::decode(replayed.headers()["payment-required"].as_bytes()).unwrap();
+    assert_eq!(
+        corrective.error.as_deref(),
+        Some("invalid_batch_settlement_evm_cumulative_amount_mismatch")
+    );
+    let state = &corrective.accepts[0].extra.as_ref().unwrap()["channelState"];
+    assert_eq!(state["chargedCumulativeAmount"], json!("4000"), "{state}");
+    let next = wallet
+        .voucher_payment(&accept, &config, 4 * ROW + MAXIMUM)
+        .unwrap();
+    assert_eq!(
+        paid_rows(&url, 5, &next).await,
+        (json!("5000"), json!("9000"))
+    );
+    assert!(second.terminate().await.success());
+    assert_eq!(
+        sandbox
+            .channel_state(&Network::BASE, &channel)
+            .unwrap()
+            .total_claimed,
+        9 * ROW,
+        "claimed on the second process's SIGTERM"
+    );
+    assert_eq!(
+        sandbox
+            .receiver_totals(&Network::BASE, PAY_TO, UsdcDeployment::BASE.asset)
+            .unwrap(),
+        (9 * ROW, 9 * ROW),
         "claimed and swept to the receiver"
     );
 }
