@@ -176,7 +176,10 @@ impl Payments {
         if !self.hooks.is_empty()
             && let Err(refusal) = Box::pin(self.hooks.after_verify(&payment)).await
         {
+            // Released and never settled: every hook hears of it, also those that let it pass
+            // (one may hold something for it).
             ledger::release(self, &hold).await;
+            self.hooks.on_cancelled(&payment).await;
             return self.refuse(offer, refusal);
         }
         let intent = SettlementIntent::with_fingerprint(

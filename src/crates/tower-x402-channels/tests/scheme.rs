@@ -5,15 +5,20 @@
 //! channel's mirrored chain state is stale verified by the facilitator instead; cooperative
 //! refunds, partial and full, with the handler not run; a voucher above the balance refused and
 //! a top-up deposit on an open channel; a refund signed with the server's own receiver
-//! authorizer key.
+//! authorizer key; a voucher another hook refuses after verification leaving its channel free
+//! at once.
 
 mod support;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use http::StatusCode;
 use serde_json::Value;
+use tower_x402::BoxFuture;
+use tower_x402::Refusal;
+use tower_x402::payment::{PaymentHooks, RefusalKind, VerifiedPayment};
 use tower_x402::proto::AtomicAmount;
 use tower_x402_channels::{BatchSettlement, ChannelStore, MemoryChannelStore};
 use tower_x402_sandbox::SandboxWallet;
@@ -534,4 +539,58 @@ async fn a_server_owning_its_receiver_authorizer_signs_the_refund_and_its_claim(
     );
     assert_eq!(server.sandbox.balance_of(&payer).0, start - 6 * ROW);
     assert!(server.channels.load(&buyer.id).await.unwrap().is_none());
+}
+
+/// A hook refusing verified payments after the scheme took them, while `refusing` is set.
+struct Refusing(Arc<AtomicBool>);
+
+impl PaymentHooks for Refusing {
+    fn after_verify<'a>(&'a self, _: &'a VerifiedPayment) -> BoxFuture<'a, Result<(), Refusal>> {
+        let refusing = self.0.load(Ordering::SeqCst);
+        Box::pin(async move {
+            if refusing {
+                return Err(Refusal::Hook {
+                    kind: RefusalKind::PaymentRequired,
+                    reason: "refused by policy".to_owned(),
+                });
+            }
+            Ok(())
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_voucher_another_hook_refuses_after_verification_frees_its_channel_at_once() {
+    let refusing = Arc::new(AtomicBool::new(false));
+    let server = Server::hooked(
+        Arc::new(MemoryChannelStore::default()),
+        Refusing(Arc::clone(&refusing)),
+    )
+    .await;
+    let buyer = Buyer::new(&server);
+    let deposit = server
+        .get("/rows?count=1", &buyer.deposit(&server, 0))
+        .await;
+    assert_eq!(deposit.status, StatusCode::OK, "{deposit:?}");
+
+    refusing.store(true, Ordering::SeqCst);
+    let voucher = buyer.voucher(&server, 1_000 + AMOUNT);
+    let refused = server.get("/rows?count=2", &voucher).await;
+    assert_eq!(refused.status, StatusCode::PAYMENT_REQUIRED, "{refused:?}");
+    assert_eq!(refused.error(), "refused by policy");
+    assert!(refused.settlement.is_none());
+    let channel = server.channels.load(&buyer.id).await.unwrap().unwrap();
+    assert_eq!((channel.charged, &channel.hold), (1_000, &None));
+
+    // The next voucher on the channel is served now, not after the hold's lease.
+    refusing.store(false, Ordering::SeqCst);
+    let answer = tokio::time::timeout(
+        Duration::from_secs(5),
+        server.get("/rows?count=2", &voucher),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+    let channel = server.channels.load(&buyer.id).await.unwrap().unwrap();
+    assert_eq!((channel.charged, &channel.hold), (3_000, &None));
 }

@@ -1,7 +1,8 @@
 //! The scheme's lifecycle hooks: a request holds its channel and is checked before the work
 //! (`before_verify`), its charge is committed after it (`before_settle` for a voucher,
 //! `after_settle` for a deposit, once the deposit moved), and its hold is released when the
-//! work failed (`on_cancelled`) or the deposit did not settle (`on_settle_failure`).
+//! payment will never be settled (`on_cancelled`: the work failed, or another hook refused the
+//! payment after verification) or the deposit did not settle (`on_settle_failure`).
 
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
