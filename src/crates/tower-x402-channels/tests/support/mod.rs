@@ -80,9 +80,33 @@ impl Server {
         channels: Arc<dyn ChannelStore>,
         hook: impl PaymentHooks + 'static,
     ) -> Self {
+        Self::extended(channels, Box::new(move |payments| payments.hook(hook))).await
+    }
+
+    /// A server whose payments are extended by `after` once the scheme is registered, with a
+    /// sandbox of its own.
+    pub(crate) async fn extended(channels: Arc<dyn ChannelStore>, after: After) -> Self {
         let sandbox = SandboxFacilitator::new();
         let url = format!("http://{}", serve(sandbox.router()).await);
-        let after: After = Box::new(move |payments| payments.hook(hook));
+        Self::with_sandbox(
+            sandbox,
+            url,
+            channels,
+            None,
+            Box::new(|scheme| scheme),
+            Some(after),
+        )
+        .await
+    }
+
+    /// A server extended by `after`, which is given the server's sandbox.
+    pub(crate) async fn extended_with(
+        channels: Arc<dyn ChannelStore>,
+        after: impl FnOnce(&SandboxFacilitator) -> After,
+    ) -> Self {
+        let sandbox = SandboxFacilitator::new();
+        let url = format!("http://{}", serve(sandbox.router()).await);
+        let after = after(&sandbox);
         Self::with_sandbox(
             sandbox,
             url,
