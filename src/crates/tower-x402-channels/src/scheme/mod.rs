@@ -69,7 +69,9 @@ use payload::{BuyerPayload, Kind};
 /// never did, the channel is released. The held channel and its voucher live in this process
 /// only: after a restart, a deposit recovered from doubt is delivered but its voucher's charge
 /// (at most one request's amount) is not committed, and the channel goes on from the charge
-/// before it.
+/// before it. A refund's lost `/settle` answer is not tracked in doubt (the scheme, not the
+/// core's ledger, sends the completed refund): it is answered 502 with the channel released
+/// unchanged, and the refund sent again meets the chain as it is then.
 ///
 /// ```
 /// use std::sync::Arc;
