@@ -26,7 +26,8 @@ use tower_x402_benches::{
     InstantFacilitator, discovery_offer, inner, inner_metered, offer, request, unsigned_payment,
     unsigned_upto_payment, upto_offer,
 };
-use tower_x402_sandbox::{SandboxFacilitator, Step};
+use tower_x402_channels::{BatchSettlement, ChannelOffer, MemoryChannelStore};
+use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
 use tower_x402_siwx::SignInWithX;
 use x402_wire::{AtomicAmount, FacilitatorRequest};
 use x402_wire::{PaymentPayload, UsdcDeployment, header};
@@ -154,6 +155,89 @@ fn paid_upto_case() -> Case {
     }
 }
 
+/// What a voucher request charges in the benchmark: 0.001 USDC of the 0.01 USDC a request may
+/// cost.
+const VOUCHER_CHARGE: AtomicAmount = AtomicAmount(1_000);
+
+/// The inner service of a channel request: charges [`VOUCHER_CHARGE`].
+async fn inner_voucher(request: Request<Full<Bytes>>) -> Result<Response<Full<Bytes>>, Infallible> {
+    if let Some(charge) = request.extensions().get::<tower_x402::Charge>() {
+        charge.set(VOUCHER_CHARGE);
+    }
+    inner(request).await
+}
+
+/// A payment channel's voucher request (`batch-settlement`): the channel opened by a deposit
+/// and one voucher in the setup (through the in-process sandbox facilitator, real signatures),
+/// then the next voucher, signed by the sandbox wallet — verified locally (its EIP-712 digest,
+/// one public-key recovery, the cumulative check), the inner service charging 0.001 USDC, and
+/// the new cumulative committed to the memory channel store. No facilitator call.
+fn voucher_case() -> Case {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let sandbox = SandboxFacilitator::new();
+    let payments = BatchSettlement::new(
+        std::sync::Arc::new(MemoryChannelStore::default()),
+        sandbox.clone(),
+    )
+    .register(Payments::new(sandbox.clone()));
+    let accept = ChannelOffer::new(sandbox.receiver_authorizer()).usdc(
+        &UsdcDeployment::BASE,
+        AtomicAmount(10_000),
+        tower_x402_benches::PAY_TO,
+    );
+    let priced = std::sync::Arc::new(
+        tower_x402::Offer::builder(x402_wire::ResourceInfo::new("https://shop.example/report"))
+            .accept(accept.clone())
+            .settlement(tower_x402::SettlementMode::After)
+            .build()
+            .expect("channel offer"),
+    );
+    let pricing =
+        move |parts: &http::request::Parts| (parts.uri.path() == "/report").then(|| priced.clone());
+    let service = BoxCloneService::new(
+        ServiceBuilder::new()
+            .layer(X402Layer::with_payments(payments, pricing))
+            .service_fn(inner_voucher),
+    );
+    let wallet = SandboxWallet::random();
+    let config = wallet.channel_config(&accept, [0; 32]).expect("channel");
+    let signed = |payment: &PaymentPayload| header::encode(payment).expect("header");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    let deposit = wallet
+        .deposit_payment_at(&accept, &config, 1_000_000, 10_000, now)
+        .expect("deposit");
+    let warm_up = wallet
+        .voucher_payment(&accept, &config, 1_000 + 10_000)
+        .expect("voucher");
+    for payment in [deposit, warm_up] {
+        let response = runtime.block_on(
+            service
+                .clone()
+                .oneshot(request("/report", Some(&signed(&payment)))),
+        );
+        assert!(
+            response
+                .as_ref()
+                .is_ok_and(|r| r.status() == http::StatusCode::OK),
+            "the setup's deposit or voucher was not served"
+        );
+        drop(black_box(response));
+    }
+    let voucher = wallet
+        .voucher_payment(&accept, &config, 2_000 + 10_000)
+        .expect("voucher");
+    Case {
+        runtime,
+        service,
+        request: request("/report", Some(&signed(&voucher))),
+    }
+}
+
 fn run(case: Case) -> Case {
     let Case {
         runtime,
@@ -179,6 +263,7 @@ fn run(case: Case) -> Case {
 )]
 #[bench::paid(setup = paid_case, config = budget(budgets::PAID_PATH))]
 #[bench::paid_upto(setup = paid_upto_case, config = budget(budgets::PAID_UPTO_PATH))]
+#[bench::paid_voucher(setup = voucher_case, config = budget(budgets::PAID_VOUCHER_PATH))]
 fn layer(case: Case) -> Case {
     run(case)
 }

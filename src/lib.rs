@@ -11,9 +11,6 @@ pub mod layer;
 #[cfg(feature = "mcp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
 pub mod mcp;
-#[cfg(feature = "metrics")]
-#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-pub mod metrics;
 pub mod payment;
 pub mod paywall_page;
 pub mod pricing;

@@ -11,6 +11,7 @@
 
 mod app;
 mod child;
+mod latency;
 mod memory;
 mod parts;
 mod payment;
@@ -39,6 +40,9 @@ enum Cli {
     Run(Options),
     /// The store's resident memory under mixed traffic.
     Memory(memory::Options),
+    /// A paid request's latency with a facilitator whose `/settle` takes as long as a chain:
+    /// `exact` against a payment channel's voucher.
+    Latency(latency::Options),
     /// The stub facilitator (prints its address).
     Stub,
     /// tower-x402's app alone (prints its address): `/bare`, and `/paid/after` and
@@ -167,6 +171,9 @@ fn main() {
         Cli::Run(options) => run(&options),
         Cli::Memory(options) => {
             runtime().and_then(|runtime| runtime.block_on(memory::run(&options)))
+        }
+        Cli::Latency(options) => {
+            runtime().and_then(|runtime| runtime.block_on(latency::run(&options)))
         }
     };
     if let Err(error) = result {

@@ -3,17 +3,27 @@
 #   bash benches/load/run.sh [--peers] [--rounds N] [--seconds S] [--warm-up S] [--connections C] [--out FILE]
 #   bash benches/load/run.sh --parts [--rounds N] [--seconds S] ...
 #   bash benches/load/run.sh memory [--requests N] [--concurrency C] [--stub-facilitator]
+#   bash benches/load/run.sh latency [--settle-delay-ms MS] [--requests N]
 # Installs wrk and curl from Debian when missing and builds everything in release mode. With
 # --peers it also builds benches/peers (x402-axum and r402, a separate workspace with its own
 # lockfile) and measures them in the same run, with tower-x402 also in a process of its own
 # (`tower-x402-process`), as they run. `memory` runs the store binary under mixed traffic
-# and prints its RSS. --parts measures the paid path taken apart: tower-x402's app in a process
-# of its own once per variant (`x402-load app --part NAME`: the full path, then one part
-# replaced at a time) and x402-axum, paid requests only, in interleaved rounds, with app CPU,
-# context switches and (where `perf stat` can count them) cache misses per request.
+# and prints its RSS. `latency` times paid requests, one after another, with a facilitator whose
+# /settle answers after 2 s: `exact` against a payment channel's voucher. --parts measures the
+# paid path taken apart: tower-x402's app in a process of its own once per variant
+# (`x402-load app --part NAME`: the full path, then one part replaced at a time) and x402-axum,
+# paid requests only, in interleaved rounds, with app CPU, context switches and (where
+# `perf stat` can count them) cache misses per request.
 # See BENCHMARKS.md for what each prints.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+
+# No wrk needed: the latency case is its own client.
+if [ "${1:-}" = "latency" ]; then
+    shift
+    cargo build --release --quiet -p tower-x402-benches --bin x402-load
+    exec "${CARGO_TARGET_DIR:-target}/release/x402-load" latency "$@"
+fi
 
 missing=()
 command -v wrk >/dev/null 2>&1 || missing+=(wrk)

@@ -204,7 +204,7 @@ fn after_work<B>((config, pass, charge): Passed, mut response: Response<B>) -> N
     // Never shown to the client, whatever happens next.
     let overrides = take_overrides(response.headers_mut());
     let cleared = match pass {
-        Pass::Paid(paid) => {
+        Pass::Paid(paid) | Pass::Answered(paid) => {
             // Settled before the handler, or a repeat answered from its record.
             if let Some(settlement) = &paid.payment().settlement {
                 mark_paid(&config, response.headers_mut(), settlement);

@@ -47,7 +47,10 @@ pub(crate) fn status_of_kind(kind: RefusalKind) -> StatusCode {
 /// The response for `refusal`: the only place a refusal becomes a response.
 pub(crate) fn refusal(config: &Config, offer: &Offer, refusal: &Refusal) -> Response<Bytes> {
     let status = match refusal {
-        Refusal::InvalidHeader(_) => config.invalid_header.status(),
+        Refusal::InvalidHeader(_) if config.invalid_header_payment_required => {
+            StatusCode::PAYMENT_REQUIRED
+        }
+        Refusal::InvalidHeader(_) => StatusCode::BAD_REQUEST,
         _ => status_of_kind(refusal.kind()),
     };
     match refusal {
@@ -100,8 +103,8 @@ pub(crate) fn challenge_explained(config: &Config, offer: &Offer, error: &str) -
     }
 }
 
-/// A 402 whose accept of `accept`'s scheme and network is `accept` (a scheme's corrective
-/// challenge).
+/// A 402 whose accept of `accept`'s scheme, network, asset and payTo is `accept` (a scheme's
+/// corrective challenge).
 fn corrected(
     config: &Config,
     offer: &Offer,
@@ -110,7 +113,11 @@ fn corrected(
 ) -> Response<Bytes> {
     let mut required = offer.challenge_with_error(error);
     for own in &mut required.accepts {
-        if own.scheme == accept.scheme && own.network == accept.network {
+        if own.scheme == accept.scheme
+            && own.network == accept.network
+            && own.asset == accept.asset
+            && own.pay_to == accept.pay_to
+        {
             own.clone_from(accept);
         }
     }
@@ -122,6 +129,25 @@ fn corrected(
         }
         _ => challenge_explained(config, offer, error),
     }
+}
+
+/// The answer to a payment settled without the work
+/// ([`Outcome::Answered`](crate::payment::Outcome::Answered)): 200, the settlement as the JSON
+/// body and in `PAYMENT-RESPONSE`.
+pub(crate) fn answered(
+    config: &Config,
+    payment: &crate::payment::VerifiedPayment,
+) -> Response<Bytes> {
+    let body = payment
+        .settlement
+        .as_ref()
+        .and_then(|settlement| serde_json::to_vec(settlement).ok())
+        .unwrap_or_default();
+    let mut response = base(config, StatusCode::OK, body.into());
+    if let Some(settlement) = &payment.settlement {
+        mark_paid(config, response.headers_mut(), settlement);
+    }
+    response
 }
 
 /// A 402 after the facilitator refused to settle: the failure in `PAYMENT-RESPONSE`, and the

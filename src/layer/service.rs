@@ -279,6 +279,9 @@ fn start(
             .await
             .into_pass()
         {
+            Ok(crate::payment::Pass::Answered(paid)) => {
+                Gate::Refuse(responses::answered(&config, paid.payment()))
+            }
             Ok(pass) => Gate::Proceed(config, pass),
             Err(refusal) => Gate::Refuse(responses::refusal(&config, &offer, &refusal)),
         }

@@ -250,7 +250,7 @@ impl PaidTools {
         // money, so the result says so whatever it is.
         let served = matches!(&response, Ok(CallToolResponse::Complete(result)) if result.is_error != Some(true));
         let (paid, held) = match pass {
-            Pass::Paid(paid) => (Some(paid), false),
+            Pass::Paid(paid) | Pass::Answered(paid) => (Some(paid), false),
             Pass::Cleared(cleared) => match cleared.conclude(served, charge.as_ref(), None).await {
                 Ok(paid) => (paid, true),
                 Err(refusal) => return Ok(refused(&offer, &refusal).into()),
@@ -312,6 +312,19 @@ impl PaidTools {
             }
         };
         match payments.pay(&offer, payload, request).await.into_pass() {
+            Ok(Pass::Answered(paid)) => {
+                // Settled with no work to run: the settlement is the answer.
+                let settlement = paid.payment().settlement.as_ref();
+                let result = CallToolResult::structured(
+                    settlement
+                        .and_then(|settlement| serde_json::to_value(settlement).ok())
+                        .unwrap_or_default(),
+                );
+                Admitted::Answer(match settlement {
+                    Some(settlement) => with_payment_response(result, settlement),
+                    None => result,
+                })
+            }
             Ok(pass) => Admitted::Pass(offer, pass),
             Err(refusal) => Admitted::Answer(refused(&offer, &refusal)),
         }

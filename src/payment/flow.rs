@@ -93,7 +93,7 @@ impl Payments {
     /// settles them. `requirement` is the offer's accept the payment matched
     /// ([`accepted`](Self::accepted)); `request` is the request the payment comes with, recorded
     /// with it: a payment buys one delivery of one request (see [`RequestDigest`] for what a
-    /// repeat is answered). Refusals are reported to the event hook before they are returned.
+    /// repeat is answered). Refusals are reported to the hooks ([`PaymentHooks::on_refusal`](super::PaymentHooks::on_refusal)) before they are returned.
     pub async fn authorize(
         self: &Arc<Self>,
         offer: &Arc<Offer>,
@@ -106,6 +106,10 @@ impl Payments {
             Err(refusal) => return self.refuse(offer, refusal),
         };
         let key = PaymentKey::with_fingerprint(&payload, &fingerprint);
+        let without_work = self
+            .schemes
+            .get(&requirement.scheme)
+            .settles_without_work(&payload);
         let guard = Arc::clone(&self.inflight).acquire(key.clone()).await;
 
         if let Some(reason) = self.refused.get(&fingerprint, &payload.payload) {
@@ -187,7 +191,7 @@ impl Payments {
             Some(verifier) => intent.at_facilitator(verifier),
             None => intent,
         };
-        if offer.settlement_mode().settles_after_work() {
+        if offer.settlement_mode().settles_after_work() && !without_work {
             return Outcome::Cleared(Cleared::new(Arc::clone(self), payment, hold, intent, guard));
         }
         let (outcome, guard) =
@@ -198,6 +202,9 @@ impl Payments {
                 payment.settlement = Some(settlement);
             }
             Err(refusal) => return refused(refusal),
+        }
+        if without_work {
+            return Outcome::Answered(Paid::new(payment, guard));
         }
         Outcome::Settled(Paid::new(payment, guard))
     }
@@ -299,6 +306,13 @@ impl Payments {
             replayed: false,
             offer: Arc::clone(offer),
         };
+        if self
+            .schemes
+            .get(&payment.requirement.scheme)
+            .settles_without_work(&payment.payload)
+        {
+            return Outcome::Answered(Paid::new(payment, guard));
+        }
         Outcome::Settled(Paid::new(payment, guard))
     }
 

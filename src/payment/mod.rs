@@ -101,9 +101,9 @@
 pub(crate) mod charge;
 mod delivery;
 mod flow;
-mod granted;
 mod hooks;
 mod ledger;
+mod missing;
 mod outcome;
 mod payments;
 mod refusal;
@@ -116,9 +116,9 @@ mod verified;
 
 pub use charge::{Charge, ChargeError};
 pub use delivery::RequestDigest;
-pub use granted::GrantedWithoutPayment;
 pub(crate) use hooks::Prelude;
 pub use hooks::{Decision, PaymentContext, PaymentHooks, ProtectedRequest};
+pub use missing::MissingPayment;
 pub(crate) use outcome::Pass;
 pub use outcome::{Cleared, Outcome, Paid};
 pub use payments::Payments;

@@ -29,6 +29,10 @@ pub enum Outcome {
     Settled(Paid),
     /// Settled earlier and answered from its record, with no facilitator call: deliver again.
     Replayed(Paid),
+    /// Settled, and not a payment for the work (its scheme
+    /// [settles it without the work](super::Scheme::settles_without_work), as a payment
+    /// channel's refund): answer with the settlement; the work is not run.
+    Answered(Paid),
     /// `/settle` was sent but its outcome is unknown: the payment is kept *in doubt*
     /// ([`Refusal::SettlementInDoubt`]); the same payment presented again recovers it.
     InDoubt(Refusal),
@@ -45,6 +49,7 @@ impl Outcome {
             // The core lets a repeat through only for the request it bought, at a fixed price.
             Self::Settled(paid) | Self::Replayed(paid) => Ok(Pass::Paid(paid)),
             Self::Cleared(cleared) => Ok(Pass::Cleared(cleared)),
+            Self::Answered(paid) => Ok(Pass::Answered(paid)),
             Self::InDoubt(refusal) | Self::Refused(refusal) => Err(refusal),
         }
     }
@@ -58,13 +63,15 @@ pub(crate) enum Pass {
     Paid(Paid),
     /// Verified and held: settle once the work succeeded, release it when it failed.
     Cleared(Cleared),
+    /// Settled, with no work to run: answer with the settlement.
+    Answered(Paid),
 }
 
 impl Pass {
     /// The payment the work runs on.
     pub(crate) fn payment(&self) -> &VerifiedPayment {
         match self {
-            Self::Paid(paid) => paid.payment(),
+            Self::Paid(paid) | Self::Answered(paid) => paid.payment(),
             Self::Cleared(cleared) => cleared.payment(),
         }
     }

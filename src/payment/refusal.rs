@@ -17,7 +17,7 @@ use crate::settlement::StoreError;
 /// | refusal | kind | over HTTP |
 /// |---|---|---|
 /// | [`PaymentMissing`](Self::PaymentMissing) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge |
-/// | [`InvalidHeader`](Self::InvalidHeader) | [`BadRequest`](RefusalKind::BadRequest) | 400, or 402 with [`InvalidHeaderStatus::PaymentRequired`](crate::layer::InvalidHeaderStatus::PaymentRequired); the challenge |
+/// | [`InvalidHeader`](Self::InvalidHeader) | [`BadRequest`](RefusalKind::BadRequest) | 400, or 402 with [`X402Layer::invalid_header_payment_required`](crate::X402Layer::invalid_header_payment_required); the challenge |
 /// | [`OtherResource`](Self::OtherResource) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge |
 /// | [`NoMatchingRequirement`](Self::NoMatchingRequirement) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge |
 /// | [`InvalidPayment`](Self::InvalidPayment) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge |
@@ -124,13 +124,13 @@ pub enum Refusal {
         reason: String,
     },
     /// The payment was signed on a state the server no longer holds (a payment channel's
-    /// cumulative that moved on): refused with a 402 whose accept of the same scheme and
-    /// network is `accept`, carrying the server's state so that the client can sign again on
-    /// it. Nothing was run or charged.
+    /// cumulative that moved on): refused with a 402 whose accept of the same scheme, network,
+    /// asset and payTo is `accept`, carrying the server's state so that the client can sign
+    /// again on it. Nothing was run or charged.
     Corrected {
         /// The answer's `error`.
         reason: String,
-        /// The accept answered in place of the offer's of its scheme and network.
+        /// The accept answered in place of the offer's of its scheme, network, asset and payTo.
         accept: Box<PaymentRequirements>,
     },
     /// A [lifecycle hook](super::PaymentHooks) refused the request.

@@ -92,6 +92,16 @@ pub trait Scheme: Send + Sync + 'static {
         false
     }
 
+    /// Whether `payload` is an operation on the payment itself rather than a payment for the
+    /// work (a payment channel's cooperative refund): verified and settled at once, whatever
+    /// the offer's settlement mode, and answered with its settlement
+    /// ([`Outcome::Answered`](super::Outcome::Answered)) — the work is not run. By default
+    /// (`false`) every payment pays for the work.
+    fn settles_without_work(&self, payload: &PaymentPayload) -> bool {
+        let _ = payload;
+        false
+    }
+
     /// The request sent to `/settle` for a payment verified with `verified` that settles
     /// `amount` (the requirement's for a fixed price, the work's charge for a metered one), or
     /// `None` to send `verified` as it is. By default the requirement's `amount` is set to

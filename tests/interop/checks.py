@@ -31,6 +31,7 @@ def main() -> int:
         import mcp_checks
         import siwx_checks
         import upto_checks
+        import channels_checks
 
         services = store_checks.Services.from_env()
         sandbox_checks.register(suite, services.sandbox_facilitator)
@@ -38,6 +39,8 @@ def main() -> int:
         upto_checks.register(suite)  # metered payments: the example `metered`
         mcp_checks.register(suite)  # paid MCP tools: the example `paid_mcp`
         siwx_checks.register(suite, services)  # sign-in-with-x, both ways: the `siwx-proof` binary of `x402-buyer`
+        # Payment channels: the example `channels`; last, as its final check stops the example.
+        channels_checks.register(suite)
     passed, failed = suite.run()
     if args.results:
         args.results.write_text(f"{passed} {failed}\n")

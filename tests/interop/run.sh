@@ -6,7 +6,7 @@
 #   - a Python facilitator made of the official SDK (facilitator.py),
 #   - three stores: embedded sandbox (demo), sandbox facilitator over HTTP (live),
 #     Python facilitator over HTTP (live),
-#   - the metered and paid_mcp examples (and builds the x402-buyer package's siwx-proof, run by
+#   - the metered, paid_mcp and channels examples (and builds the x402-buyer package's siwx-proof, run by
 #     siwx_checks.py),
 # runs the checks (checks.py), stops everything it started, and ends with the line
 # "N passed, M failed". Exits non-zero on any failure.
@@ -131,6 +131,14 @@ export X402_METERED="$started_url" X402_METERED_PAY_TO="$pay_to"
   || setup_failed "cargo build --example paid_mcp"
 start paid-mcp "$target/release/examples/paid_mcp" --listen 127.0.0.1:0 --facilitator "$sandbox_url" --pay-to "$pay_to"
 export X402_PAID_MCP="$started_url"
+# Payment channels (batch-settlement): the channels example against the sandbox facilitator over
+# HTTP, paid by channels_checks.py, which reads the claims on the sandbox's chain view. Its own
+# receiver (no other service is paid there), and claims only on SIGTERM, which the last check sends.
+channels_pay_to="0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+(cd "$root" && cargo build --quiet --release --example channels) || setup_failed "cargo build --example channels"
+start channels "$target/release/examples/channels" --listen 127.0.0.1:0 --facilitator "$sandbox_url" \
+  --pay-to "$channels_pay_to" --claim-every 86400
+export X402_CHANNELS="$started_url" X402_CHANNELS_PID="${pids[-1]}" X402_CHANNELS_PAY_TO="$channels_pay_to"
 # Sign-in-with-x proofs of the sandbox wallet, checked by the official verification (siwx_checks.py).
 (cd "$root" && cargo build --quiet --release -p x402-buyer --bin siwx-proof) \
   || setup_failed "cargo build -p x402-buyer --bin siwx-proof"

@@ -3,7 +3,7 @@
 //!
 //! | path | answers |
 //! |---|---|
-//! | `GET /metrics` | the metrics of [`tower_x402::metrics`] in the Prometheus text format |
+//! | `GET /metrics` | the metrics of [`tower_x402_metrics`] in the Prometheus text format |
 //! | `GET /healthz` | 200 `{"status":"ok"}` while the process answers |
 //! | `GET /readyz` | 200 `{"status":"ready",…}` when the database answers a query and at least one facilitator can take a payment — its circuit breaker closed and its `/supported` answering now (asked afresh, never from the cache); 503 `{"status":"not_ready",…}` naming the failing check otherwise, and while the store shuts down |
 //!
@@ -53,7 +53,7 @@ pub fn install_recorder() -> Result<PrometheusHandle, String> {
                 .build_recorder();
             let handle = recorder.handle();
             metrics::set_global_recorder(recorder).map_err(|e| e.to_string())?;
-            tower_x402::metrics::describe();
+            tower_x402_metrics::describe();
             let upkeep = handle.clone();
             tokio::spawn(async move {
                 let mut every = tokio::time::interval(Duration::from_secs(5));
@@ -178,7 +178,7 @@ pub fn router(state: &AppState, handle: PrometheusHandle, draining: Draining) ->
 }
 
 async fn metrics_text(State(ops): State<Ops>) -> Response {
-    tower_x402::metrics::refresh();
+    tower_x402_metrics::refresh();
     (
         [(
             header::CONTENT_TYPE,

@@ -1,199 +1,32 @@
 //! The `batch-settlement` scheme served over loopback HTTP against the sandbox facilitator: one
 //! deposit then vouchers verified locally (one facilitator `/settle` in all), forged vouchers
 //! refused, a replay answered with the corrective 402, a failing handler changing nothing, and
-//! concurrent requests on one channel never accepted on one cumulative base.
+//! concurrent requests on one channel never accepted on one cumulative base; a voucher whose
+//! channel's mirrored chain state is stale verified by the facilitator instead; cooperative
+//! refunds, partial and full, with the handler not run; a voucher above the balance refused and
+//! a top-up deposit on an open channel; a refund signed with the server's own receiver
+//! authorizer key.
 
-use std::net::SocketAddr;
+mod support;
+
 use std::sync::Arc;
+use std::time::Duration;
 
-use axum::extract::Query;
-use axum::routing::get;
-use axum::{Extension, Router};
 use http::StatusCode;
 use serde_json::Value;
-use tower_x402::payment::Payments;
-use tower_x402::proto::{
-    AtomicAmount, PaymentPayload, PaymentRequirements, ResourceInfo, SettleResponse,
-    UsdcDeployment, header,
-};
-use tower_x402::{Charge, HttpFacilitator, Offer, Price, SettlementMode, X402Layer};
-use tower_x402_channels::{
-    BatchSettlement, ChannelConfig, ChannelOffer, ChannelStore, MemoryChannelStore,
-};
-use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+use tower_x402::proto::AtomicAmount;
+use tower_x402_channels::{BatchSettlement, ChannelStore, MemoryChannelStore};
+use tower_x402_sandbox::SandboxWallet;
 
-const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
-/// At most 0.01 USDC a request; 0.001 USDC a row.
-const AMOUNT: u128 = 10_000;
-const ROW: u128 = 1_000;
-const DEPOSIT: u128 = 1_000_000;
+use support::{AMOUNT, Buyer, DEPOSIT, ROW, Server};
 
-async fn serve(router: Router) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    address
-}
-
-#[derive(serde::Deserialize)]
-struct Rows {
-    count: u64,
-}
-
-async fn rows(Query(rows): Query<Rows>, Extension(charge): Extension<Charge>) -> String {
-    charge.add(AtomicAmount(u128::from(rows.count) * ROW));
-    format!("{} rows", rows.count)
-}
-
-async fn broken() -> StatusCode {
-    StatusCode::INTERNAL_SERVER_ERROR
-}
-
-/// A server selling `/rows` and `/broken` with `batch-settlement`, over the sandbox.
-struct Server {
-    sandbox: SandboxFacilitator,
-    base: String,
-    accept: PaymentRequirements,
-    channels: Arc<MemoryChannelStore>,
-}
-
-impl Server {
-    async fn start() -> Self {
-        let sandbox = SandboxFacilitator::new();
-        let url = format!("http://{}", serve(sandbox.router()).await);
-        let facilitator = HttpFacilitator::new(&url).unwrap();
-        let usdc = UsdcDeployment::BASE;
-        let terms = ChannelOffer::from_facilitator(&facilitator, &usdc.network)
-            .await
-            .unwrap();
-        let accept = terms.usdc(&usdc, AtomicAmount(AMOUNT), PAY_TO);
-        let channels = Arc::new(MemoryChannelStore::default());
-        let payments = BatchSettlement::new(Arc::clone(&channels), facilitator.clone())
-            .register(Payments::new(facilitator));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let base = format!("http://{address}");
-        let offer = |path: &str| {
-            Arc::new(
-                Offer::builder(ResourceInfo::new(format!("{base}{path}")))
-                    .accept(accept.clone())
-                    .settlement(SettlementMode::After)
-                    .build()
-                    .unwrap(),
-            )
-        };
-        let (rows_offer, broken_offer) = (offer("/rows"), offer("/broken"));
-        let pricing = move |parts: &http::request::Parts| match parts.uri.path() {
-            "/rows" => Price::Charge(Arc::clone(&rows_offer)),
-            _ => Price::Charge(Arc::clone(&broken_offer)),
-        };
-        let app = Router::new()
-            .route("/rows", get(rows))
-            .route("/broken", get(broken))
-            .layer(X402Layer::with_payments(payments, pricing));
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        Self {
-            sandbox,
-            base,
-            accept,
-            channels,
-        }
-    }
-
-    async fn get(&self, path: &str, payment: &PaymentPayload) -> Answer {
-        let value = header::encode(payment).unwrap();
-        let response = reqwest::Client::new()
-            .get(format!("{}{path}", self.base))
-            .header("PAYMENT-SIGNATURE", value.to_str().unwrap())
-            .send()
-            .await
-            .unwrap();
-        let status = response.status();
-        let settlement = response
-            .headers()
-            .get("PAYMENT-RESPONSE")
-            .map(|value| header::decode::<SettleResponse>(value.as_bytes()).unwrap());
-        let required = response.headers().get("PAYMENT-REQUIRED").map(|value| {
-            let json =
-                header::decode::<tower_x402::proto::PaymentRequired>(value.as_bytes()).unwrap();
-            serde_json::to_value(json).unwrap()
-        });
-        let body = response.text().await.unwrap();
-        Answer {
-            status,
-            settlement,
-            required,
-            body,
-        }
-    }
-}
-
-#[derive(Debug)]
-struct Answer {
-    status: StatusCode,
-    settlement: Option<SettleResponse>,
-    required: Option<Value>,
-    body: String,
-}
-
-impl Answer {
-    fn extra(&self) -> &serde_json::Map<String, Value> {
-        self.settlement
-            .as_ref()
-            .and_then(|settlement| settlement.extra.as_ref())
-            .unwrap_or_else(|| panic!("no PAYMENT-RESPONSE extra: {self:?}"))
-    }
-
-    fn error(&self) -> String {
-        let body: Value = serde_json::from_str(&self.body).unwrap_or(Value::Null);
-        body["error"].as_str().unwrap_or_default().to_owned()
-    }
-}
-
-/// A buyer with one channel to the server.
-struct Buyer {
-    wallet: SandboxWallet,
-    config: ChannelConfig,
-    id: String,
-}
-
-impl Buyer {
-    fn new(server: &Server) -> Self {
-        let wallet = SandboxWallet::random();
-        let config = wallet
-            .channel_config(&server.accept, rand::random())
-            .unwrap();
-        let id = SandboxWallet::channel_id(&config, &server.accept.network).unwrap();
-        let config = serde_json::from_value(serde_json::to_value(config).unwrap()).unwrap();
-        Self { wallet, config, id }
-    }
-
-    fn sandbox_config(&self) -> tower_x402_sandbox::batch::ChannelConfig {
-        serde_json::from_value(serde_json::to_value(&self.config).unwrap()).unwrap()
-    }
-
-    fn deposit(&self, server: &Server, charged: u128) -> PaymentPayload {
-        self.wallet
-            .deposit_payment_at(
-                &server.accept,
-                &self.sandbox_config(),
-                DEPOSIT,
-                charged + AMOUNT,
-                server.sandbox.now(),
-            )
-            .unwrap()
-    }
-
-    fn voucher(&self, server: &Server, ceiling: u128) -> PaymentPayload {
-        self.wallet
-            .voucher_payment(&server.accept, &self.sandbox_config(), ceiling)
-            .unwrap()
-    }
+async fn server() -> Server {
+    Server::start(Arc::new(MemoryChannelStore::default())).await
 }
 
 #[tokio::test]
 async fn twenty_vouchers_after_one_deposit_cost_one_facilitator_settle() {
-    let server = Server::start().await;
+    let server = server().await;
     let buyer = Buyer::new(&server);
     let first = server
         .get("/rows?count=2", &buyer.deposit(&server, 0))
@@ -257,7 +90,7 @@ async fn twenty_vouchers_after_one_deposit_cost_one_facilitator_settle() {
 
 #[tokio::test]
 async fn forged_vouchers_are_refused_and_change_nothing() {
-    let server = Server::start().await;
+    let server = server().await;
     let buyer = Buyer::new(&server);
     let first = server
         .get("/rows?count=1", &buyer.deposit(&server, 0))
@@ -310,7 +143,7 @@ async fn forged_vouchers_are_refused_and_change_nothing() {
 
 #[tokio::test]
 async fn a_replayed_voucher_is_answered_with_the_corrective_402() {
-    let server = Server::start().await;
+    let server = server().await;
     let buyer = Buyer::new(&server);
     assert_eq!(
         server
@@ -361,7 +194,7 @@ async fn a_replayed_voucher_is_answered_with_the_corrective_402() {
 
 #[tokio::test]
 async fn a_failing_handler_changes_nothing() {
-    let server = Server::start().await;
+    let server = server().await;
     let buyer = Buyer::new(&server);
     assert_eq!(
         server
@@ -401,7 +234,7 @@ async fn a_failing_handler_changes_nothing() {
 
 #[tokio::test]
 async fn concurrent_requests_on_one_channel_are_never_accepted_on_one_base() {
-    let server = Arc::new(Server::start().await);
+    let server = Arc::new(server().await);
     let buyer = Arc::new(Buyer::new(&server));
     assert_eq!(
         server
@@ -438,4 +271,267 @@ async fn concurrent_requests_on_one_channel_are_never_accepted_on_one_base() {
     assert_eq!(served, 1, "one request per cumulative base");
     let channel = server.channels.load(&buyer.id).await.unwrap().unwrap();
     assert_eq!((channel.charged, channel.hold), (6_000, None));
+}
+
+#[tokio::test]
+async fn a_stale_mirror_sends_vouchers_to_the_facilitator_which_refreshes_it() {
+    let stale: fn(BatchSettlement) -> BatchSettlement = |scheme| scheme.fresh_for(Duration::ZERO);
+    let server = Server::configured(Arc::new(MemoryChannelStore::default()), Box::new(stale)).await;
+    let buyer = Buyer::new(&server);
+    assert_eq!(
+        server
+            .get("/rows?count=1", &buyer.deposit(&server, 0))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let mut charged = ROW;
+    for _ in 0..3 {
+        let before = server.channels.load(&buyer.id).await.unwrap().unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let answer = server
+            .get("/rows?count=1", &buyer.voucher(&server, charged + AMOUNT))
+            .await;
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+        charged += ROW;
+        let after = server.channels.load(&buyer.id).await.unwrap().unwrap();
+        assert!(
+            after.on_chain.read_at > before.on_chain.read_at,
+            "the reading mirrored"
+        );
+    }
+    assert_eq!(
+        (server.sandbox.verify_calls(), server.sandbox.settle_calls()),
+        (4, 1),
+        "each voucher verified by the facilitator, none settled there"
+    );
+    // A forged voucher is refused by the facilitator as well.
+    let thief = SandboxWallet::random();
+    let forged = thief
+        .voucher_payment(&server.accept, &buyer.sandbox_config(), charged + AMOUNT)
+        .unwrap();
+    let answer = server.get("/rows?count=1", &forged).await;
+    assert_eq!(answer.status, StatusCode::PAYMENT_REQUIRED, "{answer:?}");
+    assert_eq!(
+        server
+            .channels
+            .load(&buyer.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .charged,
+        charged
+    );
+}
+
+#[tokio::test]
+async fn refunds_claim_what_was_charged_return_the_rest_and_never_run_the_handler() {
+    let server = server().await;
+    let buyer = Buyer::new(&server);
+    let payer = buyer.wallet.address();
+    let start = server.sandbox.balance_of(&payer).0;
+    assert_eq!(
+        server
+            .get("/rows?count=2", &buyer.deposit(&server, 0))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let paid = server
+        .get("/rows?count=3", &buyer.voucher(&server, 2 * ROW + AMOUNT))
+        .await;
+    assert_eq!(paid.status, StatusCode::OK, "{paid:?}");
+    let charged = 5 * ROW;
+
+    // A refund voucher on a stale cumulative: the corrective 402, nothing sent.
+    let stale = server
+        .get(
+            "/rows?count=1",
+            &buyer.refund(&server, 2 * ROW, Some(1_000)),
+        )
+        .await;
+    assert_eq!(stale.status, StatusCode::PAYMENT_REQUIRED, "{stale:?}");
+    assert_eq!(
+        stale.error(),
+        "invalid_batch_settlement_evm_cumulative_amount_mismatch"
+    );
+
+    // A partial refund: claimed and refunded in one /settle, the handler not run.
+    let partial = server
+        .get(
+            "/rows?count=1",
+            &buyer.refund(&server, charged, Some(100_000)),
+        )
+        .await;
+    assert_eq!(partial.status, StatusCode::OK, "{partial:?}");
+    assert!(
+        !partial.body.contains("rows"),
+        "the handler ran: {}",
+        partial.body
+    );
+    let settlement = partial.settlement.as_ref().unwrap();
+    assert!(!settlement.transaction.is_empty());
+    assert_eq!(settlement.amount, Some(AtomicAmount(100_000)));
+    let state = &partial.extra()["channelState"];
+    assert_eq!(state["balance"], (DEPOSIT - 100_000).to_string());
+    assert_eq!(state["totalClaimed"], charged.to_string());
+    assert_eq!(state["chargedCumulativeAmount"], charged.to_string());
+    assert!(partial.extra().get("chargedAmount").is_none());
+    assert_eq!(
+        server.sandbox.balance_of(&payer).0,
+        start - DEPOSIT + 100_000
+    );
+    let channel = server.channels.load(&buyer.id).await.unwrap().unwrap();
+    assert_eq!((channel.charged, channel.hold), (charged, None));
+
+    // The channel goes on after a partial refund.
+    let more = server
+        .get("/rows?count=1", &buyer.voucher(&server, charged + AMOUNT))
+        .await;
+    assert_eq!(more.status, StatusCode::OK, "{more:?}");
+    let charged = charged + ROW;
+
+    // A full refund returns everything left and removes the record.
+    let full = server
+        .get("/rows?count=1", &buyer.refund(&server, charged, None))
+        .await;
+    assert_eq!(full.status, StatusCode::OK, "{full:?}");
+    assert_eq!(
+        full.settlement.as_ref().unwrap().amount,
+        Some(AtomicAmount(DEPOSIT - 100_000 - charged))
+    );
+    assert_eq!(server.sandbox.balance_of(&payer).0, start - charged);
+    assert!(server.channels.load(&buyer.id).await.unwrap().is_none());
+    assert_eq!(
+        server.sandbox.settle_calls(),
+        3,
+        "the deposit and two refunds"
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_lost_its_records_restarts_the_channel_from_what_the_chain_claimed() {
+    let first = server().await;
+    let buyer = Buyer::new(&first);
+    assert_eq!(
+        first
+            .get("/rows?count=3", &buyer.deposit(&first, 0))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    first.stop();
+    // The records are gone (a memory store, a new process): the chain claimed nothing yet, so
+    // the 3000 charged are forfeited and the channel starts again from 0.
+    let second = first.beside(Arc::new(MemoryChannelStore::default())).await;
+    let lost = second
+        .get("/rows?count=1", &buyer.voucher(&second, 3 * ROW + AMOUNT))
+        .await;
+    assert_eq!(lost.status, StatusCode::PAYMENT_REQUIRED, "{lost:?}");
+    let state = &lost.required.as_ref().unwrap()["accepts"][0]["extra"]["channelState"];
+    assert_eq!(state["chargedCumulativeAmount"], "0");
+    assert_eq!(state["balance"], DEPOSIT.to_string());
+    let resynced = second
+        .get("/rows?count=1", &buyer.voucher(&second, AMOUNT))
+        .await;
+    assert_eq!(resynced.status, StatusCode::OK, "{resynced:?}");
+    assert_eq!(
+        second
+            .channels
+            .load(&buyer.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .charged,
+        ROW
+    );
+}
+
+#[tokio::test]
+async fn a_voucher_above_the_balance_is_refused_and_a_top_up_deposit_continues_the_channel() {
+    let server = server().await;
+    let buyer = Buyer::new(&server);
+    let opened = server
+        .get("/rows?count=5", &buyer.deposit_of(&server, 0, 15_000))
+        .await;
+    assert_eq!(opened.status, StatusCode::OK, "{opened:?}");
+    let paid = server
+        .get("/rows?count=5", &buyer.voucher(&server, 5_000 + AMOUNT))
+        .await;
+    assert_eq!(paid.status, StatusCode::OK, "{paid:?}");
+    // 20,000 signed against 15,000 deposited: refused locally, nothing changed.
+    let over = server
+        .get("/rows?count=1", &buyer.voucher(&server, 10_000 + AMOUNT))
+        .await;
+    assert_eq!(over.status, StatusCode::PAYMENT_REQUIRED, "{over:?}");
+    assert_eq!(
+        over.error(),
+        "invalid_batch_settlement_evm_cumulative_exceeds_balance"
+    );
+    assert_eq!(server.sandbox.settle_calls(), 1);
+    // A top-up deposit with the same voucher base.
+    let topped = server
+        .get("/rows?count=2", &buyer.deposit_of(&server, 10_000, 100_000))
+        .await;
+    assert_eq!(topped.status, StatusCode::OK, "{topped:?}");
+    assert_eq!(
+        topped.settlement.as_ref().unwrap().amount,
+        Some(AtomicAmount(100_000))
+    );
+    assert_eq!(topped.extra()["channelState"]["balance"], "115000");
+    assert_eq!(
+        topped.extra()["channelState"]["chargedCumulativeAmount"],
+        "12000"
+    );
+    let next = server
+        .get("/rows?count=1", &buyer.voucher(&server, 12_000 + AMOUNT))
+        .await;
+    assert_eq!(next.status, StatusCode::OK, "{next:?}");
+    assert_eq!(
+        server
+            .channels
+            .load(&buyer.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .charged,
+        13_000
+    );
+    assert_eq!(server.sandbox.settle_calls(), 2, "the two deposits");
+}
+
+#[tokio::test]
+async fn a_server_owning_its_receiver_authorizer_signs_the_refund_and_its_claim() {
+    let key = SandboxWallet::random();
+    let authorizer = key.address();
+    let server = Server::owning(Arc::new(MemoryChannelStore::default()), key).await;
+    assert_eq!(
+        server.accept.extra.as_ref().unwrap()["receiverAuthorizer"],
+        authorizer.as_str()
+    );
+    let buyer = Buyer::new(&server);
+    let payer = buyer.wallet.address();
+    let start = server.sandbox.balance_of(&payer).0;
+    assert_eq!(
+        server
+            .get("/rows?count=4", &buyer.deposit(&server, 0))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let paid = server
+        .get("/rows?count=2", &buyer.voucher(&server, 4 * ROW + AMOUNT))
+        .await;
+    assert_eq!(paid.status, StatusCode::OK, "{paid:?}");
+    let refund = server
+        .get("/rows?count=1", &buyer.refund(&server, 6 * ROW, None))
+        .await;
+    assert_eq!(refund.status, StatusCode::OK, "{refund:?}");
+    assert_eq!(
+        refund.extra()["channelState"]["totalClaimed"],
+        (6 * ROW).to_string()
+    );
+    assert_eq!(server.sandbox.balance_of(&payer).0, start - 6 * ROW);
+    assert!(server.channels.load(&buyer.id).await.unwrap().is_none());
 }

@@ -7,8 +7,7 @@ use x402_wire::SettleResponse;
 
 use tower_x402::BoxFuture;
 use tower_x402::payment::{
-    Decision, GrantedWithoutPayment, PaymentContext, PaymentHooks, ProtectedRequest, Refusal,
-    RefusalKind,
+    Decision, MissingPayment, PaymentContext, PaymentHooks, ProtectedRequest, Refusal, RefusalKind,
 };
 use tower_x402::pricing::{ExtensionTemplate, Offer};
 
@@ -25,7 +24,7 @@ const SIGNED_IN_NOT_PAID: &str = "this request was signed in (sign-in-with-x) by
 /// `PaidTools` (tower-x402's feature `mcp`; an
 /// MCP tool call carries its proof in `_meta["sign-in-with-x"]`, and signs the tool's resource
 /// URL as its URI). A granted request finds [`SignedIn`](crate::SignedIn) and a
-/// [`GrantedWithoutPayment`] in its extensions.
+/// [`MissingPayment`] in its extensions.
 impl PaymentHooks for SignInWithX {
     /// The chains, the proof's schema and the first fields of `info`: the same in every 402 of
     /// `offer`.
@@ -55,7 +54,7 @@ impl PaymentHooks for SignInWithX {
                     tracing::debug!(address = %signed_in.address(), resource = %signed_in.resource(), "signed in");
                     let mut extensions = Extensions::new();
                     extensions.insert(signed_in);
-                    extensions.insert(GrantedWithoutPayment::new(SIGNED_IN_NOT_PAID));
+                    extensions.insert(MissingPayment::granted(SIGNED_IN_NOT_PAID));
                     Decision::Handled(extensions)
                 }
                 // The payment the request also carries decides.

@@ -48,7 +48,7 @@
 //! handler behind a layer with sign-in takes [`Buyer`] (paid or signed in), or
 //! `Option<VerifiedPayment>` and `Option<SignedIn>`; one that takes `VerifiedPayment` alone
 //! answers every signed-in request 500, with an error that says so (the hook puts a
-//! [`GrantedWithoutPayment`](tower_x402::payment::GrantedWithoutPayment) naming [`Buyer`] in
+//! [`MissingPayment`](tower_x402::payment::MissingPayment) naming [`Buyer`] in
 //! the request). A request that carries both a proof and a `PAYMENT-SIGNATURE` is decided by
 //! the proof first; when the proof fails, the payment is processed as usual.
 //!
@@ -569,7 +569,7 @@ impl fmt::Debug for SignInWithX {
 
 /// Who signed in: put in the request's extensions by the layer when a sign-in proof was
 /// accepted (the request was served without payment), beside a
-/// [`GrantedWithoutPayment`](tower_x402::payment::GrantedWithoutPayment) that tells a handler
+/// [`MissingPayment`](tower_x402::payment::MissingPayment) that tells a handler
 /// asking for a payment why there is none. With the feature `axum`, an extractor
 /// (`Option<SignedIn>` in a handler that also serves payments).
 #[derive(Clone, Debug, PartialEq, Eq)]

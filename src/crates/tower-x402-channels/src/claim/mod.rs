@@ -132,6 +132,22 @@ pub trait ClaimAuthorizer: Send + Sync + 'static {
         network: &'a Network,
         claims: &'a [VoucherClaim],
     ) -> BoxFuture<'a, Result<String, BoxError>>;
+
+    /// The EIP-712 `Refund(bytes32 channelId,uint256 nonce,uint128 amount)` signature
+    /// (`refundAuthorizerSignature`) of refunding `amount` of channel `channel_id` at refund
+    /// nonce `nonce` on `network`, for a cooperative refund
+    /// ([`BatchSettlement::authorizer`](crate::BatchSettlement::authorizer)); `None` (the
+    /// default) signs no refunds.
+    fn sign_refund<'a>(
+        &'a self,
+        network: &'a Network,
+        channel_id: &'a str,
+        nonce: u128,
+        amount: u128,
+    ) -> BoxFuture<'a, Result<Option<String>, BoxError>> {
+        let _ = (network, channel_id, nonce, amount);
+        Box::pin(async { Ok(None) })
+    }
 }
 
 /// What a claim round did.

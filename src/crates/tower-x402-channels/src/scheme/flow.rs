@@ -6,22 +6,17 @@
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use alloy_primitives::Address;
 use serde_json::{Map, Value};
 use tower_x402::BoxFuture;
 use tower_x402::payment::{Decision, PaymentContext, PaymentHooks, RefusalKind, VerifiedPayment};
-use tower_x402::proto::{PaymentRequirements, SettleResponse, VerifyResponse};
+use tower_x402::proto::{Network, SettleResponse, VerifyResponse};
 use tower_x402::{PaymentKey, Refusal};
 
 use super::Inner;
-use super::payload::{BuyerPayload, Kind};
-use super::response::{
-    CHANNEL_BUSY, CUMULATIVE_MISMATCH, channel_state, corrective_accept, settlement_extra, snapshot,
-};
-use super::signature::signed_by;
-use crate::channel::{Begin, Channel, Commit, Committed, Hold, OnChain, Voucher, normalize_id};
-use crate::typed::voucher_digest;
-use crate::wire::{BATCH_SETTLEMENT_SCHEME, ChannelConfig};
+use super::payload::Kind;
+use super::response::{channel_state, settlement_extra, snapshot};
+use crate::channel::{Commit, Committed, OnChain, Voucher};
+use crate::wire::BATCH_SETTLEMENT_SCHEME;
 
 /// How often a commit is sent again after the store gave no answer (it is recognized when it
 /// had applied).
@@ -30,22 +25,32 @@ const COMMIT_ATTEMPTS: usize = 3;
 /// A request between its verification and its settlement.
 #[derive(Clone, Debug)]
 pub(super) struct Pending {
-    kind: Kind,
-    id: String,
-    hold: String,
+    pub(super) kind: Kind,
+    pub(super) id: String,
+    pub(super) network: Network,
+    pub(super) hold: String,
     /// The cumulative the request started from.
-    base: u128,
-    voucher: Voucher,
-    payer: String,
+    pub(super) base: u128,
+    pub(super) voucher: Voucher,
+    pub(super) payer: String,
     /// The chain as the request saw it (a facilitator's answer), to mirror with the commit.
-    on_chain: OnChain,
-    fresh_reading: bool,
+    pub(super) on_chain: OnChain,
+    pub(super) fresh_reading: bool,
+}
+
+impl Pending {
+    /// The request's pending state with the chain as `on_chain` read it.
+    pub(super) fn read(mut self, on_chain: OnChain) -> Self {
+        self.on_chain = on_chain;
+        self.fresh_reading = true;
+        self
+    }
 }
 
 /// The hooks' part of the scheme.
 pub(super) struct Hooks(pub(super) Arc<Inner>);
 
-fn now_ms() -> u64 {
+pub(super) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |elapsed| {
@@ -53,69 +58,26 @@ fn now_ms() -> u64 {
         })
 }
 
-fn ms(duration: Duration) -> u64 {
+pub(super) fn ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn invalid(reason: &str) -> Decision<VerifyResponse> {
-    Decision::Abort(Refusal::InvalidPayment {
-        reason: reason.to_owned(),
-    })
-}
-
-fn store_down(what: &str, error: &dyn std::fmt::Display) -> Refusal {
-    tracing::warn!(%error, "channel store: {what}");
-    Refusal::Hook {
-        kind: RefusalKind::RetrySamePayment,
-        reason: "channel records are unavailable, retry the same payment later".to_owned(),
-    }
-}
-
-/// The first way `config` (the payload's channel, claimed to be `channel_id`) differs from what
-/// `requirement` offers, as the scheme's error code.
-fn binding_error(
-    config: &ChannelConfig,
-    channel_id: &str,
-    requirement: &PaymentRequirements,
-) -> Option<&'static str> {
-    let same = |a: &str, b: &str| matches!((a.parse::<Address>(), b.parse::<Address>()), (Ok(a), Ok(b)) if a == b);
-    match config.id(&requirement.network) {
-        Ok(id) if id.eq_ignore_ascii_case(channel_id) => {}
-        _ => return Some("invalid_batch_settlement_evm_channel_id_mismatch"),
-    }
-    let extra = |key: &str| requirement.extra.as_ref().and_then(|extra| extra.get(key));
-    if !same(&config.receiver, &requirement.pay_to) {
-        return Some("invalid_batch_settlement_evm_receiver_mismatch");
-    }
-    if !same(&config.token, &requirement.asset) {
-        return Some("invalid_batch_settlement_evm_token_mismatch");
-    }
-    let authorizer = extra("receiverAuthorizer").and_then(Value::as_str);
-    if !authorizer.is_some_and(|authorizer| same(&config.receiver_authorizer, authorizer)) {
-        return Some("invalid_batch_settlement_evm_authorizer_address_mismatch");
-    }
-    if extra("withdrawDelay").and_then(Value::as_u64) != Some(config.withdraw_delay) {
-        return Some("invalid_batch_settlement_evm_withdraw_delay_mismatch");
-    }
-    None
-}
-
 impl Inner {
-    fn remember(&self, key: &PaymentKey, pending: Pending) {
+    pub(super) fn remember(&self, key: &PaymentKey, pending: Pending) {
         self.pending
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(key.clone(), pending);
     }
 
-    fn take(&self, key: &PaymentKey) -> Option<Pending> {
+    pub(super) fn take(&self, key: &PaymentKey) -> Option<Pending> {
         self.pending
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(key)
     }
 
-    fn peek(&self, key: &PaymentKey) -> Option<Pending> {
+    pub(super) fn peek(&self, key: &PaymentKey) -> Option<Pending> {
         self.pending
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -123,202 +85,17 @@ impl Inner {
             .cloned()
     }
 
-    async fn release(&self, id: &str, hold: &str) {
+    pub(super) async fn release(&self, id: &str, hold: &str) {
         if let Err(error) = self.store.release(id, hold).await {
             tracing::warn!(%error, channel = %id, "channel hold could not be released; it expires with its lease");
         }
     }
-
-    /// How long a channel's mirrored chain state is fresh enough for a local check.
-    fn fresh_for(&self, config: &ChannelConfig) -> u64 {
-        self.fresh_for.map_or_else(
-            || (config.withdraw_delay.saturating_mul(1000) / 3).clamp(30_000, 300_000),
-            ms,
-        )
-    }
-
-    /// Holds the payment's channel and checks it: the corrective 402 for a voucher signed on
-    /// another cumulative, the voucher's signature locally when it can be, else the
-    /// facilitator's `/verify`.
-    async fn admit(&self, payment: &PaymentContext<'_>) -> Decision<VerifyResponse> {
-        let request = payment.request;
-        let requirement = request.payment_requirements();
-        let Some(buyer) = BuyerPayload::read(request.payment_payload()) else {
-            return invalid("invalid_batch_settlement_evm_payload");
-        };
-        let (config, voucher) = (buyer.config(), buyer.voucher());
-        if let Some(reason) = binding_error(config, &voucher.channel_id, requirement) {
-            return invalid(reason);
-        }
-        let id = normalize_id(&voucher.channel_id);
-        let now = now_ms();
-        let hold = Hold::new(&self.owner, now.saturating_add(ms(self.hold_lease)));
-        let held = match self.store.begin(&id, &hold, now).await {
-            Ok(Begin::Held(channel)) => Some(*channel),
-            Ok(Begin::NotFound) => None,
-            Ok(Begin::Busy { .. }) => {
-                return Decision::Abort(Refusal::Hook {
-                    kind: RefusalKind::RetrySamePayment,
-                    reason: CHANNEL_BUSY.to_owned(),
-                });
-            }
-            Err(error) => return Decision::Abort(store_down("begin", &error)),
-        };
-        let amount = requirement.amount.0;
-        if let Some(channel) = &held {
-            if channel.charged.checked_add(amount) != Some(voucher.max_claimable_amount) {
-                self.release(&id, &hold.id).await;
-                return Decision::Abort(Refusal::Corrected {
-                    reason: CUMULATIVE_MISMATCH.to_owned(),
-                    accept: Box::new(corrective_accept(requirement, channel)),
-                });
-            }
-            if buyer.kind() == Kind::Voucher
-                && let Some(verified) = self.verify_locally(channel, voucher, now)
-            {
-                if !verified.is_valid {
-                    self.release(&id, &hold.id).await;
-                    return Decision::Handled(verified);
-                }
-                self.remember(
-                    payment.key,
-                    Pending {
-                        kind: Kind::Voucher,
-                        id,
-                        hold: hold.id,
-                        base: channel.charged,
-                        voucher: Voucher::new(voucher.max_claimable_amount, &voucher.signature),
-                        payer: config.payer.to_ascii_lowercase(),
-                        on_chain: channel.on_chain,
-                        fresh_reading: false,
-                    },
-                );
-                return Decision::Handled(verified);
-            }
-        }
-        // The facilitator verifies: a deposit, a voucher it must (EIP-1271, stale mirror), or a
-        // channel this server does not know.
-        let verified = match self.facilitator.verify(request).await {
-            Ok(verified) => verified,
-            Err(error) => {
-                if held.is_some() {
-                    self.release(&id, &hold.id).await;
-                }
-                return Decision::Abort(Refusal::Facilitator(error));
-            }
-        };
-        let reading = snapshot(verified.extra.as_ref(), now);
-        if !verified.is_valid {
-            if held.is_some() {
-                self.release(&id, &hold.id).await;
-            }
-            return Decision::Handled(verified);
-        }
-        let Some(on_chain) = reading else {
-            if held.is_some() {
-                self.release(&id, &hold.id).await;
-            }
-            return invalid("invalid_batch_settlement_evm_channel_state_read_failed");
-        };
-        let channel = match held {
-            Some(channel) => channel,
-            None => {
-                // First seen: the baseline is what the chain says was claimed.
-                let channel =
-                    Channel::new(&id, requirement.network.clone(), config.clone(), on_chain);
-                if let Err(error) = self.store.open(&channel).await {
-                    return Decision::Abort(store_down("open", &error));
-                }
-                match self.store.begin(&id, &hold, now).await {
-                    Ok(Begin::Held(channel)) => *channel,
-                    Ok(Begin::Busy { .. }) => {
-                        return Decision::Abort(Refusal::Hook {
-                            kind: RefusalKind::RetrySamePayment,
-                            reason: CHANNEL_BUSY.to_owned(),
-                        });
-                    }
-                    Ok(_) => return invalid("invalid_batch_settlement_evm_channel_not_found"),
-                    Err(error) => return Decision::Abort(store_down("begin", &error)),
-                }
-            }
-        };
-        if channel.charged.checked_add(amount) != Some(voucher.max_claimable_amount) {
-            self.release(&id, &hold.id).await;
-            let mut shown = channel;
-            shown.mirror(on_chain);
-            return Decision::Abort(Refusal::Corrected {
-                reason: CUMULATIVE_MISMATCH.to_owned(),
-                accept: Box::new(corrective_accept(requirement, &shown)),
-            });
-        }
-        self.remember(
-            payment.key,
-            Pending {
-                kind: buyer.kind(),
-                id,
-                hold: hold.id,
-                base: channel.charged,
-                voucher: Voucher::new(voucher.max_claimable_amount, &voucher.signature),
-                payer: config.payer.to_ascii_lowercase(),
-                on_chain,
-                fresh_reading: true,
-            },
-        );
-        Decision::Handled(VerifyResponse {
-            payer: verified
-                .payer
-                .or_else(|| Some(config.payer.to_ascii_lowercase())),
-            ..verified
-        })
-    }
-
-    /// The voucher checked against the channel's committed payer authorizer and its mirrored
-    /// chain state, or `None` when it cannot be here (EIP-1271, a stale mirror).
-    fn verify_locally(
-        &self,
-        channel: &Channel,
-        voucher: &super::payload::SignedVoucher,
-        now: u64,
-    ) -> Option<VerifyResponse> {
-        let authorizer = channel.config.payer_authorizer.parse::<Address>().ok()?;
-        if authorizer.is_zero()
-            || now.saturating_sub(channel.on_chain.read_at) > self.fresh_for(&channel.config)
-        {
-            return None;
-        }
-        let refuse = |reason: &str| VerifyResponse {
-            is_valid: false,
-            invalid_reason: Some(reason.to_owned()),
-            payer: Some(channel.config.payer.to_ascii_lowercase()),
-            ..VerifyResponse::default()
-        };
-        let max = voucher.max_claimable_amount;
-        let Ok(digest) = voucher_digest(&channel.network, &channel.id, max) else {
-            return Some(refuse("invalid_batch_settlement_evm_channel_id_mismatch"));
-        };
-        if !signed_by(&digest, &voucher.signature, &authorizer) {
-            return Some(refuse("invalid_batch_settlement_evm_voucher_signature"));
-        }
-        if max > channel.on_chain.balance {
-            return Some(refuse(
-                "invalid_batch_settlement_evm_cumulative_exceeds_balance",
-            ));
-        }
-        if max <= channel.on_chain.total_claimed {
-            return Some(refuse(
-                "invalid_batch_settlement_evm_cumulative_below_claimed",
-            ));
-        }
-        Some(VerifyResponse {
-            is_valid: true,
-            payer: Some(channel.config.payer.to_ascii_lowercase()),
-            ..VerifyResponse::default()
-        })
-    }
-
-    /// Commits `pending`'s charge (the settled request's amount): sent again after a lost
     /// answer, where it is recognized if it had applied.
-    async fn commit(&self, pending: &Pending, charged: u128) -> Result<Committed, String> {
+    pub(super) async fn commit(
+        &self,
+        pending: &Pending,
+        charged: u128,
+    ) -> Result<Committed, String> {
         let mut commit = Commit::new(
             pending.base,
             pending.base.saturating_add(charged),
@@ -422,6 +199,10 @@ impl PaymentHooks for Hooks {
                 Some(pending) if pending.kind == Kind::Voucher => {
                     let pending = self.0.take(payment.key).unwrap_or(pending);
                     self.0.settle_voucher(payment, pending).await
+                }
+                Some(pending) if pending.kind == Kind::Refund => {
+                    let pending = self.0.take(payment.key).unwrap_or(pending);
+                    self.0.settle_refund(payment, pending).await
                 }
                 // A deposit settles at the facilitator; its voucher is committed after.
                 Some(_) => Decision::Continue,

@@ -5,8 +5,10 @@
 mod flow;
 mod offer;
 mod payload;
+mod refund;
 mod response;
 mod signature;
+mod verify;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,6 +18,7 @@ use tower_x402::payment::{Payments, Refusal, Scheme};
 use tower_x402::proto::PaymentPayload;
 use tower_x402::{Facilitator, PaymentKey};
 
+use crate::claim::ClaimAuthorizer;
 use crate::store::ChannelStore;
 use crate::wire::BATCH_SETTLEMENT_SCHEME;
 use flow::Pending;
@@ -37,7 +40,21 @@ use payload::{BuyerPayload, Kind};
 /// |---|---|---|
 /// | `deposit` | facilitator `/verify` | facilitator `/settle` (the deposit moves on chain); the voucher committed after it |
 /// | `voucher` | locally, while the mirrored chain is fresh and the payer authorizer an EOA; else `/verify` | committed in the store; nothing sent |
-/// | `refund` | refused (`invalid_batch_settlement_evm_refund_unsupported`) | — |
+/// | `refund` | its zero-charge voucher (`maxClaimableAmount == chargedCumulativeAmount`), then facilitator `/verify` | completed (amount, `refundNonce`, the claim of what was charged) and sent to `/settle`; the handler is not run; the record removed on a full refund |
+///
+/// The receiver authorizer may be the facilitator's (claims and refunds signed by it) or the
+/// server's own: vouchers and deposits need no signature of it, and the
+/// [`Claimer`](crate::Claimer) signs claims with a [`ClaimAuthorizer`](crate::ClaimAuthorizer);
+/// refunds carry its signatures when it is given with [`authorizer`](Self::authorizer), else
+/// the facilitator's.
+///
+/// Each voucher request also leaves a record in the core's
+/// [`SettlementStore`](tower_x402::SettlementStore), as every settlement does; its key is unique
+/// per request, since the channel store, not the ledger, counts a voucher once.
+///
+/// A channel this server has no record of (its records lost) starts from what the chain says
+/// was claimed, as the specification says: charges accepted and not claimed are forfeited,
+/// which is why the [`ChannelStore`] must be durable.
 ///
 /// A voucher signed on another cumulative than the channel's (a replay, a buyer out of step)
 /// is refused with the corrective 402: the accept carries `channelState` and `voucherState` so
@@ -71,6 +88,8 @@ struct Inner {
     owner: String,
     hold_lease: Duration,
     fresh_for: Option<Duration>,
+    /// The server's own receiver-authorizer key, when it has one.
+    authorizer: Option<Arc<dyn ClaimAuthorizer>>,
     /// The requests between verification and settlement, by payment key.
     pending: Mutex<HashMap<PaymentKey, Pending>>,
 }
@@ -87,6 +106,7 @@ impl BatchSettlement {
                 owner: owner.iter().map(|byte| format!("{byte:02x}")).collect(),
                 hold_lease: Duration::from_secs(120),
                 fresh_for: None,
+                authorizer: None,
                 pending: Mutex::default(),
             }),
         }
@@ -111,6 +131,14 @@ impl BatchSettlement {
     /// past it, the voucher goes to the facilitator's `/verify`, whose answer refreshes it.
     pub fn fresh_for(self, ttl: Duration) -> Self {
         self.configure(|inner| inner.fresh_for = Some(ttl))
+    }
+
+    /// The server's own receiver-authorizer key: refunds of channels naming its address carry
+    /// its `claimAuthorizerSignature` and `refundAuthorizerSignature` (without it, refunds go
+    /// unsigned and the facilitator, as receiver authorizer, signs).
+    pub fn authorizer(self, authorizer: impl ClaimAuthorizer) -> Self {
+        let authorizer: Arc<dyn ClaimAuthorizer> = Arc::new(authorizer);
+        self.configure(|inner| inner.authorizer = Some(authorizer))
     }
 
     /// Registers the scheme and its hooks on `payments`.
@@ -168,8 +196,25 @@ impl Scheme for SchemePart {
                 )
                 .into())
             }
-            Kind::Refund => Err(invalid("invalid_batch_settlement_evm_refund_unsupported")),
+            Kind::Refund => {
+                let amount = buyer
+                    .refund_amount()
+                    .ok_or_else(|| invalid("invalid_batch_settlement_evm_refund_amount_invalid"))?
+                    .map_or_else(|| "all".to_owned(), |amount| amount.to_string());
+                Ok(format!(
+                    "batch-settlement:refund:{}:{}:{amount}:{}",
+                    voucher.channel_id.to_ascii_lowercase(),
+                    voucher.max_claimable_amount,
+                    voucher.signature
+                )
+                .into())
+            }
         }
+    }
+
+    /// A refund is an operation on the channel, not a payment for the work.
+    fn settles_without_work(&self, payload: &PaymentPayload) -> bool {
+        BuyerPayload::read(payload).is_some_and(|buyer| buyer.kind() == Kind::Refund)
     }
 
     fn metered(&self) -> bool {

@@ -29,6 +29,9 @@ pub(crate) enum BuyerPayload {
     Refund {
         channel_config: ChannelConfig,
         voucher: SignedVoucher,
+        /// The amount to refund; absent for everything that is left.
+        #[serde(default)]
+        amount: Option<String>,
     },
 }
 
@@ -77,6 +80,22 @@ impl BuyerPayload {
             Self::Deposit { voucher, .. }
             | Self::Voucher { voucher, .. }
             | Self::Refund { voucher, .. } => voucher,
+        }
+    }
+
+    /// The refund amount a `refund` asks for: `Some(None)` for everything, `None` when this is
+    /// not a refund or the amount is not a positive decimal.
+    pub(crate) fn refund_amount(&self) -> Option<Option<u128>> {
+        let Self::Refund { amount, .. } = self else {
+            return None;
+        };
+        match amount {
+            None => Some(None),
+            Some(text) => text
+                .parse::<u128>()
+                .ok()
+                .filter(|amount| *amount > 0)
+                .map(Some),
         }
     }
 

@@ -12,21 +12,21 @@ use super::{
     CHALLENGES, FACILITATOR_CIRCUIT_OPEN, FACILITATOR_DURATION, LEDGER_ERRORS, PAYMENTS,
     RECONCILIATIONS, in_doubt, publish,
 };
-use crate::boxed::BoxFuture;
-use crate::facilitator::{Facilitator, FacilitatorError, Facilitators};
-use crate::payment::{PaymentContext, PaymentHooks, Refusal};
-use crate::pricing::Offer;
-use crate::settlement::{
+use tower_x402::BoxFuture;
+use tower_x402::facilitator::{Facilitator, FacilitatorError, Facilitators};
+use tower_x402::payment::{PaymentContext, PaymentHooks, Refusal};
+use tower_x402::pricing::Offer;
+use tower_x402::settlement::{
     LedgerEntry, PaymentKey, PaymentState, Reconciler, Reconciliation, SettlementRecord,
     SettlementStore, StoreError,
 };
 
 /// The payment core's lifecycle as metrics: `x402_challenges_total`, `x402_payments_total` and
 /// the in-doubt gauges. A [hook](PaymentHooks): register it with
-/// [`Payments::hook`](crate::payment::Payments::hook).
+/// [`Payments::hook`](tower_x402::payment::Payments::hook).
 ///
 /// ```
-/// use tower_x402::metrics::PaymentMetrics;
+/// use tower_x402_metrics::PaymentMetrics;
 /// use tower_x402::payment::Payments;
 /// # fn demo(payments: Payments) -> Payments {
 /// payments.hook(PaymentMetrics)
@@ -98,6 +98,8 @@ fn refusal_kind(refusal: &Refusal) -> &'static str {
         Refusal::InvalidSettlementOverride { .. } => "invalid_settlement_override",
         Refusal::Corrected { .. } => "corrected",
         Refusal::Hook { .. } => "hook",
+        // A refusal added to tower-x402 after this list.
+        _ => "other",
     }
 }
 
@@ -110,7 +112,8 @@ fn refusal_kind(refusal: &Refusal) -> &'static str {
 /// use std::sync::Arc;
 /// use tower_x402::facilitator::{DEFAULT_LABEL, Facilitators};
 /// use tower_x402::payment::Payments;
-/// use tower_x402::{HttpFacilitator, metrics};
+/// use tower_x402::HttpFacilitator;
+/// use tower_x402_metrics as metrics;
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let facilitator = Arc::new(HttpFacilitator::new("https://x402.org/facilitator")?);
@@ -208,10 +211,10 @@ impl Facilitator for MeteredFacilitator {
 
 /// A [`SettlementStore`] whose failures are counted in `x402_ledger_errors_total`, or a
 /// [`Reconciler`] whose answers are counted in `x402_reconciliations_total`: wrap the one you
-/// give [`Payments`](crate::payment::Payments).
+/// give [`Payments`](tower_x402::payment::Payments).
 ///
 /// ```
-/// use tower_x402::metrics::Metered;
+/// use tower_x402_metrics::Metered;
 /// use tower_x402::payment::Payments;
 /// use tower_x402::MemorySettlementStore;
 /// # fn demo(payments: Payments) -> Payments {
@@ -228,7 +231,8 @@ impl<T: Reconciler> Reconciler for Metered<T> {
             let result = match &answer {
                 Reconciliation::Settled { .. } => "settled",
                 Reconciliation::NotSettled => "not_settled",
-                Reconciliation::Unknown { .. } => "unknown",
+                // `Unknown`, and any answer added to tower-x402 after this list.
+                _ => "unknown",
             };
             counter!(RECONCILIATIONS, "result" => result).increment(1);
             answer

@@ -1,17 +1,17 @@
-//! Metrics through the [`metrics`](https://docs.rs/metrics) facade (feature `metrics`).
+//! Metrics for [tower-x402](tower_x402) through the [`metrics`](https://docs.rs/metrics) facade.
 //!
-//! The metrics plug into a [`Payments`](crate::payment::Payments) core through its public
+//! The metrics plug into a [`Payments`](tower_x402::payment::Payments) core through its public
 //! API, like any other plug-in: [`facilitators`] times each facilitator's calls and watches
-//! its breaker, [`Metered`] wraps the [`SettlementStore`](crate::SettlementStore) and the
-//! [`Reconciler`](crate::Reconciler), and [`PaymentMetrics`] is a
-//! [lifecycle hook](crate::payment::PaymentHooks) of the core. A core wired so (and every adapter built from it)
+//! its breaker, [`Metered`] wraps the [`SettlementStore`](tower_x402::settlement::SettlementStore) and the
+//! [`Reconciler`](tower_x402::settlement::Reconciler), and [`PaymentMetrics`] is a
+//! [lifecycle hook](tower_x402::payment::PaymentHooks) of the core. A core wired so (and every adapter built from it)
 //! reports to the recorder the application installs (a Prometheus exporter, StatsD, …); the
 //! library installs none. Without a recorder the calls cost a load and a branch.
 //!
 //! ```
 //! use std::sync::Arc;
 //! use tower_x402::facilitator::{DEFAULT_LABEL, Facilitators};
-//! use tower_x402::metrics::{self, Metered, PaymentMetrics};
+//! use tower_x402_metrics::{self as metrics, Metered, PaymentMetrics};
 //! use tower_x402::payment::Payments;
 //! use tower_x402::{HttpFacilitator, MemorySettlementStore, Price, X402Layer};
 //!
@@ -33,27 +33,28 @@
 //! |---|---|---|---|
 //! | `x402_challenges_total` | counter | — | 402 challenges sent for requests without payment |
 //! | `x402_payments_total` | counter | `outcome`, `refusal` | paid requests by outcome: `settled`, `replayed` (answered from the record), `in_doubt`, `refused` (with `refusal` its kind, below; `none` for the rest) |
-//! | `x402_facilitator_request_duration_seconds` | histogram | `facilitator`, `endpoint`, `outcome` | facilitator calls: `facilitator` its label ([`Facilitators`](crate::facilitator::Facilitators); `default` for a lone facilitator); `endpoint` `verify`, `settle` or `supported`; `outcome` `ok`, `rejected` (`isValid: false`, `success: false`), `unavailable` (unreachable, timed out, overloaded) or `error` (any other failure) |
-//! | `x402_facilitator_circuit_open` | gauge | `facilitator` | 1 while the circuit breaker of the facilitator with that label (see [`Facilitators`](crate::facilitator::Facilitators)) is open or half-open, 0 while closed |
+//! | `x402_facilitator_request_duration_seconds` | histogram | `facilitator`, `endpoint`, `outcome` | facilitator calls: `facilitator` its label ([`Facilitators`](tower_x402::facilitator::Facilitators); `default` for a lone facilitator); `endpoint` `verify`, `settle` or `supported`; `outcome` `ok`, `rejected` (`isValid: false`, `success: false`), `unavailable` (unreachable, timed out, overloaded) or `error` (any other failure) |
+//! | `x402_facilitator_circuit_open` | gauge | `facilitator` | 1 while the circuit breaker of the facilitator with that label (see [`Facilitators`](tower_x402::facilitator::Facilitators)) is open or half-open, 0 while closed |
 //! | `x402_payments_in_doubt` | gauge | — | payments this process put in doubt and has not seen resolved |
 //! | `x402_payments_in_doubt_oldest_age_seconds` | gauge | — | how long the oldest of them has been in doubt (0 when none); refreshed whenever a payment enters or leaves doubt and by [`refresh`] |
-//! | `x402_reconciliations_total` | counter | `result` | answers of the [`Reconciler`](crate::Reconciler): `settled`, `not_settled`, `unknown` |
-//! | `x402_ledger_errors_total` | counter | `operation` | failed [`SettlementStore`](crate::SettlementStore) calls: `load`, `insert`, `replace`, `remove` |
+//! | `x402_reconciliations_total` | counter | `result` | answers of the [`Reconciler`](tower_x402::settlement::Reconciler): `settled`, `not_settled`, `unknown` |
+//! | `x402_ledger_errors_total` | counter | `operation` | failed [`SettlementStore`](tower_x402::settlement::SettlementStore) calls: `load`, `insert`, `replace`, `remove` |
 //!
 //! Refusal kinds (`refusal` label): `invalid_header`, `other_resource`,
 //! `no_matching_requirement`, `invalid_payment`, `identifier_reused`,
 //! `settled_for_another_resource`, `used_for_another_request`, `already_delivered`,
 //! `permit_amount_mismatch`, `facilitator_unavailable`, `facilitator_error`,
 //! `settlement_refused`, `records_unavailable`, `payment_in_progress`, `authorization_expired`,
-//! `charge_above_maximum`, `invalid_settlement_override`, `hook` (a lifecycle hook's refusal).
+//! `charge_above_maximum`, `invalid_settlement_override`, `hook` (a lifecycle hook's refusal),
+//! `other` (a refusal tower-x402 added after this list).
 //!
 //! Every label value comes from these fixed lists: no address, nonce, URL or facilitator reason
 //! ever becomes a label, so the number of series stays bounded.
 //!
 //! ```
 //! // Before rendering a scrape, bring the in-doubt age up to date.
-//! tower_x402::metrics::describe();
-//! tower_x402::metrics::refresh();
+//! tower_x402_metrics::describe();
+//! tower_x402_metrics::refresh();
 //! ```
 
 use std::collections::HashMap;
@@ -62,7 +63,7 @@ use std::time::{Duration, Instant};
 
 use metrics::{Unit, describe_counter, describe_gauge, describe_histogram, gauge};
 
-use crate::settlement::PaymentKey;
+use tower_x402::settlement::PaymentKey;
 
 mod instruments;
 
@@ -123,14 +124,14 @@ pub fn refresh() {
 }
 
 /// The payments this process put in doubt, and since when.
-pub(crate) fn in_doubt() -> &'static Mutex<HashMap<PaymentKey, Instant>> {
+fn in_doubt() -> &'static Mutex<HashMap<PaymentKey, Instant>> {
     static IN_DOUBT_NOW: std::sync::OnceLock<Mutex<HashMap<PaymentKey, Instant>>> =
         std::sync::OnceLock::new();
     IN_DOUBT_NOW.get_or_init(Mutex::default)
 }
 
 /// Sets the in-doubt gauges from `doubts`.
-pub(crate) fn publish(doubts: &HashMap<PaymentKey, Instant>) {
+fn publish(doubts: &HashMap<PaymentKey, Instant>) {
     let oldest = doubts
         .values()
         .min()

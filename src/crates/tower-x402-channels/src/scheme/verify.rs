@@ -1,0 +1,259 @@
+//! A request's channel held and checked before the work: the payload bound to the offer, the
+//! cumulative check (the corrective 402), and the voucher verified locally — one ECDSA recovery
+//! against the channel's committed payer authorizer — or by the facilitator.
+
+use alloy_primitives::Address;
+use serde_json::Value;
+use tower_x402::Refusal;
+use tower_x402::payment::{Decision, PaymentContext, RefusalKind};
+use tower_x402::proto::{PaymentRequirements, VerifyResponse};
+
+use super::Inner;
+use super::flow::{Pending, ms, now_ms};
+use super::payload::{BuyerPayload, Kind, SignedVoucher};
+use super::response::{CHANNEL_BUSY, CUMULATIVE_MISMATCH, corrective_accept, snapshot};
+use super::signature::signed_by;
+use crate::channel::{Begin, Channel, Hold, Voucher, normalize_id};
+use crate::typed::voucher_digest;
+use crate::wire::ChannelConfig;
+
+pub(super) fn invalid(reason: &str) -> Decision<VerifyResponse> {
+    Decision::Abort(Refusal::InvalidPayment {
+        reason: reason.to_owned(),
+    })
+}
+
+pub(super) fn store_down(what: &str, error: &dyn std::fmt::Display) -> Refusal {
+    tracing::warn!(%error, "channel store: {what}");
+    Refusal::Hook {
+        kind: RefusalKind::RetrySamePayment,
+        reason: "channel records are unavailable, retry the same payment later".to_owned(),
+    }
+}
+
+/// The first way `config` (the payload's channel, claimed to be `channel_id`) differs from what
+/// `requirement` offers, as the scheme's error code.
+fn binding_error(
+    config: &ChannelConfig,
+    channel_id: &str,
+    requirement: &PaymentRequirements,
+) -> Option<&'static str> {
+    let same = |a: &str, b: &str| matches!((a.parse::<Address>(), b.parse::<Address>()), (Ok(a), Ok(b)) if a == b);
+    match config.id(&requirement.network) {
+        Ok(id) if id.eq_ignore_ascii_case(channel_id) => {}
+        _ => return Some("invalid_batch_settlement_evm_channel_id_mismatch"),
+    }
+    let extra = |key: &str| requirement.extra.as_ref().and_then(|extra| extra.get(key));
+    if !same(&config.receiver, &requirement.pay_to) {
+        return Some("invalid_batch_settlement_evm_receiver_mismatch");
+    }
+    if !same(&config.token, &requirement.asset) {
+        return Some("invalid_batch_settlement_evm_token_mismatch");
+    }
+    let authorizer = extra("receiverAuthorizer").and_then(Value::as_str);
+    if !authorizer.is_some_and(|authorizer| same(&config.receiver_authorizer, authorizer)) {
+        return Some("invalid_batch_settlement_evm_authorizer_address_mismatch");
+    }
+    if extra("withdrawDelay").and_then(Value::as_u64) != Some(config.withdraw_delay) {
+        return Some("invalid_batch_settlement_evm_withdraw_delay_mismatch");
+    }
+    None
+}
+
+impl Inner {
+    /// How long a channel's mirrored chain state is fresh enough for a local check.
+    fn fresh_for(&self, config: &ChannelConfig) -> u64 {
+        self.fresh_for.map_or_else(
+            || (config.withdraw_delay.saturating_mul(1000) / 3).clamp(30_000, 300_000),
+            ms,
+        )
+    }
+
+    /// Holds the payment's channel and checks it: the corrective 402 for a voucher signed on
+    /// another cumulative, the voucher's signature locally when it can be, else the
+    /// facilitator's `/verify`.
+    pub(super) async fn admit(&self, payment: &PaymentContext<'_>) -> Decision<VerifyResponse> {
+        let request = payment.request;
+        let requirement = request.payment_requirements();
+        let Some(buyer) = BuyerPayload::read(request.payment_payload()) else {
+            return invalid("invalid_batch_settlement_evm_payload");
+        };
+        let (config, voucher) = (buyer.config(), buyer.voucher());
+        if let Some(reason) = binding_error(config, &voucher.channel_id, requirement) {
+            return invalid(reason);
+        }
+        let id = normalize_id(&voucher.channel_id);
+        let now = now_ms();
+        let hold = Hold::new(&self.owner, now.saturating_add(ms(self.hold_lease)));
+        let held = match self.store.begin(&id, &hold, now).await {
+            Ok(Begin::Held(channel)) => Some(*channel),
+            Ok(Begin::NotFound) => None,
+            Ok(Begin::Busy { .. }) => {
+                return Decision::Abort(Refusal::Hook {
+                    kind: RefusalKind::RetrySamePayment,
+                    reason: CHANNEL_BUSY.to_owned(),
+                });
+            }
+            Err(error) => return Decision::Abort(store_down("begin", &error)),
+        };
+        // A paid request adds up to the accept's amount; a refund's voucher charges nothing.
+        let amount = match buyer.kind() {
+            Kind::Refund => 0,
+            Kind::Deposit | Kind::Voucher => requirement.amount.0,
+        };
+        if held.is_none() && buyer.kind() == Kind::Refund {
+            return invalid("invalid_batch_settlement_evm_channel_not_found");
+        }
+        if let Some(channel) = &held {
+            if channel.charged.checked_add(amount) != Some(voucher.max_claimable_amount) {
+                self.release(&id, &hold.id).await;
+                return Decision::Abort(Refusal::Corrected {
+                    reason: CUMULATIVE_MISMATCH.to_owned(),
+                    accept: Box::new(corrective_accept(requirement, channel)),
+                });
+            }
+            if buyer.kind() == Kind::Voucher
+                && let Some(verified) = self.verify_locally(channel, voucher, now)
+            {
+                if !verified.is_valid {
+                    self.release(&id, &hold.id).await;
+                    return Decision::Handled(verified);
+                }
+                self.remember(
+                    payment.key,
+                    Pending {
+                        kind: Kind::Voucher,
+                        id,
+                        network: requirement.network.clone(),
+                        hold: hold.id,
+                        base: channel.charged,
+                        voucher: Voucher::new(voucher.max_claimable_amount, &voucher.signature),
+                        payer: config.payer.to_ascii_lowercase(),
+                        on_chain: channel.on_chain,
+                        fresh_reading: false,
+                    },
+                );
+                return Decision::Handled(verified);
+            }
+        }
+        // The facilitator verifies: a deposit, a voucher it must (EIP-1271, stale mirror), or a
+        // channel this server does not know.
+        let verified = match self.facilitator.verify(request).await {
+            Ok(verified) => verified,
+            Err(error) => {
+                if held.is_some() {
+                    self.release(&id, &hold.id).await;
+                }
+                return Decision::Abort(Refusal::Facilitator(error));
+            }
+        };
+        let reading = snapshot(verified.extra.as_ref(), now);
+        if !verified.is_valid {
+            if held.is_some() {
+                self.release(&id, &hold.id).await;
+            }
+            return Decision::Handled(verified);
+        }
+        let Some(on_chain) = reading else {
+            if held.is_some() {
+                self.release(&id, &hold.id).await;
+            }
+            return invalid("invalid_batch_settlement_evm_channel_state_read_failed");
+        };
+        let channel = match held {
+            Some(channel) => channel,
+            None => {
+                // First seen: the baseline is what the chain says was claimed.
+                let channel =
+                    Channel::new(&id, requirement.network.clone(), config.clone(), on_chain);
+                if let Err(error) = self.store.open(&channel).await {
+                    return Decision::Abort(store_down("open", &error));
+                }
+                match self.store.begin(&id, &hold, now).await {
+                    Ok(Begin::Held(channel)) => *channel,
+                    Ok(Begin::Busy { .. }) => {
+                        return Decision::Abort(Refusal::Hook {
+                            kind: RefusalKind::RetrySamePayment,
+                            reason: CHANNEL_BUSY.to_owned(),
+                        });
+                    }
+                    Ok(_) => return invalid("invalid_batch_settlement_evm_channel_not_found"),
+                    Err(error) => return Decision::Abort(store_down("begin", &error)),
+                }
+            }
+        };
+        if channel.charged.checked_add(amount) != Some(voucher.max_claimable_amount) {
+            self.release(&id, &hold.id).await;
+            let mut shown = channel;
+            shown.mirror(on_chain);
+            return Decision::Abort(Refusal::Corrected {
+                reason: CUMULATIVE_MISMATCH.to_owned(),
+                accept: Box::new(corrective_accept(requirement, &shown)),
+            });
+        }
+        self.remember(
+            payment.key,
+            Pending {
+                kind: buyer.kind(),
+                id,
+                network: requirement.network.clone(),
+                hold: hold.id,
+                base: channel.charged,
+                voucher: Voucher::new(voucher.max_claimable_amount, &voucher.signature),
+                payer: config.payer.to_ascii_lowercase(),
+                on_chain,
+                fresh_reading: true,
+            },
+        );
+        Decision::Handled(VerifyResponse {
+            payer: verified
+                .payer
+                .or_else(|| Some(config.payer.to_ascii_lowercase())),
+            ..verified
+        })
+    }
+
+    /// The voucher checked against the channel's committed payer authorizer and its mirrored
+    /// chain state, or `None` when it cannot be here (EIP-1271, a stale mirror).
+    fn verify_locally(
+        &self,
+        channel: &Channel,
+        voucher: &SignedVoucher,
+        now: u64,
+    ) -> Option<VerifyResponse> {
+        let authorizer = channel.config.payer_authorizer.parse::<Address>().ok()?;
+        if authorizer.is_zero()
+            || now.saturating_sub(channel.on_chain.read_at) > self.fresh_for(&channel.config)
+        {
+            return None;
+        }
+        let refuse = |reason: &str| VerifyResponse {
+            is_valid: false,
+            invalid_reason: Some(reason.to_owned()),
+            payer: Some(channel.config.payer.to_ascii_lowercase()),
+            ..VerifyResponse::default()
+        };
+        let max = voucher.max_claimable_amount;
+        let Ok(digest) = voucher_digest(&channel.network, &channel.id, max) else {
+            return Some(refuse("invalid_batch_settlement_evm_channel_id_mismatch"));
+        };
+        if !signed_by(&digest, &voucher.signature, &authorizer) {
+            return Some(refuse("invalid_batch_settlement_evm_voucher_signature"));
+        }
+        if max > channel.on_chain.balance {
+            return Some(refuse(
+                "invalid_batch_settlement_evm_cumulative_exceeds_balance",
+            ));
+        }
+        if max <= channel.on_chain.total_claimed {
+            return Some(refuse(
+                "invalid_batch_settlement_evm_cumulative_below_claimed",
+            ));
+        }
+        Some(VerifyResponse {
+            is_valid: true,
+            payer: Some(channel.config.payer.to_ascii_lowercase()),
+            ..VerifyResponse::default()
+        })
+    }
+}

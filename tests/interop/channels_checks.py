@@ -1,0 +1,344 @@
+"""Payment channels (`batch-settlement`): the official client's batch-settlement scheme
+(`x402.mechanisms.evm.batch_settlement.client.BatchSettlementEvmScheme`) buys rows from the
+crate's `examples/channels.rs`, which runs against the sandbox facilitator served as its own HTTP
+process.
+
+One deposit opens a buyer's channel, then each request is paid with a voucher the server checks
+on its own; the server claims the vouchers in batches and sweeps them to its receiver. What the
+server claims is read back from the sandbox facilitator's chain view (Ethereum JSON-RPC at
+`POST {sandbox}/rpc`): the `x402BatchSettlement` contract's `channels(channelId)` and
+`receivers(receiver, token)`, so the checks compare what the server says it charged with what
+landed on chain. The example is started with a claim interval longer than the suite, so the last
+check's SIGTERM is what claims and sweeps every outstanding voucher.
+
+The environment (set by `run.sh`): `X402_CHANNELS` (the example's URL), `X402_CHANNELS_PID` (its
+process id, for the SIGTERM), `X402_CHANNELS_PAY_TO` (its `--pay-to`, a receiver no other
+service uses), `X402_SANDBOX_FACILITATOR`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from eth_account import Account
+from x402 import x402Client
+from x402.http import (
+    PAYMENT_REQUIRED_HEADER,
+    PAYMENT_RESPONSE_HEADER,
+    decode_payment_required_header,
+    decode_payment_response_header,
+)
+from x402.http.clients.httpx import x402HttpxClient
+from x402.mechanisms.evm.batch_settlement import (
+    BATCH_SETTLEMENT_ADDRESS,
+    MAX_WITHDRAW_DELAY,
+    MIN_WITHDRAW_DELAY,
+)
+from x402.mechanisms.evm.batch_settlement.abi import BATCH_SETTLEMENT_ABI
+from x402.mechanisms.evm.batch_settlement.client import BatchSettlementEvmScheme
+from x402.mechanisms.evm.batch_settlement.errors import ERR_CUMULATIVE_AMOUNT_MISMATCH
+from x402.mechanisms.evm.signers import EthAccountSignerWithRPC
+from x402.schemas import PaymentPayload, PaymentRequired, SettleResponse, SupportedResponse
+
+from ledger import BASE_USDC
+from suite import Suite, expect
+
+BASE = "eip155:8453"
+SCHEME = "batch-settlement"
+MAXIMUM = 10_000  # up to 0.01 USDC a request
+ROW = 1_000  # 0.001 USDC a row
+MOST_ROWS = MAXIMUM // ROW
+TIMEOUT_SECONDS = 30.0
+
+
+@dataclass
+class Paid:
+    """What one GET paid by the official client came back with."""
+
+    response: httpx.Response
+    settlement: SettleResponse | None
+    signed: list[PaymentPayload] = field(default_factory=list)
+    refused: list[PaymentRequired] = field(default_factory=list)
+
+
+class ChannelBuyer:
+    """A fresh key paying with the official batch-settlement client, only that scheme registered
+    for Base; its signer reads the channel contract from the sandbox's chain view (the client's
+    recovery after a corrective 402 needs it)."""
+
+    def __init__(self, rpc_url: str) -> None:
+        self.account = Account.create()
+        self.scheme = BatchSettlementEvmScheme(EthAccountSignerWithRPC(self.account, rpc_url))
+        self.client = x402Client()
+        self.client.register(BASE, self.scheme)
+        self._signed: list[PaymentPayload] = []
+        self._refused: list[PaymentRequired] = []
+        self.client.on_after_payment_creation(lambda ctx: self._signed.append(ctx.payment_payload))
+        self.client.on_payment_response(self._seen)
+
+    def _seen(self, ctx: Any) -> None:
+        if ctx.payment_required is not None:
+            self._refused.append(ctx.payment_required)
+
+    @property
+    def address(self) -> str:
+        return self.account.address
+
+    async def buy(self, url: str) -> Paid:
+        first, refused = len(self._signed), len(self._refused)
+        async with x402HttpxClient(self.client, timeout=TIMEOUT_SECONDS) as http:
+            response = await http.get(url)
+            await response.aread()
+        encoded = response.headers.get(PAYMENT_RESPONSE_HEADER)
+        settlement = decode_payment_response_header(encoded) if encoded else None
+        return Paid(response, settlement, self._signed[first:], self._refused[refused:])
+
+
+class Contract:
+    """The sandbox's `x402BatchSettlement` on Base, read over its JSON-RPC chain view."""
+
+    def __init__(self, rpc_url: str) -> None:
+        self.reader = EthAccountSignerWithRPC(Account.create(), rpc_url)
+
+    def _read(self, function: str, *args: Any) -> Any:
+        return self.reader.read_contract(BATCH_SETTLEMENT_ADDRESS, BATCH_SETTLEMENT_ABI, function, *args)
+
+    def channel(self, channel_id: str) -> tuple[int, int]:
+        """`channels(channelId)`: (balance, totalClaimed)."""
+        balance, total_claimed = self._read("channels", bytes.fromhex(channel_id.removeprefix("0x")))
+        return int(balance), int(total_claimed)
+
+    def receiver(self, receiver: str) -> tuple[int, int]:
+        """`receivers(receiver, USDC)`: (totalClaimed, totalSettled)."""
+        claimed, settled = self._read("receivers", receiver, BASE_USDC.address)
+        return int(claimed), int(settled)
+
+
+@dataclass
+class Books:
+    """What the checks bought, to compare with the chain once the server has claimed."""
+
+    charged: dict[str, int] = field(default_factory=dict)  # channel id -> charged cumulative
+    claimed_by_refunds: int = 0  # what the refunds claimed on their way
+
+
+def rows_url(base: str, count: Any) -> str:
+    return f"{base}/v1/rows?count={count}"
+
+
+def channel_id_of(payload: PaymentPayload) -> str:
+    return payload.payload["voucher"]["channelId"].lower()
+
+
+def expect_rows(paid: Paid, count: int) -> None:
+    response = paid.response
+    expect(response.status_code == 200, f"HTTP {response.status_code} after paying: {response.text[:300]}")
+    expect(response.json() == [{"row": n} for n in range(count)], f"the body is not {count} rows: {response.text[:300]}")
+
+
+def expect_channel_response(paid: Paid, charged: int, cumulative: int, channel_id: str) -> dict[str, Any]:
+    """The PAYMENT-RESPONSE extra common to deposits and vouchers: what this request was charged
+    and the channel's new cumulative; returns the channel state."""
+    settlement = paid.settlement
+    expect(settlement is not None and settlement.success, f"PAYMENT-RESPONSE {settlement}")
+    expect(settlement.network == BASE, f"PAYMENT-RESPONSE network {settlement.network}")
+    extra = settlement.extra or {}
+    expect(extra.get("chargedAmount") == str(charged), f"extra.chargedAmount {extra.get('chargedAmount')!r}, charged {charged}")
+    state = extra.get("channelState")
+    expect(isinstance(state, dict), f"extra.channelState {state!r}")
+    expect(str(state.get("channelId", "")).lower() == channel_id,
+           f"channelState.channelId {state.get('channelId')}, the voucher's {channel_id}")
+    expect(state.get("chargedCumulativeAmount") == str(cumulative),
+           f"channelState.chargedCumulativeAmount {state.get('chargedCumulativeAmount')!r}, expected {cumulative}")
+    return state
+
+
+def register(suite: Suite) -> None:
+    channels = os.environ["X402_CHANNELS"]
+    pid = int(os.environ["X402_CHANNELS_PID"])
+    pay_to = os.environ["X402_CHANNELS_PAY_TO"]
+    sandbox = os.environ["X402_SANDBOX_FACILITATOR"]
+    rpc = f"{sandbox}/rpc"
+    contract = Contract(rpc)
+    books = Books()
+    state: dict[str, Any] = {}
+
+    @suite.check("channels_challenge_offers_batch_settlement")
+    def _challenge() -> None:
+        supported = SupportedResponse.model_validate_json(httpx.get(f"{sandbox}/supported", timeout=10).content)
+        kinds = [k for k in supported.kinds if (k.x402_version, k.scheme, k.network) == (2, SCHEME, BASE)]
+        expect(len(kinds) == 1, f"/supported lists {SCHEME} on Base {len(kinds)} times")
+        authorizer = (kinds[0].extra or {}).get("receiverAuthorizer")
+        response = httpx.get(rows_url(channels, 3), timeout=10)
+        expect(response.status_code == 402, f"GET /v1/rows?count=3 unpaid: HTTP {response.status_code}")
+        required = decode_payment_required_header(response.headers[PAYMENT_REQUIRED_HEADER])
+        accepts = [(a.scheme, a.network, a.asset, a.amount, a.pay_to) for a in required.accepts]
+        expect(accepts == [(SCHEME, BASE, BASE_USDC.address, str(MAXIMUM), pay_to)], f"the 402 offers {accepts}")
+        extra = required.accepts[0].extra or {}
+        expect(str(extra.get("receiverAuthorizer", "")).lower() == str(authorizer).lower(),
+               f"extra.receiverAuthorizer {extra.get('receiverAuthorizer')}, the facilitator's {authorizer}")
+        delay = extra.get("withdrawDelay")
+        expect(isinstance(delay, int) and MIN_WITHDRAW_DELAY <= delay <= MAX_WITHDRAW_DELAY,
+               f"extra.withdrawDelay {delay!r}")
+        expect((extra.get("name"), extra.get("version")) == ("USD Coin", "2"), f"the token's EIP-712 domain in {extra}")
+
+    @suite.check("channels_refuse_bad_counts_before_payment")
+    def _bad_counts() -> None:
+        for count in (MOST_ROWS + 1, 0, "abc", "-1"):
+            response = httpx.get(rows_url(channels, count), timeout=10)
+            expect(response.status_code == 400 and PAYMENT_REQUIRED_HEADER not in response.headers,
+                   f"count={count}: HTTP {response.status_code} {dict(response.headers)}")
+            body = response.json()
+            expect(isinstance(body, dict) and isinstance(body.get("error"), str), f"count={count}: body {body}")
+
+    @suite.check("channels_deposit_then_vouchers", "channels_challenge_offers_batch_settlement")
+    async def _deposit_then_vouchers() -> None:
+        buyer = ChannelBuyer(rpc)
+        counts = [3, 1, 4, MOST_ROWS, 2, 7]
+        cumulative = 0
+        channel_id = ""
+        deposited = 0
+        for n, count in enumerate(counts):
+            paid = await buyer.buy(rows_url(channels, count))
+            expect_rows(paid, count)
+            expect(len(paid.signed) == 1 and not paid.refused,
+                   f"request {n}: the client signed {len(paid.signed)} payments and was refused {len(paid.refused)} times")
+            payload = paid.signed[0]
+            expect((payload.accepted.scheme, payload.accepted.amount) == (SCHEME, str(MAXIMUM)),
+                   f"request {n}: the client signed {payload.accepted}")
+            kind = payload.payload.get("type")
+            voucher = payload.payload["voucher"]
+            expect(voucher["maxClaimableAmount"] == str(cumulative + MAXIMUM),
+                   f"request {n}: the voucher's ceiling {voucher['maxClaimableAmount']}, the cumulative {cumulative} + {MAXIMUM}")
+            if n == 0:
+                channel_id = channel_id_of(payload)
+                expect(kind == "deposit", f"the first payment is a {kind}, not a deposit")
+                deposited = int(payload.payload["deposit"]["amount"])
+            else:
+                expect(kind == "voucher", f"request {n} paid with a {kind}, not a voucher")
+                expect(channel_id_of(payload) == channel_id, f"request {n} on another channel")
+            cumulative += count * ROW
+            books.charged[channel_id] = cumulative
+            expect_channel_response(paid, count * ROW, cumulative, channel_id)
+            settlement = paid.settlement
+            if n == 0:
+                # The deposit: its transaction and the amount deposited.
+                expect(len(settlement.transaction) == 66 and settlement.amount == str(deposited),
+                       f"the deposit's PAYMENT-RESPONSE: transaction {settlement.transaction!r}, amount {settlement.amount!r}, deposited {deposited}")
+            else:
+                # A voucher: nothing moved on chain, so no transaction and no amount.
+                expect(settlement.transaction == "" and (settlement.amount or "") == "",
+                       f"request {n}: a voucher's PAYMENT-RESPONSE names transaction {settlement.transaction!r}, amount {settlement.amount!r}")
+        balance, claimed = contract.channel(channel_id)
+        expect((balance, claimed) == (deposited, 0),
+               f"channels({channel_id}) is ({balance}, {claimed}), deposited {deposited}, nothing claimed yet")
+        state["buyer"], state["cumulative"], state["channel"], state["deposited"] = buyer, cumulative, channel_id, deposited
+
+    @suite.check("channels_corrective_402_resyncs_the_client", "channels_deposit_then_vouchers")
+    async def _corrective() -> None:
+        # The buyer's client forgets the last charge (a client state restored from a backup):
+        # its next voucher is signed on a stale cumulative, the server answers the corrective 402
+        # with its channel state and the buyer's own last voucher, and the official client checks
+        # that signature, resyncs and pays again.
+        buyer: ChannelBuyer = state["buyer"]
+        channel_id: str = state["channel"]
+        storage = buyer.scheme._storage
+        record = storage.get(channel_id)
+        expect(record is not None, "the client keeps no record of its channel")
+        stale = state["cumulative"] - 2 * ROW
+        record.charged_cumulative_amount = str(stale)
+        storage.set(channel_id, record)
+        paid = await buyer.buy(rows_url(channels, 5))
+        expect_rows(paid, 5)
+        books.charged[channel_id] = state["cumulative"] + 5 * ROW
+        expect(len(paid.refused) == 1, f"{len(paid.refused)} corrective 402s, expected 1")
+        corrective = paid.refused[0]
+        expect(corrective.error == ERR_CUMULATIVE_AMOUNT_MISMATCH, f"the 402's error {corrective.error!r}")
+        extra = corrective.accepts[0].extra or {}
+        expect(extra.get("channelState", {}).get("chargedCumulativeAmount") == str(state["cumulative"]),
+               f"the corrective 402's channelState {extra.get('channelState')}")
+        voucher_state = extra.get("voucherState", {})
+        expect(voucher_state.get("signedMaxClaimable") == str(state["cumulative"] - 7 * ROW + MAXIMUM),
+               f"the corrective 402's voucherState {voucher_state}: not the last voucher accepted")
+        expect([p.payload["voucher"]["maxClaimableAmount"] for p in paid.signed]
+               == [str(stale + MAXIMUM), str(state["cumulative"] + MAXIMUM)],
+               f"the client signed {[p.payload['voucher'] for p in paid.signed]}")
+        state["cumulative"] += 5 * ROW
+        expect_channel_response(paid, 5 * ROW, state["cumulative"], channel_id)
+
+    @suite.check("channels_cooperative_refund", "channels_deposit_then_vouchers")
+    def _refund() -> None:
+        buyer = ChannelBuyer(rpc)
+        counts = [2, 6]
+
+        async def buy_some() -> str:
+            channel = ""
+            for count in counts:
+                paid = await buyer.buy(rows_url(channels, count))
+                expect_rows(paid, count)
+                channel = channel_id_of(paid.signed[0])
+            return channel
+
+        channel_id = asyncio.run(buy_some())
+        charged = sum(counts) * ROW
+        books.charged[channel_id] = charged
+        deposited, _ = contract.channel(channel_id)
+        settlement = buyer.scheme.refund(rows_url(channels, 1))
+        expect(settlement.success and len(settlement.transaction) == 66,
+               f"the refund's PAYMENT-RESPONSE {settlement}")
+        expect(settlement.amount == str(deposited - charged),
+               f"refunded {settlement.amount!r}, deposited {deposited}, charged {charged}")
+        state_extra = (settlement.extra or {}).get("channelState", {})
+        expect(str(state_extra.get("channelId", "")).lower() == channel_id, f"the refund's channelState {state_extra}")
+        _, claimed = contract.channel(channel_id)
+        expect(claimed == charged, f"channels({channel_id}).totalClaimed {claimed} after the refund, charged {charged}")
+        books.claimed_by_refunds += charged
+        state["refunded"] = (buyer, channel_id)
+
+    @suite.check("channels_buy_again_after_a_full_refund", "channels_cooperative_refund")
+    async def _again() -> None:
+        # The same buyer comes back: the channel is empty, so it deposits again on the same
+        # channel, and the server starts from what was claimed there.
+        buyer, channel_id = state["refunded"]
+        paid = await buyer.buy(rows_url(channels, 3))
+        expect_rows(paid, 3)
+        books.charged[channel_id] += 3 * ROW
+        kinds = [p.payload.get("type") for p in paid.signed]
+        expect(kinds == ["deposit"] and channel_id_of(paid.signed[0]) == channel_id,
+               f"the client paid with {kinds} on {[channel_id_of(p) for p in paid.signed]}")
+        expect_channel_response(paid, 3 * ROW, books.charged[channel_id], channel_id)
+
+    @suite.check("channels_sigterm_claims_and_sweeps_every_voucher", "channels_deposit_then_vouchers")
+    def _sigterm() -> None:
+        # Nothing is claimed before the SIGTERM but what the refund claimed (the interval is
+        # longer than the suite); after it, every voucher is claimed and swept before exit.
+        claimed_before, _ = contract.receiver(pay_to)
+        expect(claimed_before == books.claimed_by_refunds,
+               f"receivers({pay_to}).totalClaimed {claimed_before} before the SIGTERM, the refunds claimed {books.claimed_by_refunds}")
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while _alive(pid):
+            expect(time.monotonic() < deadline, "the example still runs 30 s after SIGTERM")
+            time.sleep(0.1)
+        for channel_id, charged in books.charged.items():
+            _, claimed = contract.channel(channel_id)
+            expect(claimed == charged, f"channels({channel_id}).totalClaimed {claimed}, charged {charged}")
+        total = sum(books.charged.values())
+        claimed, settled = contract.receiver(pay_to)
+        expect((claimed, settled) == (total, total),
+               f"receivers({pay_to}) is (claimed {claimed}, settled {settled}); charged {total} in all")
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie waiting for its parent counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
