@@ -232,8 +232,8 @@ def register(suite: Suite) -> None:
                 expect(len(settlement.transaction) == 66 and settlement.amount == str(deposited),
                        f"the deposit's PAYMENT-RESPONSE: transaction {settlement.transaction!r}, amount {settlement.amount!r}, deposited {deposited}")
             else:
-                # A voucher: nothing moved on chain, so no transaction and no amount.
-                expect(settlement.transaction == "" and (settlement.amount or "") == "",
+                # A voucher: nothing moved on chain, so an empty transaction and amount.
+                expect(settlement.transaction == "" and settlement.amount == "",
                        f"request {n}: a voucher's PAYMENT-RESPONSE names transaction {settlement.transaction!r}, amount {settlement.amount!r}")
         balance, claimed = contract.channel(channel_id)
         expect((balance, claimed) == (deposited, 0),

@@ -4,7 +4,8 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::money::AtomicAmount;
@@ -217,7 +218,11 @@ pub struct VerifyResponse {
 ///
 /// `success: false` is an answer, not an error. Fields serialize in the order of the
 /// specification's `PAYMENT-RESPONSE` examples (`payer` after `network`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// A successful settlement that moved nothing on chain (an empty `transaction`, as a
+/// `batch-settlement` voucher's) and names no amount is written with `"amount": ""`, as that
+/// scheme's `PAYMENT-RESPONSE` reads; any other settlement without an amount omits the field.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SettleResponse {
     /// Whether the funds moved.
@@ -238,11 +243,7 @@ pub struct SettleResponse {
     pub payer: Option<String>,
     /// Amount actually settled, in atomic units. An empty string reads as none: the
     /// `batch-settlement` scheme answers a claim (which moves nothing) with `"amount": ""`.
-    #[serde(
-        default,
-        deserialize_with = "empty_amount_as_none",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "empty_amount_as_none")]
     pub amount: Option<AtomicAmount>,
     /// Per-extension data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -266,6 +267,37 @@ impl SettleResponse {
             extensions: None,
             extra: None,
         }
+    }
+}
+
+impl Serialize for SettleResponse {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let moved_nothing = self.success && self.transaction.is_empty() && self.amount.is_none();
+        let mut fields = serializer.serialize_struct("SettleResponse", 9)?;
+        fields.serialize_field("success", &self.success)?;
+        if let Some(reason) = &self.error_reason {
+            fields.serialize_field("errorReason", reason)?;
+        }
+        if let Some(message) = &self.error_message {
+            fields.serialize_field("errorMessage", message)?;
+        }
+        fields.serialize_field("transaction", &self.transaction)?;
+        fields.serialize_field("network", &self.network)?;
+        if let Some(payer) = &self.payer {
+            fields.serialize_field("payer", payer)?;
+        }
+        match &self.amount {
+            Some(amount) => fields.serialize_field("amount", amount)?,
+            None if moved_nothing => fields.serialize_field("amount", "")?,
+            None => {}
+        }
+        if let Some(extensions) = &self.extensions {
+            fields.serialize_field("extensions", extensions)?;
+        }
+        if let Some(extra) = &self.extra {
+            fields.serialize_field("extra", extra)?;
+        }
+        fields.end()
     }
 }
 
@@ -405,6 +437,39 @@ mod tests {
             .is_err(),
             "a malformed amount is still refused"
         );
+    }
+
+    #[test]
+    fn settle_response_writes_an_empty_amount_only_when_nothing_moved() {
+        let mut voucher = SettleResponse {
+            success: true,
+            error_reason: None,
+            error_message: None,
+            transaction: String::new(),
+            network: "eip155:8453".parse().unwrap(),
+            payer: Some("0xab".into()),
+            amount: None,
+            extensions: None,
+            extra: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&voucher).unwrap(),
+            r#"{"success":true,"transaction":"","network":"eip155:8453","payer":"0xab","amount":""}"#
+        );
+        voucher.transaction = "0x01".into();
+        assert_eq!(
+            serde_json::to_string(&voucher).unwrap(),
+            r#"{"success":true,"transaction":"0x01","network":"eip155:8453","payer":"0xab"}"#
+        );
+        let failed = SettleResponse::failure("eip155:8453".parse().unwrap(), "insufficient_funds");
+        assert_eq!(
+            serde_json::to_string(&failed).unwrap(),
+            r#"{"success":false,"errorReason":"insufficient_funds","transaction":"","network":"eip155:8453"}"#
+        );
+        voucher.amount = Some(AtomicAmount(7));
+        let back: SettleResponse =
+            serde_json::from_str(&serde_json::to_string(&voucher).unwrap()).unwrap();
+        assert_eq!(back, voucher);
     }
 
     #[test]
