@@ -222,7 +222,6 @@ async fn undecodable_payment_header_gets_400(via: Via) {
 }
 
 async fn undecodable_payment_header_gets_402_when_configured(via: Via) {
-    use tower_x402::layer::InvalidHeaderStatus;
     let script = accepting();
     let offer = offer(URL, SettlementMode::After);
     let cases = [
@@ -237,7 +236,7 @@ async fn undecodable_payment_header_gets_402_when_configured(via: Via) {
     for (case, value, expected) in cases {
         let layer = layer(via, &script, offer.clone())
             .await
-            .invalid_header_status(InvalidHeaderStatus::PaymentRequired);
+            .invalid_header_payment_required();
         let request = Request::get("/report")
             .header("payment-signature", value)
             .body(Full::default())

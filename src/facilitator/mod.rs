@@ -18,9 +18,7 @@ mod http;
 mod pool;
 
 #[cfg(feature = "reqwest")]
-pub use self::http::{
-    AuthProvider, FacilitatorConfigError, HttpFacilitator, HttpFacilitatorBuilder,
-};
+pub use self::http::{FacilitatorConfigError, HttpFacilitator, HttpFacilitatorBuilder};
 pub(crate) use self::pool::Member;
 pub use self::pool::{DEFAULT_LABEL, Facilitators};
 

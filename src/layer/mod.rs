@@ -9,7 +9,7 @@
 //! | not sold here | the status and JSON `error` pricing chose; inner service not called |
 //! | no `PAYMENT-SIGNATURE`, or a `HEAD` | 402, `PAYMENT-REQUIRED` challenge, the same object as JSON body, `Cache-Control: no-store`; a `HEAD` never verifies or settles (one that carries a payment is told so in the challenge's `error`) |
 //! | a payment whose `resource.url` names another resource | 402 whose `error` says so; nothing verified |
-//! | header not base64 / not JSON / wrong shape / too large / not version 2 | 400 with a JSON `error` and the challenge, or 402 with the challenge ([`X402Layer::invalid_header_status`]) |
+//! | header not base64 / not JSON / wrong shape / too large / not version 2 | 400 with a JSON `error` and the challenge, or 402 with the challenge ([`X402Layer::invalid_header_payment_required`]) |
 //! | `accepted` matches none of the offer's accepts | 402 whose `error` names the differing field |
 //! | facilitator `isValid: false` | 402 whose `error` is the facilitator's reason |
 //! | the same invalid payment again, within [`Payments::refusal_memory`] | the same 402, from memory; no `/verify` |
@@ -120,14 +120,13 @@ mod service;
 
 pub use body::ResponseBody;
 pub(crate) use config::Config;
-pub use config::InvalidHeaderStatus;
 pub use future::ResponseFuture;
 pub use metered::SETTLEMENT_OVERRIDES;
 pub use service::X402;
 
 /// The HTTP status the layer answers `refusal` with by default (an
 /// [`InvalidHeader`](crate::payment::Refusal::InvalidHeader) is answered as
-/// [`X402Layer::invalid_header_status`] says): its [`kind`](crate::payment::Refusal::kind) in
+/// [`X402Layer::invalid_header_payment_required`] says): its [`kind`](crate::payment::Refusal::kind) in
 /// HTTP terms.
 ///
 /// ```
@@ -177,7 +176,7 @@ impl X402Layer {
 
     /// A paywall that asks `pricing` what each request costs and hands the payments to
     /// `payments`, the [payment core](crate::payment), configured beforehand: its ledger,
-    /// reconciler, leases, hooks and event observers are set on [`Payments`]; the layer keeps
+    /// reconciler, leases and hooks (observers among them) are set on [`Payments`]; the layer keeps
     /// only its HTTP settings. Give it an `Arc<Payments>` that another adapter (paid MCP tools,
     /// a message consumer) shares, and both use one ledger and one single-flight.
     ///
@@ -206,7 +205,7 @@ impl X402Layer {
                 )),
                 paywall_page: None,
                 max_header_len: DEFAULT_MAX_LEN,
-                invalid_header: InvalidHeaderStatus::BadRequest,
+                invalid_header_payment_required: false,
                 retry_after: Duration::from_secs(5),
             }),
         }
@@ -244,25 +243,27 @@ impl X402Layer {
         self
     }
 
-    /// How an unusable `PAYMENT-SIGNATURE` (not base64, not JSON, not a version 2 payment, or
-    /// over [`max_payment_header_len`](Self::max_payment_header_len)) is answered: 400 with the
-    /// challenge (the default), or 402 with the challenge whose `error` says what was wrong, as
-    /// the protocol answers a paid resource requested without a valid payment.
+    /// Answers an unusable `PAYMENT-SIGNATURE` (not base64, not JSON, not a version 2 payment,
+    /// or over [`max_payment_header_len`](Self::max_payment_header_len)) with 402 and the
+    /// challenge whose `error` says what was wrong — the protocol's answer to a paid resource
+    /// requested without a valid payment, and how the reference servers treat an undecodable
+    /// header (as no payment) — instead of 400 with the challenge and that `error` (the
+    /// default: the client sent something malformed). Either way nothing reaches the
+    /// facilitator.
     ///
     /// ```
-    /// use tower_x402::layer::InvalidHeaderStatus;
     /// use tower_x402::{HttpFacilitator, Price, X402Layer};
     ///
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let facilitator = HttpFacilitator::new("https://x402.org/facilitator")?;
     /// let layer = X402Layer::new(facilitator, |_: &http::request::Parts| Price::Free)
-    ///     .invalid_header_status(InvalidHeaderStatus::PaymentRequired);
+    ///     .invalid_header_payment_required();
     /// # let _ = layer;
     /// # Ok(())
     /// # }
     /// ```
-    pub fn invalid_header_status(mut self, answer: InvalidHeaderStatus) -> Self {
-        self.config_mut().invalid_header = answer;
+    pub fn invalid_header_payment_required(mut self) -> Self {
+        self.config_mut().invalid_header_payment_required = true;
         self
     }
 

@@ -47,7 +47,10 @@ pub(crate) fn status_of_kind(kind: RefusalKind) -> StatusCode {
 /// The response for `refusal`: the only place a refusal becomes a response.
 pub(crate) fn refusal(config: &Config, offer: &Offer, refusal: &Refusal) -> Response<Bytes> {
     let status = match refusal {
-        Refusal::InvalidHeader(_) => config.invalid_header.status(),
+        Refusal::InvalidHeader(_) if config.invalid_header_payment_required => {
+            StatusCode::PAYMENT_REQUIRED
+        }
+        Refusal::InvalidHeader(_) => StatusCode::BAD_REQUEST,
         _ => status_of_kind(refusal.kind()),
     };
     match refusal {

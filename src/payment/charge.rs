@@ -17,19 +17,6 @@ pub(crate) fn asset_decimals(requirement: &PaymentRequirements) -> Option<u8> {
         .map(|usdc| usdc.decimals)
 }
 
-/// Why an amount could not be added to a [`Charge`].
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ChargeError {
-    /// The dollar amount cannot be written in the asset's units.
-    #[error(transparent)]
-    Money(#[from] MoneyError),
-    /// The asset is not a known USDC deployment, so dollars cannot be converted to its units;
-    /// set the amount in atomic units.
-    #[error("the asset's decimals are unknown: set the charge in atomic units")]
-    UnknownDecimals,
-}
-
 /// The amount a metered (`upto`) payment is charged, set by the work that serves the request.
 ///
 /// The buyer signs a maximum ([`maximum`](Self::maximum)); the handler decides what the request
@@ -132,7 +119,7 @@ impl Charge {
     ///
     /// When the asset's units cannot represent `amount` or its decimals are unknown; the charge
     /// is then unchanged.
-    pub fn set_usd(&self, amount: UsdAmount) -> Result<(), ChargeError> {
+    pub fn set_usd(&self, amount: UsdAmount) -> Result<(), MoneyError> {
         self.set(self.atomic(amount)?);
         Ok(())
     }
@@ -142,14 +129,14 @@ impl Charge {
     /// # Errors
     ///
     /// As [`set_usd`](Self::set_usd); the charge is then unchanged.
-    pub fn add_usd(&self, amount: UsdAmount) -> Result<(), ChargeError> {
+    pub fn add_usd(&self, amount: UsdAmount) -> Result<(), MoneyError> {
         self.add(self.atomic(amount)?);
         Ok(())
     }
 
-    fn atomic(&self, amount: UsdAmount) -> Result<AtomicAmount, ChargeError> {
-        let decimals = self.0.decimals.ok_or(ChargeError::UnknownDecimals)?;
-        Ok(amount.to_atomic(decimals)?)
+    fn atomic(&self, amount: UsdAmount) -> Result<AtomicAmount, MoneyError> {
+        let decimals = self.0.decimals.ok_or(MoneyError::UnknownDecimals)?;
+        amount.to_atomic(decimals)
     }
 
     pub(crate) fn decimals(&self) -> Option<u8> {
@@ -332,7 +319,7 @@ mod tests {
         let unknown = Charge::with_decimals(AtomicAmount(1), None);
         assert_eq!(
             unknown.add_usd(UsdAmount::from_micros(1)),
-            Err(ChargeError::UnknownDecimals)
+            Err(MoneyError::UnknownDecimals)
         );
         assert_eq!(unknown.amount(), None);
     }

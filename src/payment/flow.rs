@@ -93,7 +93,7 @@ impl Payments {
     /// settles them. `requirement` is the offer's accept the payment matched
     /// ([`accepted`](Self::accepted)); `request` is the request the payment comes with, recorded
     /// with it: a payment buys one delivery of one request (see [`RequestDigest`] for what a
-    /// repeat is answered). Refusals are reported to the event hook before they are returned.
+    /// repeat is answered). Refusals are reported to the hooks ([`PaymentHooks::on_refusal`](super::PaymentHooks::on_refusal)) before they are returned.
     pub async fn authorize(
         self: &Arc<Self>,
         offer: &Arc<Offer>,
@@ -176,7 +176,10 @@ impl Payments {
         if !self.hooks.is_empty()
             && let Err(refusal) = Box::pin(self.hooks.after_verify(&payment)).await
         {
+            // Released and never settled: every hook hears of it, also those that let it pass
+            // (one may hold something for it).
             ledger::release(self, &hold).await;
+            self.hooks.on_cancelled(&payment).await;
             return self.refuse(offer, refusal);
         }
         let intent = SettlementIntent::with_fingerprint(

@@ -30,7 +30,7 @@ use crate::settlement::{PaymentKey, SettlementRecord};
 /// | [`challenge_extension_template`](Self::challenge_extension_template), [`challenge_extension_rest`](Self::challenge_extension_rest) | the same, for an extension mostly the same in every 402 | add it, with only its changing part written per request |
 /// | [`before_verify`](Self::before_verify) | a new payment is about to be sent to `/verify` | abort, or skip verification (it verified the payment itself) |
 /// | [`on_verify_failure`](Self::on_verify_failure) | `/verify` failed or found the payment invalid | recover with a verification of its own |
-/// | [`after_verify`](Self::after_verify) | the payment is verified, before the work runs | abort: the payment is released, never settled |
+/// | [`after_verify`](Self::after_verify) | the payment is verified, before the work runs | abort: the payment is released, never settled (every hook's `on_cancelled` is called) |
 /// | [`before_settle`](Self::before_settle) | before the *settling* intent is written | abort (released, never settled), or skip: it settled the payment itself |
 /// | [`settle_request_fields`](Self::settle_request_fields) | the same | add fields to the request sent to `/settle` |
 /// | [`on_settle_failure`](Self::on_settle_failure) | `/settle` failed or refused | recover with a settlement of its own |
@@ -148,7 +148,8 @@ pub trait PaymentHooks: Send + Sync + 'static {
     }
 
     /// The payment is verified and the work has not run. An `Err` refuses the request with
-    /// it: the payment is released, never settled.
+    /// it: the payment is released, never settled, and every hook's
+    /// [`on_cancelled`](Self::on_cancelled) is called.
     fn after_verify<'a>(
         &'a self,
         payment: &'a VerifiedPayment,
@@ -221,8 +222,9 @@ pub trait PaymentHooks: Send + Sync + 'static {
         Box::pin(ready(()))
     }
 
-    /// A verified payment will never be settled: the work failed, broke a metering rule, or
-    /// the request was dropped (the client went away) before the payment settled after it.
+    /// A verified payment will never be settled: a hook refused it in
+    /// [`after_verify`](Self::after_verify), the work failed, broke a metering rule, or the
+    /// request was dropped (the client went away) before the payment settled after it.
     fn on_cancelled<'a>(&'a self, payment: &'a VerifiedPayment) -> BoxFuture<'a, ()> {
         let _ = payment;
         Box::pin(ready(()))

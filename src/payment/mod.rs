@@ -114,7 +114,7 @@ mod single_flight;
 mod uncancellable;
 mod verified;
 
-pub use charge::{Charge, ChargeError};
+pub use charge::Charge;
 pub use delivery::RequestDigest;
 pub(crate) use hooks::Prelude;
 pub use hooks::{Decision, PaymentContext, PaymentHooks, ProtectedRequest};

@@ -79,7 +79,7 @@ pub struct Payments {
 
 impl Payments {
     /// A core that has `facilitator` verify and settle, with settlement records in a
-    /// [`MemorySettlementStore`], no reconciler and no event hook.
+    /// [`MemorySettlementStore`], no reconciler and no hooks.
     pub fn new(facilitator: impl Facilitator) -> Self {
         Self::with_facilitators(Facilitators::new(DEFAULT_LABEL, Arc::new(facilitator)))
     }

@@ -17,7 +17,7 @@ use crate::settlement::StoreError;
 /// | refusal | kind | over HTTP |
 /// |---|---|---|
 /// | [`PaymentMissing`](Self::PaymentMissing) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge |
-/// | [`InvalidHeader`](Self::InvalidHeader) | [`BadRequest`](RefusalKind::BadRequest) | 400, or 402 with [`InvalidHeaderStatus::PaymentRequired`](crate::layer::InvalidHeaderStatus::PaymentRequired); the challenge |
+/// | [`InvalidHeader`](Self::InvalidHeader) | [`BadRequest`](RefusalKind::BadRequest) | 400, or 402 with [`X402Layer::invalid_header_payment_required`](crate::X402Layer::invalid_header_payment_required); the challenge |
 /// | [`OtherResource`](Self::OtherResource) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge |
 /// | [`NoMatchingRequirement`](Self::NoMatchingRequirement) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge |
 /// | [`InvalidPayment`](Self::InvalidPayment) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge |

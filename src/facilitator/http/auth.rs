@@ -94,18 +94,9 @@ impl fmt::Debug for Names<'_> {
     }
 }
 
-/// Produces auth headers for each facilitator call, e.g. a JWT minted per request as the
-/// Coinbase CDP facilitator requires.
-///
-/// Implemented for every `Fn(Endpoint) -> impl Future<Output = Result<HeaderMap, E>>` closure,
-/// so a closure is usually all that is needed; see
-/// [`HttpFacilitatorBuilder::auth`](super::HttpFacilitatorBuilder::auth). It is called once per
-/// attempt, so a retried `/verify` gets fresh credentials. Its headers win over fixed headers of
-/// the same name.
-///
-/// When it fails, the call fails with [`FacilitatorError::Auth`](crate::FacilitatorError::Auth)
-/// and nothing is sent.
-pub trait AuthProvider: Send + Sync + 'static {
+/// Produces auth headers for each facilitator call: the closure given to
+/// [`HttpFacilitatorBuilder::auth`](super::HttpFacilitatorBuilder::auth), behind a trait object.
+pub(super) trait AuthProvider: Send + Sync + 'static {
     /// The headers for one call to `endpoint`.
     fn headers(&self, endpoint: Endpoint) -> BoxFuture<'_, Result<HeaderMap, BoxError>>;
 }

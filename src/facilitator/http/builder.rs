@@ -4,13 +4,14 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::{HeaderName, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::Url;
 
-use super::auth::{Auth, AuthProvider};
+use super::auth::Auth;
 use super::retry::RetryPolicy;
 use super::supported_cache::SupportedCache;
 use super::{EndpointUrls, HttpFacilitator, Inner};
+use crate::boxed::BoxError;
 use crate::facilitator::Endpoint;
 
 /// Why an [`HttpFacilitator`] could not be built.
@@ -220,9 +221,12 @@ impl HttpFacilitatorBuilder {
         self.header(http::header::AUTHORIZATION, format!("Bearer {token}"))
     }
 
-    /// Produces headers for every call, e.g. a JWT minted per request. Its headers are added to
-    /// the fixed ones and win on a name clash. If it fails, the call fails with
-    /// [`FacilitatorError::Auth`](crate::FacilitatorError::Auth) and nothing is sent.
+    /// Produces headers for every call with `provider`, e.g. a JWT minted per request as the
+    /// Coinbase CDP facilitator requires: a closure given the [`Endpoint`] called, answering
+    /// the headers (or an error). It is called once per attempt, so a retried `/verify` gets
+    /// fresh credentials. Its headers are added to the fixed ones and win on a name clash. If
+    /// it fails, the call fails with [`FacilitatorError::Auth`](crate::FacilitatorError::Auth)
+    /// and nothing is sent.
     ///
     /// ```
     /// use http::HeaderMap;
@@ -244,7 +248,12 @@ impl HttpFacilitatorBuilder {
     ///     .build()?;
     /// # Ok::<_, tower_x402::facilitator::FacilitatorConfigError>(())
     /// ```
-    pub fn auth(mut self, provider: impl AuthProvider) -> Self {
+    pub fn auth<F, Fut, E>(mut self, provider: F) -> Self
+    where
+        F: Fn(Endpoint) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<HeaderMap, E>> + Send + 'static,
+        E: Into<BoxError>,
+    {
         self.auth.provider = Some(Arc::new(provider));
         self
     }

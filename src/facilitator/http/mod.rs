@@ -13,7 +13,6 @@ use std::sync::Arc;
 use reqwest::Url;
 use x402_wire::{FacilitatorRequest, SettleResponse, SupportedResponse, VerifyResponse};
 
-pub use self::auth::AuthProvider;
 use self::builder::Timeouts;
 pub use self::builder::{FacilitatorConfigError, HttpFacilitatorBuilder};
 use self::retry::RetryPolicy;

@@ -26,7 +26,6 @@ use axum::routing::{MethodRouter, get};
 use tower_http::cors::CorsLayer;
 use tower_x402::cors::PAYMENT_REQUEST_HEADERS;
 use tower_x402::facilitator::Facilitators;
-use tower_x402::layer::InvalidHeaderStatus;
 use tower_x402::payment::Payments;
 use tower_x402::settlement::Reconciler;
 use tower_x402::{PaywallPage, Price, X402Layer, payment_cors};
@@ -100,7 +99,7 @@ where
     }
     let paywall = X402Layer::with_payments(payments, pricing)
         // The specification's answer to a paid resource requested without a valid payment.
-        .invalid_header_status(InvalidHeaderStatus::PaymentRequired)
+        .invalid_header_payment_required()
         .paywall_page(page);
     PaymentsInProgress::from_ref(state).keep(paywall.payments());
     // The paywall wraps the handler only (not the method router), so other methods get 405;

@@ -5,18 +5,27 @@
 //! channel's mirrored chain state is stale verified by the facilitator instead; cooperative
 //! refunds, partial and full, with the handler not run; a voucher above the balance refused and
 //! a top-up deposit on an open channel; a refund signed with the server's own receiver
-//! authorizer key.
+//! authorizer key; a voucher another hook refuses after verification leaving its channel free
+//! at once; a deposit whose `/settle` answer was lost, recovered from doubt with its voucher's
+//! charge committed.
 
 mod support;
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use http::StatusCode;
 use serde_json::Value;
+use tower_x402::BoxFuture;
+use tower_x402::Refusal;
+use tower_x402::payment::{PaymentHooks, RefusalKind, VerifiedPayment};
 use tower_x402::proto::AtomicAmount;
+use tower_x402::proto::FacilitatorRequest;
+use tower_x402::settlement::{Reconciler, Reconciliation};
 use tower_x402_channels::{BatchSettlement, ChannelStore, MemoryChannelStore};
 use tower_x402_sandbox::SandboxWallet;
+use tower_x402_sandbox::{SandboxFacilitator, Step};
 
 use support::{AMOUNT, Buyer, DEPOSIT, ROW, Server};
 
@@ -534,4 +543,135 @@ async fn a_server_owning_its_receiver_authorizer_signs_the_refund_and_its_claim(
     );
     assert_eq!(server.sandbox.balance_of(&payer).0, start - 6 * ROW);
     assert!(server.channels.load(&buyer.id).await.unwrap().is_none());
+}
+
+/// A hook refusing verified payments after the scheme took them, while `refusing` is set.
+struct Refusing(Arc<AtomicBool>);
+
+impl PaymentHooks for Refusing {
+    fn after_verify<'a>(&'a self, _: &'a VerifiedPayment) -> BoxFuture<'a, Result<(), Refusal>> {
+        let refusing = self.0.load(Ordering::SeqCst);
+        Box::pin(async move {
+            if refusing {
+                return Err(Refusal::Hook {
+                    kind: RefusalKind::PaymentRequired,
+                    reason: "refused by policy".to_owned(),
+                });
+            }
+            Ok(())
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_voucher_another_hook_refuses_after_verification_frees_its_channel_at_once() {
+    let refusing = Arc::new(AtomicBool::new(false));
+    let server = Server::hooked(
+        Arc::new(MemoryChannelStore::default()),
+        Refusing(Arc::clone(&refusing)),
+    )
+    .await;
+    let buyer = Buyer::new(&server);
+    let deposit = server
+        .get("/rows?count=1", &buyer.deposit(&server, 0))
+        .await;
+    assert_eq!(deposit.status, StatusCode::OK, "{deposit:?}");
+
+    refusing.store(true, Ordering::SeqCst);
+    let voucher = buyer.voucher(&server, 1_000 + AMOUNT);
+    let refused = server.get("/rows?count=2", &voucher).await;
+    assert_eq!(refused.status, StatusCode::PAYMENT_REQUIRED, "{refused:?}");
+    assert_eq!(refused.error(), "refused by policy");
+    assert!(refused.settlement.is_none());
+    let channel = server.channels.load(&buyer.id).await.unwrap().unwrap();
+    assert_eq!((channel.charged, &channel.hold), (1_000, &None));
+
+    // The next voucher on the channel is served now, not after the hold's lease.
+    refusing.store(false, Ordering::SeqCst);
+    let answer = tokio::time::timeout(
+        Duration::from_secs(5),
+        server.get("/rows?count=2", &voucher),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+    let channel = server.channels.load(&buyer.id).await.unwrap().unwrap();
+    assert_eq!((channel.charged, &channel.hold), (3_000, &None));
+}
+
+/// Reads the sandbox's contract as a chain: the deposit settled when the channel holds it. The
+/// contract keeps no transaction log, so the settlement is named by the channel it funded.
+struct ContractReading {
+    sandbox: SandboxFacilitator,
+    channel: Arc<OnceLock<String>>,
+}
+
+impl Reconciler for ContractReading {
+    fn reconcile<'a>(&'a self, request: &'a FacilitatorRequest) -> BoxFuture<'a, Reconciliation> {
+        let network = &request.payment_requirements().network;
+        let funded = self.channel.get().and_then(|id| {
+            let view = self.sandbox.channel_state(network, id).ok()?;
+            (view.balance >= DEPOSIT).then(|| id.clone())
+        });
+        Box::pin(async move {
+            match funded {
+                Some(id) => Reconciliation::Settled { transaction: id },
+                None => Reconciliation::Unknown {
+                    reason: "the channel holds no deposit".to_owned(),
+                },
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_deposit_whose_settle_answer_was_lost_commits_its_voucher_once_recovered() {
+    let channel = Arc::new(OnceLock::new());
+    let reading = Arc::clone(&channel);
+    let server = Server::extended_with(Arc::new(MemoryChannelStore::default()), move |sandbox| {
+        let reconciler = ContractReading {
+            sandbox: sandbox.clone(),
+            channel: reading,
+        };
+        Box::new(move |payments| payments.reconciler(reconciler))
+    })
+    .await;
+    let buyer = Buyer::new(&server);
+    channel.set(buyer.id.clone()).unwrap();
+
+    server.sandbox.queue_settle(Step::AnswerLost);
+    let deposit = buyer.deposit(&server, 0);
+    let lost = server.get("/rows?count=1", &deposit).await;
+    assert_eq!(lost.status, StatusCode::SERVICE_UNAVAILABLE, "{lost:?}");
+    // The deposit moved; the channel stays held for the request in doubt.
+    let view = server
+        .sandbox
+        .channel_state(&server.accept.network, &buyer.id)
+        .unwrap();
+    assert_eq!(view.balance, DEPOSIT);
+    let busy = server
+        .get("/rows?count=1", &buyer.voucher(&server, 1_000 + AMOUNT))
+        .await;
+    assert_eq!(busy.status, StatusCode::SERVICE_UNAVAILABLE, "{busy:?}");
+    assert_eq!(busy.error(), "invalid_batch_settlement_evm_channel_busy");
+
+    // The same deposit again: recovered from doubt, and its voucher's charge committed.
+    let recovered = server.get("/rows?count=1", &deposit).await;
+    assert_eq!(recovered.status, StatusCode::OK, "{recovered:?}");
+    let channel = server.channels.load(&buyer.id).await.unwrap().unwrap();
+    assert_eq!((channel.charged, &channel.hold), (1_000, &None));
+    assert_eq!(
+        channel
+            .voucher
+            .as_ref()
+            .map(|voucher| voucher.max_claimable),
+        Some(AMOUNT)
+    );
+    // The channel goes on from that charge.
+    let next = server
+        .get("/rows?count=2", &buyer.voucher(&server, 1_000 + AMOUNT))
+        .await;
+    assert_eq!(next.status, StatusCode::OK, "{next:?}");
+    let channel = server.channels.load(&buyer.id).await.unwrap().unwrap();
+    assert_eq!(channel.charged, 3_000);
 }

@@ -1,6 +1,7 @@
 //! The `batch-settlement` scheme on PostgreSQL, over loopback HTTP against the sandbox
 //! facilitator: a restart (a new server on a new pool) continues a channel, and two instances
-//! on one database share a channel without counting a voucher twice.
+//! on one database share a channel without counting a voucher twice; a failing handler changes
+//! nothing in the database.
 
 #[path = "../../../../examples/store/tests/store/postgres_server.rs"]
 #[allow(dead_code)]
@@ -121,4 +122,44 @@ async fn two_instances_on_one_database_share_a_channel_without_double_counting()
     let channel = one.channels.load(&buyer.id).await.unwrap().unwrap();
     assert_eq!((channel.charged, channel.hold), (base + 5 * ROW, None));
     assert_eq!(one.sandbox.settle_calls(), 1, "the deposit's alone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failing_handler_changes_nothing_in_the_database() {
+    postgres_server::require();
+    let database = postgres_server::fresh_database().await;
+    let server = Server::start(store(&database).await).await;
+    let buyer = Buyer::new(&server);
+    assert_eq!(
+        server
+            .get("/rows?count=1", &buyer.deposit(&server, 0))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let before = server.channels.load(&buyer.id).await.unwrap().unwrap();
+    let voucher = buyer.voucher(&server, ROW + AMOUNT);
+    let failed = server.get("/broken", &voucher).await;
+    assert_eq!(
+        failed.status,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "{failed:?}"
+    );
+    let after = server.channels.load(&buyer.id).await.unwrap().unwrap();
+    assert_eq!(
+        (after.charged, &after.voucher, &after.hold),
+        (before.charged, &before.voucher, &None)
+    );
+    let retried = server.get("/rows?count=2", &voucher).await;
+    assert_eq!(retried.status, StatusCode::OK, "{retried:?}");
+    assert_eq!(
+        server
+            .channels
+            .load(&buyer.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .charged,
+        3 * ROW
+    );
 }

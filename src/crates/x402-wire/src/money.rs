@@ -29,6 +29,10 @@ pub enum MoneyError {
     /// The value does not fit.
     #[error("amount `{0}` is too large")]
     Overflow(String),
+    /// The asset's decimals are unknown (not a known USDC deployment), so dollars cannot be
+    /// converted to its units; give the amount in atomic units.
+    #[error("the asset's decimals are unknown: set the charge in atomic units")]
+    UnknownDecimals,
 }
 
 /// Fraction digits a [`UsdAmount`] keeps: one micro-dollar, the precision of USDC.

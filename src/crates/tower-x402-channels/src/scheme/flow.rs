@@ -1,7 +1,10 @@
 //! The scheme's lifecycle hooks: a request holds its channel and is checked before the work
 //! (`before_verify`), its charge is committed after it (`before_settle` for a voucher,
 //! `after_settle` for a deposit, once the deposit moved), and its hold is released when the
-//! work failed (`on_cancelled`) or the deposit did not settle (`on_settle_failure`).
+//! payment will never be settled (`on_cancelled`: the work failed, or another hook refused the
+//! payment after verification) or the deposit did not settle (`on_settle_failure`). A deposit
+//! whose `/settle` answer was lost keeps its hold until the core resolves it: committed by
+//! `after_settle` when it settled, released by `on_doubt_resolved` when it never did.
 
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -13,7 +16,7 @@ use tower_x402::proto::{Network, SettleResponse, VerifyResponse};
 use tower_x402::{PaymentKey, Refusal};
 
 use super::Inner;
-use super::payload::Kind;
+use super::payload::{BuyerPayload, Kind};
 use super::response::{channel_state, settlement_extra, snapshot};
 use crate::channel::{Commit, Committed, OnChain, Voucher};
 use crate::wire::BATCH_SETTLEMENT_SCHEME;
@@ -36,6 +39,9 @@ pub(super) struct Pending {
     /// The chain as the request saw it (a facilitator's answer), to mirror with the commit.
     pub(super) on_chain: OnChain,
     pub(super) fresh_reading: bool,
+    /// A deposit whose `/settle` answer was lost: it may have moved, so its hold and voucher are
+    /// kept for the settlement the core may still learn of.
+    pub(super) answer_lost: bool,
 }
 
 impl Pending {
@@ -170,6 +176,33 @@ impl Inner {
     }
 }
 
+/// Whether a `/settle` refusal leaves it open whether the deposit moved (the core then goes on
+/// to re-send or reconcile it, not to release it).
+fn may_have_moved(failure: Result<&SettleResponse, &tower_x402::FacilitatorError>) -> bool {
+    failure.is_ok_and(|settlement| {
+        matches!(
+            settlement.error_reason.as_deref(),
+            Some(
+                "settlement_pending"
+                    | "unexpected_settle_error"
+                    | "invalid_transaction_state"
+                    | "duplicate_settlement"
+            )
+        )
+    })
+}
+
+/// The chain after a deposit whose settlement carries no channel state (one the core recovered:
+/// the reconciler's names only its transaction): the deposit moved its amount onto the balance
+/// the request was verified against.
+fn recovered_reading(payment: &PaymentContext<'_>, pending: &Pending) -> Option<OnChain> {
+    let deposited = BuyerPayload::read(payment.request.payment_payload())?.deposit_amount()?;
+    let mut on_chain = pending.on_chain;
+    on_chain.balance = on_chain.balance.saturating_add(deposited);
+    on_chain.read_at = now_ms();
+    Some(on_chain)
+}
+
 fn is_ours(payment: &PaymentContext<'_>) -> bool {
     payment.request.payment_requirements().scheme == BATCH_SETTLEMENT_SCHEME
 }
@@ -225,7 +258,9 @@ impl PaymentHooks for Hooks {
         }
         let pending = self.0.peek(payment.key)?;
         let charged = payment.request.payment_requirements().amount.0;
-        let on_chain = snapshot(settlement.extra.as_ref(), now_ms()).unwrap_or(pending.on_chain);
+        let on_chain = snapshot(settlement.extra.as_ref(), now_ms())
+            .or_else(|| recovered_reading(payment, &pending))
+            .unwrap_or(pending.on_chain);
         let state = channel_state(&pending.id, &on_chain, pending.base.saturating_add(charged));
         Some(settlement_extra(charged, state))
     }
@@ -246,6 +281,9 @@ impl PaymentHooks for Hooks {
             if let Some(on_chain) = snapshot(settlement.extra.as_ref(), now_ms()) {
                 pending.on_chain = on_chain;
                 pending.fresh_reading = true;
+            } else if let Some(on_chain) = recovered_reading(payment, &pending) {
+                pending.on_chain = on_chain;
+                pending.fresh_reading = true;
             }
             let charged = payment.request.payment_requirements().amount.0;
             match self.0.commit(&pending, charged).await {
@@ -263,15 +301,42 @@ impl PaymentHooks for Hooks {
         payment: &'a PaymentContext<'a>,
         failure: Result<&'a SettleResponse, &'a tower_x402::FacilitatorError>,
     ) -> BoxFuture<'a, Option<SettleResponse>> {
-        let _ = failure;
         Box::pin(async move {
-            if is_ours(payment)
-                && let Some(pending) = self.0.take(payment.key)
-            {
+            if !is_ours(payment) {
+                return None;
+            }
+            // Only a deposit reaches `/settle` through the core (a voucher and a refund are
+            // settled by `before_settle`).
+            let mut pending = self.0.take(payment.key)?;
+            if failure.is_err() || pending.answer_lost || may_have_moved(failure) {
+                // The deposit may have moved: the core keeps the payment in doubt and may learn
+                // of its settlement (a re-sent `/settle`, the reconciler), when `after_settle`
+                // commits the request's voucher. Until then the channel stays held (at most its
+                // lease), so that no other voucher is accepted on a base missing this one.
+                pending.answer_lost = true;
+                self.0.remember(payment.key, pending);
+            } else {
                 self.0.release(&pending.id, &pending.hold).await;
             }
             None
         })
+    }
+
+    fn on_doubt_resolved(
+        &self,
+        offer: &tower_x402::Offer,
+        key: &PaymentKey,
+        settlement: Option<&SettleResponse>,
+    ) {
+        let _ = offer;
+        // Never settled (released by the core): the channel is freed now.
+        if settlement.is_none()
+            && let Some(pending) = self.0.take(key)
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let inner = Arc::clone(&self.0);
+            runtime.spawn(async move { inner.release(&pending.id, &pending.hold).await });
+        }
     }
 
     fn on_cancelled<'a>(&'a self, payment: &'a VerifiedPayment) -> BoxFuture<'a, ()> {

@@ -62,6 +62,17 @@ use payload::{BuyerPayload, Kind};
 /// at once with `invalid_batch_settlement_evm_channel_busy` (503, the same payment may be sent
 /// again).
 ///
+/// A deposit whose `/settle` answer is lost is left *in doubt* by the core (503) and its
+/// channel stays held (until the doubt resolves, at most the hold's lease of 120 s): when the
+/// core learns it settled (the same payment sent again, the reconciler), the request's voucher
+/// is committed, the balance mirrored as the verified one plus the deposit; when it learns it
+/// never did, the channel is released. The held channel and its voucher live in this process
+/// only: after a restart, a deposit recovered from doubt is delivered but its voucher's charge
+/// (at most one request's amount) is not committed, and the channel goes on from the charge
+/// before it. A refund's lost `/settle` answer is not tracked in doubt (the scheme, not the
+/// core's ledger, sends the completed refund): it is answered 502 with the channel released
+/// unchanged, and the refund sent again meets the chain as it is then.
+///
 /// ```
 /// use std::sync::Arc;
 /// use tower_x402::payment::Payments;

@@ -99,6 +99,14 @@ impl BuyerPayload {
         }
     }
 
+    /// The amount a deposit moves into its channel.
+    pub(crate) fn deposit_amount(&self) -> Option<u128> {
+        let Self::Deposit { deposit, .. } = self else {
+            return None;
+        };
+        deposit.get("amount")?.as_str()?.parse().ok()
+    }
+
     /// What tells this deposit apart from any other: its token authorization's signature.
     pub(crate) fn deposit_signature(&self) -> Option<String> {
         let Self::Deposit { deposit, .. } = self else {

@@ -1,6 +1,15 @@
 //! A cooperative refund: the handler is not run; the payload is completed (the amount, the
 //! refund nonce, the claim of what was charged, and the server's own authorizer signatures) and
 //! sent to the facilitator's `/settle`; the channel's record follows the answer.
+//!
+//! The refund is sent by the scheme, not through the core's settlement ledger, so a lost answer
+//! is not tracked in doubt: the ledger re-sends only the request's own payment payload (fields
+//! added to `/settle` cannot replace it), while the refund settles the completed one, and its
+//! recovery (the same payload again, the reconciler) could not tell a spent refund nonce from a
+//! refund that never ran. A lost answer is answered 502 and the channel released unchanged; the
+//! money is the payer's either way (a refund moves nothing to the server). The buyer's refund
+//! sent again is verified by the facilitator and completed from the chain its answer shows then
+//! (after a full refund that ran, nothing is left and it is refused).
 
 use serde_json::{Map, Value};
 use tower_x402::Refusal;

@@ -131,6 +131,7 @@ impl Inner {
                         payer: config.payer.to_ascii_lowercase(),
                         on_chain: channel.on_chain,
                         fresh_reading: false,
+                        answer_lost: false,
                     },
                 );
                 return Decision::Handled(verified);
@@ -203,6 +204,7 @@ impl Inner {
                 payer: config.payer.to_ascii_lowercase(),
                 on_chain,
                 fresh_reading: true,
+                answer_lost: false,
             },
         );
         Decision::Handled(VerifyResponse {

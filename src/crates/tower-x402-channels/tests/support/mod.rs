@@ -12,7 +12,7 @@ use axum::routing::get;
 use axum::{Extension, Router};
 use http::StatusCode;
 use serde_json::Value;
-use tower_x402::payment::Payments;
+use tower_x402::payment::{PaymentHooks, Payments};
 use tower_x402::proto::{
     AtomicAmount, PaymentPayload, PaymentRequirements, ResourceInfo, SettleResponse,
     UsdcDeployment, header,
@@ -72,7 +72,50 @@ impl Server {
     pub(crate) async fn configured(channels: Arc<dyn ChannelStore>, configure: Configure) -> Self {
         let sandbox = SandboxFacilitator::new();
         let url = format!("http://{}", serve(sandbox.router()).await);
-        Self::with_sandbox(sandbox, url, channels, None, configure).await
+        Self::with_sandbox(sandbox, url, channels, None, configure, None).await
+    }
+
+    /// A server with `hook` registered after the scheme, with a sandbox of its own.
+    pub(crate) async fn hooked(
+        channels: Arc<dyn ChannelStore>,
+        hook: impl PaymentHooks + 'static,
+    ) -> Self {
+        Self::extended(channels, Box::new(move |payments| payments.hook(hook))).await
+    }
+
+    /// A server whose payments are extended by `after` once the scheme is registered, with a
+    /// sandbox of its own.
+    pub(crate) async fn extended(channels: Arc<dyn ChannelStore>, after: After) -> Self {
+        let sandbox = SandboxFacilitator::new();
+        let url = format!("http://{}", serve(sandbox.router()).await);
+        Self::with_sandbox(
+            sandbox,
+            url,
+            channels,
+            None,
+            Box::new(|scheme| scheme),
+            Some(after),
+        )
+        .await
+    }
+
+    /// A server extended by `after`, which is given the server's sandbox.
+    pub(crate) async fn extended_with(
+        channels: Arc<dyn ChannelStore>,
+        after: impl FnOnce(&SandboxFacilitator) -> After,
+    ) -> Self {
+        let sandbox = SandboxFacilitator::new();
+        let url = format!("http://{}", serve(sandbox.router()).await);
+        let after = after(&sandbox);
+        Self::with_sandbox(
+            sandbox,
+            url,
+            channels,
+            None,
+            Box::new(|scheme| scheme),
+            Some(after),
+        )
+        .await
     }
 
     /// A server owning its receiver-authorizer key, `key`: its accepts name it, and its
@@ -85,7 +128,7 @@ impl Server {
         let key = Arc::clone(&key);
         let configure: Configure =
             Box::new(move |scheme| scheme.authorizer(OwnKey(Arc::clone(&key), key.address())));
-        Self::with_sandbox(sandbox, url, channels, Some(terms), configure).await
+        Self::with_sandbox(sandbox, url, channels, Some(terms), configure, None).await
     }
 
     /// Another server (an instance beside `self`, or after it stopped) on the same sandbox.
@@ -96,6 +139,7 @@ impl Server {
             channels,
             None,
             Box::new(|scheme| scheme),
+            None,
         )
         .await
     }
@@ -111,6 +155,7 @@ impl Server {
         channels: Arc<dyn ChannelStore>,
         terms: Option<ChannelOffer>,
         configure: Configure,
+        after: Option<After>,
     ) -> Self {
         let facilitator = HttpFacilitator::new(&url).unwrap();
         let usdc = UsdcDeployment::BASE;
@@ -126,6 +171,10 @@ impl Server {
             facilitator.clone(),
         ))
         .register(Payments::new(facilitator));
+        let payments = match after {
+            Some(after) => after(payments),
+            None => payments,
+        };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let base = format!("http://{address}");
@@ -274,6 +323,9 @@ impl Buyer {
 
 /// How a test sets up its server's scheme.
 pub(crate) type Configure = Box<dyn FnOnce(BatchSettlement) -> BatchSettlement + Send>;
+
+/// What a test adds to its server's payments after the scheme.
+pub(crate) type After = Box<dyn FnOnce(Payments) -> Payments + Send>;
 
 /// The server's own receiver-authorizer key.
 pub(crate) struct OwnKey(pub(crate) Arc<SandboxWallet>, pub(crate) String);
