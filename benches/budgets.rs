@@ -63,8 +63,9 @@ pub(crate) const PAID_UPTO_PATH: u64 = 62_500;
 /// libsecp256k1, compared with the channel's payer authorizer; the cumulative check), the inner
 /// service charging 0.001 USDC, the new cumulative committed to the memory channel store; no
 /// facilitator call (measured 742,803: libsecp256k1's recovery about 450,000 of them, Keccak
-/// about 121,000 — some fifty permutations for the digest, the channel id and addresses).
-pub(crate) const PAID_VOUCHER_PATH: u64 = 761_000;
+/// about 121,000 — some fifty permutations for the digest, the channel id and addresses;
+/// 759,225 with the scheme's verification, refund and flow split into modules of their own).
+pub(crate) const PAID_VOUCHER_PATH: u64 = 778_000;
 /// One `/verify` and one `/settle` through `HttpFacilitator` over an open HTTP/1.1 connection to
 /// the sandbox facilitator on loopback: the client's side only (measured 158,806 to 159,352 while
 /// each call encoded the request; 149,867 with the request encoded once for both calls; the
