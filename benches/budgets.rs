@@ -43,8 +43,10 @@ pub(crate) const DECODE_AND_MATCH: u64 = 16_700;
 /// the wire types in a crate of their own; 48,569 with the hooks' calls boxed out of every
 /// payment's future — a path only registered hooks take no longer sizes, and is no longer
 /// moved with, the futures of payments without hooks — and the layer resolving a payment
-/// through the core's `Cleared::conclude`, its release state folded into the settlement's).
-pub(crate) const PAID_PATH: u64 = 50_000;
+/// through the core's `Cleared::conclude`, its release state folded into the settlement's;
+/// 50,199 with observers as hooks, the scheme points `batch-settlement` needs, and a refusal
+/// after verification cancelled in one future boxed out of every payment's).
+pub(crate) const PAID_PATH: u64 = 50_600;
 /// A paid metered (`upto`) request: a Permit2 payment verified, the inner service setting its
 /// charge, and that amount settled by the in-process facilitator that answers at once (measured
 /// 136,486 with the shared settling request and the sign-in gate merged; 139,033 once the
@@ -56,7 +58,8 @@ pub(crate) const PAID_PATH: u64 = 50_000;
 /// the charged request made anew rather than changed in place; 61,856 with the ledger's states
 /// sharing their text; 62,584 with the request's digest recorded; 64,088 with the lifecycle
 /// hooks in the core, none registered; 64,498 with the wire types in a crate of their own;
-/// 60,896 with the hooks' calls boxed out of every payment's future and the scheme a plug-in).
+/// 60,896 with the hooks' calls boxed out of every payment's future and the scheme a plug-in;
+/// 62,399 with observers as hooks and the scheme points `batch-settlement` needs).
 pub(crate) const PAID_UPTO_PATH: u64 = 62_500;
 /// A payment channel's voucher request (`batch-settlement`), the channel opened beforehand: the
 /// voucher verified locally (its EIP-712 digest and one ECDSA public-key recovery with
@@ -64,7 +67,8 @@ pub(crate) const PAID_UPTO_PATH: u64 = 62_500;
 /// service charging 0.001 USDC, the new cumulative committed to the memory channel store; no
 /// facilitator call (measured 742,803: libsecp256k1's recovery about 450,000 of them, Keccak
 /// about 121,000 — some fifty permutations for the digest, the channel id and addresses;
-/// 759,225 with the scheme's verification, refund and flow split into modules of their own).
+/// 759,225 with the scheme's verification, refund and flow split into modules of their own;
+/// 762,683 once a deposit recovered from doubt commits its voucher).
 pub(crate) const PAID_VOUCHER_PATH: u64 = 778_000;
 /// One `/verify` and one `/settle` through `HttpFacilitator` over an open HTTP/1.1 connection to
 /// the sandbox facilitator on loopback: the client's side only (measured 158,806 to 159,352 while

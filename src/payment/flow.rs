@@ -174,12 +174,8 @@ impl Payments {
             offer: Arc::clone(offer),
         };
         if !self.hooks.is_empty()
-            && let Err(refusal) = Box::pin(self.hooks.after_verify(&payment)).await
+            && let Err(refusal) = Box::pin(self.after_verify(&payment, &hold)).await
         {
-            // Released and never settled: every hook hears of it, also those that let it pass
-            // (one may hold something for it).
-            ledger::release(self, &hold).await;
-            self.hooks.on_cancelled(&payment).await;
             return self.refuse(offer, refusal);
         }
         let intent = SettlementIntent::with_fingerprint(
@@ -259,6 +255,20 @@ impl Payments {
     }
 
     /// Reports `refusal` and returns it as the outcome.
+    /// Asks the hooks whether a verified payment goes on to the work. A refusal releases the
+    /// payment, never settled, and every hook hears it was cancelled, also those that let it
+    /// pass (one may hold something for it). One future, boxed by the caller, so a payment
+    /// with no hooks carries none of it.
+    async fn after_verify(&self, payment: &VerifiedPayment, hold: &Hold) -> Result<(), Refusal> {
+        let refusal = match self.hooks.after_verify(payment).await {
+            Ok(()) => return Ok(()),
+            Err(refusal) => refusal,
+        };
+        ledger::release(self, hold).await;
+        self.hooks.on_cancelled(payment).await;
+        Err(refusal)
+    }
+
     fn refuse(&self, offer: &Offer, refusal: Refusal) -> Outcome {
         self.report_refusal(offer, &refusal);
         refused(refusal)
