@@ -154,7 +154,7 @@ async fn app(facilitator: &Arc<HttpFacilitator>) -> Result<Router, String> {
 }
 
 /// `router` served on a free loopback port; its base URL.
-async fn serve(router: Router) -> Result<String, String> {
+pub(crate) async fn serve(router: Router) -> Result<String, String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| format!("listen: {e}"))?;
@@ -164,7 +164,10 @@ async fn serve(router: Router) -> Result<String, String> {
 }
 
 /// The challenge of `url`'s 402.
-async fn challenge(http: &reqwest::Client, url: &str) -> Result<PaymentRequired, String> {
+pub(crate) async fn challenge(
+    http: &reqwest::Client,
+    url: &str,
+) -> Result<PaymentRequired, String> {
     let response = http.get(url).send().await.map_err(|e| e.to_string())?;
     response
         .headers()
@@ -175,7 +178,11 @@ async fn challenge(http: &reqwest::Client, url: &str) -> Result<PaymentRequired,
 
 /// Milliseconds from sending `url` with `payment` to the end of its body; an answer other than
 /// 200 is an error.
-async fn timed(http: &reqwest::Client, url: &str, payment: &PaymentPayload) -> Result<f64, String> {
+pub(crate) async fn timed(
+    http: &reqwest::Client,
+    url: &str,
+    payment: &PaymentPayload,
+) -> Result<f64, String> {
     let signature = header::encode(payment).map_err(|e| e.to_string())?;
     let started = Instant::now();
     let response = http

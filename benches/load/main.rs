@@ -10,6 +10,7 @@
 //! skews both sides alike.
 
 mod app;
+mod channel;
 mod child;
 mod latency;
 mod memory;
@@ -43,6 +44,8 @@ enum Cli {
     /// A paid request's latency with a facilitator whose `/settle` takes as long as a chain:
     /// `exact` against a payment channel's voucher.
     Latency(latency::Options),
+    /// wrk against tower-x402's app paid with payment-channel vouchers, signed before the run.
+    Channel(channel::Options),
     /// The stub facilitator (prints its address).
     Stub,
     /// tower-x402's app alone (prints its address): `/bare`, and `/paid/after` and
@@ -174,6 +177,9 @@ fn main() {
         }
         Cli::Latency(options) => {
             runtime().and_then(|runtime| runtime.block_on(latency::run(&options)))
+        }
+        Cli::Channel(options) => {
+            runtime().and_then(|runtime| runtime.block_on(channel::run(&options)))
         }
     };
     if let Err(error) = result {

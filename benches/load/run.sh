@@ -4,6 +4,7 @@
 #   bash benches/load/run.sh --parts [--rounds N] [--seconds S] ...
 #   bash benches/load/run.sh memory [--requests N] [--concurrency C] [--stub-facilitator]
 #   bash benches/load/run.sh latency [--settle-delay-ms MS] [--requests N]
+#   bash benches/load/run.sh channel [--seconds S] [--connections C] [--vouchers N]
 # Installs wrk and curl from Debian when missing and builds everything in release mode. With
 # --peers it also builds benches/peers (x402-axum and r402, a separate workspace with its own
 # lockfile) and measures them in the same run, with tower-x402 also in a process of its own
@@ -13,7 +14,9 @@
 # paid path taken apart: tower-x402's app in a process of its own once per variant
 # (`x402-load app --part NAME`: the full path, then one part replaced at a time) and x402-axum,
 # paid requests only, in interleaved rounds, with app CPU, context switches and (where
-# `perf stat` can count them) cache misses per request.
+# `perf stat` can count them) cache misses per request. `channel` runs wrk against the app paid
+# with payment-channel vouchers (`paid_channel`), one channel per connection, each request with
+# a voucher of its own signed before the run, beside the same process's bare route.
 # See BENCHMARKS.md for what each prints.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -35,6 +38,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     "${sudo_if_needed[@]}" apt-get update -qq
     "${sudo_if_needed[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ "${1:-}" = "channel" ]; then
+    shift
+    cargo build --release --quiet -p tower-x402-benches --bin x402-load
+    exec "${CARGO_TARGET_DIR:-target}/release/x402-load" channel "$@"
 fi
 
 if [ "${1:-}" = "memory" ]; then
