@@ -2,7 +2,7 @@
 
 use tower_x402::payment::VerifiedPayment;
 
-use super::SignedIn;
+use super::signed_in::SignedIn;
 
 /// A request served behind a layer with [sign-in](crate::SignInWithX):
 /// paid now, or signed in by a wallet that paid before. With the feature `axum`, an extractor

@@ -12,7 +12,8 @@
 
 use std::sync::Arc;
 
-use super::{EntitlementStore, unix_now};
+use super::store::EntitlementStore;
+use super::support::unix_now;
 
 /// How many tasks race for one nonce.
 const RACERS: usize = 16;

@@ -5,7 +5,8 @@ use axum_core::response::{IntoResponse, Response};
 use http::request::Parts;
 use http::{HeaderValue, StatusCode, header};
 
-use super::{Buyer, SignedIn};
+use super::buyer::Buyer;
+use super::signed_in::SignedIn;
 
 const MISSING_BUYER: &str = "neither a payment nor a sign-in on this request: is `X402Layer` \
      installed in front of this handler?";

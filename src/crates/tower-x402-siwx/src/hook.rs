@@ -11,7 +11,9 @@ use tower_x402::payment::{
 };
 use tower_x402::pricing::{ExtensionTemplate, Offer};
 
-use super::{EXTENSION, SIGN_IN_WITH_X, SignInWithX, record_purchase};
+use super::entitlement::record_purchase;
+use super::sign_in::SignInWithX;
+use super::{EXTENSION, SIGN_IN_WITH_X};
 
 /// Why a signed-in request carries no payment, for a handler that asks for one.
 const SIGNED_IN_NOT_PAID: &str = "this request was signed in (sign-in-with-x) by a buyer who \

@@ -1,7 +1,7 @@
 //! The messages a wallet signs to sign in: EIP-4361 ("Sign in with Ethereum") on EVM chains,
 //! its Solana counterpart (SIWS, CAIP-122) on Solana.
 
-use super::Proof;
+use super::proof::Proof;
 
 /// The EIP-4361 message for `proof` on the EVM chain `chain_id` (numeric):
 ///

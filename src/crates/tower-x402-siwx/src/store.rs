@@ -139,7 +139,7 @@ impl EntitlementStore for MemoryEntitlementStore {
         nonce: &'a str,
         expires: u64,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        let now = super::unix_now();
+        let now = crate::support::unix_now();
         let mut inner = self.lock();
         inner.nonces.retain(|_, until| *until >= now);
         let fresh = !inner.nonces.contains_key(nonce);

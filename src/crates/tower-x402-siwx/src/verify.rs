@@ -6,7 +6,7 @@ use std::time::Duration;
 use alloy_primitives::{Address, B256, Signature, eip191_hash_message, hex};
 use serde_json::{Value, json};
 
-use super::Code;
+use super::rejection::Code;
 
 /// `isValidSignature(bytes32,bytes)`'s selector, and the magic value a valid signature returns.
 const IS_VALID_SIGNATURE: [u8; 4] = [0x16, 0x26, 0xba, 0x7e];
