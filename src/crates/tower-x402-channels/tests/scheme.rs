@@ -7,7 +7,7 @@
 //! a top-up deposit on an open channel; a refund signed with the server's own receiver
 //! authorizer key; a voucher another hook refuses after verification leaving its channel free
 //! at once; a deposit whose `/settle` answer was lost, recovered from doubt with its voucher's
-//! charge committed.
+//! charge committed, in the same process and after a restart.
 
 mod support;
 
@@ -22,7 +22,7 @@ use tower_x402::Refusal;
 use tower_x402::payment::{PaymentHooks, RefusalKind, VerifiedPayment};
 use tower_x402::proto::AtomicAmount;
 use tower_x402::proto::FacilitatorRequest;
-use tower_x402::settlement::{Reconciler, Reconciliation};
+use tower_x402::settlement::{MemorySettlementStore, Reconciler, Reconciliation};
 use tower_x402_channels::{BatchSettlement, ChannelStore, MemoryChannelStore};
 use tower_x402_sandbox::SandboxWallet;
 use tower_x402_sandbox::{SandboxFacilitator, Step};
@@ -597,6 +597,88 @@ async fn a_voucher_another_hook_refuses_after_verification_frees_its_channel_at_
     assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
     let channel = server.channels.load(&buyer.id).await.unwrap().unwrap();
     assert_eq!((channel.charged, &channel.hold), (3_000, &None));
+}
+
+#[tokio::test]
+async fn a_deposit_in_doubt_when_its_process_stopped_commits_its_voucher_once_after_the_restart() {
+    let channels: Arc<dyn ChannelStore> = Arc::new(MemoryChannelStore::default());
+    let ledger = Arc::new(MemorySettlementStore::default());
+    let channel = Arc::new(OnceLock::new());
+    // A hold outlives its process by its lease: short here, so the test need not wait 120 s.
+    let lease = Duration::from_millis(800);
+    let extend = |sandbox: &SandboxFacilitator| -> support::After {
+        let reconciler = ContractReading {
+            sandbox: sandbox.clone(),
+            channel: Arc::clone(&channel),
+        };
+        let ledger = Arc::clone(&ledger);
+        Box::new(move |payments| payments.settlement_store(ledger).reconciler(reconciler))
+    };
+    let server = Server::configured_and_extended(
+        Arc::clone(&channels),
+        Box::new(move |scheme| scheme.hold_lease(lease)),
+        extend,
+    )
+    .await;
+    let buyer = Buyer::new(&server);
+    channel.set(buyer.id.clone()).unwrap();
+
+    server.sandbox.queue_settle(Step::AnswerLost);
+    let deposit = buyer.deposit(&server, 0);
+    let lost = server.get("/rows?count=1", &deposit).await;
+    assert_eq!(lost.status, StatusCode::SERVICE_UNAVAILABLE, "{lost:?}");
+    let stopped = channels.load(&buyer.id).await.unwrap().unwrap();
+    assert_eq!(stopped.charged, 0);
+    assert!(stopped.hold.is_some(), "held for the deposit in doubt");
+
+    // The process stops with the deposit in doubt; the channel store and the ledger remain.
+    let after = extend(&server.sandbox);
+    let server = server
+        .restarted(
+            Arc::clone(&channels),
+            Box::new(move |scheme| scheme.hold_lease(lease)),
+            after,
+        )
+        .await;
+
+    // The same deposit again, while the stopped process's hold has not run out: recovered
+    // from doubt and delivered; its voucher is committed once that hold's lease ends.
+    let recovered = server.get("/rows?count=1", &deposit).await;
+    assert_eq!(recovered.status, StatusCode::OK, "{recovered:?}");
+    let committed = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let channel = channels.load(&buyer.id).await.unwrap().unwrap();
+            if channel.charged > 0 {
+                return channel;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the recovered deposit's voucher committed");
+    assert_eq!((committed.charged, &committed.hold), (1_000, &None));
+    assert_eq!(
+        committed
+            .voucher
+            .as_ref()
+            .map(|voucher| voucher.max_claimable),
+        Some(AMOUNT)
+    );
+
+    // Sent once more, the deposit is answered from its record: nothing is counted again.
+    let again = server.get("/rows?count=1", &deposit).await;
+    assert_ne!(again.status, StatusCode::PAYMENT_REQUIRED, "{again:?}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let channel = channels.load(&buyer.id).await.unwrap().unwrap();
+    assert_eq!(channel.charged, 1_000);
+
+    // The channel goes on from the recovered charge.
+    let next = server
+        .get("/rows?count=2", &buyer.voucher(&server, 1_000 + AMOUNT))
+        .await;
+    assert_eq!(next.status, StatusCode::OK, "{next:?}");
+    let channel = channels.load(&buyer.id).await.unwrap().unwrap();
+    assert_eq!(channel.charged, 3_000);
 }
 
 /// Reads the sandbox's contract as a chain: the deposit settled when the channel holds it. The

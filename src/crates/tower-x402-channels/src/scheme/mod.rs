@@ -66,10 +66,12 @@ use payload::{BuyerPayload, Kind};
 /// channel stays held (until the doubt resolves, at most the hold's lease of 120 s): when the
 /// core learns it settled (the same payment sent again, the reconciler), the request's voucher
 /// is committed, the balance mirrored as the verified one plus the deposit; when it learns it
-/// never did, the channel is released. The held channel and its voucher live in this process
-/// only: after a restart, a deposit recovered from doubt is delivered but its voucher's charge
-/// (at most one request's amount) is not committed, and the channel goes on from the charge
-/// before it. A refund's lost `/settle` answer is not tracked in doubt (the scheme, not the
+/// never did, the channel is released. A deposit recovered by a process that did not verify it
+/// (this one restarted while it was in doubt, or another instance) commits its voucher from the
+/// payload itself, on the base it was verified on (`maxClaimableAmount` less the accept's
+/// amount), and only while the channel's charge is still that base: never twice. While the
+/// stopped process's hold has not run out (at most its lease), the commit waits for it in a task
+/// of its own, the channel busy meanwhile. A refund's lost `/settle` answer is not tracked in doubt (the scheme, not the
 /// core's ledger, sends the completed refund): it is answered 502 with the channel released
 /// unchanged, and the refund sent again meets the chain as it is then.
 ///
