@@ -19,7 +19,7 @@ use tower_x402_benches::{METERED_CHARGE, offer_with, upto_offer};
 use x402_wire::{UsdcDeployment, header};
 
 use crate::channel;
-use crate::parts::Part;
+use crate::parts::{Part, PlainClient};
 
 /// The paid route settled after the handler answers; unpaid, it is the 402 path.
 pub(crate) const PAID_AFTER: &str = "/paid/after";
@@ -67,6 +67,7 @@ pub(crate) async fn router(facilitator: &str, part: Part) -> Result<Router, Stri
     let in_process = part.facilitator_in_process().then(crate::stub::facilitator);
     let payments = match &in_process {
         Some(facilitator) => Payments::new(facilitator.clone()),
+        None if part.reqwest_plain() => Payments::new(PlainClient::new(facilitator)?),
         None => Payments::new(client),
     };
     let payments = part.apply(payments);

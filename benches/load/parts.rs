@@ -3,15 +3,17 @@
 //! full path and the peers. Only parts an application can choose through tower-x402's public
 //! API are here.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tower_x402::BoxFuture;
+use tower_x402::facilitator::{Endpoint, Facilitator, FacilitatorError};
 use tower_x402::payment::{PaymentContext, PaymentHooks, Payments};
 use tower_x402::pricing::Offer;
 use tower_x402::settlement::{
     LedgerEntry, MemorySettlementStore, PaymentKey, PaymentState, SettlementStore, StoreError,
 };
-use x402_wire::{PaymentPayload, SettleResponse};
+use x402_wire::{FacilitatorRequest, PaymentPayload, SettleResponse, VerifyResponse};
 
 /// One variant of the paid path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -35,6 +37,11 @@ pub(crate) enum Part {
     /// the client and the two round trips cost). The facilitator's work moves from the stub's
     /// CPU into the app's; the app serves the stub's `/stats` itself.
     FacilitatorInProcess,
+    /// The facilitator over HTTP/1.1 through a minimal client: a `reqwest::Client` with its
+    /// default settings posting JSON to `/verify` and `/settle` and parsing the answers, with no
+    /// deadline, retry, auth or redirect policy of its own (as x402-axum's client works). What
+    /// tower-x402's client costs on the clock beyond the HTTP calls themselves.
+    ReqwestPlain,
 }
 
 impl Part {
@@ -48,14 +55,82 @@ impl Part {
         self == Part::FacilitatorInProcess
     }
 
+    /// Whether the facilitator is reached through [`PlainClient`] instead of `HttpFacilitator`.
+    pub(crate) fn reqwest_plain(self) -> bool {
+        self == Part::ReqwestPlain
+    }
+
     /// `payments` with this variant's ledger and observers.
     pub(crate) fn apply(self, payments: Payments) -> Payments {
         match self {
-            Part::Full | Part::Http2 | Part::FacilitatorInProcess => payments,
+            Part::Full | Part::Http2 | Part::FacilitatorInProcess | Part::ReqwestPlain => payments,
             Part::LedgerNoop => payments.settlement_store(NoLedger),
             Part::LedgerSmall => payments.settlement_store(MemorySettlementStore::new(1)),
             Part::Events => payments.hook(EventCounter::default()),
         }
+    }
+}
+
+/// A facilitator client as plain as one can be: JSON POSTs through a default `reqwest::Client`,
+/// the answer parsed whatever its status. No deadline, retry, auth or redirect policy.
+pub(crate) struct PlainClient {
+    client: reqwest::Client,
+    verify: reqwest::Url,
+    settle: reqwest::Url,
+}
+
+impl PlainClient {
+    /// A client for the facilitator at the base URL `base`.
+    pub(crate) fn new(base: &str) -> Result<Self, String> {
+        let base = base.trim_end_matches('/');
+        let url = |path: &str| {
+            reqwest::Url::parse(&format!("{base}/{path}")).map_err(|error| error.to_string())
+        };
+        Ok(Self {
+            client: reqwest::Client::new(),
+            verify: url("verify")?,
+            settle: url("settle")?,
+        })
+    }
+
+    async fn post<T: serde::de::DeserializeOwned>(
+        &self,
+        endpoint: Endpoint,
+        url: &reqwest::Url,
+        request: &FacilitatorRequest,
+    ) -> Result<T, FacilitatorError> {
+        let unreachable = |error: reqwest::Error| FacilitatorError::Unreachable {
+            endpoint,
+            source: Arc::new(error),
+        };
+        let response = self
+            .client
+            .post(url.clone())
+            .json(request)
+            .send()
+            .await
+            .map_err(unreachable)?;
+        let body = response.bytes().await.map_err(unreachable)?;
+        serde_json::from_slice(&body).map_err(|error| FacilitatorError::Malformed {
+            endpoint,
+            message: error.to_string(),
+        })
+    }
+}
+
+impl Facilitator for PlainClient {
+    fn verify<'a>(
+        &'a self,
+        request: &'a FacilitatorRequest,
+    ) -> BoxFuture<'a, Result<VerifyResponse, FacilitatorError>> {
+        Box::pin(self.post(Endpoint::Verify, &self.verify, request))
+    }
+
+    fn settle<'a>(
+        &'a self,
+        request: &'a FacilitatorRequest,
+    ) -> BoxFuture<'a, Result<SettleResponse, FacilitatorError>> {
+        Box::pin(self.post(Endpoint::Settle, &self.settle, request))
     }
 }
 
