@@ -1,5 +1,9 @@
 //! The measured app: a bare route and the same handler behind the layer, in both settlement
-//! modes and metered (`upto`), paid through the stub facilitator over loopback HTTP.
+//! modes and metered (`upto`), paid through the stub facilitator over loopback HTTP, and
+//! `/channel` paid with payment-channel vouchers (its own layer, so the other routes' path is
+//! unchanged by the channel scheme's hooks).
+
+use std::sync::Arc;
 
 use axum::Router;
 use axum::routing::get;
@@ -14,6 +18,7 @@ use tower_x402::{Charge, HttpFacilitator, SettlementMode, X402Layer};
 use tower_x402_benches::{METERED_CHARGE, offer_with, upto_offer};
 use x402_wire::{UsdcDeployment, header};
 
+use crate::channel;
 use crate::parts::Part;
 
 /// The paid route settled after the handler answers; unpaid, it is the 402 path.
@@ -43,8 +48,12 @@ async fn metered(charge: Charge) -> &'static str {
 }
 
 /// The app's router, paying through the facilitator at the base URL `facilitator` with the
-/// paid path's `part` replaced (its `/supported` is read once, for the metered offer).
+/// paid path's `part` replaced (its `/supported` is read once, for the metered offer, and once
+/// for the channel's, which pays through a facilitator client of its own).
 pub(crate) async fn router(facilitator: &str, part: Part) -> Result<Router, String> {
+    let channels = HttpFacilitator::new(facilitator)
+        .map_err(|error| format!("facilitator client: {error}"))?;
+    let channels = channel::routes(&std::sync::Arc::new(channels)).await?;
     let client = HttpFacilitator::builder(facilitator)
         .http2(part.http2())
         .build()
@@ -54,7 +63,13 @@ pub(crate) async fn router(facilitator: &str, part: Part) -> Result<Router, Stri
     let upto = upto_offer(&UsdcDeployment::BASE, &client)
         .await
         .map_err(|error| format!("metered offer: {error}"))?;
-    let payments = part.apply(Payments::new(client));
+    // The stub's facilitator in this process, its `/stats` served beside the routes.
+    let in_process = part.facilitator_in_process().then(crate::stub::facilitator);
+    let payments = match &in_process {
+        Some(facilitator) => Payments::new(facilitator.clone()),
+        None => Payments::new(client),
+    };
+    let payments = part.apply(payments);
     let challenge = challenge_response(&after)?;
     let pricing = move |parts: &http::request::Parts| match parts.uri.path() {
         PAID_AFTER | PAID => Some(after.clone()),
@@ -72,10 +87,15 @@ pub(crate) async fn router(facilitator: &str, part: Part) -> Result<Router, Stri
         .route(PAID_BEFORE, get(handler))
         .route(PAID_UPTO, get(metered))
         .layer(X402Layer::with_payments(payments, pricing));
-    Ok(Router::new()
+    let router = Router::new()
         .route(BARE, get(handler))
         .route(BARE_402, get(bare_402))
-        .merge(paid))
+        .merge(paid)
+        .merge(channels);
+    Ok(match in_process {
+        Some(facilitator) => router.merge(crate::stub::stats(facilitator, Arc::default())),
+        None => router,
+    })
 }
 
 /// The status, headers and body of the layer's 402 for `offer`, as a handler can return them.
