@@ -23,12 +23,13 @@ pub(crate) const CHALLENGE_PATH: u64 = 4_280;
 /// spliced into the challenge prebuilt for the offer, a 2,840-byte `PAYMENT-REQUIRED` header.
 /// Until 2026-11-26 the fixture was a made-up catalog-sized discovery extension (about 5 KB of
 /// JSON, a 7.2 KB header no stock nginx passes): on the same code, 36,054 with it and 35,361
-/// with the store's SKU. 30,812 (30,358 in a full run) with the body and header built in one buffer (each prebuilt
-/// part copied once, the rest's base64 through `base64-simd`) and the nonce and times written
-/// straight into the rest (no intermediate strings). What remains is mostly glibc's allocator
-/// for that one buffer (`malloc_consolidate` 10,447 and `unlink_chunk` 2,771 of 15,427 in
-/// `malloc`), `http`'s check of the header's bytes (2,121), the copies (2,012) and the nonce's
-/// SipHash (1,810). Before the fixture changed, a catalog-sized discovery extension (measured
+/// with the store's SKU. 30,812 (30,358 in a full run) with the body and header built in one
+/// buffer (each prebuilt part copied once, the rest's base64 through `base64-simd`) and the
+/// nonce and times written straight into the rest (no intermediate strings). What remains is
+/// mostly glibc's allocator for that one buffer (`malloc_consolidate` 10,447 and
+/// `unlink_chunk` 2,771 of 15,427 in `malloc`, mostly consolidating what the harness freed
+/// before the measured call), `http`'s check of the header's bytes (2,121), the copies (2,012)
+/// and the nonce's SipHash (1,810). Before the fixture changed, a catalog-sized discovery extension (measured
 /// 63,601 while the layer called sign-in itself; 65,950 with sign-in a lifecycle hook: the
 /// hooks' gate boxed, the hook's answer a boxed future, the request's headers and path copied
 /// for it; 62,927 with the sign-in extension's schema trimmed to what clients read, so that
