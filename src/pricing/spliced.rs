@@ -162,11 +162,12 @@ impl Prebuilt {
         let (written_so_far, encoded) = buffer.split_at_mut(encoded_from);
         let tail = &written_so_far[self.json.len()..json_len];
         // Sized above for exactly this tail (checked: the encoder panics on too little room).
-        if base64_simd::STANDARD.encoded_length(tail.len()) != encoded.len() {
+        let expected = encoded.len();
+        if base64_simd::STANDARD.encoded_length(tail.len()) != expected {
             return None;
         }
-        base64_simd::STANDARD.encode(tail, base64_simd::Out::from_slice(encoded));
-        Some((Bytes::from(buffer), json_len))
+        let written = base64_simd::STANDARD.encode(tail, base64_simd::Out::from_slice(encoded));
+        (written.len() == expected).then(|| (Bytes::from(buffer), json_len))
     }
 }
 
