@@ -22,7 +22,8 @@ use axum::extract::FromRef;
 use axum::handler::Handler;
 use axum::http::request::Parts;
 use axum::http::{HeaderName, HeaderValue};
-use axum::routing::{MethodRouter, get};
+use axum::routing::{MethodRouter, get_service};
+use tower::Layer as _;
 use tower_http::cors::CorsLayer;
 use tower_x402::cors::PAYMENT_REQUEST_HEADERS;
 use tower_x402::facilitator::Facilitators;
@@ -102,9 +103,44 @@ where
         .invalid_header_payment_required()
         .paywall_page(page);
     PaymentsInProgress::from_ref(state).keep(paywall.payments());
-    // The paywall wraps the handler only (not the method router), so other methods get 405;
-    // CORS wraps the method router, so the preflight (OPTIONS) is answered before it.
-    get(purchase.layer(paywall)).layer(cors(&config.cors_origins))
+    // The service is built once: the handler with the three parts of the state it reads (cloned
+    // per request, as every route's service is), the paywall around it. The paywall wraps the
+    // handler only (not the method router), so other methods get 405; CORS wraps the method
+    // router, so the preflight (OPTIONS) is answered before it.
+    let purchase_state = PurchaseState {
+        catalog: Arc::<Catalog>::from_ref(state),
+        config: Arc::clone(&config),
+        store: Store::from_ref(state),
+    };
+    let handler = Handler::<_, PurchaseState>::with_state(purchase, purchase_state);
+    get_service(paywall.layer(handler)).layer(cors(&config.cors_origins))
+}
+
+/// What the purchase handler reads of the app's state, and nothing more: the route's service is
+/// cloned for every request, and so is this.
+#[derive(Clone)]
+struct PurchaseState {
+    catalog: Arc<Catalog>,
+    config: Arc<Config>,
+    store: Store,
+}
+
+impl FromRef<PurchaseState> for Arc<Catalog> {
+    fn from_ref(state: &PurchaseState) -> Self {
+        Arc::clone(&state.catalog)
+    }
+}
+
+impl FromRef<PurchaseState> for Arc<Config> {
+    fn from_ref(state: &PurchaseState) -> Self {
+        Arc::clone(&state.config)
+    }
+}
+
+impl FromRef<PurchaseState> for Store {
+    fn from_ref(state: &PurchaseState) -> Self {
+        state.store.clone()
+    }
 }
 
 /// Sign-in-with-x on every SKU: the challenge bound to the store's public origin (the base
