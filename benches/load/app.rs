@@ -1,6 +1,8 @@
 //! The measured app: a bare route and the same handler behind the layer, in both settlement
 //! modes and metered (`upto`), paid through the stub facilitator over loopback HTTP.
 
+use std::sync::Arc;
+
 use axum::Router;
 use axum::routing::get;
 use bytes::Bytes;
@@ -54,7 +56,13 @@ pub(crate) async fn router(facilitator: &str, part: Part) -> Result<Router, Stri
     let upto = upto_offer(&UsdcDeployment::BASE, &client)
         .await
         .map_err(|error| format!("metered offer: {error}"))?;
-    let payments = part.apply(Payments::new(client));
+    // The stub's facilitator in this process, its `/stats` served beside the routes.
+    let in_process = part.facilitator_in_process().then(crate::stub::facilitator);
+    let payments = match &in_process {
+        Some(facilitator) => Payments::new(facilitator.clone()),
+        None => Payments::new(client),
+    };
+    let payments = part.apply(payments);
     let challenge = challenge_response(&after)?;
     let pricing = move |parts: &http::request::Parts| match parts.uri.path() {
         PAID_AFTER | PAID => Some(after.clone()),
@@ -72,10 +80,14 @@ pub(crate) async fn router(facilitator: &str, part: Part) -> Result<Router, Stri
         .route(PAID_BEFORE, get(handler))
         .route(PAID_UPTO, get(metered))
         .layer(X402Layer::with_payments(payments, pricing));
-    Ok(Router::new()
+    let router = Router::new()
         .route(BARE, get(handler))
         .route(BARE_402, get(bare_402))
-        .merge(paid))
+        .merge(paid);
+    Ok(match in_process {
+        Some(facilitator) => router.merge(crate::stub::stats(facilitator, Arc::default())),
+        None => router,
+    })
 }
 
 /// The status, headers and body of the layer's 402 for `offer`, as a handler can return them.

@@ -111,6 +111,9 @@ struct Target {
     address: SocketAddr,
     /// The process whose CPU is counted, as `/proc` names it.
     pid: String,
+    /// Where its facilitator's `/stats` are read: the stub's, or the app's own when the
+    /// facilitator runs in its process.
+    stats: SocketAddr,
     cases: Vec<Case>,
     /// The peer's process, stopped when the target is dropped.
     _process: Option<Announced>,
@@ -379,11 +382,12 @@ async fn local_targets(
         Case::paid("paid_after", app::PAID_AFTER, paid_h2),
     ];
     Ok(vec![
-        Target::local("tower-x402", layer, cases),
-        Target::local("tower-x402-h2", layer_h2, cases_h2),
+        Target::local("tower-x402", layer, stub, cases),
+        Target::local("tower-x402-h2", layer_h2, stub, cases_h2),
         Target::local(
             "store",
             store,
+            stub,
             vec![
                 Case::unpaid("bare", routes.bare),
                 Case::unpaid("402", &routes.sku),
@@ -416,10 +420,14 @@ async fn peer_target(
     let process = Announced::spawn(command, name)?;
     let address = process.address;
     let payment = payment_for(http, format!("http://{address}/paid")).await?;
+    let in_process = this
+        .and_then(|part| <parts::Part as clap::ValueEnum>::from_str(part, true).ok())
+        == Some(parts::Part::FacilitatorInProcess);
     Ok(Target {
         name: name.to_owned(),
         address,
         pid: process.pid(),
+        stats: if in_process { address } else { stub },
         cases: vec![
             Case::unpaid("bare", "/bare"),
             Case::unpaid("402", "/paid"),
@@ -448,11 +456,12 @@ impl Case {
 }
 
 impl Target {
-    fn local(name: &str, address: SocketAddr, cases: Vec<Case>) -> Self {
+    fn local(name: &str, address: SocketAddr, stub: SocketAddr, cases: Vec<Case>) -> Self {
         Self {
             name: name.to_owned(),
             address,
             pid: "self".to_owned(),
+            stats: stub,
             cases,
             _process: None,
         }
@@ -581,7 +590,7 @@ impl Bench<'_> {
             wrk(options.warm_up, script(run_tag * 2)?.as_deref())?;
         }
         let measured = script(run_tag * 2 + 1)?;
-        let before = self.stub_stats()?;
+        let before = self.stats_at(target.stats)?;
         let app_before = proc_stat::cpu_seconds(&target.pid)?;
         let stub_before = proc_stat::cpu_seconds(&self.stub.pid())?;
         let switches_before = proc_stat::context_switches(&target.pid)?;
@@ -594,7 +603,7 @@ impl Bench<'_> {
         let switches = proc_stat::context_switches(&target.pid)? - switches_before;
         let cache_misses = cache.and_then(proc_stat::CacheMisses::finish);
         let stub_cpu = proc_stat::cpu_seconds(&self.stub.pid())? - stub_before;
-        let after = self.stub_stats()?;
+        let after = self.stats_at(target.stats)?;
         if case.payment.is_some() {
             check_paid_run(
                 target,
@@ -623,8 +632,12 @@ impl Bench<'_> {
     }
 
     fn stub_stats(&self) -> Result<StubStats, String> {
-        self.runtime
-            .block_on(stub_stats(&self.http, self.stub.address))
+        self.stats_at(self.stub.address)
+    }
+
+    /// The `/stats` served at `address`: the stub's, or an app's with the facilitator in process.
+    fn stats_at(&self, address: SocketAddr) -> Result<StubStats, String> {
+        self.runtime.block_on(stub_stats(&self.http, address))
     }
 }
 

@@ -30,6 +30,11 @@ pub(crate) enum Part {
     Events,
     /// HTTP/2 (prior knowledge) to the facilitator: one multiplexed connection.
     Http2,
+    /// No facilitator client: the stub's facilitator (the sandbox, trusting the signatures) in
+    /// the app's own process, so neither HTTP call nor its deadline timer is on the path (what
+    /// the client and the two round trips cost). The facilitator's work moves from the stub's
+    /// CPU into the app's; the app serves the stub's `/stats` itself.
+    FacilitatorInProcess,
 }
 
 impl Part {
@@ -38,10 +43,15 @@ impl Part {
         self == Part::Http2
     }
 
+    /// Whether the facilitator is in process rather than reached over HTTP.
+    pub(crate) fn facilitator_in_process(self) -> bool {
+        self == Part::FacilitatorInProcess
+    }
+
     /// `payments` with this variant's ledger and observers.
     pub(crate) fn apply(self, payments: Payments) -> Payments {
         match self {
-            Part::Full | Part::Http2 => payments,
+            Part::Full | Part::Http2 | Part::FacilitatorInProcess => payments,
             Part::LedgerNoop => payments.settlement_store(NoLedger),
             Part::LedgerSmall => payments.settlement_store(MemorySettlementStore::new(1)),
             Part::Events => payments.hook(EventCounter::default()),

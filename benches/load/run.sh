@@ -61,7 +61,7 @@ for arg in "$@"; do
     if [ "$arg" = "--parts" ]; then
         cargo build --release --quiet --locked --manifest-path benches/peers/Cargo.toml
         peers=(--peers-only --only paid --cache-misses)
-        for part in full ledger-noop ledger-small events http2; do
+        for part in full ledger-noop ledger-small events http2 facilitator-in-process; do
             peers+=(--peer "tower-x402:$part=self:$part")
         done
         peers+=(--peer "x402-axum=$peer_bin/peer-x402-axum")

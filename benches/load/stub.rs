@@ -7,24 +7,29 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use axum::Json;
 use axum::routing::get;
 use axum::serve::ListenerExt;
+use axum::{Json, Router};
 use serde_json::json;
 use tower_x402_sandbox::{SandboxFacilitator, Step};
 use x402_wire::AtomicAmount;
 
-/// Serves the stub on `listener` until the process ends.
-pub(crate) async fn serve(listener: tokio::net::TcpListener) -> std::io::Result<()> {
-    let facilitator = SandboxFacilitator::new()
+/// The stub's facilitator: the sandbox trusting the benchmark's signatures, its balance never
+/// running out. Served over HTTP by [`serve`], or in the app's own process
+/// (`x402-load app --part facilitator-in-process`).
+pub(crate) fn facilitator() -> SandboxFacilitator {
+    SandboxFacilitator::new()
         .with_starting_balance(AtomicAmount(u128::from(u64::MAX)))
         .with_verify(Step::Trust)
-        .with_settle(Step::Trust);
-    let connections = Arc::new(AtomicU64::new(0));
-    let counted = Arc::clone(&connections);
-    let stats = {
+        .with_settle(Step::Trust)
+}
+
+/// `/stats` of `facilitator`, with `connections` accepted so far.
+pub(crate) fn stats(facilitator: SandboxFacilitator, connections: Arc<AtomicU64>) -> Router {
+    let stats = move || {
         let facilitator = facilitator.clone();
-        move || async move {
+        let connections = Arc::clone(&connections);
+        async move {
             let settles = facilitator.settle_calls();
             Json(json!({
                 "connections": connections.load(Ordering::Relaxed),
@@ -33,7 +38,15 @@ pub(crate) async fn serve(listener: tokio::net::TcpListener) -> std::io::Result<
             }))
         }
     };
-    let router = facilitator.router().route("/stats", get(stats));
+    Router::new().route("/stats", get(stats))
+}
+
+/// Serves the stub on `listener` until the process ends.
+pub(crate) async fn serve(listener: tokio::net::TcpListener) -> std::io::Result<()> {
+    let facilitator = facilitator();
+    let connections = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&connections);
+    let router = facilitator.router().merge(stats(facilitator, connections));
     let listener = listener.tap_io(move |_tcp| {
         counted.fetch_add(1, Ordering::Relaxed);
     });
