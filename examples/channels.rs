@@ -111,12 +111,14 @@ async fn run(args: Args) -> Result<(), String> {
             .every(Duration::from_secs(args.claim_every))
             .on_withdrawal(args.rpc_url.is_some()),
     );
+    let mut scheme = BatchSettlement::new(Arc::clone(&store), Arc::clone(&facilitator));
     if let Some(url) = &args.rpc_url {
         claimer = claimer.chain(RpcChainReader::new(url).map_err(|e| format!("--rpc-url: {e}"))?);
+        // A refund whose answer is lost is resolved on the same chain.
+        scheme = scheme.chain(RpcChainReader::new(url).map_err(|e| format!("--rpc-url: {e}"))?);
     }
 
-    let payments = BatchSettlement::new(Arc::clone(&store), Arc::clone(&facilitator))
-        .register(Payments::new(Arc::clone(&facilitator)));
+    let payments = scheme.register(Payments::new(Arc::clone(&facilitator)));
     // The facilitator's receiver authorizer signs the claims and refunds.
     let terms = ChannelOffer::from_facilitator(&facilitator, &Network::BASE)
         .await

@@ -1,5 +1,7 @@
 //! The measured app: a bare route and the same handler behind the layer, in both settlement
-//! modes and metered (`upto`), paid through the stub facilitator over loopback HTTP.
+//! modes and metered (`upto`), paid through the stub facilitator over loopback HTTP, and
+//! `/channel` paid with payment-channel vouchers (its own layer, so the other routes' path is
+//! unchanged by the channel scheme's hooks).
 
 use std::sync::Arc;
 
@@ -16,6 +18,7 @@ use tower_x402::{Charge, HttpFacilitator, SettlementMode, X402Layer};
 use tower_x402_benches::{METERED_CHARGE, offer_with, upto_offer};
 use x402_wire::{UsdcDeployment, header};
 
+use crate::channel;
 use crate::parts::Part;
 
 /// The paid route settled after the handler answers; unpaid, it is the 402 path.
@@ -45,8 +48,12 @@ async fn metered(charge: Charge) -> &'static str {
 }
 
 /// The app's router, paying through the facilitator at the base URL `facilitator` with the
-/// paid path's `part` replaced (its `/supported` is read once, for the metered offer).
+/// paid path's `part` replaced (its `/supported` is read once, for the metered offer, and once
+/// for the channel's, which pays through a facilitator client of its own).
 pub(crate) async fn router(facilitator: &str, part: Part) -> Result<Router, String> {
+    let channels = HttpFacilitator::new(facilitator)
+        .map_err(|error| format!("facilitator client: {error}"))?;
+    let channels = channel::routes(&std::sync::Arc::new(channels)).await?;
     let client = HttpFacilitator::builder(facilitator)
         .http2(part.http2())
         .build()
@@ -83,7 +90,8 @@ pub(crate) async fn router(facilitator: &str, part: Part) -> Result<Router, Stri
     let router = Router::new()
         .route(BARE, get(handler))
         .route(BARE_402, get(bare_402))
-        .merge(paid);
+        .merge(paid)
+        .merge(channels);
     Ok(match in_process {
         Some(facilitator) => router.merge(crate::stub::stats(facilitator, Arc::default())),
         None => router,

@@ -7,7 +7,9 @@
 //!
 //! Rounds are interleaved (every case of every app, every round) and every ratio pairs a case
 //! with the bare route of the same app in the same round, so a machine busy with other work
-//! skews both sides alike.
+//! skews both sides alike. tower-x402's app in a process of its own (`--peer NAME=self`) also
+//! serves `paid_channel`, paid with payment-channel vouchers (see `channel.rs`), reported beside
+//! the peers' `paid`.
 
 mod app;
 mod channel;
@@ -103,6 +105,8 @@ struct Case {
     path: String,
     /// The payment wrk's script sends, with a fresh nonce per request; none for unpaid cases.
     payment: Option<PaymentTemplate>,
+    /// Paid with payment-channel vouchers, signed before each wrk run (no `payment` then).
+    channel: bool,
 }
 
 /// One process serving cases: this one (tower-x402 and the store) or a peer's.
@@ -155,6 +159,10 @@ struct Options {
     /// `n/a` where the machine has no such counter).
     #[arg(long)]
     cache_misses: bool,
+    /// The most requests per second `paid_channel` is expected to reach: each of its wrk runs
+    /// signs enough vouchers for that rate (and fails, naming this option, if a channel runs out).
+    #[arg(long, value_name = "REQ/S", default_value_t = 30_000)]
+    channel_rate: u32,
 }
 
 fn main() {
@@ -423,16 +431,26 @@ async fn peer_target(
     let in_process = this
         .and_then(|part| <parts::Part as clap::ValueEnum>::from_str(part, true).ok())
         == Some(parts::Part::FacilitatorInProcess);
+    let mut cases = vec![
+        Case::unpaid("bare", "/bare"),
+        Case::unpaid("402", "/paid"),
+        Case::paid("paid", "/paid", payment),
+    ];
+    // tower-x402's full path also sells the route paid with vouchers.
+    if this == Some("full") {
+        cases.push(Case {
+            name: "paid_channel",
+            path: channel::CHANNEL.to_owned(),
+            payment: None,
+            channel: true,
+        });
+    }
     Ok(Target {
         name: name.to_owned(),
         address,
         pid: process.pid(),
         stats: if in_process { address } else { stub },
-        cases: vec![
-            Case::unpaid("bare", "/bare"),
-            Case::unpaid("402", "/paid"),
-            Case::paid("paid", "/paid", payment),
-        ],
+        cases,
         _process: Some(process),
     })
 }
@@ -443,6 +461,7 @@ impl Case {
             name,
             path: path.to_owned(),
             payment: None,
+            channel: false,
         }
     }
 
@@ -451,6 +470,7 @@ impl Case {
             name,
             path: path.to_owned(),
             payment: Some(payment),
+            channel: false,
         }
     }
 }
@@ -475,6 +495,7 @@ fn run(options: &Options) -> Result<(), String> {
         runtime: runtime()?,
         http: reqwest::Client::new(),
         scratch: std::env::temp_dir().join(format!("x402-load-{}", std::process::id())),
+        deposits: std::cell::Cell::new(0),
     };
     let (stub, runtime, http, scratch) = (&bench.stub, &bench.runtime, &bench.http, &bench.scratch);
     std::fs::create_dir_all(scratch).map_err(|error| error.to_string())?;
@@ -531,8 +552,13 @@ fn run(options: &Options) -> Result<(), String> {
         }
     }
     let rss_after = proc_stat::rss_kib("self")?;
-    let repeated = bench.stub_stats()?.repeated_nonces;
+    // A channel's deposit settles at the stub outside its ledger of nonces: not a repeat.
+    let repeated = bench
+        .stub_stats()?
+        .repeated_nonces
+        .saturating_sub(bench.deposits.get());
     report::summarize(&samples);
+    report::channel_against_peers(&samples);
     println!(
         "\nthis process (tower-x402, tower-x402-h2 and the store): RSS {:.1} MB fresh, {:.1} MB after the runs",
         rss_fresh as f64 / 1024.0,
@@ -563,6 +589,8 @@ struct Bench<'a> {
     http: reqwest::Client,
     /// Where wrk's scripts and the store's database go.
     scratch: PathBuf,
+    /// Channel deposits settled at the stub so far (`paid_channel`).
+    deposits: std::cell::Cell<u64>,
 }
 
 impl Bench<'_> {
@@ -583,13 +611,45 @@ impl Bench<'_> {
                 .map(|payment| write_script(&self.scratch, case, payment, tag))
                 .transpose()
         };
+        // Vouchers run one wrk thread per connection (each connection is a channel).
+        let threads = if case.channel { options.connections } else { 2 };
         let wrk = |seconds: u64, script: Option<&Path>| {
-            wrk::run(&url, seconds, 2, options.connections, script)
+            wrk::run(&url, seconds, threads, options.connections, script)
+        };
+        // Each wrk run spends fresh channels: their vouchers, signed for `seconds`.
+        let channels = |seconds: u64, tag: u32| -> Result<Option<channel::Channels>, String> {
+            if !case.channel {
+                return Ok(None);
+            }
+            let rate = u64::from(options.channel_rate) * seconds;
+            let vouchers = rate.div_ceil(u64::from(options.connections.max(1))) + 100;
+            let base = format!("http://{}", target.address);
+            let dir = self.scratch.join(format!("channel-{tag}"));
+            let opened = self.runtime.block_on(channel::Channels::open(
+                &self.http,
+                &base,
+                options.connections,
+                u32::try_from(vouchers).map_err(|_| "--channel-rate is too high")?,
+                &dir,
+            ))?;
+            println!("{} {}: {}", target.name, case.name, opened.summary);
+            self.deposits
+                .set(self.deposits.get() + u64::from(options.connections));
+            Ok(Some(opened))
         };
         if options.warm_up > 0 {
-            wrk(options.warm_up, script(run_tag * 2)?.as_deref())?;
+            let warm = channels(options.warm_up, run_tag * 2)?;
+            let script = match &warm {
+                Some(channels) => Some(channels.script.clone()),
+                None => script(run_tag * 2)?,
+            };
+            wrk(options.warm_up, script.as_deref())?;
         }
-        let measured = script(run_tag * 2 + 1)?;
+        let measured_channels = channels(options.seconds, run_tag * 2 + 1)?;
+        let measured = match &measured_channels {
+            Some(channels) => Some(channels.script.clone()),
+            None => script(run_tag * 2 + 1)?,
+        };
         let before = self.stats_at(target.stats)?;
         let app_before = proc_stat::cpu_seconds(&target.pid)?;
         let stub_before = proc_stat::cpu_seconds(&self.stub.pid())?;
@@ -613,6 +673,13 @@ impl Bench<'_> {
                 options,
             )?;
         }
+        if let Some(channels) = &measured_channels {
+            check_channel_run(target, case, &result, after.settles - before.settles)?;
+            let base = format!("http://{}", target.address);
+            self.runtime
+                .block_on(channels.check_charged(&self.http, &base, result.requests))
+                .map_err(|error| format!("{} {}: {error}", target.name, case.name))?;
+        }
         let requests = result.requests.max(1) as f64;
         Ok(Sample {
             round,
@@ -623,10 +690,8 @@ impl Bench<'_> {
             switches_per_request: switches as f64 / requests,
             cache_misses_per_request: cache_misses.map(|misses| misses as f64 / requests),
             stub_cpu_us: stub_cpu * 1e6 / requests,
-            new_connections: case
-                .payment
-                .as_ref()
-                .map(|_| after.connections - before.connections),
+            new_connections: (case.payment.is_some() || case.channel)
+                .then(|| after.connections - before.connections),
             ratio: f64::NAN,
         })
     }
@@ -666,6 +731,29 @@ fn check_paid_run(
         return Err(format!(
             "{what}: {} requests answered, {settles} settlements at the stub",
             result.requests
+        ));
+    }
+    Ok(())
+}
+
+/// A voucher run measures vouchers only if every request was answered 200 and none reached the
+/// facilitator (the channels' deposits were made before it).
+fn check_channel_run(
+    target: &Target,
+    case: &Case,
+    result: &wrk::WrkResult,
+    settles: u64,
+) -> Result<(), String> {
+    let what = format!("{} {}", target.name, case.name);
+    if result.non_2xx > 0 || result.socket_errors > 0 {
+        return Err(format!(
+            "{what}: {} answers were not 2xx and {} sockets failed",
+            result.non_2xx, result.socket_errors
+        ));
+    }
+    if settles > 0 {
+        return Err(format!(
+            "{what}: {settles} settlements at the facilitator during a voucher run"
         ));
     }
     Ok(())

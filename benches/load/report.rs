@@ -139,3 +139,72 @@ pub(crate) fn write_results(path: &Path, samples: &[Sample]) -> Result<(), Strin
     println!("results: {}", path.display());
     Ok(())
 }
+
+/// tower-x402's voucher request (`paid_channel`) against x402-axum's paid request, round by
+/// round: its app CPU per request and its throughput as ratios to x402-axum's (targets: at most
+/// 0.5× the CPU, at least 2× the throughput in every round), and the other `paid` rows beside.
+pub(crate) fn channel_against_peers(samples: &[Sample]) {
+    const REFERENCE: &str = "x402-axum";
+    let find = |round: u32, target: &str, case: &str| {
+        samples
+            .iter()
+            .find(|s| s.round == round && s.target == target && s.case == case)
+    };
+    let mut rounds: Vec<u32> = samples
+        .iter()
+        .filter(|s| s.case == "paid_channel")
+        .map(|s| s.round)
+        .collect();
+    rounds.dedup();
+    if rounds.is_empty() {
+        return;
+    }
+    println!(
+        "\npaid_channel (vouchers) against {REFERENCE}'s paid, per round (targets: app CPU ≤ 0.5×, req/s ≥ 2×)\n\n| round | paid_channel req/s | app CPU µs/req | {REFERENCE} paid req/s | app CPU µs/req | CPU ratio | throughput ratio | other paid rows (req/s, app CPU µs/req) |\n|---|---|---|---|---|---|---|---|"
+    );
+    let mut met = 0;
+    for &round in &rounds {
+        let Some(channel) = samples
+            .iter()
+            .find(|s| s.round == round && s.case == "paid_channel")
+        else {
+            continue;
+        };
+        let others: Vec<String> = samples
+            .iter()
+            .filter(|s| s.round == round && s.case == "paid" && s.target != REFERENCE)
+            .map(|s| format!("{} {:.0}, {:.1}", s.target, s.wrk.per_second, s.app_cpu_us))
+            .collect();
+        let Some(reference) = find(round, REFERENCE, "paid") else {
+            println!(
+                "| {round} | {:.0} | {:.1} | – | – | – | – | {} |",
+                channel.wrk.per_second,
+                channel.app_cpu_us,
+                others.join("; ")
+            );
+            continue;
+        };
+        let cpu = channel.app_cpu_us / reference.app_cpu_us;
+        let throughput = channel.wrk.per_second / reference.wrk.per_second;
+        if cpu <= 0.5 && throughput >= 2.0 {
+            met += 1;
+        }
+        println!(
+            "| {round} | {:.0} | {:.1} | {:.0} | {:.1} | {cpu:.2} | {throughput:.2} | {} |",
+            channel.wrk.per_second,
+            channel.app_cpu_us,
+            reference.wrk.per_second,
+            reference.app_cpu_us,
+            others.join("; ")
+        );
+    }
+    println!(
+        "\nboth targets met in {met} of {} rounds{}",
+        rounds.len(),
+        if samples.iter().any(|s| s.target == REFERENCE) {
+            ""
+        } else {
+            " (x402-axum was not measured: run with --peers)"
+        }
+    );
+}

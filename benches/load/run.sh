@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The load benchmark, from a fresh clone:
-#   bash benches/load/run.sh [--peers] [--rounds N] [--seconds S] [--warm-up S] [--connections C] [--out FILE]
+#   bash benches/load/run.sh [--peers] [--rounds N] [--seconds S] [--warm-up S] [--connections C] [--channel-rate R] [--out FILE]
 #   bash benches/load/run.sh --parts [--rounds N] [--seconds S] ...
 #   bash benches/load/run.sh memory [--requests N] [--concurrency C] [--stub-facilitator]
 #   bash benches/load/run.sh latency [--settle-delay-ms MS] [--requests N]
@@ -8,7 +8,9 @@
 # Installs wrk and curl from Debian when missing and builds everything in release mode. With
 # --peers it also builds benches/peers (x402-axum and r402, a separate workspace with its own
 # lockfile) and measures them in the same run, with tower-x402 also in a process of its own
-# (`tower-x402-process`), as they run. `memory` runs the store binary under mixed traffic
+# (`tower-x402-process`), as they run, where it also serves `paid_channel`: each request paid
+# with a payment-channel voucher, signed before each wrk run (enough for --channel-rate req/s).
+# `memory` runs the store binary under mixed traffic
 # and prints its RSS. `latency` times paid requests, one after another, with a facilitator whose
 # /settle answers after 2 s: `exact` against a payment channel's voucher. --parts measures the
 # paid path taken apart: tower-x402's app in a process of its own once per variant

@@ -7,7 +7,8 @@
 //! a top-up deposit on an open channel; a refund signed with the server's own receiver
 //! authorizer key; a voucher another hook refuses after verification leaving its channel free
 //! at once; a deposit whose `/settle` answer was lost, recovered from doubt with its voucher's
-//! charge committed.
+//! charge committed, in the same process and after a restart; a refund whose `/settle` answer
+//! was lost resolved against the chain, never sent again.
 
 mod support;
 
@@ -22,10 +23,13 @@ use tower_x402::Refusal;
 use tower_x402::payment::{PaymentHooks, RefusalKind, VerifiedPayment};
 use tower_x402::proto::AtomicAmount;
 use tower_x402::proto::FacilitatorRequest;
-use tower_x402::settlement::{Reconciler, Reconciliation};
-use tower_x402_channels::{BatchSettlement, ChannelStore, MemoryChannelStore};
+use tower_x402::settlement::{MemorySettlementStore, Reconciler, Reconciliation};
+use tower_x402_channels::{
+    BatchSettlement, ChainChannel, ChainError, ChainReader, ChannelStore, MemoryChannelStore,
+};
 use tower_x402_sandbox::SandboxWallet;
 use tower_x402_sandbox::{SandboxFacilitator, Step};
+use x402_wire::Network;
 
 use support::{AMOUNT, Buyer, DEPOSIT, ROW, Server};
 
@@ -597,6 +601,231 @@ async fn a_voucher_another_hook_refuses_after_verification_frees_its_channel_at_
     assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
     let channel = server.channels.load(&buyer.id).await.unwrap().unwrap();
     assert_eq!((channel.charged, &channel.hold), (3_000, &None));
+}
+
+#[tokio::test]
+async fn a_deposit_in_doubt_when_its_process_stopped_commits_its_voucher_once_after_the_restart() {
+    let channels: Arc<dyn ChannelStore> = Arc::new(MemoryChannelStore::default());
+    let ledger = Arc::new(MemorySettlementStore::default());
+    let channel = Arc::new(OnceLock::new());
+    // A hold outlives its process by its lease: short here, so the test need not wait 120 s.
+    let lease = Duration::from_millis(800);
+    let extend = |sandbox: &SandboxFacilitator| -> support::After {
+        let reconciler = ContractReading {
+            sandbox: sandbox.clone(),
+            channel: Arc::clone(&channel),
+        };
+        let ledger = Arc::clone(&ledger);
+        Box::new(move |payments| payments.settlement_store(ledger).reconciler(reconciler))
+    };
+    let server = Server::configured_and_extended(
+        Arc::clone(&channels),
+        Box::new(move |scheme| scheme.hold_lease(lease)),
+        extend,
+    )
+    .await;
+    let buyer = Buyer::new(&server);
+    channel.set(buyer.id.clone()).unwrap();
+
+    server.sandbox.queue_settle(Step::AnswerLost);
+    let deposit = buyer.deposit(&server, 0);
+    let lost = server.get("/rows?count=1", &deposit).await;
+    assert_eq!(lost.status, StatusCode::SERVICE_UNAVAILABLE, "{lost:?}");
+    let stopped = channels.load(&buyer.id).await.unwrap().unwrap();
+    assert_eq!(stopped.charged, 0);
+    assert!(stopped.hold.is_some(), "held for the deposit in doubt");
+
+    // The process stops with the deposit in doubt; the channel store and the ledger remain.
+    let after = extend(&server.sandbox);
+    let server = server
+        .restarted(
+            Arc::clone(&channels),
+            Box::new(move |scheme| scheme.hold_lease(lease)),
+            after,
+        )
+        .await;
+
+    // The same deposit again, while the stopped process's hold has not run out: recovered
+    // from doubt and delivered; its voucher is committed once that hold's lease ends.
+    let recovered = server.get("/rows?count=1", &deposit).await;
+    assert_eq!(recovered.status, StatusCode::OK, "{recovered:?}");
+    let committed = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let channel = channels.load(&buyer.id).await.unwrap().unwrap();
+            if channel.charged > 0 {
+                return channel;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the recovered deposit's voucher committed");
+    assert_eq!((committed.charged, &committed.hold), (1_000, &None));
+    assert_eq!(
+        committed
+            .voucher
+            .as_ref()
+            .map(|voucher| voucher.max_claimable),
+        Some(AMOUNT)
+    );
+
+    // Sent once more, the deposit is answered from its record: nothing is counted again.
+    let again = server.get("/rows?count=1", &deposit).await;
+    assert_ne!(again.status, StatusCode::PAYMENT_REQUIRED, "{again:?}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let channel = channels.load(&buyer.id).await.unwrap().unwrap();
+    assert_eq!(channel.charged, 1_000);
+
+    // The channel goes on from the recovered charge.
+    let next = server
+        .get("/rows?count=2", &buyer.voucher(&server, 1_000 + AMOUNT))
+        .await;
+    assert_eq!(next.status, StatusCode::OK, "{next:?}");
+    let channel = channels.load(&buyer.id).await.unwrap().unwrap();
+    assert_eq!(channel.charged, 3_000);
+}
+
+/// The sandbox's contract read as a chain, once the sandbox is known.
+struct ContractViews(Arc<OnceLock<SandboxFacilitator>>);
+
+impl ChainReader for ContractViews {
+    fn read<'a>(
+        &'a self,
+        network: &'a Network,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<ChainChannel, ChainError>> {
+        let view = self
+            .0
+            .get()
+            .ok_or_else(|| ChainError("no sandbox yet".into()))
+            .and_then(|sandbox| {
+                sandbox
+                    .channel_state(network, id)
+                    .map_err(|error| ChainError(error.into()))
+            });
+        Box::pin(async move {
+            let view = view?;
+            let mut read = ChainChannel::new(view.balance, view.total_claimed);
+            read.refund_nonce = view.refund_nonce;
+            read.withdraw_requested_at = view.withdraw_requested_at;
+            read.pending_withdrawal = view.pending_withdrawal;
+            Ok(read)
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_refund_whose_answer_was_lost_is_resolved_on_chain_and_never_sent_again() {
+    let sandbox = Arc::new(OnceLock::new());
+    let reader = ContractViews(Arc::clone(&sandbox));
+    let server = Server::configured(
+        Arc::new(MemoryChannelStore::default()),
+        Box::new(move |scheme| scheme.chain(reader)),
+    )
+    .await;
+    sandbox.set(server.sandbox.clone()).unwrap();
+    let buyer = Buyer::new(&server);
+    let payer = buyer.wallet.address();
+    let start = server.sandbox.balance_of(&payer).0;
+    let deposited = server
+        .get("/rows?count=2", &buyer.deposit(&server, 0))
+        .await;
+    assert_eq!(deposited.status, StatusCode::OK, "{deposited:?}");
+    let charged = 2 * ROW;
+
+    // The refund ran, its answer lost: answered as settled from the chain, not sent again.
+    server.sandbox.queue_settle(Step::AnswerLost);
+    let lost = server
+        .get(
+            "/rows?count=1",
+            &buyer.refund(&server, charged, Some(100_000)),
+        )
+        .await;
+    assert_eq!(lost.status, StatusCode::OK, "{lost:?}");
+    assert!(
+        !lost.body.contains("rows"),
+        "the handler ran: {}",
+        lost.body
+    );
+    let settlement = lost.settlement.as_ref().unwrap();
+    assert!(settlement.transaction.is_empty());
+    assert_eq!(settlement.amount, Some(AtomicAmount(100_000)));
+    assert_eq!(
+        lost.extra()["channelState"]["balance"],
+        (DEPOSIT - 100_000).to_string()
+    );
+    assert_eq!(
+        server.sandbox.settle_calls(),
+        2,
+        "the deposit and one refund"
+    );
+    assert_eq!(
+        server.sandbox.balance_of(&payer).0,
+        start - DEPOSIT + 100_000
+    );
+    let channel = server.channels.load(&buyer.id).await.unwrap().unwrap();
+    assert_eq!((channel.charged, &channel.hold), (charged, &None));
+    assert_eq!(channel.on_chain.balance, DEPOSIT - 100_000);
+    assert_eq!(channel.on_chain.refund_nonce, 1);
+
+    // A refund that never reached the chain: the buyer is told to send it again (503, not 402),
+    // the channel released unchanged; sent again, it runs once.
+    server.sandbox.queue_settle(Step::Unreachable);
+    let refund = buyer.refund(&server, charged, Some(50_000));
+    let unreached = server.get("/rows?count=1", &refund).await;
+    assert_eq!(
+        unreached.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{unreached:?}"
+    );
+    let channel = server.channels.load(&buyer.id).await.unwrap().unwrap();
+    assert_eq!((channel.charged, &channel.hold), (charged, &None));
+    assert_eq!(channel.on_chain.balance, DEPOSIT - 100_000);
+    let again = server.get("/rows?count=1", &refund).await;
+    assert_eq!(again.status, StatusCode::OK, "{again:?}");
+    assert_eq!(
+        server.sandbox.balance_of(&payer).0,
+        start - DEPOSIT + 150_000
+    );
+
+    // The channel goes on from the chain as it is.
+    let next = server
+        .get("/rows?count=1", &buyer.voucher(&server, charged + AMOUNT))
+        .await;
+    assert_eq!(next.status, StatusCode::OK, "{next:?}");
+    let channel = server.channels.load(&buyer.id).await.unwrap().unwrap();
+    assert_eq!(channel.charged, charged + ROW);
+}
+
+#[tokio::test]
+async fn a_refund_whose_answer_was_lost_without_a_chain_reader_stays_in_doubt() {
+    let server = Server::configured(
+        Arc::new(MemoryChannelStore::default()),
+        Box::new(|scheme| scheme.hold_lease(Duration::from_millis(500))),
+    )
+    .await;
+    let buyer = Buyer::new(&server);
+    let deposited = server
+        .get("/rows?count=2", &buyer.deposit(&server, 0))
+        .await;
+    assert_eq!(deposited.status, StatusCode::OK, "{deposited:?}");
+    let charged = 2 * ROW;
+
+    server.sandbox.queue_settle(Step::AnswerLost);
+    let refund = buyer.refund(&server, charged, None);
+    let lost = server.get("/rows?count=1", &refund).await;
+    assert_eq!(lost.status, StatusCode::SERVICE_UNAVAILABLE, "{lost:?}");
+    // Held: no voucher is accepted on a balance the refund may have emptied.
+    let busy = server
+        .get("/rows?count=1", &buyer.voucher(&server, charged + AMOUNT))
+        .await;
+    assert_eq!(busy.status, StatusCode::SERVICE_UNAVAILABLE, "{busy:?}");
+    assert_eq!(busy.error(), "invalid_batch_settlement_evm_channel_busy");
+    assert_eq!(
+        server.sandbox.settle_calls(),
+        2,
+        "the deposit and one refund"
+    );
 }
 
 /// Reads the sandbox's contract as a chain: the deposit settled when the channel holds it. The

@@ -176,6 +176,140 @@ impl Inner {
     }
 }
 
+/// How often a recovered deposit's commit tries again for its channel while another hold (that
+/// of the process that verified it, stopped since) has not run out.
+const RECOVERED_ATTEMPTS: usize = 4;
+
+impl Inner {
+    /// The voucher of a deposit that settled but was verified by another process (this one
+    /// restarted while the deposit was in doubt, or another instance sent it): committed once,
+    /// on the base it was verified on, `maxClaimableAmount` less the accept's amount. The commit
+    /// compares that base with the channel's charge under a hold of its own, so a voucher
+    /// already committed (by the process that verified it, or by an earlier recovery) is not
+    /// committed again. While the channel is held by the stopped process, the commit waits for
+    /// that hold's lease in a task of its own (the channel stays busy meanwhile, so no voucher is
+    /// accepted on a base without this one).
+    async fn commit_recovered(
+        self: Arc<Self>,
+        payment: &PaymentContext<'_>,
+        settlement: &SettleResponse,
+    ) {
+        let Some(buyer) = BuyerPayload::read(payment.request.payment_payload()) else {
+            return;
+        };
+        if buyer.kind() != Kind::Deposit {
+            return;
+        }
+        let voucher = buyer.voucher();
+        let accepted = payment.request.payment_payload().accepted.amount.0;
+        let Some(base) = voucher.max_claimable_amount.checked_sub(accepted) else {
+            return;
+        };
+        let recovered = Recovered {
+            id: crate::channel::normalize_id(&voucher.channel_id),
+            network: payment.request.payment_requirements().network.clone(),
+            base,
+            charged: payment.request.payment_requirements().amount.0,
+            voucher: Voucher::new(voucher.max_claimable_amount, &voucher.signature),
+            payer: buyer.config().payer.to_ascii_lowercase(),
+            deposited: buyer.deposit_amount().unwrap_or(0),
+            reading: snapshot(settlement.extra.as_ref(), now_ms()),
+        };
+        if let Err(wait) = self.try_recovered(&recovered).await {
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                tracing::error!(channel = %recovered.id, "a recovered deposit's voucher could not be committed; this request's charge is forfeited");
+                return;
+            };
+            runtime.spawn(async move {
+                let mut wait = wait;
+                for _ in 0..RECOVERED_ATTEMPTS {
+                    tokio::time::sleep(wait).await;
+                    match self.try_recovered(&recovered).await {
+                        Ok(()) => return,
+                        Err(next) => wait = next,
+                    }
+                }
+                tracing::error!(channel = %recovered.id, "a recovered deposit's voucher could not be committed; this request's charge is forfeited");
+            });
+        }
+    }
+
+    /// One attempt at a recovered deposit's commit: `Err` with how long to wait before the
+    /// next, when the channel is held by another request or the store did not answer.
+    async fn try_recovered(&self, recovered: &Recovered) -> Result<(), Duration> {
+        let now = now_ms();
+        let hold = crate::channel::Hold::new(&self.owner, now.saturating_add(ms(self.hold_lease)));
+        let channel = match self.store.begin(&recovered.id, &hold, now).await {
+            Ok(crate::channel::Begin::Held(channel)) => channel,
+            Ok(crate::channel::Begin::Busy { until }) => {
+                return Err(Duration::from_millis(
+                    until.saturating_sub(now).saturating_add(50),
+                ));
+            }
+            Ok(crate::channel::Begin::NotFound) => {
+                tracing::error!(channel = %recovered.id, "a recovered deposit's channel is unknown; its voucher's charge is forfeited");
+                return Ok(());
+            }
+            Err(error) => {
+                tracing::warn!(%error, channel = %recovered.id, "channel store: a recovered deposit's commit");
+                return Err(Duration::from_secs(1));
+            }
+        };
+        let newer = channel
+            .voucher
+            .as_ref()
+            .is_none_or(|latest| latest.max_claimable < recovered.voucher.max_claimable);
+        if channel.charged != recovered.base || !newer {
+            // Committed already, or the channel went on without it: nothing to add.
+            self.release(&recovered.id, &hold.id).await;
+            return Ok(());
+        }
+        let on_chain = recovered.reading.unwrap_or_else(|| {
+            let mut on_chain = channel.on_chain;
+            on_chain.balance = on_chain.balance.saturating_add(recovered.deposited);
+            on_chain.read_at = now;
+            on_chain
+        });
+        let pending = Pending {
+            kind: Kind::Deposit,
+            id: recovered.id.clone(),
+            network: recovered.network.clone(),
+            hold: hold.id,
+            base: recovered.base,
+            voucher: recovered.voucher.clone(),
+            payer: recovered.payer.clone(),
+            on_chain,
+            fresh_reading: true,
+            answer_lost: false,
+        };
+        match self.commit(&pending, recovered.charged).await {
+            Ok(Committed::Done) => {
+                tracing::info!(channel = %recovered.id, charged = recovered.charged, "a recovered deposit's voucher committed");
+            }
+            outcome => {
+                tracing::error!(channel = %recovered.id, ?outcome, "a recovered deposit's voucher could not be committed; this request's charge is forfeited");
+                self.release(&recovered.id, &pending.hold).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A recovered deposit's voucher, as its payload and settlement tell it.
+struct Recovered {
+    id: String,
+    network: Network,
+    /// The cumulative it was verified on.
+    base: u128,
+    /// What the request was charged.
+    charged: u128,
+    voucher: Voucher,
+    payer: String,
+    deposited: u128,
+    /// The chain as the settlement answered it, if it did.
+    reading: Option<OnChain>,
+}
+
 /// Whether a `/settle` refusal leaves it open whether the deposit moved (the core then goes on
 /// to re-send or reconcile it, not to release it).
 fn may_have_moved(failure: Result<&SettleResponse, &tower_x402::FacilitatorError>) -> bool {
@@ -276,6 +410,8 @@ impl PaymentHooks for Hooks {
             }
             // A deposit moved: commit the request's voucher, mirroring the chain it answered.
             let Some(mut pending) = self.0.take(payment.key) else {
+                // Not verified by this process: a deposit in doubt recovered after a restart.
+                Box::pin(Arc::clone(&self.0).commit_recovered(payment, settlement)).await;
                 return;
             };
             if let Some(on_chain) = snapshot(settlement.extra.as_ref(), now_ms()) {

@@ -18,6 +18,7 @@ use tower_x402::payment::{Payments, Refusal, Scheme};
 use tower_x402::proto::PaymentPayload;
 use tower_x402::{Facilitator, PaymentKey};
 
+use crate::chain::ChainReader;
 use crate::claim::ClaimAuthorizer;
 use crate::store::ChannelStore;
 use crate::wire::BATCH_SETTLEMENT_SCHEME;
@@ -66,12 +67,14 @@ use payload::{BuyerPayload, Kind};
 /// channel stays held (until the doubt resolves, at most the hold's lease of 120 s): when the
 /// core learns it settled (the same payment sent again, the reconciler), the request's voucher
 /// is committed, the balance mirrored as the verified one plus the deposit; when it learns it
-/// never did, the channel is released. The held channel and its voucher live in this process
-/// only: after a restart, a deposit recovered from doubt is delivered but its voucher's charge
-/// (at most one request's amount) is not committed, and the channel goes on from the charge
-/// before it. A refund's lost `/settle` answer is not tracked in doubt (the scheme, not the
-/// core's ledger, sends the completed refund): it is answered 502 with the channel released
-/// unchanged, and the refund sent again meets the chain as it is then.
+/// never did, the channel is released. A deposit recovered by a process that did not verify it
+/// (this one restarted while it was in doubt, or another instance) commits its voucher from the
+/// payload itself, on the base it was verified on (`maxClaimableAmount` less the accept's
+/// amount), and only while the channel's charge is still that base: never twice. While the
+/// stopped process's hold has not run out (at most its lease), the commit waits for it in a task
+/// of its own, the channel busy meanwhile. A refund whose `/settle` answer is lost (the scheme,
+/// not the core's ledger, sends the completed refund) is resolved against the chain read with
+/// [`chain`](Self::chain), never sent again by the server and never answered 402: see there.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -101,6 +104,8 @@ struct Inner {
     fresh_for: Option<Duration>,
     /// The server's own receiver-authorizer key, when it has one.
     authorizer: Option<Arc<dyn ClaimAuthorizer>>,
+    /// Reads the contract, to resolve a refund whose `/settle` answer was lost.
+    chain: Option<Arc<dyn ChainReader>>,
     /// The requests between verification and settlement, by payment key.
     pending: Mutex<HashMap<PaymentKey, Pending>>,
 }
@@ -118,6 +123,7 @@ impl BatchSettlement {
                 hold_lease: Duration::from_secs(120),
                 fresh_for: None,
                 authorizer: None,
+                chain: None,
                 pending: Mutex::default(),
             }),
         }
@@ -150,6 +156,17 @@ impl BatchSettlement {
     pub fn authorizer(self, authorizer: impl ClaimAuthorizer) -> Self {
         let authorizer: Arc<dyn ClaimAuthorizer> = Arc::new(authorizer);
         self.configure(|inner| inner.authorizer = Some(authorizer))
+    }
+
+    /// Reads the contract through `chain` (an `RpcChainReader` or any [`ChainReader`]) to
+    /// resolve a refund whose `/settle` answer was lost: the channel's refund nonce past the one
+    /// sent means it ran (answered as settled, the record following the chain), the same nonce
+    /// that it did not (the channel released unchanged, the buyer told to send it again).
+    /// Without a reader, or when it cannot be read, the refund stays in doubt: the channel stays
+    /// held until its lease ends and the buyer is told to send it again then.
+    pub fn chain(self, chain: impl ChainReader) -> Self {
+        let chain: Arc<dyn ChainReader> = Arc::new(chain);
+        self.configure(|inner| inner.chain = Some(chain))
     }
 
     /// Registers the scheme and its hooks on `payments`.

@@ -2,24 +2,30 @@
 //! refund nonce, the claim of what was charged, and the server's own authorizer signatures) and
 //! sent to the facilitator's `/settle`; the channel's record follows the answer.
 //!
-//! The refund is sent by the scheme, not through the core's settlement ledger, so a lost answer
-//! is not tracked in doubt: the ledger re-sends only the request's own payment payload (fields
-//! added to `/settle` cannot replace it), while the refund settles the completed one, and its
-//! recovery (the same payload again, the reconciler) could not tell a spent refund nonce from a
-//! refund that never ran. A lost answer is answered 502 and the channel released unchanged; the
-//! money is the payer's either way (a refund moves nothing to the server). The buyer's refund
-//! sent again is verified by the facilitator and completed from the chain its answer shows then
-//! (after a full refund that ran, nothing is left and it is refused).
+//! The refund is sent by the scheme, not through the core's settlement ledger (which re-sends
+//! only the request's own payment payload; fields added to `/settle` cannot replace it). A lost
+//! answer is resolved here, never by sending the refund again: the contract's refund nonce, read
+//! with the scheme's [`ChainReader`](crate::ChainReader), tells whether the refund sent with it
+//! ran (the nonce moved past it: answered as settled, with no transaction, the record following
+//! the chain) or not (the nonce unchanged: the channel released unchanged, the buyer told to send
+//! the same refund again, which is completed from the chain then and cannot run twice, as both
+//! would carry the same nonce). Without a reader, or when the chain cannot be read, the channel
+//! stays held until its lease ends — no voucher is accepted on a balance the refund may have
+//! emptied — and the buyer is told to send the same refund again then. Never a 402: the money is
+//! the payer's either way (a refund moves nothing to the server).
 
 use serde_json::{Map, Value};
 use tower_x402::Refusal;
 use tower_x402::payment::{Decision, PaymentContext, RefusalKind};
-use tower_x402::proto::{FacilitatorRequest, PaymentPayload, PaymentRequirements, SettleResponse};
+use tower_x402::proto::{
+    AtomicAmount, FacilitatorRequest, PaymentPayload, PaymentRequirements, SettleResponse,
+};
 
 use super::Inner;
 use super::flow::{Pending, now_ms};
 use super::payload::BuyerPayload;
 use super::response::{channel_state, snapshot};
+use crate::channel::OnChain;
 use crate::wire::{ChannelConfig, ClaimedVoucher, VoucherClaim};
 
 impl Inner {
@@ -114,14 +120,69 @@ impl Inner {
                 return Decision::Abort(Refusal::SettlementRefused(refused));
             }
             Err(error) => {
-                // The refund may or may not have happened; either way the money is the payer's.
-                tracing::warn!(channel = %pending.id, %error, "refund /settle unanswered");
-                self.release(&pending.id, &pending.hold).await;
-                return Decision::Abort(Refusal::Facilitator(error));
+                tracing::warn!(channel = %pending.id, %error, "refund /settle unanswered; reading the chain");
+                return match self.lost_refund(&pending).await {
+                    Some(on_chain) if on_chain.refund_nonce > pending.on_chain.refund_nonce => {
+                        tracing::info!(channel = %pending.id, "the refund whose answer was lost ran");
+                        let answer = SettleResponse {
+                            success: true,
+                            error_reason: None,
+                            error_message: None,
+                            transaction: String::new(),
+                            network: request.payment_requirements().network.clone(),
+                            payer: Some(pending.payer.clone()),
+                            amount: Some(AtomicAmount(amount)),
+                            extensions: None,
+                            extra: None,
+                        };
+                        self.refunded(pending, answer, Some(on_chain)).await
+                    }
+                    Some(_) => {
+                        // Not run: the same refund sent again carries the same nonce.
+                        self.release(&pending.id, &pending.hold).await;
+                        retry("the refund did not reach the chain; send the same refund again")
+                    }
+                    // In doubt: the channel stays held until its lease ends.
+                    None => retry(
+                        "the refund's outcome is not known yet; send the same refund again in a few minutes",
+                    ),
+                };
             }
         };
+        self.refunded(pending, answer, None).await
+    }
+
+    /// The channel as the chain shows it after a refund's lost answer, if the scheme has a
+    /// reader and it answers.
+    async fn lost_refund(&self, pending: &Pending) -> Option<OnChain> {
+        let chain = self.chain.as_ref()?;
+        match chain.read(&pending.network, &pending.id).await {
+            Ok(read) => Some(OnChain {
+                balance: read.balance,
+                total_claimed: read.total_claimed,
+                withdraw_requested_at: read.withdraw_requested_at,
+                refund_nonce: read.refund_nonce,
+                read_at: now_ms(),
+            }),
+            Err(error) => {
+                tracing::warn!(channel = %pending.id, %error, "the chain could not be read after a refund's lost answer; the refund stays in doubt");
+                None
+            }
+        }
+    }
+
+    /// A refund that ran: the record follows the chain (`read`, else the answer's state, else
+    /// what the request was verified against), or is removed when nothing is left.
+    async fn refunded(
+        &self,
+        pending: Pending,
+        answer: SettleResponse,
+        read: Option<OnChain>,
+    ) -> Decision<SettleResponse> {
         let now = now_ms();
-        let on_chain = snapshot(answer.extra.as_ref(), now).unwrap_or(pending.on_chain);
+        let on_chain = read
+            .or_else(|| snapshot(answer.extra.as_ref(), now))
+            .unwrap_or(pending.on_chain);
         let pending = pending.read(on_chain);
         let emptied = on_chain.balance <= on_chain.total_claimed.max(pending.base);
         let kept = if emptied {
@@ -149,6 +210,14 @@ impl Inner {
             ..answer
         })
     }
+}
+
+/// A refund to send again, as the same payment.
+fn retry(reason: &str) -> Decision<SettleResponse> {
+    Decision::Abort(Refusal::Hook {
+        kind: RefusalKind::RetrySamePayment,
+        reason: reason.to_owned(),
+    })
 }
 
 impl Inner {

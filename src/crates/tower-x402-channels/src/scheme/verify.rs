@@ -6,7 +6,7 @@ use alloy_primitives::Address;
 use serde_json::Value;
 use tower_x402::Refusal;
 use tower_x402::payment::{Decision, PaymentContext, RefusalKind};
-use tower_x402::proto::{PaymentRequirements, VerifyResponse};
+use tower_x402::proto::{Network, PaymentRequirements, VerifyResponse};
 
 use super::Inner;
 use super::flow::{Pending, ms, now_ms};
@@ -31,18 +31,27 @@ pub(super) fn store_down(what: &str, error: &dyn std::fmt::Display) -> Refusal {
     }
 }
 
-/// The first way `config` (the payload's channel, claimed to be `channel_id`) differs from what
-/// `requirement` offers, as the scheme's error code.
+/// Whether `config` (the payload's channel) is not the channel `channel_id` on `network`.
+fn id_error(config: &ChannelConfig, channel_id: &str, network: &Network) -> Option<&'static str> {
+    match config.id(network) {
+        Ok(id) if id.eq_ignore_ascii_case(channel_id) => None,
+        _ => Some("invalid_batch_settlement_evm_channel_id_mismatch"),
+    }
+}
+
+/// Whether `config`, the payload's channel, is `channel`'s: the configuration stored when the
+/// channel was opened, whose hash is its id, so that the id need not be hashed again.
+fn is_stored(config: &ChannelConfig, channel: &Channel, network: &Network) -> bool {
+    channel.network == *network && channel.config == *config
+}
+
+/// The first way `config` (the payload's channel) differs from what `requirement` offers, as
+/// the scheme's error code; its id is checked apart ([`id_error`]).
 fn binding_error(
     config: &ChannelConfig,
-    channel_id: &str,
     requirement: &PaymentRequirements,
 ) -> Option<&'static str> {
     let same = |a: &str, b: &str| matches!((a.parse::<Address>(), b.parse::<Address>()), (Ok(a), Ok(b)) if a == b);
-    match config.id(&requirement.network) {
-        Ok(id) if id.eq_ignore_ascii_case(channel_id) => {}
-        _ => return Some("invalid_batch_settlement_evm_channel_id_mismatch"),
-    }
     let extra = |key: &str| requirement.extra.as_ref().and_then(|extra| extra.get(key));
     if !same(&config.receiver, &requirement.pay_to) {
         return Some("invalid_batch_settlement_evm_receiver_mismatch");
@@ -79,16 +88,35 @@ impl Inner {
             return invalid("invalid_batch_settlement_evm_payload");
         };
         let (config, voucher) = (buyer.config(), buyer.voucher());
-        if let Some(reason) = binding_error(config, &voucher.channel_id, requirement) {
+        if let Some(reason) = binding_error(config, requirement) {
             return invalid(reason);
         }
+        let network = &requirement.network;
         let id = normalize_id(&voucher.channel_id);
         let now = now_ms();
         let hold = Hold::new(&self.owner, now.saturating_add(ms(self.hold_lease)));
+        // The payload's configuration hashes to its channel id: checked by comparison with the
+        // stored configuration when the channel is known, else by hashing it.
         let held = match self.store.begin(&id, &hold, now).await {
-            Ok(Begin::Held(channel)) => Some(*channel),
-            Ok(Begin::NotFound) => None,
+            Ok(Begin::Held(channel)) => {
+                if !is_stored(config, &channel, network)
+                    && let Some(reason) = id_error(config, &voucher.channel_id, network)
+                {
+                    self.release(&id, &hold.id).await;
+                    return invalid(reason);
+                }
+                Some(*channel)
+            }
+            Ok(Begin::NotFound) => {
+                if let Some(reason) = id_error(config, &voucher.channel_id, network) {
+                    return invalid(reason);
+                }
+                None
+            }
             Ok(Begin::Busy { .. }) => {
+                if let Some(reason) = id_error(config, &voucher.channel_id, network) {
+                    return invalid(reason);
+                }
                 return Decision::Abort(Refusal::Hook {
                     kind: RefusalKind::RetrySamePayment,
                     reason: CHANNEL_BUSY.to_owned(),

@@ -149,6 +149,43 @@ impl Server {
         self.task.abort();
     }
 
+    /// A server on its own sandbox with the scheme configured and its payments extended.
+    pub(crate) async fn configured_and_extended(
+        channels: Arc<dyn ChannelStore>,
+        configure: Configure,
+        after: impl FnOnce(&SandboxFacilitator) -> After,
+    ) -> Self {
+        let sandbox = SandboxFacilitator::new();
+        let url = format!("http://{}", serve(sandbox.router()).await);
+        let after = after(&sandbox);
+        Self::with_sandbox(sandbox, url, channels, None, configure, Some(after)).await
+    }
+
+    /// This server stopped and started again at the same address (so at the same resource
+    /// URLs) against the same sandbox, with `channels`, the scheme configured and the payments
+    /// extended anew: a restarted process keeps only what its stores kept.
+    pub(crate) async fn restarted(
+        self,
+        channels: Arc<dyn ChannelStore>,
+        configure: Configure,
+        after: After,
+    ) -> Self {
+        let address: SocketAddr = self.base.trim_start_matches("http://").parse().unwrap();
+        self.task.abort();
+        let _ = self.task.await;
+        let listener = tokio::net::TcpListener::bind(address).await.unwrap();
+        Self::with_listener(
+            self.sandbox,
+            self.sandbox_url,
+            channels,
+            None,
+            configure,
+            Some(after),
+            listener,
+        )
+        .await
+    }
+
     async fn with_sandbox(
         sandbox: SandboxFacilitator,
         url: String,
@@ -156,6 +193,19 @@ impl Server {
         terms: Option<ChannelOffer>,
         configure: Configure,
         after: Option<After>,
+    ) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::with_listener(sandbox, url, channels, terms, configure, after, listener).await
+    }
+
+    async fn with_listener(
+        sandbox: SandboxFacilitator,
+        url: String,
+        channels: Arc<dyn ChannelStore>,
+        terms: Option<ChannelOffer>,
+        configure: Configure,
+        after: Option<After>,
+        listener: tokio::net::TcpListener,
     ) -> Self {
         let facilitator = HttpFacilitator::new(&url).unwrap();
         let usdc = UsdcDeployment::BASE;
@@ -175,7 +225,6 @@ impl Server {
             Some(after) => after(payments),
             None => payments,
         };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let base = format!("http://{address}");
         let offer = |path: &str| {
