@@ -83,32 +83,43 @@ pub fn offer_with(network: &UsdcDeployment, mode: SettlementMode) -> Arc<Offer> 
     )
 }
 
-/// [`offer`] with a discovery (`bazaar`) extension the size of a catalog's: an input and an
-/// output schema of 40 described fields each, about 5 KB of JSON in every challenge.
-pub fn discovery_offer(network: &UsdcDeployment) -> Arc<Offer> {
-    let schema = |prefix: &str| {
-        let properties: serde_json::Map<String, serde_json::Value> = (0..40)
-            .map(|i| {
-                let field = serde_json::json!({
-                    "type": "string",
-                    "description": format!("the {prefix} record's field number {i}"),
-                });
-                (format!("{prefix}_{i}"), field)
-            })
-            .collect();
-        serde_json::json!({"type": "object", "properties": properties})
-    };
-    let bazaar = x402_wire::Extension::new(
-        serde_json::json!({"input": {"type": "http", "method": "GET"}, "output": {"type": "json"}}),
-        serde_json::json!({"input": schema("query"), "output": schema("result")}),
-    );
-    Arc::new(
-        Offer::builder(ResourceInfo::new("https://shop.example/report"))
-            .usdc(network, "1.00".parse().expect("price"), PAY_TO)
-            .extension("bazaar", bazaar)
-            .build()
-            .expect("offer"),
+/// The first SKU of the example store as the store sells it in demo mode, and the sign-in the
+/// store registers on it: the store's own catalog code builds the offer (the resource with its
+/// description and tags, the Base `exact` accept, settlement before the work, the `bazaar`
+/// extension describing the answer), and the sign-in carries the store's origin and statement
+/// (its secret is a fixed one here). Returns the SKU's path, its offer and the sign-in.
+///
+/// # Panics
+///
+/// When the store's catalog cannot be built.
+pub async fn store_sku() -> (String, Arc<Offer>, tower_x402_siwx::SignInWithX) {
+    use x402_store::catalog::Catalog;
+    use x402_store::config::Config;
+    use x402_store::paywall::doors::Doors;
+    use x402_store::sales::purchase;
+
+    // Not opened: the catalog is built from the settings alone.
+    let config = Config::for_tests("sqlite::memory:");
+    let doors = Doors::resolve(&config, Err("not asked"));
+    let catalog = Catalog::build(
+        &config,
+        doors,
+        true,
+        &purchase::response_schema(),
+        async |sku| purchase::response_example(&config, sku, true).await,
     )
+    .await
+    .expect("the store's catalog");
+    let sku = catalog.iter().next().expect("the store sells something");
+    let path = sku
+        .resource_url
+        .strip_prefix(&config.base_url)
+        .expect("the resource is under the base URL")
+        .to_owned();
+    let sign_in = tower_x402_siwx::SignInWithX::new(&config.origin(), [7_u8; 32])
+        .expect("sign-in settings")
+        .statement("Sign in with the wallet that paid to get your purchase again");
+    (path, Arc::clone(&sku.offer), sign_in)
 }
 
 /// A facilitator that accepts everything at once: isolates the layer's own cost.

@@ -6,7 +6,7 @@
 //! this in release mode; `x402-load --help` lists the options.
 //!
 //! Rounds are interleaved (every case of every app, every round) and every ratio pairs a case
-//! with the bare route of the same process in the same round, so a machine busy with other work
+//! with the bare route of the same app in the same round, so a machine busy with other work
 //! skews both sides alike. tower-x402's app in a process of its own (`--peer NAME=self`) also
 //! serves `paid_channel`, paid with payment-channel vouchers (see `channel.rs`), reported beside
 //! the peers' `paid`.
@@ -397,6 +397,7 @@ async fn local_targets(
             store,
             stub,
             vec![
+                Case::unpaid("bare", routes.bare),
                 Case::unpaid("402", &routes.sku),
                 Case::unpaid("x402.json", routes.well_known),
             ],
@@ -527,19 +528,20 @@ fn run(options: &Options) -> Result<(), String> {
     let mut run_tag = 0;
     let mut samples = Vec::new();
     for round in 1..=options.rounds {
-        // The bare route's rate in this round, per process.
+        // The bare route's rate in this round, per target: each target's cases are divided by
+        // its own bare route (the store's by its static stylesheet, through its whole stack).
         let mut bare_rates: HashMap<&str, f64> = HashMap::new();
         for target in &targets {
             for case in &target.cases {
                 run_tag += 1;
                 let sample = bench.measure(target, case, round, run_tag)?;
                 if case.name == "bare" {
-                    bare_rates.insert(&target.pid, sample.wrk.per_second);
+                    bare_rates.insert(&target.name, sample.wrk.per_second);
                 }
                 let sample = Sample {
                     ratio: sample.wrk.per_second
                         / bare_rates
-                            .get(target.pid.as_str())
+                            .get(target.name.as_str())
                             .copied()
                             .unwrap_or(f64::NAN),
                     ..sample

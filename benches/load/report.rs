@@ -21,7 +21,7 @@ pub(crate) struct Sample {
     pub(crate) stub_cpu_us: f64,
     /// Connections the stub accepted during the measured run; none for unpaid cases.
     pub(crate) new_connections: Option<u64>,
-    /// Requests/s over the bare route's (served by the same process) in the same round.
+    /// Requests/s over the bare route of the same app (target) in the same round.
     pub(crate) ratio: f64,
 }
 
@@ -64,7 +64,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 /// Prints the medians over rounds of every (target, case), in the order they ran.
 pub(crate) fn summarize(samples: &[Sample]) {
     println!(
-        "\nmedians over rounds (ratio: req/s over the bare route's, same process, same round)\n\n| app | case | req/s | p50 µs | p99 µs | app CPU µs/req | context switches/req | cache misses/req | stub CPU µs/req | new facilitator connections (per run) | ratio to bare |\n|---|---|---|---|---|---|---|---|---|---|---|"
+        "\nmedians over rounds (ratio: req/s over the bare route of the same app, same round)\n\n| app | case | req/s | p50 µs | p99 µs | app CPU µs/req | context switches/req | cache misses/req | stub CPU µs/req | new facilitator connections (per run) | ratio to bare |\n|---|---|---|---|---|---|---|---|---|---|---|"
     );
     let mut seen: Vec<(&str, &str)> = Vec::new();
     for sample in samples {

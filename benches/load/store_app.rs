@@ -10,6 +10,9 @@ use x402_store::state::build_state;
 
 /// The store's routes the benchmark asks for.
 pub(crate) struct StoreRoutes {
+    /// The store's bare route: a free static asset (its stylesheet, 2.6 KB) whose handler only
+    /// returns its bytes, through every layer of the store's stack and its own server.
+    pub(crate) bare: &'static str,
     /// One SKU's paid route: asked unpaid, the store's 402 path.
     pub(crate) sku: String,
     /// The x402 discovery document.
@@ -37,6 +40,7 @@ pub(crate) async fn start(
         .ok_or("the store sells nothing")?;
     tokio::spawn(serve(listener, app(state), limits, std::future::pending()));
     Ok(StoreRoutes {
+        bare: "/bazaar/style.css",
         sku,
         well_known: "/.well-known/x402.json",
     })

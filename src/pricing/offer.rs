@@ -328,8 +328,9 @@ impl Offer {
     /// This offer with the extension `prebuilt` (from this offer) completed by `rest`: the
     /// prebuilt bytes copied, only `rest` encoded.
     pub(crate) fn with_spliced(&self, prebuilt: &Prebuilt, rest: Vec<u8>) -> Option<Self> {
-        let (body, header) = prebuilt.complete(&rest);
-        let header = HeaderValue::try_from(header).ok()?;
+        let (buffer, json_len) = prebuilt.complete(&rest)?;
+        let header = HeaderValue::from_maybe_shared(buffer.slice(json_len..)).ok()?;
+        let body = buffer.slice(..json_len);
         let added = AddedValue::Spliced {
             head: Arc::clone(&prebuilt.head),
             rest,
@@ -339,7 +340,7 @@ impl Offer {
             added: Some(Arc::new(AddedExtension::new(&prebuilt.key, added))),
             mode: self.mode,
             header,
-            body: body.into(),
+            body,
             shared_accepts: Arc::clone(&self.shared_accepts),
             resource_url: Arc::clone(&self.resource_url),
             splices: None,

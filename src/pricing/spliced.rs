@@ -8,6 +8,7 @@
 use std::sync::{Arc, PoisonError, RwLock, Weak};
 
 use base64::Engine as _;
+use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use crate::payment::PaymentHooks;
@@ -142,17 +143,31 @@ impl Prebuilt {
         &self.key
     }
 
-    /// The challenge's JSON and base64 with `rest` completing the extension.
-    pub(super) fn complete(&self, rest: &[u8]) -> (Vec<u8>, String) {
-        let mut json = Vec::with_capacity(self.json.len() + rest.len() + 2);
-        json.extend_from_slice(&self.json);
-        json.extend_from_slice(rest);
-        json.extend_from_slice(b"}}");
-        let tail = &json[self.json.len()..];
-        let mut base64 = String::with_capacity(self.base64.len() + tail.len().div_ceil(3) * 4);
-        base64.push_str(&self.base64);
-        base64::engine::general_purpose::STANDARD.encode_string(tail, &mut base64);
-        (json, base64)
+    /// The challenge's JSON and its base64 with `rest` completing the extension, built in one
+    /// buffer: the prebuilt JSON, `rest` and the closing braces, then the prebuilt base64 and
+    /// the base64 of what follows the prebuilt JSON. Returns the buffer and where the base64
+    /// starts; one allocation and one copy of each prebuilt part per 402.
+    pub(super) fn complete(&self, rest: &[u8]) -> Option<(Bytes, usize)> {
+        const CLOSE: &[u8] = b"}}";
+        let tail_len = rest.len() + CLOSE.len();
+        let json_len = self.json.len() + tail_len;
+        let tail_base64_len = tail_len.div_ceil(3) * 4;
+        let mut buffer = Vec::with_capacity(json_len + self.base64.len() + tail_base64_len);
+        buffer.extend_from_slice(&self.json);
+        buffer.extend_from_slice(rest);
+        buffer.extend_from_slice(CLOSE);
+        buffer.extend_from_slice(self.base64.as_bytes());
+        let encoded_from = buffer.len();
+        buffer.resize(encoded_from + tail_base64_len, 0);
+        let (written_so_far, encoded) = buffer.split_at_mut(encoded_from);
+        let tail = &written_so_far[self.json.len()..json_len];
+        // Sized above for exactly this tail (checked: the encoder panics on too little room).
+        let expected = encoded.len();
+        if base64_simd::STANDARD.encoded_length(tail.len()) != expected {
+            return None;
+        }
+        let written = base64_simd::STANDARD.encode(tail, base64_simd::Out::from_slice(encoded));
+        (written.len() == expected).then(|| (Bytes::from(buffer), json_len))
     }
 }
 

@@ -243,6 +243,11 @@ impl Catalog {
         if segment.is_empty() || segment.contains('/') {
             return None;
         }
+        // Without a `%` the segment decodes to itself: every 402 of a plain slug skips the
+        // decoder's byte-by-byte pass.
+        if !segment.contains('%') {
+            return self.get(segment);
+        }
         let slug = percent_decode_str(segment).decode_utf8().ok()?;
         self.get(&slug)
     }

@@ -21,9 +21,12 @@ use std::time::Duration;
 use axum::extract::FromRef;
 use axum::handler::Handler;
 use axum::http::request::Parts;
-use axum::http::{HeaderName, HeaderValue};
-use axum::routing::{MethodRouter, get};
+use axum::http::{HeaderName, HeaderValue, header};
+use axum::routing::{MethodRouter, get_service};
+use tower::Layer as _;
+use tower::layer::util::Stack;
 use tower_http::cors::CorsLayer;
+use tower_http::set_header::SetResponseHeaderLayer;
 use tower_x402::cors::PAYMENT_REQUEST_HEADERS;
 use tower_x402::facilitator::Facilitators;
 use tower_x402::payment::Payments;
@@ -102,9 +105,50 @@ where
         .invalid_header_payment_required()
         .paywall_page(page);
     PaymentsInProgress::from_ref(state).keep(paywall.payments());
-    // The paywall wraps the handler only (not the method router), so other methods get 405;
-    // CORS wraps the method router, so the preflight (OPTIONS) is answered before it.
-    get(purchase.layer(paywall)).layer(cors(&config.cors_origins))
+    // The service is built once: the handler with the three parts of the state it reads (cloned
+    // per request, as every route's service is), the paywall around it. The paywall wraps the
+    // handler only (not the method router), so other methods get 405; CORS wraps the method
+    // router, so the preflight (OPTIONS) is answered before it.
+    let purchase_state = PurchaseState {
+        catalog: Arc::<Catalog>::from_ref(state),
+        config: Arc::clone(&config),
+        store: Store::from_ref(state),
+    };
+    let handler = Handler::<_, PurchaseState>::with_state(purchase, purchase_state);
+    get_service(paywall.layer(handler)).layer(cors(&config.cors_origins))
+}
+
+/// What every answer of the paid route varies on for CORS: the value tower-http's `CorsLayer`
+/// writes by default, prebuilt once rather than joined from its list for every request.
+const CORS_VARY: HeaderValue = HeaderValue::from_static(
+    "origin, access-control-request-method, access-control-request-headers",
+);
+
+/// What the purchase handler reads of the app's state, and nothing more: the route's service is
+/// cloned for every request, and so is this.
+#[derive(Clone)]
+struct PurchaseState {
+    catalog: Arc<Catalog>,
+    config: Arc<Config>,
+    store: Store,
+}
+
+impl FromRef<PurchaseState> for Arc<Catalog> {
+    fn from_ref(state: &PurchaseState) -> Self {
+        Arc::clone(&state.catalog)
+    }
+}
+
+impl FromRef<PurchaseState> for Arc<Config> {
+    fn from_ref(state: &PurchaseState) -> Self {
+        Arc::clone(&state.config)
+    }
+}
+
+impl FromRef<PurchaseState> for Store {
+    fn from_ref(state: &PurchaseState) -> Self {
+        state.store.clone()
+    }
 }
 
 /// Sign-in-with-x on every SKU: the challenge bound to the store's public origin (the base
@@ -131,7 +175,7 @@ fn sign_in(config: &Config, store: &Store) -> Result<SignInWithX, tower_x402::Bo
 
 /// Any origin may pay unless `STORE_CORS_ORIGINS` names the allowed ones; pages may send the
 /// referral and sign-in headers beside the payment's.
-fn cors(origins: &[String]) -> CorsLayer {
+fn cors(origins: &[String]) -> Stack<CorsLayer, SetResponseHeaderLayer<HeaderValue>> {
     let headers: Vec<HeaderName> = PAYMENT_REQUEST_HEADERS
         .into_iter()
         .chain([
@@ -139,13 +183,16 @@ fn cors(origins: &[String]) -> CorsLayer {
             tower_x402_siwx::SIGN_IN_WITH_X,
         ])
         .collect();
-    let cors = payment_cors().allow_headers(headers);
+    // One layer (the route boxes each of its layers): CORS without its own `Vary`, inside the
+    // prebuilt one.
+    let vary = SetResponseHeaderLayer::appending(header::VARY, CORS_VARY);
+    let cors = payment_cors().allow_headers(headers).vary([]);
     if origins.is_empty() {
-        return cors;
+        return Stack::new(cors, vary);
     }
     let allowed: Vec<HeaderValue> = origins
         .iter()
         .filter_map(|origin| HeaderValue::try_from(origin.as_str()).ok())
         .collect();
-    cors.allow_origin(allowed)
+    Stack::new(cors.allow_origin(allowed), vary)
 }

@@ -20,8 +20,10 @@
 //! fact about third parties and is reported under live only.
 //!
 //! The layer's event hook is synchronous, so traffic counters are bumped in memory and written
-//! by a background task; [`Standing::flush`] writes what is pending and waits for it (call it at
-//! shutdown), and [`Standing::snapshot`] flushes before reading.
+//! by a background task, at most once every [`WRITE_EVERY`]: a busy store writes one increment a
+//! period rather than one per 402; [`Standing::flush`] writes what is pending and waits for it
+//! (call it at shutdown), and [`Standing::snapshot`] flushes before reading, so no report ever
+//! misses a count still waiting for its write.
 //!
 //! The free routes that show the funnel (`/api/bazaar`, MCP `get_standing`) read it with
 //! [`Standing::latest`], which never holds a request up on a database that is away: the read
@@ -54,6 +56,10 @@ pub const STAGES: [&str; 8] = [
 
 /// The longest a free route waits for fresh funnel counts while the database is answering.
 pub const FRESH_WAIT: Duration = Duration::from_secs(1);
+
+/// The shortest time between two writes of the traffic counters by the background task: the
+/// counts of a period are written together, once, after it.
+pub const WRITE_EVERY: Duration = Duration::from_secs(1);
 
 /// The gauge stage, set from the discovery probe rather than counted.
 const INDEXED: &str = STAGES[0];
@@ -337,10 +343,16 @@ impl Inner {
     }
 }
 
-/// Writes counters whenever they change, until the standing is dropped.
+/// Writes counters after they change, at most once every [`WRITE_EVERY`], until the standing is
+/// dropped.
 async fn write_behind(inner: Weak<Inner>, wake: Arc<Notify>) {
     loop {
         wake.notified().await;
+        if inner.strong_count() == 0 {
+            return;
+        }
+        // Let the period's other changes join this write.
+        tokio::time::sleep(WRITE_EVERY).await;
         let Some(inner) = inner.upgrade() else { return };
         if let Err(error) = inner.flush().await {
             tracing::warn!(%error, "funnel counters not written yet; will retry on the next change");

@@ -219,33 +219,41 @@ impl SignInWithX {
         write_timestamp(now, &mut issued_at);
         write_timestamp(now + self.proof_lifetime.as_millis(), &mut expiration_time);
         // Written as ASCII digits and punctuation only.
-        let as_str =
-            |bytes: &[u8; TIMESTAMP_LEN]| std::str::from_utf8(bytes).unwrap_or_default().to_owned();
-        let (issued_at, expiration_time) = (as_str(&issued_at), as_str(&expiration_time));
+        fn as_str(bytes: &[u8]) -> &str {
+            std::str::from_utf8(bytes).unwrap_or_default()
+        }
         let random: [u8; NONCE_RANDOM] = rand::random();
-        let random = alloy_primitives::hex::encode(random);
-        let nonce = self.nonce(
-            &random,
-            &issued_at,
-            Some(&expiration_time),
+        let mut nonce = [0; 2 * (NONCE_RANDOM + NONCE_MAC)];
+        let (random_hex, mac_hex) = nonce.split_at_mut(2 * NONCE_RANDOM);
+        // Both sized for their bytes: the encodings cannot fail.
+        let encoded = alloy_primitives::hex::encode_to_slice(random, random_hex).is_ok();
+        let tag = self.nonce_mac(
+            as_str(random_hex),
+            as_str(&issued_at),
+            Some(as_str(&expiration_time)),
             &uri,
             &offer.resource().url,
         );
+        let encoded = encoded && alloy_primitives::hex::encode_to_slice(tag, mac_hex).is_ok();
         rest.reserve(2 * uri.len() + 160);
         rest.extend_from_slice(b"\"uri\":");
+        // The URI escaped once, and copied for `resources`.
+        let uri_start = rest.len();
         let escaped = serde_json::to_writer(&mut *rest, &uri).is_ok();
+        let uri_end = rest.len();
         rest.extend_from_slice(b",\"resources\":[");
-        let escaped = escaped && serde_json::to_writer(&mut *rest, &uri).is_ok();
-        for (key, value) in [
-            ("],\"nonce\":\"", nonce.as_str()),
-            ("\",\"issuedAt\":\"", &issued_at),
-            ("\",\"expirationTime\":\"", &expiration_time),
-        ] {
-            rest.extend_from_slice(key.as_bytes());
-            rest.extend_from_slice(value.as_bytes());
+        rest.extend_from_within(uri_start..uri_end);
+        let fields: [(&[u8], &[u8]); 3] = [
+            (b"],\"nonce\":\"", &nonce),
+            (b"\",\"issuedAt\":\"", &issued_at),
+            (b"\",\"expirationTime\":\"", &expiration_time),
+        ];
+        for (key, value) in fields {
+            rest.extend_from_slice(key);
+            rest.extend_from_slice(value);
         }
         rest.extend_from_slice(b"\"}}");
-        escaped
+        escaped && encoded
     }
 
     /// The nonce this server issues for those fields: `random` (hex) and the MAC (hex).
@@ -257,6 +265,20 @@ impl SignInWithX {
         uri: &str,
         resource: &str,
     ) -> String {
+        let tag = self.nonce_mac(random, issued_at, expires, uri, resource);
+        format!("{random}{}", alloy_primitives::hex::encode(tag))
+    }
+
+    /// The MAC of a nonce's fields (SipHash-2-4 keyed with the server's derived key, each field
+    /// length-prefixed), truncated to [`NONCE_MAC`] bytes.
+    fn nonce_mac(
+        &self,
+        random: &str,
+        issued_at: &str,
+        expires: Option<&str>,
+        uri: &str,
+        resource: &str,
+    ) -> [u8; NONCE_MAC] {
         let mut mac = SipHasher24::new_with_key(&self.nonce_key);
         for part in [
             random,
@@ -270,10 +292,9 @@ impl SignInWithX {
             mac.write(part.as_bytes());
         }
         let tag = mac.finish128().as_bytes();
-        format!(
-            "{random}{}",
-            alloy_primitives::hex::encode(&tag[..NONCE_MAC])
-        )
+        let mut truncated = [0; NONCE_MAC];
+        truncated.copy_from_slice(&tag[..NONCE_MAC]);
+        truncated
     }
 
     /// Checks the proof `header` for `offer` at `path_and_query`: the address signed in, or why
