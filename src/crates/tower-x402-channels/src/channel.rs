@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use x402_wire::Network;
 
+use crate::chain::ChainChannel;
 use crate::wire::ChannelConfig;
 
 /// A channel the server has accepted payments on: its configuration, what it charged, the
@@ -137,6 +138,17 @@ impl OnChain {
             total_claimed,
             read_at,
             ..Self::default()
+        }
+    }
+
+    /// The channel as the contract's views showed it (`read`), read at `read_at`.
+    pub(crate) fn from_chain(read: &ChainChannel, read_at: u64) -> Self {
+        Self {
+            balance: read.balance,
+            total_claimed: read.total_claimed,
+            withdraw_requested_at: read.withdraw_requested_at,
+            refund_nonce: read.refund_nonce,
+            read_at,
         }
     }
 }

@@ -359,7 +359,7 @@ impl Claimer {
         for channel in channels.iter().filter(|channel| channel.unclaimed() > 0) {
             match chain.read(&channel.network, &channel.id).await {
                 Ok(read) => {
-                    let reading = on_chain(&read, now);
+                    let reading = OnChain::from_chain(&read, now);
                     self.store.mirror(&channel.id, &reading).await?;
                     if read.withdraw_requested_at != 0 {
                         tracing::info!(channel = %channel.id, "withdrawal pending: claiming now");
@@ -600,7 +600,7 @@ impl Claimer {
             .finish_claim(&claim.id, &[(channel.id.clone(), result)])
             .await?;
         self.store
-            .mirror(&channel.id, &on_chain(&read, (self.clock)()))
+            .mirror(&channel.id, &OnChain::from_chain(&read, (self.clock)()))
             .await?;
         if finished == 1 {
             match result {
@@ -717,16 +717,6 @@ fn reason_of(answer: &SettleResponse) -> String {
     match &answer.error_message {
         Some(message) => format!("{reason}: {message}"),
         None => reason.to_owned(),
-    }
-}
-
-fn on_chain(read: &crate::chain::ChainChannel, now: u64) -> OnChain {
-    OnChain {
-        balance: read.balance,
-        total_claimed: read.total_claimed,
-        withdraw_requested_at: read.withdraw_requested_at,
-        refund_nonce: read.refund_nonce,
-        read_at: now,
     }
 }
 

@@ -157,13 +157,7 @@ impl Inner {
     async fn lost_refund(&self, pending: &Pending) -> Option<OnChain> {
         let chain = self.chain.as_ref()?;
         match chain.read(&pending.network, &pending.id).await {
-            Ok(read) => Some(OnChain {
-                balance: read.balance,
-                total_claimed: read.total_claimed,
-                withdraw_requested_at: read.withdraw_requested_at,
-                refund_nonce: read.refund_nonce,
-                read_at: now_ms(),
-            }),
+            Ok(read) => Some(OnChain::from_chain(&read, now_ms())),
             Err(error) => {
                 tracing::warn!(channel = %pending.id, %error, "the chain could not be read after a refund's lost answer; the refund stays in doubt");
                 None
