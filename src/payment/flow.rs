@@ -136,7 +136,8 @@ impl Payments {
                 return self.refuse(offer, refusal);
             }
             Claim::Recover(hold, intent) => {
-                return self.recover(offer, hold, *intent, guard).await;
+                // Boxed, as below: recovery is rare, and kept out of every payment's future.
+                return Box::pin(self.recover(offer, hold, *intent, guard)).await;
             }
             Claim::Refuse(refusal) => return self.refuse(offer, *refusal),
         };
@@ -156,7 +157,7 @@ impl Payments {
                     digest,
                 )
                 .at_facilitator(verifier);
-                return self.recover(offer, hold, intent, guard).await;
+                return Box::pin(self.recover(offer, hold, intent, guard)).await;
             }
             Err(failure) => {
                 ledger::release(self, &hold).await;
