@@ -162,6 +162,8 @@ pub(super) async fn settle(
 }
 
 /// A payment the hooks kept from `/settle`.
+// Built only on the hooks' path, inside its boxed future, and matched at once.
+#[allow(clippy::large_enum_variant)]
 enum Skipped {
     /// Refused by a hook, and released.
     Refused(Refusal),
@@ -226,7 +228,7 @@ async fn complete(
             return Err(refuse(
                 config,
                 offer,
-                Refusal::SettlementRefused(settlement),
+                Refusal::SettlementRefused(Box::new(settlement)),
             ));
         }
         SettleAnswer::Refused(settlement) => {
