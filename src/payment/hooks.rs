@@ -91,6 +91,30 @@ pub trait PaymentHooks: Send + Sync + 'static {
         Box::pin(ready(Decision::Continue))
     }
 
+    /// Whether [`on_protected_request`](Self::on_protected_request) may decide anything but
+    /// [`Decision::Continue`] for `request`. The core asks every hook first, without waiting,
+    /// and calls `on_protected_request` only on the hooks that answer `true`; when none does,
+    /// the request goes on at once, with no future built for the hooks. A hook that acts only
+    /// on requests carrying a field of its own answers from that field; one that never
+    /// overrides `on_protected_request` (an observer) answers `false`. The default is `true`.
+    ///
+    /// ```
+    /// use tower_x402::payment::{PaymentHooks, ProtectedRequest};
+    ///
+    /// /// Counts nothing, decides nothing: never asked about a request.
+    /// struct Quiet;
+    ///
+    /// impl PaymentHooks for Quiet {
+    ///     fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
+    ///         false
+    ///     }
+    /// }
+    /// ```
+    fn considers_request(&self, request: &ProtectedRequest<'_>) -> bool {
+        let _ = request;
+        true
+    }
+
     /// Extension data for this request's challenge (a fresh sign-in nonce is one): a key and
     /// its JSON value, added to the 402's `extensions` and to the offer the payment is matched
     /// against. `None` adds nothing.
@@ -317,7 +341,7 @@ impl<'a> ProtectedRequest<'a> {
     }
 
     /// The same request, priced with `offer` (the offer with the hooks' challenge extensions).
-    fn with_offer<'b>(&self, offer: &'b Arc<Offer>) -> ProtectedRequest<'b>
+    pub(crate) fn with_offer<'b>(&self, offer: &'b Arc<Offer>) -> ProtectedRequest<'b>
     where
         'a: 'b,
     {
@@ -386,6 +410,18 @@ pub enum Decision<T> {
     Handled(T),
     /// Refuse with this refusal; a payment is released, never settled.
     Abort(Refusal),
+}
+
+/// What the hooks made of a priced request without waiting
+/// ([`Payments::open`](super::Payments::open)): the request's offer with their challenge
+/// extensions, and whether a hook must still be asked about the request.
+#[derive(Debug)]
+pub(crate) enum Opening {
+    /// No hook considers the request: go on with this offer (the challenge, or the payment).
+    Continue(Arc<Offer>),
+    /// A hook considers the request: await its decision
+    /// ([`Payments::decide`](super::Payments::decide)) with this offer.
+    Ask(Arc<Offer>),
 }
 
 /// What the hooks decided about a priced request before its payment is read
@@ -535,12 +571,25 @@ impl Hooks {
         self.0.len()
     }
 
-    /// The hooks' part of a priced request before its payment is read: its challenge's
-    /// extensions, then their decision.
-    pub(super) async fn prelude(&self, request: &ProtectedRequest<'_>) -> Prelude {
-        let decorated = self.decorate(request);
-        let offer = decorated.as_ref().unwrap_or(request.offer);
-        match self.on_protected_request(&request.with_offer(offer)).await {
+    /// The hooks' part of a priced request that needs no waiting: its challenge's extensions,
+    /// and whether a hook [considers](PaymentHooks::considers_request) the request.
+    pub(super) fn open(&self, request: &ProtectedRequest<'_>) -> Opening {
+        let offer = self
+            .decorate(request)
+            .unwrap_or_else(|| Arc::clone(request.offer));
+        let decorated = request.with_offer(&offer);
+        if self.0.iter().any(|hook| hook.considers_request(&decorated)) {
+            Opening::Ask(offer)
+        } else {
+            Opening::Continue(offer)
+        }
+    }
+
+    /// The decision of the hooks that consider `request` (priced with the offer
+    /// [`open`](Self::open) gave).
+    pub(super) async fn decide(&self, request: &ProtectedRequest<'_>) -> Prelude {
+        let offer = request.offer;
+        match self.on_protected_request(request).await {
             Decision::Handled(extensions) => Prelude::Granted(extensions),
             Decision::Abort(refusal) => Prelude::Refused(Arc::clone(offer), refusal),
             Decision::Continue => Prelude::Continue(Arc::clone(offer)),
@@ -549,6 +598,9 @@ impl Hooks {
 
     async fn on_protected_request(&self, request: &ProtectedRequest<'_>) -> Decision<Extensions> {
         for hook in &self.0 {
+            if !hook.considers_request(request) {
+                continue;
+            }
             match hook.on_protected_request(request).await {
                 Decision::Continue => {}
                 decided => return decided,
