@@ -157,6 +157,38 @@ mod tests {
     }
 
     #[test]
+    fn timestamps_formatted_once_per_second_follow_the_clock() {
+        // The same second again, the next, back to the first, the epoch and the last of 9999.
+        for ms in [
+            1_795_000_000_123,
+            1_795_000_000_999,
+            1_795_000_001_000,
+            1_795_000_000_005,
+            0,
+            253_402_300_799_999,
+        ] {
+            let text = timestamp(ms);
+            assert_eq!(parse_timestamp(&text), Some(ms as i128), "{text}");
+        }
+        assert_eq!(timestamp(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(timestamp(253_402_300_799_999), "9999-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn strings_are_written_as_serde_json_writes_them() {
+        for parts in [
+            ["https://shop.example", "/report"],
+            ["", "mcp://tool/a \"quoted\" name"],
+            ["https://shop.example", "/back\\slash/\u{1}/\u{7f}/é"],
+        ] {
+            let mut out = b"[".to_vec();
+            assert!(write_json_string(&mut out, parts));
+            let expected = serde_json::to_string(&parts.concat()).unwrap();
+            assert_eq!(String::from_utf8(out).unwrap(), format!("[{expected}"));
+        }
+    }
+
+    #[test]
     fn the_challenge_has_every_field_shared_first_and_the_proof_schema_without_the_query() {
         let siwx = SignInWithX::new("https://shop.example", [7_u8; 32])
             .unwrap()

@@ -5,8 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use siphasher::sip128::{Hasher128 as _, SipHasher24};
-use std::hash::Hasher as _;
 
 use crate::entitlement::last_entitlement;
 use crate::message;
@@ -16,8 +14,8 @@ use crate::signed_in::SignedIn;
 use crate::store::EntitlementStore;
 use crate::store::MemoryEntitlementStore;
 use crate::support::{
-    TIMESTAMP_LEN, constant_time_eq, nonce_key, normalise_address, now_ms, parse_origin,
-    parse_timestamp, unix_now, write_timestamp,
+    MacInput, TIMESTAMP_LEN, Time, constant_time_eq, nonce_key, normalise_address, now_ms,
+    parse_origin, parse_timestamp, since_epoch, unix_now, write_json_string, write_timestamp,
 };
 use crate::verify;
 use tower_x402::BoxError;
@@ -192,11 +190,11 @@ impl SignInWithX {
         head
     }
 
-    /// Completes the [template](Self::template) for `offer` at `path_and_query` into `rest`:
-    /// the URI (the path without its query: the entitlement is to the offer's resource,
-    /// whatever the query, and a query would make every 402 as large as the client chose,
-    /// beyond what a reverse proxy reads), a fresh nonce and the times. `false` (nothing
-    /// written) for a path longer than [`MAX_PATH_LEN`].
+    /// Completes the [template](Self::template) for `offer` at `path_and_query` by appending
+    /// to `rest`: the URI (the path without its query: the entitlement is to the offer's
+    /// resource, whatever the query, and a query would make every 402 as large as the client
+    /// chose, beyond what a reverse proxy reads), a fresh nonce and the times. `false`
+    /// (nothing written) for a path longer than [`MAX_PATH_LEN`].
     pub(crate) fn write_rest(
         &self,
         offer: &Offer,
@@ -207,39 +205,36 @@ impl SignInWithX {
         if path.len() > MAX_PATH_LEN {
             return false;
         }
-        let mut uri = String::new();
-        if path.starts_with('/') {
-            uri.reserve(self.origin.len() + path.len());
-            uri.push_str(&self.origin);
-        }
-        uri.push_str(path);
-        let now = now_ms();
+        // The URI, as its two parts: the origin (for an HTTP path) and the path.
+        let origin: &str = if path.starts_with('/') {
+            &self.origin
+        } else {
+            ""
+        };
+        let now = since_epoch();
         let mut issued_at = [0; TIMESTAMP_LEN];
         let mut expiration_time = [0; TIMESTAMP_LEN];
-        write_timestamp(now, &mut issued_at);
-        write_timestamp(now + self.proof_lifetime.as_millis(), &mut expiration_time);
-        // Written as ASCII digits and punctuation only.
-        fn as_str(bytes: &[u8]) -> &str {
-            std::str::from_utf8(bytes).unwrap_or_default()
-        }
+        write_timestamp(now, Time::IssuedAt, &mut issued_at);
+        let expires = now.saturating_add(self.proof_lifetime);
+        write_timestamp(expires, Time::ExpirationTime, &mut expiration_time);
         let random: [u8; NONCE_RANDOM] = rand::random();
         let mut nonce = [0; 2 * (NONCE_RANDOM + NONCE_MAC)];
         let (random_hex, mac_hex) = nonce.split_at_mut(2 * NONCE_RANDOM);
         // Both sized for their bytes: the encodings cannot fail.
         let encoded = alloy_primitives::hex::encode_to_slice(random, random_hex).is_ok();
         let tag = self.nonce_mac(
-            as_str(random_hex),
-            as_str(&issued_at),
-            Some(as_str(&expiration_time)),
-            &uri,
-            &offer.resource().url,
+            random_hex,
+            &issued_at,
+            &expiration_time,
+            [origin.as_bytes(), path.as_bytes()],
+            offer.resource().url.as_bytes(),
         );
         let encoded = encoded && alloy_primitives::hex::encode_to_slice(tag, mac_hex).is_ok();
-        rest.reserve(2 * uri.len() + 160);
+        rest.reserve(2 * (origin.len() + path.len()) + 160);
         rest.extend_from_slice(b"\"uri\":");
         // The URI escaped once, and copied for `resources`.
         let uri_start = rest.len();
-        let escaped = serde_json::to_writer(&mut *rest, &uri).is_ok();
+        let escaped = write_json_string(rest, [origin, path]);
         let uri_end = rest.len();
         rest.extend_from_slice(b",\"resources\":[");
         rest.extend_from_within(uri_start..uri_end);
@@ -265,33 +260,39 @@ impl SignInWithX {
         uri: &str,
         resource: &str,
     ) -> String {
-        let tag = self.nonce_mac(random, issued_at, expires, uri, resource);
+        let tag = self.nonce_mac(
+            random.as_bytes(),
+            issued_at.as_bytes(),
+            expires.unwrap_or("").as_bytes(),
+            [uri.as_bytes(), b""],
+            resource.as_bytes(),
+        );
         format!("{random}{}", alloy_primitives::hex::encode(tag))
     }
 
     /// The MAC of a nonce's fields (SipHash-2-4 keyed with the server's derived key, each field
-    /// length-prefixed), truncated to [`NONCE_MAC`] bytes.
+    /// length-prefixed: `random`, `issued_at`, `expires`, the URI — given as the parts it is
+    /// the concatenation of —, `resource` and the origin), truncated to [`NONCE_MAC`] bytes.
     fn nonce_mac(
         &self,
-        random: &str,
-        issued_at: &str,
-        expires: Option<&str>,
-        uri: &str,
-        resource: &str,
+        random: &[u8],
+        issued_at: &[u8],
+        expires: &[u8],
+        uri: [&[u8]; 2],
+        resource: &[u8],
     ) -> [u8; NONCE_MAC] {
-        let mut mac = SipHasher24::new_with_key(&self.nonce_key);
-        for part in [
-            random,
-            issued_at,
-            expires.unwrap_or(""),
+        let mut mac = MacInput::new(&self.nonce_key);
+        for field in [
+            [random, b""],
+            [issued_at, b""],
+            [expires, b""],
             uri,
-            resource,
-            &self.origin,
+            [resource, b""],
+            [self.origin.as_bytes(), b""],
         ] {
-            mac.write(&(part.len() as u64).to_be_bytes());
-            mac.write(part.as_bytes());
+            mac.field(field);
         }
-        let tag = mac.finish128().as_bytes();
+        let tag = mac.finish();
         let mut truncated = [0; NONCE_MAC];
         truncated.copy_from_slice(&tag[..NONCE_MAC]);
         truncated
@@ -479,4 +480,65 @@ pub(crate) fn without_query(path_and_query: &str) -> &str {
     path_and_query
         .split_once('?')
         .map_or(path_and_query, |(path, _)| path)
+}
+
+#[cfg(test)]
+mod tests {
+    use siphasher::sip128::{Hasher128 as _, SipHasher24};
+    use std::hash::Hasher as _;
+
+    use super::*;
+
+    /// The MAC as nonces were first issued, a SipHash write per length and per field: a nonce
+    /// issued before the fields were gathered into one buffer is still this server's.
+    fn mac_field_by_field(siwx: &SignInWithX, fields: [&str; 5]) -> [u8; NONCE_MAC] {
+        let mut mac = SipHasher24::new_with_key(&siwx.nonce_key);
+        for part in fields.into_iter().chain([&*siwx.origin]) {
+            mac.write(&(part.len() as u64).to_be_bytes());
+            mac.write(part.as_bytes());
+        }
+        let mut truncated = [0; NONCE_MAC];
+        truncated.copy_from_slice(&mac.finish128().as_bytes()[..NONCE_MAC]);
+        truncated
+    }
+
+    #[test]
+    fn the_mac_gathered_in_one_buffer_is_the_mac_written_field_by_field() {
+        let siwx = SignInWithX::new("https://shop.example", [7_u8; 32]).unwrap();
+        let long_path = format!("/{}", "a".repeat(MAX_PATH_LEN - 1));
+        let long_resource = format!("https://shop.example/{}", "b".repeat(700));
+        let (random, issued, expires) = (
+            "0123456789abcdef",
+            "2026-11-18T11:06:40.123Z",
+            "2026-11-18T11:11:40.123Z",
+        );
+        for (origin, path, resource) in [
+            (
+                "https://shop.example",
+                "/report",
+                "https://shop.example/report",
+            ),
+            ("", "mcp://tool/report", "https://shop.example/report"),
+            (
+                "https://shop.example",
+                long_path.as_str(),
+                long_resource.as_str(),
+            ),
+        ] {
+            let uri = format!("{origin}{path}");
+            let expected = mac_field_by_field(&siwx, [random, issued, expires, &uri, resource]);
+            let gathered = siwx.nonce_mac(
+                random.as_bytes(),
+                issued.as_bytes(),
+                expires.as_bytes(),
+                [origin.as_bytes(), path.as_bytes()],
+                resource.as_bytes(),
+            );
+            assert_eq!(gathered, expected, "{uri}");
+            assert_eq!(
+                siwx.nonce(random, issued, Some(expires), &uri, resource),
+                format!("{random}{}", alloy_primitives::hex::encode(expected))
+            );
+        }
+    }
 }
