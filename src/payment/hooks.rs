@@ -14,7 +14,7 @@ use super::refusal::Refusal;
 use super::verified::VerifiedPayment;
 use crate::boxed::BoxFuture;
 use crate::facilitator::FacilitatorError;
-use crate::pricing::{Cached, ExtensionTemplate, Offer, header_budget};
+use crate::pricing::{Cached, ExtensionTemplate, Offer, header_budget, with_rest_buffer};
 use crate::settlement::{PaymentKey, SettlementRecord};
 
 /// A plug-in that takes part in the life of each payment. Every method has a default that
@@ -508,11 +508,13 @@ fn spliced(hook: &Arc<dyn PaymentHooks>, request: &ProtectedRequest<'_>) -> Spli
             }
         }
     };
-    let mut rest = Vec::new();
-    if !hook.challenge_extension_rest(request, &mut rest) {
+    let extended = with_rest_buffer(|rest| {
+        hook.challenge_extension_rest(request, rest)
+            .then(|| offer.with_spliced(&prebuilt, rest))
+    });
+    let Some(extended) = extended else {
         return Spliced::Nothing;
-    }
-    let extended = offer.with_spliced(&prebuilt, rest);
+    };
     if first {
         // The template and its first rest, checked once as the whole challenge.
         let valid = extended.as_ref().is_some_and(|extended| {
