@@ -36,10 +36,12 @@
 //! payment is answered **503** with `Retry-After` and the JSON error `siwx_store_unavailable`,
 //! never a 402: a client that pays on 402 would buy again what it owns.
 //!
-//! The nonce is `r ‖ SipHash-2-4-128(k, r, issuedAt, expirationTime, uri, resource, origin)`
-//! with `k` derived from the secret by HMAC-SHA256 (8 random bytes and 12 bytes of the MAC, 40
-//! hex digits): a proof whose nonce this server did
-//! not issue — for this very resource and URI — is refused without a storage lookup. Every
+//! The nonce is `r ‖ SipHash-2-4-128(k, r, issuedAt, expirationTime, uri, resource)` with `k`
+//! derived from the secret and the origin by HMAC-SHA256, the times in milliseconds (8 random
+//! bytes and 12 bytes of the MAC, 40 lower-case hex digits): a proof whose nonce this server did
+//! not issue — for this very resource and URI — is refused without a storage lookup. Nonces of
+//! the earlier format (the MAC over the fields' text and the origin, `k` from the secret alone)
+//! are still accepted, so proofs signed before an upgrade still sign in. Every
 //! instance serving the same resources must share the secret.
 //!
 //! A valid proof from an entitled address is served **without payment and without calling the

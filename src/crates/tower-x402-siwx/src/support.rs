@@ -142,8 +142,21 @@ fn format_second(second: u64) -> [u8; TIMESTAMP_LEN] {
 }
 
 /// The nonce MAC's key: the server's secret (at least 32 bytes) condensed through
-/// HMAC-SHA256, so that all of it counts.
-pub(crate) fn nonce_key(secret: &[u8]) -> Result<[u8; 16], BoxError> {
+/// HMAC-SHA256 with the server's `origin`, so that all of the secret counts and a nonce is
+/// this origin's alone.
+pub(crate) fn nonce_key(secret: &[u8], origin: &str) -> Result<[u8; 16], BoxError> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret)?;
+    mac.update(b"x402-siwx-nonce/3");
+    mac.update(origin.as_bytes());
+    let digest = mac.finalize().into_bytes();
+    let mut key = [0; 16];
+    key.copy_from_slice(&digest[..16]);
+    Ok(key)
+}
+
+/// The key of the nonces issued before [`nonce_key`]'s (the secret alone, condensed through
+/// HMAC-SHA256), which the MAC of every field as text used: still accepted from proofs.
+pub(crate) fn legacy_nonce_key(secret: &[u8]) -> Result<[u8; 16], BoxError> {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret)?;
     mac.update(b"x402-siwx-nonce/2");
     let digest = mac.finalize().into_bytes();
@@ -169,7 +182,7 @@ pub(crate) struct MacInput {
 }
 
 /// The bytes a [`MacInput`] gathers before it writes them: a nonce's fields for a URI and
-/// resource of up to about 150 bytes each.
+/// resource of up to about 230 bytes each.
 const MAC_BUFFER: usize = 512;
 
 impl MacInput {
@@ -181,7 +194,8 @@ impl MacInput {
         }
     }
 
-    /// One field: its length (big-endian `u64`), then its bytes, which are `parts` joined.
+    /// One field of a length that varies: its length (big-endian `u64`), then its bytes,
+    /// which are `parts` joined.
     pub(crate) fn field(&mut self, parts: [&[u8]; 2]) {
         let len = parts[0].len() + parts[1].len();
         self.write(&(len as u64).to_be_bytes());
@@ -189,7 +203,7 @@ impl MacInput {
         self.write(parts[1]);
     }
 
-    fn write(&mut self, bytes: &[u8]) {
+    pub(crate) fn write(&mut self, bytes: &[u8]) {
         if bytes.len() > MAC_BUFFER - self.len {
             self.mac.write(&self.buffer[..self.len]);
             self.len = 0;
