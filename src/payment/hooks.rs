@@ -5,7 +5,7 @@
 use std::future::ready;
 use std::sync::Arc;
 
-use http::{Extensions, HeaderMap, Method};
+use http::{Extensions, HeaderMap, HeaderName, Method};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use x402_wire::{FacilitatorRequest, PaymentPayload, SettleResponse, VerifyResponse};
@@ -380,6 +380,36 @@ impl<'a> ProtectedRequest<'a> {
         match self.fields {
             Fields::Headers(_, headers) => headers.get(name).map(http::HeaderValue::as_bytes),
             Fields::Meta(meta) => meta?.get(name)?.as_str().map(str::as_bytes),
+        }
+    }
+
+    /// [`field`](Self::field) for a name that is a header name already: the name is not
+    /// parsed again (a hook asks for its field on every priced request).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use http::{HeaderMap, HeaderName, Method};
+    /// use tower_x402::payment::ProtectedRequest;
+    /// use tower_x402::pricing::Offer;
+    /// use x402_wire::{ResourceInfo, UsdcDeployment};
+    ///
+    /// const PROOF: HeaderName = HeaderName::from_static("x-proof");
+    /// let offer = Arc::new(
+    ///     Offer::builder(ResourceInfo::new("https://shop.example/report"))
+    ///         .usdc(&UsdcDeployment::BASE, "0.10".parse()?, "0x209693Bc6afc0C5328bA36FaF03C514EF312287C")
+    ///         .build()?,
+    /// );
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert(PROOF, "signed".parse()?);
+    /// let request = ProtectedRequest::http(&offer, "/report", &Method::GET, &headers, false);
+    /// assert_eq!(request.header_field(&PROOF), Some(&b"signed"[..]));
+    /// assert_eq!(request.header_field(&PROOF), request.field("X-Proof"));
+    /// # Ok::<_, Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn header_field(&self, name: &HeaderName) -> Option<&'a [u8]> {
+        match self.fields {
+            Fields::Headers(_, headers) => headers.get(name).map(http::HeaderValue::as_bytes),
+            Fields::Meta(meta) => meta?.get(name.as_str())?.as_str().map(str::as_bytes),
         }
     }
 }

@@ -42,7 +42,7 @@ impl PaymentHooks for SignInWithX {
     /// A request that carries a proof, unless it is a HEAD (which never signs in, as it
     /// never pays): every other request goes on without a future built for it.
     fn considers_request(&self, request: &ProtectedRequest<'_>) -> bool {
-        !request.is_head() && request.field(SIGN_IN_WITH_X.as_str()).is_some()
+        !request.is_head() && request.header_field(&SIGN_IN_WITH_X).is_some()
     }
 
     fn on_protected_request<'a>(
@@ -54,7 +54,7 @@ impl PaymentHooks for SignInWithX {
             if request.is_head() {
                 return Decision::Continue;
             }
-            let Some(proof) = request.field(SIGN_IN_WITH_X.as_str()) else {
+            let Some(proof) = request.header_field(&SIGN_IN_WITH_X) else {
                 return Decision::Continue;
             };
             match self.check(request.offer(), proof, request.path()).await {
