@@ -25,7 +25,8 @@ use crate::settlement::{PaymentKey, SettlementRecord};
 ///
 /// | method | when | may |
 /// |---|---|---|
-/// | [`on_protected_request`](Self::on_protected_request) | a priced request arrives, before its payment is read | grant it without payment, abort it, or continue |
+/// | [`considers_request`](Self::considers_request) | a priced request arrives, before its payment is read | say whether `on_protected_request` is asked (no future is built for a request no hook considers) |
+/// | [`on_protected_request`](Self::on_protected_request) | the same, when the hook considers the request | grant it without payment, abort it, or continue |
 /// | [`challenge_extension`](Self::challenge_extension) | the same, for the request's 402 | add per-request extension data to the challenge |
 /// | [`challenge_extension_template`](Self::challenge_extension_template), [`challenge_extension_rest`](Self::challenge_extension_rest) | the same, for an extension mostly the same in every 402 | add it, with only its changing part written per request |
 /// | [`before_verify`](Self::before_verify) | a new payment is about to be sent to `/verify` | abort, or skip verification (it verified the payment itself) |
