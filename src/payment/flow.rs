@@ -96,19 +96,23 @@ impl Payments {
 
     /// [`pay`](Self::pay), the payload shared: the future holds a pointer to it, not the
     /// payload.
-    async fn pay_shared(
-        self: &Arc<Self>,
-        offer: &Arc<Offer>,
+    // An `async` block, not an `async fn`, which would keep a second copy of its arguments.
+    #[allow(clippy::manual_async_fn)]
+    fn pay_shared<'a>(
+        self: &'a Arc<Self>,
+        offer: &'a Arc<Offer>,
         payload: Arc<PaymentPayload>,
         request: RequestDigest,
-    ) -> Outcome {
-        self.hooks.on_payment_received(offer, &payload);
-        let requirement = match self.accepted(offer, &payload) {
-            Ok(requirement) => Arc::clone(requirement),
-            Err(refusal) => return self.refuse(offer, refusal),
-        };
-        self.authorize_shared(offer, payload, requirement, request)
-            .await
+    ) -> impl Future<Output = Outcome> + Send + 'a {
+        async move {
+            self.hooks.on_payment_received(offer, &payload);
+            let requirement = match self.accepted(offer, &payload) {
+                Ok(requirement) => Arc::clone(requirement),
+                Err(refusal) => return self.refuse(offer, refusal),
+            };
+            self.authorize_shared(offer, payload, requirement, request)
+                .await
+        }
     }
 
     /// Single-flights the payment, claims it in the ledger, answers repeats from their record,
@@ -130,59 +134,160 @@ impl Payments {
     }
 
     /// [`authorize`](Self::authorize), the payload shared.
-    async fn authorize_shared(
-        self: &Arc<Self>,
-        offer: &Arc<Offer>,
+    // An `async` block, not an `async fn`, which would keep a second copy of its arguments.
+    #[allow(clippy::manual_async_fn)]
+    fn authorize_shared<'a>(
+        self: &'a Arc<Self>,
+        offer: &'a Arc<Offer>,
         payload: Arc<PaymentPayload>,
         requirement: Arc<PaymentRequirements>,
         request: RequestDigest,
-    ) -> Outcome {
-        let fingerprint = match self.schemes.get(&requirement.scheme).identify(&payload) {
-            Ok(text) => Fingerprint::from_text(text),
-            Err(refusal) => return self.refuse(offer, refusal),
-        };
-        let key = PaymentKey::with_fingerprint(&payload, &fingerprint);
-        let without_work = self
-            .schemes
-            .get(&requirement.scheme)
-            .settles_without_work(&payload);
-        let guard = Arc::clone(&self.inflight).acquire(key.clone()).await;
+    ) -> impl Future<Output = Outcome> + Send + 'a {
+        async move {
+            let fingerprint = match self.schemes.get(&requirement.scheme).identify(&payload) {
+                Ok(text) => Fingerprint::from_text(text),
+                Err(refusal) => return self.refuse(offer, refusal),
+            };
+            let key = PaymentKey::with_fingerprint(&payload, &fingerprint);
+            let without_work = self
+                .schemes
+                .get(&requirement.scheme)
+                .settles_without_work(&payload);
+            let guard = Arc::clone(&self.inflight).acquire(key.clone()).await;
 
-        if let Some(reason) = self.refused.get(&fingerprint, &payload.payload) {
-            return self.refuse(offer, Refusal::InvalidPayment { reason });
-        }
-
-        if let Some(record) = self
-            .recent_settlements
-            .as_ref()
-            .and_then(|recent| recent.get(&key))
-        {
-            return self.replay(offer, payload, &fingerprint, record, &request, guard);
-        }
-        let hold = match ledger::claim(self, &key, &fingerprint).await {
-            Claim::Fresh(hold) => hold,
-            Claim::Settled(record) => {
-                return self.replay(offer, payload, &fingerprint, *record, &request, guard);
+            if let Some(reason) = self.refused.get(&fingerprint, &payload.payload) {
+                return self.refuse(offer, Refusal::InvalidPayment { reason });
             }
-            Claim::Recover(_, intent)
-                if !delivery::same_request(intent.request_digest.as_deref(), &request) =>
+
+            if let Some(record) = self
+                .recent_settlements
+                .as_ref()
+                .and_then(|recent| recent.get(&key))
             {
-                // Recovered only by the request it was sent with; left in doubt.
-                let refusal = Refusal::UsedForAnotherRequest { settlement: None };
-                return self.refuse(offer, refusal);
+                return self.replay(offer, payload, &fingerprint, record, &request, guard);
             }
-            Claim::Recover(hold, intent) => {
-                // Boxed, as below: recovery is rare, and kept out of every payment's future.
-                return Box::pin(self.recover(offer, hold, *intent, guard)).await;
-            }
-            Claim::Refuse(refusal) => return self.refuse(offer, *refusal),
-        };
+            let hold = match ledger::claim(self, &key, &fingerprint).await {
+                Claim::Fresh(hold) => hold,
+                Claim::Settled(record) => {
+                    return self.replay(offer, payload, &fingerprint, *record, &request, guard);
+                }
+                Claim::Recover(_, intent)
+                    if !delivery::same_request(intent.request_digest.as_deref(), &request) =>
+                {
+                    // Recovered only by the request it was sent with; left in doubt.
+                    let refusal = Refusal::UsedForAnotherRequest { settlement: None };
+                    return self.refuse(offer, refusal);
+                }
+                Claim::Recover(hold, intent) => {
+                    // Boxed, as below: recovery is rare, and kept out of every payment's future.
+                    return Box::pin(self.recover(offer, hold, *intent, guard)).await;
+                }
+                Claim::Refuse(refusal) => return self.refuse(offer, *refusal),
+            };
 
-        let digest = request.into_shared();
-        let request = Arc::new(FacilitatorRequest::new(payload, Arc::clone(&requirement)));
-        let (verifier, verified) = match self.verify(offer, &key, &request).await {
-            Ok(verified) => verified,
-            Err(VerifyFailed::NonceUsed(verifier)) => {
+            let digest = request.into_shared();
+            let request = Arc::new(FacilitatorRequest::new(payload, Arc::clone(&requirement)));
+            // Only the payer is kept of the facilitator's answer: the rest is not carried on.
+            let (verifier, payer) = match self.verify(offer, &key, &request).await {
+                Ok((verifier, verified)) => (verifier, verified.payer),
+                // Boxed: the failure's answer is not kept in every payment's future.
+                Err(failure) => {
+                    let failed = Failed {
+                        fingerprint,
+                        request,
+                        digest,
+                        hold,
+                        guard,
+                    };
+                    return Box::pin(self.unverified(offer, failure, failed)).await;
+                }
+            };
+
+            // Made in a block of its own: a local once borrowed across an await would be kept in
+            // this future to the end, beside the `Paid` or `Cleared` it moves into.
+            let payment = {
+                let payment = VerifiedPayment {
+                    key,
+                    payer,
+                    requirement,
+                    payload: Arc::clone(request.payment_payload()),
+                    settlement: None,
+                    replayed: false,
+                    offer: Arc::clone(offer),
+                };
+                if !self.hooks.is_empty()
+                    && let Err(refusal) = Box::pin(self.after_verify(&payment, &hold)).await
+                {
+                    return self.refuse(offer, refusal);
+                }
+                payment
+            };
+            let intent = SettlementIntent::with_fingerprint(
+                fingerprint,
+                Arc::clone(offer.resource_url()),
+                request,
+                digest,
+            );
+            // The facilitator that verified the payment settles it (a payment a hook verified, the
+            // preferred one).
+            let intent = match verifier {
+                Some(verifier) => intent.at_facilitator(verifier),
+                None => intent,
+            };
+            if offer.settlement_mode().settles_after_work() && !without_work {
+                return Outcome::Cleared(Cleared::new(
+                    Arc::clone(self),
+                    payment,
+                    hold,
+                    intent,
+                    guard,
+                ));
+            }
+            // The payment goes into its `Paid` now: this future carries a pointer to it across the
+            // settlement, not the payment. The settlement is boxed: a payment settled after the work
+            // (the default) does not carry its size in this future.
+            let mut paid = Paid::new(payment, None);
+            let (outcome, guard) = Box::pin(settle::settle(
+                self,
+                offer,
+                hold,
+                intent,
+                Attempt::First,
+                guard,
+            ))
+            .await;
+            match outcome {
+                Ok(settlement) => {
+                    let payment = paid.payment_mut();
+                    payment.payer = payment.payer.take().or_else(|| settlement.payer.clone());
+                    paid.settled(settlement, guard);
+                }
+                Err(refusal) => return refused(refusal),
+            }
+            if without_work {
+                return Outcome::Answered(paid);
+            }
+            Outcome::Settled(paid)
+        }
+    }
+
+    /// A new payment that did not verify: recovered when its nonce is used (money may have
+    /// moved), else released and refused.
+    async fn unverified(
+        self: &Arc<Self>,
+        offer: &Arc<Offer>,
+        failure: VerifyFailed,
+        failed: Failed,
+    ) -> Outcome {
+        let Failed {
+            fingerprint,
+            request,
+            digest,
+            hold,
+            guard,
+        } = failed;
+        match failure {
+            VerifyFailed::NonceUsed(verifier) => {
                 // The authorization was used, and this ledger does not know by whom: possibly
                 // by this very payment, settled by a process that stopped before recording it.
                 // Money may have moved, so it is in doubt (503), never 402: recovered like one.
@@ -193,56 +298,13 @@ impl Payments {
                     digest,
                 )
                 .at_facilitator(verifier);
-                return Box::pin(self.recover(offer, hold, intent, guard)).await;
+                Box::pin(self.recover(offer, hold, intent, guard)).await
             }
-            Err(failure) => {
+            failure => {
                 ledger::release(self, &hold).await;
-                return self.refuse(offer, failure.into_refusal(&fingerprint, &request, self));
+                self.refuse(offer, failure.into_refusal(&fingerprint, &request, self))
             }
-        };
-
-        let mut payment = VerifiedPayment {
-            key,
-            payer: verified.payer,
-            requirement,
-            payload: Arc::clone(request.payment_payload()),
-            settlement: None,
-            replayed: false,
-            offer: Arc::clone(offer),
-        };
-        if !self.hooks.is_empty()
-            && let Err(refusal) = Box::pin(self.after_verify(&payment, &hold)).await
-        {
-            return self.refuse(offer, refusal);
         }
-        let intent = SettlementIntent::with_fingerprint(
-            fingerprint,
-            Arc::clone(offer.resource_url()),
-            request,
-            digest,
-        );
-        // The facilitator that verified the payment settles it (a payment a hook verified, the
-        // preferred one).
-        let intent = match verifier {
-            Some(verifier) => intent.at_facilitator(verifier),
-            None => intent,
-        };
-        if offer.settlement_mode().settles_after_work() && !without_work {
-            return Outcome::Cleared(Cleared::new(Arc::clone(self), payment, hold, intent, guard));
-        }
-        let (outcome, guard) =
-            settle::settle(self, offer, hold, intent, Attempt::First, guard).await;
-        match outcome {
-            Ok(settlement) => {
-                payment.payer = payment.payer.or_else(|| settlement.payer.clone());
-                payment.settlement = Some(settlement);
-            }
-            Err(refusal) => return refused(refusal),
-        }
-        if without_work {
-            return Outcome::Answered(Paid::new(payment, guard));
-        }
-        Outcome::Settled(Paid::new(payment, guard))
     }
 
     /// Verifies a new payment: at the facilitator, unless a hook verified it; a failure a hook
@@ -399,6 +461,16 @@ impl Payments {
         };
         Outcome::Replayed(Paid::new(payment, Some(guard)))
     }
+}
+
+/// What a payment that did not verify still holds: what its recovery needs, its hold in the
+/// ledger and its single-flight guard.
+struct Failed {
+    fingerprint: Fingerprint,
+    request: Arc<FacilitatorRequest>,
+    digest: Arc<str>,
+    hold: Hold,
+    guard: InflightGuard,
 }
 
 /// Why a new payment did not verify.

@@ -108,6 +108,18 @@ impl Paid {
     pub fn payment(&self) -> &VerifiedPayment {
         &self.0.payment
     }
+
+    /// Made before its settlement (so that the settlement's future carries a pointer to the
+    /// payment, not the payment), then given it here with the single-flight `guard`.
+    pub(super) fn settled(&mut self, settlement: SettleResponse, guard: Option<InflightGuard>) {
+        self.0.payment.settlement = Some(settlement);
+        self.0._guard = guard;
+    }
+
+    /// The payment, to complete before the work sees it.
+    pub(super) fn payment_mut(&mut self) -> &mut VerifiedPayment {
+        &mut self.0.payment
+    }
 }
 
 /// A verified payment held in the ledger, to settle after the work ([`SettlementMode::After`]).
@@ -160,7 +172,7 @@ impl Cleared {
     pub async fn settle(self) -> Result<Paid, Refusal> {
         let ClearedParts {
             payments,
-            mut payment,
+            payment,
             hold,
             intent,
             mut cancel,
@@ -168,11 +180,14 @@ impl Cleared {
         } = *self.0;
         // From here on the payment settles, or a settlement hook hears of its failure.
         cancel.disarm();
-        let offer = &payment.offer;
+        // The payment goes into its `Paid` now, so that the settlement's future carries a
+        // pointer to it rather than the payment.
+        let mut paid = Paid::new(payment, None);
+        let offer = &paid.payment().offer;
         let (outcome, guard) =
             settle::settle(&payments, offer, hold, intent, Attempt::First, guard).await;
-        payment.settlement = Some(outcome?);
-        Ok(Paid::new(payment, guard))
+        paid.settled(outcome?, guard);
+        Ok(paid)
     }
 
     /// Settles `amount` (atomic units) of a metered (`upto`) payment: the `/settle` request —
@@ -205,7 +220,7 @@ impl Cleared {
         if amount.get() == 0 && !scheme.settles_zero() {
             let ClearedParts {
                 payments,
-                mut payment,
+                payment,
                 hold,
                 mut cancel,
                 _guard: guard,
@@ -213,8 +228,11 @@ impl Cleared {
             } = *self.0;
             // Charged nothing, by the work's choice: served, not cancelled.
             cancel.disarm();
+            // Not carried across the release: the settlement's future stays small.
+            let mut paid = Paid::new(payment, Some(guard));
             ledger::release(&payments, &hold).await;
             tracing::debug!(key = %hold.key, "metered charge of zero: nothing settled, the authorization stays unused");
+            let payment = &mut paid.0.payment;
             payment.settlement = Some(SettleResponse {
                 success: true,
                 error_reason: None,
@@ -226,7 +244,7 @@ impl Cleared {
                 extensions: None,
                 extra: None,
             });
-            return Ok(Paid::new(payment, Some(guard)));
+            return Ok(paid);
         }
         let mut cleared = self;
         let scheme = cleared

@@ -67,28 +67,72 @@ enum SettleAnswer {
 /// waits for it, and spawned as a task of its own if the request is dropped meanwhile (the
 /// client hung up), so a retry of the same payment waits for that outcome and is answered from
 /// it. The guard comes back with the outcome (`None` only if the settlement panicked).
-pub(super) async fn settle(
-    config: &Arc<Payments>,
-    offer: &Arc<Offer>,
+// An `async` block, not an `async fn`: an `async fn` would keep a second copy of the arguments
+// it takes by value.
+#[allow(clippy::manual_async_fn)]
+pub(super) fn settle<'a>(
+    config: &'a Arc<Payments>,
+    offer: &'a Arc<Offer>,
     mut hold: Hold,
     intent: SettlementIntent,
     attempt: Attempt,
     guard: InflightGuard,
-) -> (Result<SettleResponse, Refusal>, Option<InflightGuard>) {
-    let intent = if attempt == Attempt::First {
+) -> impl Future<Output = (Result<SettleResponse, Refusal>, Option<InflightGuard>)> + Send + 'a {
+    async move {
+        let intent = if attempt == Attempt::First {
+            match write_intent(config, offer, &mut hold, intent).await {
+                Ok(intent) => intent,
+                Err(answer) => return (answer, Some(guard)),
+            }
+        } else {
+            intent
+        };
+        // Boxed where it is made, and only the box moves on: whoever awaits this carries a pointer,
+        // not the settlement's state.
+        let completion = {
+            let (config, offer) = (Arc::clone(config), Arc::clone(offer));
+            Box::pin(async move {
+                let outcome = complete(&config, &offer, hold, &intent, attempt).await;
+                (outcome, guard)
+            })
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => match Uncancellable::new(completion, runtime).await {
+                Ok((outcome, guard)) => (outcome, Some(guard)),
+                Err(Panicked(error)) => {
+                    // The settlement panicked: the intent stands, and a retry recovers the payment.
+                    tracing::error!(%error, "settlement panicked; the payment is left to recovery");
+                    let reason = format!("settlement panicked: {error}");
+                    let refusal = refuse(config, offer, Refusal::SettlementInDoubt { reason });
+                    (Err(refusal), None)
+                }
+            },
+            // No runtime to outlive the request on: settle in place.
+            Err(_) => {
+                let (outcome, guard) = completion.await;
+                (outcome, Some(guard))
+            }
+        }
+    }
+}
+
+/// Before a first `/settle`: the hooks, then the *settling* intent written (nothing is sent if
+/// that fails). The intent to send, `hold` now at the version written; or the answer without a
+/// `/settle` (a hook settled or refused the payment, or the intent could not be written).
+// An `async` block, not an `async fn`, which would keep a second copy of `intent`.
+#[allow(clippy::manual_async_fn)]
+fn write_intent<'a>(
+    config: &'a Arc<Payments>,
+    offer: &'a Arc<Offer>,
+    hold: &'a mut Hold,
+    intent: SettlementIntent,
+) -> impl Future<Output = Result<SettlementIntent, Result<SettleResponse, Refusal>>> + Send + 'a {
+    async move {
         let intent = if config.hooks.is_empty() {
             intent
         } else {
-            match Box::pin(before_settle(config, offer, &hold, intent)).await {
-                Ok(intent) => intent,
-                Err(Skipped::Refused(refusal)) => return (Err(refusal), Some(guard)),
-                Err(Skipped::Settled(settlement, intent)) => {
-                    // Boxed: a path only hooks take, kept out of the size of every settlement.
-                    let recorded =
-                        Box::pin(settled(config, offer, &hold, &intent, settlement, attempt));
-                    return (Ok(recorded.await), Some(guard));
-                }
-            }
+            // Boxed: a path only hooks take, kept out of the size of every settlement.
+            Box::pin(hooked(config, offer, hold, intent)).await?
         };
         // A new settlement goes to the facilitator that verified it (else the preferred one);
         // every retry of it goes to the same one.
@@ -120,43 +164,33 @@ pub(super) async fn settle(
         };
         let PaymentState::Settling { intent, .. } = settling else {
             // Built as `Settling` just above; answered like a busy payment, never panicking.
-            return (
-                Err(refuse(config, offer, Refusal::PaymentInProgress)),
-                Some(guard),
-            );
+            return Err(Err(refuse(config, offer, Refusal::PaymentInProgress)));
         };
         if let Err(refusal) = written {
-            return (Err(refuse(config, offer, refusal)), Some(guard));
+            return Err(Err(refuse(config, offer, refusal)));
         }
         hold.version += 1;
-        intent
-    } else {
-        intent
-    };
-    // Boxed where it is made, and only the box moves on: whoever awaits this carries a pointer,
-    // not the settlement's state.
-    let completion = {
-        let (config, offer) = (Arc::clone(config), Arc::clone(offer));
-        Box::pin(async move {
-            let outcome = complete(&config, &offer, hold, &intent, attempt).await;
-            (outcome, guard)
-        })
-    };
-    match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => match Uncancellable::new(completion, runtime).await {
-            Ok((outcome, guard)) => (outcome, Some(guard)),
-            Err(Panicked(error)) => {
-                // The settlement panicked: the intent stands, and a retry recovers the payment.
-                tracing::error!(%error, "settlement panicked; the payment is left to recovery");
-                let reason = format!("settlement panicked: {error}");
-                let refusal = refuse(config, offer, Refusal::SettlementInDoubt { reason });
-                (Err(refusal), None)
-            }
-        },
-        // No runtime to outlive the request on: settle in place.
-        Err(_) => {
-            let (outcome, guard) = completion.await;
-            (outcome, Some(guard))
+        Ok(intent)
+    }
+}
+
+/// The hooks before a first `/settle`: the intent to send, or the answer without one (a hook
+/// refused the payment, or settled it: recorded here).
+async fn hooked(
+    config: &Arc<Payments>,
+    offer: &Offer,
+    hold: &Hold,
+    intent: SettlementIntent,
+) -> Result<SettlementIntent, Result<SettleResponse, Refusal>> {
+    match before_settle(config, offer, hold, intent).await {
+        Ok(intent) => Ok(intent),
+        Err(Skipped::Refused(refusal)) => Err(Err(refusal)),
+        Err(Skipped::Settled(settlement, intent)) => {
+            let attempt = Attempt::First;
+            Err(Ok(settled(
+                config, offer, hold, &intent, settlement, attempt,
+            )
+            .await))
         }
     }
 }
@@ -195,36 +229,81 @@ async fn before_settle(
 }
 
 /// Sends `/settle` for a payment whose *settling* intent stands and records what it answered.
-async fn complete(
+// An `async` block, not an `async fn`, which would keep a second copy of `hold`; the answer is
+// gone from the future before its recording is awaited (a local once borrowed is kept to the
+// end of its scope).
+#[allow(clippy::manual_async_fn)]
+fn complete<'a>(
+    config: &'a Arc<Payments>,
+    offer: &'a Offer,
+    hold: Hold,
+    intent: &'a SettlementIntent,
+    attempt: Attempt,
+) -> impl Future<Output = Result<SettleResponse, Refusal>> + Send + 'a {
+    async move {
+        let recording = {
+            let mut answer = send(config, intent).await;
+            if !config.hooks.is_empty() {
+                // Boxed, the answer moved in and back: a path only hooks take.
+                answer = Box::pin(after_settle_hooks(config, offer, &hold, intent, answer)).await;
+            }
+            match answer {
+                SettleAnswer::Settled(settlement) => {
+                    settled(config, offer, &hold, intent, settlement, attempt)
+                }
+                // Boxed: a path only a refused or lost `/settle` takes, kept out of every
+                // settlement's size.
+                unsettled => {
+                    return Box::pin(not_settled(
+                        config, offer, &hold, intent, unsettled, attempt,
+                    ))
+                    .await;
+                }
+            }
+        };
+        Ok(recording.await)
+    }
+}
+
+/// What `/settle` answered, or the settlement a hook recovered a failed one with.
+async fn after_settle_hooks(
+    config: &Payments,
+    offer: &Offer,
+    hold: &Hold,
+    intent: &SettlementIntent,
+    answer: SettleAnswer,
+) -> SettleAnswer {
+    let failure = match &answer {
+        SettleAnswer::Settled(_) => return answer,
+        SettleAnswer::Refused(settlement) => Ok(settlement),
+        SettleAnswer::Failed(failure) => Err(failure),
+    };
+    let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
+    match config.hooks.on_settle_failure(&context, failure).await {
+        Some(settlement) => SettleAnswer::Settled(settlement),
+        None => answer,
+    }
+}
+
+/// A `/settle` that did not answer a settlement: released when the facilitator refused the
+/// payment's first, else recovered or kept in doubt.
+async fn not_settled(
     config: &Arc<Payments>,
     offer: &Offer,
-    hold: Hold,
+    hold: &Hold,
     intent: &SettlementIntent,
+    answer: SettleAnswer,
     attempt: Attempt,
 ) -> Result<SettleResponse, Refusal> {
-    let mut answer = send(config, intent).await;
-    if !config.hooks.is_empty() {
-        let failure = match &answer {
-            SettleAnswer::Settled(_) => None,
-            SettleAnswer::Refused(settlement) => Some(Ok(settlement)),
-            SettleAnswer::Failed(failure) => Some(Err(failure)),
-        };
-        if let Some(failure) = failure {
-            let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
-            let recovered = Box::pin(config.hooks.on_settle_failure(&context, failure));
-            if let Some(settlement) = recovered.await {
-                answer = SettleAnswer::Settled(settlement);
-            }
-        }
-    }
     let reason = match answer {
+        // Answered before it comes here; recorded like any settlement if it did.
         SettleAnswer::Settled(settlement) => {
-            return Ok(settled(config, offer, &hold, intent, settlement, attempt).await);
+            return Ok(settled(config, offer, hold, intent, settlement, attempt).await);
         }
         SettleAnswer::Refused(settlement)
             if attempt == Attempt::First && !is_uncertain(&settlement) =>
         {
-            release(config, &hold).await;
+            release(config, hold).await;
             return Err(refuse(
                 config,
                 offer,
@@ -242,12 +321,19 @@ async fn complete(
         SettleAnswer::Failed(failure) if attempt == Attempt::First => {
             tracing::warn!(error = %failure, key = %hold.key, "facilitator settle failed; the payment may or may not have moved");
             let reason = failure.to_string();
-            return Err(Box::pin(in_doubt(config, offer, &hold, intent, reason)).await);
+            return Err(Box::pin(in_doubt(config, offer, hold, intent, reason)).await);
         }
         SettleAnswer::Failed(failure) => failure.to_string(),
     };
-    // Boxed: a path only a refused or lost `/settle` takes, kept out of every settlement's size.
-    Box::pin(reconcile(config, offer, hold, intent, reason, attempt)).await
+    Box::pin(reconcile(
+        config,
+        offer,
+        hold.clone(),
+        intent,
+        reason,
+        attempt,
+    ))
+    .await
 }
 
 /// `/settle`, re-sent once (identically, after a pause) when it answers `settlement_pending`.
@@ -262,16 +348,27 @@ async fn send(config: &Payments, intent: &SettlementIntent) -> SettleAnswer {
         });
     };
     let request = &intent.request;
-    let first = settle_once(config, member, request).await;
-    match first {
-        SettleAnswer::Refused(ref settlement)
-            if settlement.error_reason.as_deref() == Some("settlement_pending") =>
-        {
-            tokio::time::sleep(config.pending_pause).await;
-            settle_once(config, member, request).await
+    {
+        let first = settle_once(config, member, request).await;
+        let pending = matches!(&first, SettleAnswer::Refused(settlement)
+            if settlement.error_reason.as_deref() == Some("settlement_pending"));
+        if !pending {
+            return first;
         }
-        other => other,
     }
+    // The first answer is gone, and the pause and the second call are boxed: neither is kept
+    // in every settlement's future.
+    Box::pin(send_again(config, member, request)).await
+}
+
+/// The identical `/settle` once more, after the pause `settlement_pending` calls for.
+async fn send_again(
+    config: &Payments,
+    member: &Member,
+    request: &FacilitatorRequest,
+) -> SettleAnswer {
+    tokio::time::sleep(config.pending_pause).await;
+    settle_once(config, member, request).await
 }
 
 /// The label of a payment's facilitator names none of those configured.
@@ -379,14 +476,14 @@ fn authorization_expired(request: &FacilitatorRequest) -> bool {
 /// record, with pauses growing to a second, until the store takes it — so that every process sharing the
 /// store, and this one after a restart, reads the payment as settled. The hooks hear of the
 /// settlement (and may add to its extensions) before it is recorded.
-async fn settled(
-    config: &Arc<Payments>,
-    offer: &Offer,
-    hold: &Hold,
-    intent: &SettlementIntent,
+fn settled<'a>(
+    config: &'a Arc<Payments>,
+    offer: &'a Offer,
+    hold: &'a Hold,
+    intent: &'a SettlementIntent,
     mut settlement: SettleResponse,
     attempt: Attempt,
-) -> SettleResponse {
+) -> impl Future<Output = SettleResponse> + Send + 'a {
     let requirement = intent.request.payment_requirements();
     if settlement.amount.is_none()
         && !settlement.transaction.is_empty()
@@ -397,34 +494,44 @@ async fn settled(
         // and keeps the amount its plug-in gave.
         settlement.amount = Some(requirement.amount);
     }
-    if !config.hooks.is_empty() {
-        let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
-        Box::pin(config.hooks.settled(&context, &mut settlement)).await;
-    }
-    if attempt == Attempt::Recovery {
-        tracing::info!(key = %hold.key, transaction = %settlement.transaction, "payment in doubt settled");
-        config
-            .hooks
-            .on_doubt_resolved(offer, &hold.key, Some(&settlement));
-    }
-    // The settlement moves into its record and back out once recorded: not copied.
-    let record = SettlementRecord::of_intent(hold.key.clone(), intent, settlement);
-    if let Some(recent) = &config.recent_settlements {
-        recent.remember(&record);
-    }
-    let state = PaymentState::Settled { record };
-    let recorded = record_settled(config, &hold.key, Some(hold.version), &state).await;
-    let PaymentState::Settled { record } = state else {
-        // Never taken (built as settled just above); answered without panicking.
-        return reconciled_settlement(&intent.request, String::new());
+    // The settlement moves into its record (the hooks see it there) before the future that
+    // records it is made, and back out once recorded: not copied. An `async` block, not an
+    // `async fn`, so that the future holds the record once (an `async fn` keeps a second copy
+    // of an argument moved into its body).
+    let mut state = PaymentState::Settled {
+        record: SettlementRecord::of_intent(hold.key.clone(), intent, settlement),
     };
-    if let Err(error) = recorded {
-        let settlement = record.settlement.clone();
-        tracing::error!(%error, key = %hold.key, transaction = %settlement.transaction, "settled payment could not be recorded yet; writing it again in the background until the store takes it");
-        keep_recording(config, hold.key.clone(), PaymentState::Settled { record });
-        return settlement;
+    async move {
+        let PaymentState::Settled { record } = &mut state else {
+            // Never taken (built as settled just above); answered without panicking.
+            return reconciled_settlement(&intent.request, String::new());
+        };
+        if !config.hooks.is_empty() {
+            let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
+            Box::pin(config.hooks.settled(&context, &mut record.settlement)).await;
+        }
+        if attempt == Attempt::Recovery {
+            tracing::info!(key = %hold.key, transaction = %record.settlement.transaction, "payment in doubt settled");
+            config
+                .hooks
+                .on_doubt_resolved(offer, &hold.key, Some(&record.settlement));
+        }
+        if let Some(recent) = &config.recent_settlements {
+            recent.remember(record);
+        }
+        let recorded = record_settled(config, &hold.key, Some(hold.version), &state).await;
+        let PaymentState::Settled { record } = state else {
+            // Never taken (built as settled just above); answered without panicking.
+            return reconciled_settlement(&intent.request, String::new());
+        };
+        if let Err(error) = recorded {
+            let settlement = record.settlement.clone();
+            tracing::error!(%error, key = %hold.key, transaction = %settlement.transaction, "settled payment could not be recorded yet; writing it again in the background until the store takes it");
+            keep_recording(config, hold.key.clone(), PaymentState::Settled { record });
+            return settlement;
+        }
+        record.settlement
     }
-    record.settlement
 }
 
 /// The first pause before writing a settlement record again, doubled up to
