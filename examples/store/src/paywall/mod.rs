@@ -1,8 +1,9 @@
 //! `GET /api/x402/{sku}`: the purchase handler behind the x402 paywall.
 //!
 //! The price of a request is decided from its path alone: the last segment, percent-decoded
-//! exactly as axum's `Path` extractor decodes it for the handler, names the product. So every
-//! spelling the handler would read as a known slug (`store-rail%2Dreceipt`) is priced, and a
+//! as axum's `Path` extractor decodes it ([`Catalog::for_path`], which the handler reads its
+//! product with too), names the product. So every spelling of a known slug
+//! (`store-rail%2Dreceipt`) is priced, and a
 //! slug the catalog does not know is [`Price::NotSold`]: the paywall answers 404 itself and the
 //! handler never runs — an unknown product never gets a challenge and a known one never runs
 //! unpaid. The request body is never looked at, so a body on the GET cannot stand between a
@@ -15,18 +16,21 @@
 //! Payments settle before the handler runs ([`SettlementMode::Before`](tower_x402::SettlementMode)),
 //! because the handler issues a Passport: that must never happen without the money.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::FromRef;
+use axum::extract::Request;
 use axum::handler::Handler;
 use axum::http::request::Parts;
-use axum::http::{HeaderName, HeaderValue, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse as _, Response};
 use axum::routing::{MethodRouter, get_service};
 use tower::Layer as _;
-use tower::layer::util::Stack;
+use tower::{ServiceExt, service_fn};
 use tower_http::cors::CorsLayer;
-use tower_http::set_header::SetResponseHeaderLayer;
 use tower_x402::cors::PAYMENT_REQUEST_HEADERS;
 use tower_x402::facilitator::Facilitators;
 use tower_x402::payment::Payments;
@@ -42,7 +46,10 @@ use crate::sales::standing::Standing;
 use crate::state::PaymentsInProgress;
 use crate::storage::Store;
 
+use shared::Shared;
+
 pub mod doors;
+mod shared;
 
 /// The paid GET (mounted at `/api/x402/{sku}` by the app): the purchase handler behind the
 /// paywall, priced from the state's [`Catalog`], paying through its [`Facilitators`], recording
@@ -105,24 +112,30 @@ where
         .invalid_header_payment_required()
         .paywall_page(page);
     PaymentsInProgress::from_ref(state).keep(paywall.payments());
-    // The service is built once: the handler with the three parts of the state it reads (cloned
-    // per request, as every route's service is), the paywall around it. The paywall wraps the
-    // handler only (not the method router), so other methods get 405; CORS wraps the method
-    // router, so the preflight (OPTIONS) is answered before it.
+    // The service is built once: the handler with the three parts of the state it reads, the
+    // paywall around it, CORS around both. The paywall wraps the GET's handler only, so other
+    // methods get 405.
     let purchase_state = PurchaseState {
         catalog: Arc::<Catalog>::from_ref(state),
         config: Arc::clone(&config),
         store: Store::from_ref(state),
     };
     let handler = Handler::<_, PurchaseState>::with_state(purchase, purchase_state);
-    get_service(paywall.layer(handler)).layer(cors(&config.cors_origins))
+    let cors = cors(&config.cors_origins);
+    // Shared: the layers the app mounts around every route clone a reference, and each request
+    // clones the paywall, CORS and handler once. Other methods get 405 through the same CORS,
+    // which answers a preflight (OPTIONS) itself.
+    // (CORS writes a preflight's body itself: the paywall's body is made axum's for it.)
+    let paid =
+        ServiceExt::<Request>::map_response(paywall.layer(handler), |answer| answer.map(Body::new));
+    get_service(Shared::new(cors.layer(paid)))
+        .fallback_service(cors.layer(service_fn(method_not_allowed)))
 }
 
-/// What every answer of the paid route varies on for CORS: the value tower-http's `CorsLayer`
-/// writes by default, prebuilt once rather than joined from its list for every request.
-const CORS_VARY: HeaderValue = HeaderValue::from_static(
-    "origin, access-control-request-method, access-control-request-headers",
-);
+/// Any method but GET and HEAD; the router adds `Allow`, the app's JSON errors the body.
+async fn method_not_allowed(_: Request) -> Result<Response, Infallible> {
+    Ok(StatusCode::METHOD_NOT_ALLOWED.into_response())
+}
 
 /// What the purchase handler reads of the app's state, and nothing more: the route's service is
 /// cloned for every request, and so is this.
@@ -175,7 +188,11 @@ fn sign_in(config: &Config, store: &Store) -> Result<SignInWithX, tower_x402::Bo
 
 /// Any origin may pay unless `STORE_CORS_ORIGINS` names the allowed ones; pages may send the
 /// referral and sign-in headers beside the payment's.
-fn cors(origins: &[String]) -> Stack<CorsLayer, SetResponseHeaderLayer<HeaderValue>> {
+///
+/// Open to any origin, every answer carries the same CORS headers whatever the request's
+/// `Origin`, and every answer of the route is `Cache-Control: no-store`: no `Vary` (a cache's
+/// key) is sent. With named origins the allowed origin is echoed, and tower-http's `Vary` says so.
+fn cors(origins: &[String]) -> CorsLayer {
     let headers: Vec<HeaderName> = PAYMENT_REQUEST_HEADERS
         .into_iter()
         .chain([
@@ -183,16 +200,13 @@ fn cors(origins: &[String]) -> Stack<CorsLayer, SetResponseHeaderLayer<HeaderVal
             tower_x402_siwx::SIGN_IN_WITH_X,
         ])
         .collect();
-    // One layer (the route boxes each of its layers): CORS without its own `Vary`, inside the
-    // prebuilt one.
-    let vary = SetResponseHeaderLayer::appending(header::VARY, CORS_VARY);
-    let cors = payment_cors().allow_headers(headers).vary([]);
+    let cors = payment_cors().allow_headers(headers);
     if origins.is_empty() {
-        return Stack::new(cors, vary);
+        return cors.vary([]);
     }
     let allowed: Vec<HeaderValue> = origins
         .iter()
         .filter_map(|origin| HeaderValue::try_from(origin.as_str()).ok())
         .collect();
-    Stack::new(cors.allow_origin(allowed), vary)
+    cors.allow_origin(allowed)
 }
