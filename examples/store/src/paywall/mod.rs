@@ -25,12 +25,14 @@ use axum::extract::FromRef;
 use axum::extract::Request;
 use axum::handler::Handler;
 use axum::http::request::Parts;
-use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse as _, Response};
 use axum::routing::{MethodRouter, get_service};
 use tower::Layer as _;
+use tower::layer::util::Stack;
 use tower::{ServiceExt, service_fn};
 use tower_http::cors::CorsLayer;
+use tower_http::set_header::SetResponseHeaderLayer;
 use tower_x402::cors::PAYMENT_REQUEST_HEADERS;
 use tower_x402::facilitator::Facilitators;
 use tower_x402::payment::Payments;
@@ -110,6 +112,8 @@ where
     let paywall = X402Layer::with_payments(payments, pricing)
         // The specification's answer to a paid resource requested without a valid payment.
         .invalid_header_payment_required()
+        // The route's CORS writes `Access-Control-Expose-Headers` on every answer.
+        .expose_headers(None)
         .paywall_page(page);
     PaymentsInProgress::from_ref(state).keep(paywall.payments());
     // The service is built once: the handler with the three parts of the state it reads, the
@@ -122,15 +126,38 @@ where
     };
     let handler = Handler::<_, PurchaseState>::with_state(purchase, purchase_state);
     let cors = cors(&config.cors_origins);
-    // Shared: the layers the app mounts around every route clone a reference, and each request
-    // clones the paywall, CORS and handler once. Other methods get 405 through the same CORS,
-    // which answers a preflight (OPTIONS) itself.
     // (CORS writes a preflight's body itself: the paywall's body is made axum's for it.)
     let paid =
         ServiceExt::<Request>::map_response(paywall.layer(handler), |answer| answer.map(Body::new));
-    get_service(Shared::new(cors.layer(paid)))
-        .fallback_service(cors.layer(service_fn(method_not_allowed)))
+    // Shared: the layers the app mounts around every route clone a reference, and each request
+    // clones the paywall, CORS and handler once. When any origin may pay, a GET's CORS headers
+    // are the same for every request: set as they are, without the header map tower-http's
+    // CORS builds for each request. Other methods, the preflight (OPTIONS) among them, go
+    // through tower-http's CORS, which answers the preflight itself; other methods get 405.
+    let get = if config.cors_origins.is_empty() {
+        get_service(Shared::new(any_origin_headers().layer(paid)))
+    } else {
+        get_service(Shared::new(cors.layer(paid)))
+    };
+    get.fallback_service(cors.layer(service_fn(method_not_allowed)))
 }
+
+/// The CORS headers of every answer to a GET when any origin may pay: the ones [`cors`] writes
+/// on an answer that is not a preflight's (`Access-Control-Allow-Origin: *` and the exposed
+/// payment headers; no `Vary`).
+fn any_origin_headers()
+-> Stack<SetResponseHeaderLayer<HeaderValue>, SetResponseHeaderLayer<HeaderValue>> {
+    Stack::new(
+        SetResponseHeaderLayer::overriding(header::ACCESS_CONTROL_ALLOW_ORIGIN, ANY_ORIGIN),
+        SetResponseHeaderLayer::overriding(header::ACCESS_CONTROL_EXPOSE_HEADERS, EXPOSED),
+    )
+}
+
+/// `Access-Control-Allow-Origin` when any origin may pay.
+const ANY_ORIGIN: HeaderValue = HeaderValue::from_static("*");
+
+/// `Access-Control-Expose-Headers` as tower-http joins [`payment_cors`]'s list.
+const EXPOSED: HeaderValue = HeaderValue::from_static("payment-required,payment-response");
 
 /// Any method but GET and HEAD; the router adds `Allow`, the app's JSON errors the body.
 async fn method_not_allowed(_: Request) -> Result<Response, Infallible> {
@@ -209,4 +236,44 @@ fn cors(origins: &[String]) -> CorsLayer {
         .filter_map(|origin| HeaderValue::try_from(origin.as_str()).ok())
         .collect();
     cors.allow_origin(allowed)
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::Method;
+
+    use super::*;
+
+    /// An answer to `method` from `layer` around a handler that sets no header.
+    async fn headers_of<L>(layer: L, method: Method) -> axum::http::HeaderMap
+    where
+        L: tower::Layer<tower::util::BoxCloneSyncService<Request, Response, Infallible>>,
+        L::Service: tower::Service<Request, Response = Response, Error = Infallible>,
+    {
+        let inner = tower::util::BoxCloneSyncService::new(service_fn(|_: Request| async {
+            Ok::<_, Infallible>(Response::new(Body::empty()))
+        }));
+        let request = Request::builder()
+            .method(method)
+            .uri("/api/x402/store-rail-receipt")
+            .header(header::ORIGIN, "https://shop.example")
+            .body(Body::empty())
+            .unwrap();
+        layer
+            .layer(inner)
+            .oneshot(request)
+            .await
+            .unwrap()
+            .headers()
+            .clone()
+    }
+
+    #[tokio::test]
+    async fn a_get_carries_the_cors_headers_tower_http_writes() {
+        for method in [Method::GET, Method::HEAD] {
+            let by_cors = headers_of(cors(&[]), method.clone()).await;
+            assert_eq!(by_cors.len(), 2, "{by_cors:?}");
+            assert_eq!(headers_of(any_origin_headers(), method).await, by_cors);
+        }
+    }
 }
