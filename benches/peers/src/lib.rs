@@ -1,6 +1,11 @@
-//! What the peers' apps share: the command line and serving on a loopback port.
+//! What the peers' apps share: the command line and serving on a loopback port, the in-process
+//! instant facilitators, signed payments and the allocation-counting harness.
 
 use std::io::Write;
+
+pub mod allocations;
+pub mod instant;
+pub mod payment;
 
 use axum::Router;
 

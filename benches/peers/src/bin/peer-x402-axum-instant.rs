@@ -7,58 +7,18 @@
 //! is taken so that every app starts the same way). It prints the address it listens on as one
 //! line, then serves until killed.
 
-use std::convert::Infallible;
-
 use alloy_primitives::address;
 use axum::Router;
 use axum::routing::get;
-use serde_json::json;
 use x402_axum::X402Middleware;
 use x402_chain_eip155::{KnownNetworkEip155, V2Eip155Exact};
-use x402_types::facilitator::Facilitator;
+use x402_peers::instant::X402AxumInstant;
 use x402_types::networks::USDC;
-use x402_types::proto;
-
-/// The payer named in the benchmark's payments.
-const PAYER: &str = "0x857b06519E91e3A54538791bDbb0E22373e36b66";
-
-/// Accepts and settles every payment at once, as the stub facilitator answers.
-#[derive(Clone, Copy, Debug)]
-struct InstantFacilitator;
-
-impl Facilitator for InstantFacilitator {
-    type Error = Infallible;
-
-    async fn verify(
-        &self,
-        _request: &proto::VerifyRequest,
-    ) -> Result<proto::VerifyResponse, Infallible> {
-        Ok(proto::VerifyResponse(
-            json!({"isValid": true, "payer": PAYER}),
-        ))
-    }
-
-    async fn settle(
-        &self,
-        _request: &proto::SettleRequest,
-    ) -> Result<proto::SettleResponse, Infallible> {
-        Ok(proto::SettleResponse(json!({
-            "success": true,
-            "payer": PAYER,
-            "transaction": "0x0000000000000000000000000000000000000000000000000000000000000001",
-            "network": "eip155:8453",
-        })))
-    }
-
-    async fn supported(&self) -> Result<proto::SupportedResponse, Infallible> {
-        Ok(proto::SupportedResponse::default())
-    }
-}
 
 #[tokio::main]
 async fn main() {
     let _ = x402_peers::facilitator_url("peer-x402-axum-instant");
-    let x402 = X402Middleware::from_facilitator(InstantFacilitator);
+    let x402 = X402Middleware::from_facilitator(X402AxumInstant);
     let price = V2Eip155Exact::price_tag(
         address!("0x209693Bc6afc0C5328bA36FaF03C514EF312287C"),
         USDC::base().amount(1_000_000u64),
