@@ -53,9 +53,10 @@ use shared::Shared;
 pub mod doors;
 mod shared;
 
-/// The paid GET (mounted at `/api/x402/{sku}` by the app): the purchase handler behind the
-/// paywall, priced from the state's [`Catalog`], paying through its [`Facilitators`], recording
-/// settlements in its [`Store`] and reporting payment events to its [`Standing`].
+/// The paid GET (mounted by the app at each product's path and at `/api/x402/{sku}`): the
+/// purchase handler behind the paywall, priced from the state's [`Catalog`], paying through its
+/// [`Facilitators`], recording settlements in its [`Store`] and reporting payment events to its
+/// [`Standing`].
 pub fn paid_get<S>(state: &S) -> MethodRouter<S>
 where
     S: Clone + Send + Sync + 'static,
