@@ -273,6 +273,74 @@ async fn a_granted_request_is_served_without_any_verify() {
     assert_eq!(calls(&sandbox), (0, 0));
 }
 
+/// A hook that grants requests whose `x-pass` says so, considers only requests carrying
+/// `x-pass`, and counts how often it is asked.
+#[derive(Clone, Default)]
+struct Picky {
+    asked: Arc<AtomicUsize>,
+}
+
+impl PaymentHooks for Picky {
+    fn considers_request(&self, request: &ProtectedRequest<'_>) -> bool {
+        request.field("x-pass").is_some()
+    }
+
+    fn on_protected_request<'a>(
+        &'a self,
+        request: &'a ProtectedRequest<'a>,
+    ) -> BoxFuture<'a, Decision<http::Extensions>> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move {
+            if request.field("x-pass") == Some(b"let-me-in") {
+                let mut extensions = http::Extensions::new();
+                extensions.insert(Granted("by the picky hook"));
+                Decision::Handled(extensions)
+            } else {
+                Decision::Continue
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_hook_is_asked_only_about_the_requests_it_considers() {
+    let sandbox = accepting();
+    let picky = Picky::default();
+    let payments = Payments::new(sandbox.clone()).hook(picky.clone());
+    let offer = offer(URL, SettlementMode::After);
+    let asked = || picky.asked.load(Ordering::SeqCst);
+
+    // Neither the challenge nor a payment without the field asks the hook.
+    let response = send(&payments, &offer, get("/report")).await;
+    assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED);
+    let response = send(&payments, &offer, paid_get("/report", &payment(&offer, 1))).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        body_json(response).await,
+        json!({ "granted": null, "paid": true })
+    );
+    assert_eq!(asked(), 0);
+    assert_eq!(calls(&sandbox), (1, 1), "(/verify, /settle)");
+
+    // With the field it is asked, and decides.
+    let with_pass = |pass: &str| {
+        Request::get("/report")
+            .header("x-pass", pass)
+            .body(Full::default())
+            .unwrap()
+    };
+    let response = send(&payments, &offer, with_pass("let-me-in")).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        body_json(response).await,
+        json!({ "granted": "by the picky hook", "paid": false })
+    );
+    let response = send(&payments, &offer, with_pass("no")).await;
+    assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED);
+    assert_eq!(asked(), 2);
+    assert_eq!(calls(&sandbox), (1, 1));
+}
+
 #[tokio::test]
 async fn a_hook_aborts_before_verify_with_its_refusal() {
     let sandbox = accepting();

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tower_x402::BoxFuture;
 use tower_x402::facilitator::{Endpoint, Facilitator, FacilitatorError};
-use tower_x402::payment::{PaymentContext, PaymentHooks, Payments};
+use tower_x402::payment::{PaymentContext, PaymentHooks, Payments, ProtectedRequest};
 use tower_x402::pricing::Offer;
 use tower_x402::settlement::{
     LedgerEntry, MemorySettlementStore, PaymentKey, PaymentState, SettlementStore, StoreError,
@@ -176,6 +176,10 @@ impl SettlementStore for NoLedger {
 struct EventCounter(AtomicU64);
 
 impl PaymentHooks for EventCounter {
+    fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
+        false
+    }
+
     fn on_payment_received(&self, _offer: &Offer, _payload: &PaymentPayload) {
         self.0.fetch_add(1, Ordering::Relaxed);
     }

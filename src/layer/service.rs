@@ -16,7 +16,7 @@ use crate::boxed::BoxFuture;
 use crate::facilitator::Facilitator;
 #[cfg(doc)]
 use crate::payment::Payments;
-use crate::payment::{Prelude, ProtectedRequest, Refusal, RequestDigest};
+use crate::payment::{Opening, Prelude, ProtectedRequest, Refusal, RequestDigest};
 use crate::paywall_page;
 use crate::pricing::{Offer, PendingPrice, Price, Pricing};
 
@@ -190,10 +190,23 @@ fn begin(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) 
     }
 }
 
-/// The hooks' part of a priced request (the core's [prelude](Payments::prelude)): serve it
-/// without payment, refuse it, or go on to [`start`] with the offer they decorated.
-#[cold]
+/// The hooks' part of a priced request (the core's [prelude](Payments::prelude)): the offer
+/// with their challenge extensions, then, when a hook considers the request, its decision
+/// (serve it without payment, refuse it, or go on) in [`decided`]; otherwise on to [`start`]
+/// at once, as without hooks.
 fn hooked(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) -> Start {
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let paying = parts.headers.contains_key(PAYMENT_SIGNATURE);
+    let request = ProtectedRequest::http(&offer, path, &parts.method, &parts.headers, paying);
+    match config.payments.open(&request) {
+        Opening::Continue(offer) => start(config, offer, &parts.method, &parts.uri, &parts.headers),
+        Opening::Ask(offer) => decided(config, offer, parts),
+    }
+}
+
+/// The gate of a request a hook considers: its decision, awaited, then on to [`start`].
+#[cold]
+fn decided(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) -> Start {
     let (config, method, uri, headers) = (
         Arc::clone(config),
         parts.method.clone(),
@@ -204,7 +217,7 @@ fn hooked(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts)
         let path = uri.path_and_query().map_or("/", |p| p.as_str());
         let paying = headers.contains_key(PAYMENT_SIGNATURE);
         let request = ProtectedRequest::http(&offer, path, &method, &headers, paying);
-        match config.payments.prelude(&request).await {
+        match config.payments.decide(&request).await {
             Prelude::Granted(extensions) => Gate::Granted(extensions),
             Prelude::Refused(offer, refusal) => {
                 Gate::Refuse(responses::refusal(&config, &offer, &refusal))

@@ -8,7 +8,7 @@ use tracing::Instrument as _;
 use x402_wire::{FacilitatorRequest, PaymentPayload, PaymentRequirements, VerifyResponse};
 
 use super::delivery::{self, RequestDigest};
-use super::hooks::{Decision, PaymentContext, Prelude, ProtectedRequest};
+use super::hooks::{Decision, Opening, PaymentContext, Prelude, ProtectedRequest};
 use super::ledger::{self, Claim, Hold};
 use super::outcome::{Cleared, Outcome, Paid, refused};
 use super::payments::Payments;
@@ -29,7 +29,24 @@ impl Payments {
     /// when [`has_hooks`](Self::has_hooks)): the offer with the hooks' challenge extensions,
     /// and their decision — serve it without payment, refuse it (reported here), or go on.
     pub(crate) async fn prelude(&self, request: &ProtectedRequest<'_>) -> Prelude {
-        let prelude = self.hooks.prelude(request).await;
+        match self.open(request) {
+            Opening::Continue(offer) => Prelude::Continue(offer),
+            Opening::Ask(offer) => self.decide(&request.with_offer(&offer)).await,
+        }
+    }
+
+    /// The part of the [prelude](Self::prelude) that needs no waiting: the offer with the
+    /// hooks' challenge extensions, and whether a hook must still
+    /// [decide](Self::decide) about the request.
+    pub(crate) fn open(&self, request: &ProtectedRequest<'_>) -> Opening {
+        self.hooks.open(request)
+    }
+
+    /// The decision of the hooks that consider `request` (priced with the offer
+    /// [`open`](Self::open) gave): serve it without payment, refuse it (reported here), or go
+    /// on.
+    pub(crate) async fn decide(&self, request: &ProtectedRequest<'_>) -> Prelude {
+        let prelude = self.hooks.decide(request).await;
         if let Prelude::Refused(offer, refusal) = &prelude {
             self.report_refusal(offer, refusal);
         }

@@ -5,7 +5,7 @@
 use std::future::ready;
 use std::sync::Arc;
 
-use http::{Extensions, HeaderMap, Method};
+use http::{Extensions, HeaderMap, HeaderName, Method};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use x402_wire::{FacilitatorRequest, PaymentPayload, SettleResponse, VerifyResponse};
@@ -14,7 +14,7 @@ use super::refusal::Refusal;
 use super::verified::VerifiedPayment;
 use crate::boxed::BoxFuture;
 use crate::facilitator::FacilitatorError;
-use crate::pricing::{Cached, ExtensionTemplate, Offer, header_budget};
+use crate::pricing::{Cached, ExtensionTemplate, Offer, header_budget, with_rest_buffer};
 use crate::settlement::{PaymentKey, SettlementRecord};
 
 /// A plug-in that takes part in the life of each payment. Every method has a default that
@@ -25,7 +25,8 @@ use crate::settlement::{PaymentKey, SettlementRecord};
 ///
 /// | method | when | may |
 /// |---|---|---|
-/// | [`on_protected_request`](Self::on_protected_request) | a priced request arrives, before its payment is read | grant it without payment, abort it, or continue |
+/// | [`considers_request`](Self::considers_request) | a priced request arrives, before its payment is read | say whether `on_protected_request` is asked (no future is built for a request no hook considers) |
+/// | [`on_protected_request`](Self::on_protected_request) | the same, when the hook considers the request | grant it without payment, abort it, or continue |
 /// | [`challenge_extension`](Self::challenge_extension) | the same, for the request's 402 | add per-request extension data to the challenge |
 /// | [`challenge_extension_template`](Self::challenge_extension_template), [`challenge_extension_rest`](Self::challenge_extension_rest) | the same, for an extension mostly the same in every 402 | add it, with only its changing part written per request |
 /// | [`before_verify`](Self::before_verify) | a new payment is about to be sent to `/verify` | abort, or skip verification (it verified the payment itself) |
@@ -89,6 +90,30 @@ pub trait PaymentHooks: Send + Sync + 'static {
     ) -> BoxFuture<'a, Decision<Extensions>> {
         let _ = request;
         Box::pin(ready(Decision::Continue))
+    }
+
+    /// Whether [`on_protected_request`](Self::on_protected_request) may decide anything but
+    /// [`Decision::Continue`] for `request`. The core asks every hook first, without waiting,
+    /// and calls `on_protected_request` only on the hooks that answer `true`; when none does,
+    /// the request goes on at once, with no future built for the hooks. A hook that acts only
+    /// on requests carrying a field of its own answers from that field; one that never
+    /// overrides `on_protected_request` (an observer) answers `false`. The default is `true`.
+    ///
+    /// ```
+    /// use tower_x402::payment::{PaymentHooks, ProtectedRequest};
+    ///
+    /// /// Counts nothing, decides nothing: never asked about a request.
+    /// struct Quiet;
+    ///
+    /// impl PaymentHooks for Quiet {
+    ///     fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
+    ///         false
+    ///     }
+    /// }
+    /// ```
+    fn considers_request(&self, request: &ProtectedRequest<'_>) -> bool {
+        let _ = request;
+        true
     }
 
     /// Extension data for this request's challenge (a fresh sign-in nonce is one): a key and
@@ -317,7 +342,7 @@ impl<'a> ProtectedRequest<'a> {
     }
 
     /// The same request, priced with `offer` (the offer with the hooks' challenge extensions).
-    fn with_offer<'b>(&self, offer: &'b Arc<Offer>) -> ProtectedRequest<'b>
+    pub(crate) fn with_offer<'b>(&self, offer: &'b Arc<Offer>) -> ProtectedRequest<'b>
     where
         'a: 'b,
     {
@@ -358,6 +383,36 @@ impl<'a> ProtectedRequest<'a> {
             Fields::Meta(meta) => meta?.get(name)?.as_str().map(str::as_bytes),
         }
     }
+
+    /// [`field`](Self::field) for a name that is a header name already: the name is not
+    /// parsed again (a hook asks for its field on every priced request).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use http::{HeaderMap, HeaderName, Method};
+    /// use tower_x402::payment::ProtectedRequest;
+    /// use tower_x402::pricing::Offer;
+    /// use x402_wire::{ResourceInfo, UsdcDeployment};
+    ///
+    /// const PROOF: HeaderName = HeaderName::from_static("x-proof");
+    /// let offer = Arc::new(
+    ///     Offer::builder(ResourceInfo::new("https://shop.example/report"))
+    ///         .usdc(&UsdcDeployment::BASE, "0.10".parse()?, "0x209693Bc6afc0C5328bA36FaF03C514EF312287C")
+    ///         .build()?,
+    /// );
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert(PROOF, "signed".parse()?);
+    /// let request = ProtectedRequest::http(&offer, "/report", &Method::GET, &headers, false);
+    /// assert_eq!(request.header_field(&PROOF), Some(&b"signed"[..]));
+    /// assert_eq!(request.header_field(&PROOF), request.field("X-Proof"));
+    /// # Ok::<_, Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn header_field(&self, name: &HeaderName) -> Option<&'a [u8]> {
+        match self.fields {
+            Fields::Headers(_, headers) => headers.get(name).map(http::HeaderValue::as_bytes),
+            Fields::Meta(meta) => meta?.get(name.as_str())?.as_str().map(str::as_bytes),
+        }
+    }
 }
 
 /// What a hook decided at a point where it may take the core's next step on itself:
@@ -386,6 +441,18 @@ pub enum Decision<T> {
     Handled(T),
     /// Refuse with this refusal; a payment is released, never settled.
     Abort(Refusal),
+}
+
+/// What the hooks made of a priced request without waiting
+/// ([`Payments::open`](super::Payments::open)): the request's offer with their challenge
+/// extensions, and whether a hook must still be asked about the request.
+#[derive(Debug)]
+pub(crate) enum Opening {
+    /// No hook considers the request: go on with this offer (the challenge, or the payment).
+    Continue(Arc<Offer>),
+    /// A hook considers the request: await its decision
+    /// ([`Payments::decide`](super::Payments::decide)) with this offer.
+    Ask(Arc<Offer>),
 }
 
 /// What the hooks decided about a priced request before its payment is read
@@ -472,11 +539,13 @@ fn spliced(hook: &Arc<dyn PaymentHooks>, request: &ProtectedRequest<'_>) -> Spli
             }
         }
     };
-    let mut rest = Vec::new();
-    if !hook.challenge_extension_rest(request, &mut rest) {
+    let extended = with_rest_buffer(|rest| {
+        hook.challenge_extension_rest(request, rest)
+            .then(|| offer.with_spliced(&prebuilt, rest))
+    });
+    let Some(extended) = extended else {
         return Spliced::Nothing;
-    }
-    let extended = offer.with_spliced(&prebuilt, rest);
+    };
     if first {
         // The template and its first rest, checked once as the whole challenge.
         let valid = extended.as_ref().is_some_and(|extended| {
@@ -535,12 +604,25 @@ impl Hooks {
         self.0.len()
     }
 
-    /// The hooks' part of a priced request before its payment is read: its challenge's
-    /// extensions, then their decision.
-    pub(super) async fn prelude(&self, request: &ProtectedRequest<'_>) -> Prelude {
-        let decorated = self.decorate(request);
-        let offer = decorated.as_ref().unwrap_or(request.offer);
-        match self.on_protected_request(&request.with_offer(offer)).await {
+    /// The hooks' part of a priced request that needs no waiting: its challenge's extensions,
+    /// and whether a hook [considers](PaymentHooks::considers_request) the request.
+    pub(super) fn open(&self, request: &ProtectedRequest<'_>) -> Opening {
+        let offer = self
+            .decorate(request)
+            .unwrap_or_else(|| Arc::clone(request.offer));
+        let decorated = request.with_offer(&offer);
+        if self.0.iter().any(|hook| hook.considers_request(&decorated)) {
+            Opening::Ask(offer)
+        } else {
+            Opening::Continue(offer)
+        }
+    }
+
+    /// The decision of the hooks that consider `request` (priced with the offer
+    /// [`open`](Self::open) gave).
+    pub(super) async fn decide(&self, request: &ProtectedRequest<'_>) -> Prelude {
+        let offer = request.offer;
+        match self.on_protected_request(request).await {
             Decision::Handled(extensions) => Prelude::Granted(extensions),
             Decision::Abort(refusal) => Prelude::Refused(Arc::clone(offer), refusal),
             Decision::Continue => Prelude::Continue(Arc::clone(offer)),
@@ -549,6 +631,9 @@ impl Hooks {
 
     async fn on_protected_request(&self, request: &ProtectedRequest<'_>) -> Decision<Extensions> {
         for hook in &self.0 {
+            if !hook.considers_request(request) {
+                continue;
+            }
             match hook.on_protected_request(request).await {
                 Decision::Continue => {}
                 decided => return decided,

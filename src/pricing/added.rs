@@ -3,6 +3,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use bytes::Bytes;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use x402_wire::PaymentRequired;
@@ -10,7 +11,7 @@ use x402_wire::PaymentRequired;
 /// The extension an [`Offer`](super::Offer) gained for one request.
 #[derive(Debug)]
 pub(super) struct AddedExtension {
-    key: String,
+    key: Arc<str>,
     value: AddedValue,
     /// The whole challenge with the extension, built the first time it is asked for: a 402 is
     /// written from the encoded bytes alone.
@@ -21,13 +22,17 @@ pub(super) struct AddedExtension {
 #[derive(Debug)]
 pub(super) enum AddedValue {
     Raw(Box<RawValue>),
-    Spliced { head: Arc<str>, rest: Vec<u8> },
+    /// The rest is a slice of the challenge's body, which holds it already.
+    Spliced {
+        head: Arc<str>,
+        rest: Bytes,
+    },
 }
 
 impl AddedExtension {
-    pub(super) fn new(key: &str, value: AddedValue) -> Self {
+    pub(super) fn new(key: Arc<str>, value: AddedValue) -> Self {
         Self {
-            key: key.to_owned(),
+            key,
             value,
             challenge: OnceLock::new(),
         }
@@ -51,7 +56,7 @@ impl AddedExtension {
             .unwrap_or(Value::Null);
             with.extensions
                 .get_or_insert_with(Map::new)
-                .insert(self.key.clone(), value);
+                .insert(self.key.to_string(), value);
             with
         })
     }

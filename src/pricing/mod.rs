@@ -26,8 +26,8 @@ mod spliced;
 
 pub(crate) use offer::UNPAID_ERROR;
 pub use offer::{Offer, OfferBuilder, OfferError, SettlementMode};
-pub(crate) use spliced::Cached;
 pub use spliced::ExtensionTemplate;
+pub(crate) use spliced::{Cached, with_rest_buffer};
 
 /// What one request costs; see the [module docs](self).
 #[derive(Clone, Debug)]

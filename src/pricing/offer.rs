@@ -273,7 +273,7 @@ impl Offer {
         Some(Self {
             required: Arc::clone(&self.required),
             added: Some(Arc::new(AddedExtension::new(
-                key,
+                key.into(),
                 AddedValue::Raw(extension),
             ))),
             mode: self.mode,
@@ -327,17 +327,21 @@ impl Offer {
 
     /// This offer with the extension `prebuilt` (from this offer) completed by `rest`: the
     /// prebuilt bytes copied, only `rest` encoded.
-    pub(crate) fn with_spliced(&self, prebuilt: &Prebuilt, rest: Vec<u8>) -> Option<Self> {
-        let (buffer, json_len) = prebuilt.complete(&rest)?;
+    pub(crate) fn with_spliced(&self, prebuilt: &Prebuilt, rest: &[u8]) -> Option<Self> {
+        let (buffer, json_len) = prebuilt.complete(rest)?;
         let header = HeaderValue::from_maybe_shared(buffer.slice(json_len..)).ok()?;
         let body = buffer.slice(..json_len);
+        let rest_start = prebuilt.json.len();
         let added = AddedValue::Spliced {
             head: Arc::clone(&prebuilt.head),
-            rest,
+            rest: body.slice(rest_start..rest_start + rest.len()),
         };
         Some(Self {
             required: Arc::clone(&self.required),
-            added: Some(Arc::new(AddedExtension::new(&prebuilt.key, added))),
+            added: Some(Arc::new(AddedExtension::new(
+                Arc::clone(&prebuilt.key),
+                added,
+            ))),
             mode: self.mode,
             header,
             body,

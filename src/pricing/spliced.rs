@@ -5,6 +5,7 @@
 //! The prebuilt JSON is padded with whitespace to a multiple of three bytes, so that its base64
 //! ends on a group boundary and the base64 of the rest can simply follow it.
 
+use std::cell::Cell;
 use std::sync::{Arc, PoisonError, RwLock, Weak};
 
 use base64::Engine as _;
@@ -54,7 +55,7 @@ impl ExtensionTemplate {
 /// An offer's challenge up to and including a template's head, encoded.
 #[derive(Debug)]
 pub(crate) struct Prebuilt {
-    pub(super) key: String,
+    pub(super) key: Arc<str>,
     pub(super) head: Arc<str>,
     /// The challenge's JSON up to the end of the head (a multiple of three bytes).
     pub(super) json: Vec<u8>,
@@ -130,11 +131,31 @@ pub(super) fn prebuild(
     json.extend_from_slice(template.head().as_bytes());
     let base64 = base64::engine::general_purpose::STANDARD.encode(&json);
     Some(Prebuilt {
-        key: template.key().to_owned(),
+        key: template.key().into(),
         head: template.head().into(),
         json,
         base64,
     })
+}
+
+thread_local! {
+    /// Each thread's buffer for the rests hooks write, reused from one 402 to the next.
+    static REST: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// The largest rest buffer a thread keeps for the next 402.
+const MAX_KEPT_REST: usize = 16 * 1024;
+
+/// Calls `write` with an empty buffer for a hook's rest: this thread's, whose allocation is
+/// kept from one 402 to the next.
+pub(crate) fn with_rest_buffer<R>(write: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    let mut rest = REST.take();
+    rest.clear();
+    let result = write(&mut rest);
+    if rest.capacity() <= MAX_KEPT_REST {
+        REST.set(rest);
+    }
+    result
 }
 
 impl Prebuilt {
@@ -209,9 +230,7 @@ mod tests {
             ] {
                 let prebuilt = offer.prebuild(&template).expect("prebuilt");
                 assert_eq!(prebuilt.json.len() % 3, 0, "ends on a base64 group");
-                let spliced = offer
-                    .with_spliced(&prebuilt, rest.to_vec())
-                    .expect("spliced");
+                let spliced = offer.with_spliced(&prebuilt, rest).expect("spliced");
                 let body = spliced.challenge_body();
                 let decoded = base64::engine::general_purpose::STANDARD
                     .decode(spliced.challenge_header().as_bytes())

@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use tokio::sync::{Mutex, Notify, watch};
-use tower_x402::payment::{PaymentHooks, Refusal};
+use tower_x402::payment::{PaymentHooks, ProtectedRequest, Refusal};
 use tower_x402::pricing::Offer;
 use tower_x402::proto::PaymentPayload;
 
@@ -361,6 +361,11 @@ async fn write_behind(inner: Weak<Inner>, wake: Arc<Notify>) {
 }
 
 impl PaymentHooks for Standing {
+    /// Counts only: never asked about a request before its payment.
+    fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
+        false
+    }
+
     fn on_refusal(&self, _: &Offer, refusal: &Refusal) {
         if let Refusal::PaymentMissing = refusal {
             self.bump(Traffic::Considered);

@@ -14,7 +14,7 @@ use super::{
 };
 use tower_x402::BoxFuture;
 use tower_x402::facilitator::{Facilitator, FacilitatorError, Facilitators};
-use tower_x402::payment::{PaymentContext, PaymentHooks, Refusal};
+use tower_x402::payment::{PaymentContext, PaymentHooks, ProtectedRequest, Refusal};
 use tower_x402::pricing::Offer;
 use tower_x402::settlement::{
     LedgerEntry, PaymentKey, PaymentState, Reconciler, Reconciliation, SettlementRecord,
@@ -36,6 +36,11 @@ use tower_x402::settlement::{
 pub struct PaymentMetrics;
 
 impl PaymentHooks for PaymentMetrics {
+    /// An observer: never asked about a request before its payment.
+    fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
+        false
+    }
+
     fn after_settle<'a>(
         &'a self,
         _: &'a PaymentContext<'a>,

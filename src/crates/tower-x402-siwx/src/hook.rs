@@ -39,6 +39,12 @@ impl PaymentHooks for SignInWithX {
         self.write_rest(request.offer(), request.path(), rest)
     }
 
+    /// A request that carries a proof, unless it is a HEAD (which never signs in, as it
+    /// never pays): every other request goes on without a future built for it.
+    fn considers_request(&self, request: &ProtectedRequest<'_>) -> bool {
+        !request.is_head() && request.header_field(&SIGN_IN_WITH_X).is_some()
+    }
+
     fn on_protected_request<'a>(
         &'a self,
         request: &'a ProtectedRequest<'a>,
@@ -48,7 +54,7 @@ impl PaymentHooks for SignInWithX {
             if request.is_head() {
                 return Decision::Continue;
             }
-            let Some(proof) = request.field(SIGN_IN_WITH_X.as_str()) else {
+            let Some(proof) = request.header_field(&SIGN_IN_WITH_X) else {
                 return Decision::Continue;
             };
             match self.check(request.offer(), proof, request.path()).await {

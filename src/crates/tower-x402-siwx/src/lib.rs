@@ -36,10 +36,12 @@
 //! payment is answered **503** with `Retry-After` and the JSON error `siwx_store_unavailable`,
 //! never a 402: a client that pays on 402 would buy again what it owns.
 //!
-//! The nonce is `r ‖ SipHash-2-4-128(k, r, issuedAt, expirationTime, uri, resource, origin)`
-//! with `k` derived from the secret by HMAC-SHA256 (8 random bytes and 12 bytes of the MAC, 40
-//! hex digits): a proof whose nonce this server did
-//! not issue — for this very resource and URI — is refused without a storage lookup. Every
+//! The nonce is `r ‖ SipHash-2-4-128(k, r, issuedAt, expirationTime, uri, resource)` with `k`
+//! derived from the secret and the origin by HMAC-SHA256, the times in milliseconds (8 random
+//! bytes and 12 bytes of the MAC, 40 lower-case hex digits): a proof whose nonce this server did
+//! not issue — for this very resource and URI — is refused without a storage lookup. Nonces of
+//! the earlier format (the MAC over the fields' text and the origin, `k` from the secret alone)
+//! are still accepted, so proofs signed before an upgrade still sign in. Every
 //! instance serving the same resources must share the secret.
 //!
 //! A valid proof from an entitled address is served **without payment and without calling the
@@ -154,6 +156,38 @@ mod tests {
         assert_eq!(text, "2026-11-18T11:06:40.123Z");
         assert_eq!(parse_timestamp(&text), Some(1_795_000_000_123));
         assert_eq!(parse_timestamp("yesterday"), None);
+    }
+
+    #[test]
+    fn timestamps_formatted_once_per_second_follow_the_clock() {
+        // The same second again, the next, back to the first, the epoch and the last of 9999.
+        for ms in [
+            1_795_000_000_123,
+            1_795_000_000_999,
+            1_795_000_001_000,
+            1_795_000_000_005,
+            0,
+            253_402_300_799_999,
+        ] {
+            let text = timestamp(ms);
+            assert_eq!(parse_timestamp(&text), Some(ms as i128), "{text}");
+        }
+        assert_eq!(timestamp(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(timestamp(253_402_300_799_999), "9999-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn strings_are_written_as_serde_json_writes_them() {
+        for parts in [
+            ["https://shop.example", "/report"],
+            ["", "mcp://tool/a \"quoted\" name"],
+            ["https://shop.example", "/back\\slash/\u{1}/\u{7f}/é"],
+        ] {
+            let mut out = b"[".to_vec();
+            assert!(write_json_string(&mut out, parts));
+            let expected = serde_json::to_string(&parts.concat()).unwrap();
+            assert_eq!(String::from_utf8(out).unwrap(), format!("[{expected}"));
+        }
     }
 
     #[test]

@@ -5,8 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use siphasher::sip128::{Hasher128 as _, SipHasher24};
-use std::hash::Hasher as _;
 
 use crate::entitlement::last_entitlement;
 use crate::message;
@@ -16,8 +14,9 @@ use crate::signed_in::SignedIn;
 use crate::store::EntitlementStore;
 use crate::store::MemoryEntitlementStore;
 use crate::support::{
-    TIMESTAMP_LEN, constant_time_eq, nonce_key, normalise_address, now_ms, parse_origin,
-    parse_timestamp, unix_now, write_timestamp,
+    MacInput, TIMESTAMP_LEN, Time, constant_time_eq, legacy_nonce_key, nonce_key,
+    normalise_address, now_ms, parse_origin, parse_timestamp, since_epoch, unix_now,
+    write_json_string, write_timestamp,
 };
 use crate::verify;
 use tower_x402::BoxError;
@@ -67,8 +66,11 @@ pub struct SignInWithX {
     pub(crate) origin: Arc<str>,
     /// `host[:port]`: the `domain` of the challenge.
     pub(crate) host: Arc<str>,
-    /// The nonce MAC's key (SipHash-2-4, 128 bits), derived from the server's secret once.
+    /// The nonce MAC's key (SipHash-2-4, 128 bits), derived from the server's secret and
+    /// origin once.
     pub(crate) nonce_key: [u8; 16],
+    /// The key of nonces issued in the earlier format (every field as text), still accepted.
+    pub(crate) legacy_nonce_key: [u8; 16],
     pub(crate) statement: Option<Arc<str>>,
     pub(crate) store: Arc<dyn EntitlementStore>,
     pub(crate) entitlement_lifetime: Option<Duration>,
@@ -95,9 +97,10 @@ impl SignInWithX {
             return Err("the sign-in secret must be at least 32 bytes".into());
         }
         Ok(Self {
+            nonce_key: nonce_key(secret, &origin)?,
+            legacy_nonce_key: legacy_nonce_key(secret)?,
             origin: origin.into(),
             host: host.into(),
-            nonce_key: nonce_key(secret)?,
             statement: None,
             store: Arc::new(MemoryEntitlementStore::default()),
             entitlement_lifetime: Some(DEFAULT_ENTITLEMENT_LIFETIME),
@@ -192,11 +195,11 @@ impl SignInWithX {
         head
     }
 
-    /// Completes the [template](Self::template) for `offer` at `path_and_query` into `rest`:
-    /// the URI (the path without its query: the entitlement is to the offer's resource,
-    /// whatever the query, and a query would make every 402 as large as the client chose,
-    /// beyond what a reverse proxy reads), a fresh nonce and the times. `false` (nothing
-    /// written) for a path longer than [`MAX_PATH_LEN`].
+    /// Completes the [template](Self::template) for `offer` at `path_and_query` by appending
+    /// to `rest`: the URI (the path without its query: the entitlement is to the offer's
+    /// resource, whatever the query, and a query would make every 402 as large as the client
+    /// chose, beyond what a reverse proxy reads), a fresh nonce and the times. `false`
+    /// (nothing written) for a path longer than [`MAX_PATH_LEN`].
     pub(crate) fn write_rest(
         &self,
         offer: &Offer,
@@ -207,39 +210,36 @@ impl SignInWithX {
         if path.len() > MAX_PATH_LEN {
             return false;
         }
-        let mut uri = String::new();
-        if path.starts_with('/') {
-            uri.reserve(self.origin.len() + path.len());
-            uri.push_str(&self.origin);
-        }
-        uri.push_str(path);
-        let now = now_ms();
+        // The URI, as its two parts: the origin (for an HTTP path) and the path.
+        let origin: &str = if path.starts_with('/') {
+            &self.origin
+        } else {
+            ""
+        };
+        let now = since_epoch();
         let mut issued_at = [0; TIMESTAMP_LEN];
         let mut expiration_time = [0; TIMESTAMP_LEN];
-        write_timestamp(now, &mut issued_at);
-        write_timestamp(now + self.proof_lifetime.as_millis(), &mut expiration_time);
-        // Written as ASCII digits and punctuation only.
-        fn as_str(bytes: &[u8]) -> &str {
-            std::str::from_utf8(bytes).unwrap_or_default()
-        }
+        write_timestamp(now, Time::IssuedAt, &mut issued_at);
+        let expires = now.saturating_add(self.proof_lifetime);
+        write_timestamp(expires, Time::ExpirationTime, &mut expiration_time);
         let random: [u8; NONCE_RANDOM] = rand::random();
         let mut nonce = [0; 2 * (NONCE_RANDOM + NONCE_MAC)];
         let (random_hex, mac_hex) = nonce.split_at_mut(2 * NONCE_RANDOM);
         // Both sized for their bytes: the encodings cannot fail.
         let encoded = alloy_primitives::hex::encode_to_slice(random, random_hex).is_ok();
         let tag = self.nonce_mac(
-            as_str(random_hex),
-            as_str(&issued_at),
-            Some(as_str(&expiration_time)),
-            &uri,
-            &offer.resource().url,
+            &random,
+            millis(now),
+            millis(expires),
+            [origin.as_bytes(), path.as_bytes()],
+            offer.resource().url.as_bytes(),
         );
         let encoded = encoded && alloy_primitives::hex::encode_to_slice(tag, mac_hex).is_ok();
-        rest.reserve(2 * uri.len() + 160);
+        rest.reserve(2 * (origin.len() + path.len()) + 160);
         rest.extend_from_slice(b"\"uri\":");
         // The URI escaped once, and copied for `resources`.
         let uri_start = rest.len();
-        let escaped = serde_json::to_writer(&mut *rest, &uri).is_ok();
+        let escaped = write_json_string(rest, [origin, path]);
         let uri_end = rest.len();
         rest.extend_from_slice(b",\"resources\":[");
         rest.extend_from_within(uri_start..uri_end);
@@ -256,45 +256,95 @@ impl SignInWithX {
         escaped && encoded
     }
 
-    /// The nonce this server issues for those fields: `random` (hex) and the MAC (hex).
-    fn nonce(
-        &self,
-        random: &str,
-        issued_at: &str,
-        expires: Option<&str>,
-        uri: &str,
-        resource: &str,
-    ) -> String {
-        let tag = self.nonce_mac(random, issued_at, expires, uri, resource);
-        format!("{random}{}", alloy_primitives::hex::encode(tag))
-    }
-
-    /// The MAC of a nonce's fields (SipHash-2-4 keyed with the server's derived key, each field
-    /// length-prefixed), truncated to [`NONCE_MAC`] bytes.
+    /// The MAC of a nonce's fields (SipHash-2-4 keyed with the key derived from the server's
+    /// secret and origin): `random`, the times in milliseconds since the epoch (big-endian
+    /// `u64`; [`NO_EXPIRATION`] for a proof without `expirationTime`), the URI — given as the
+    /// parts it joins — after its length (big-endian `u64`), then [`RESOURCE_IS_URI`] when
+    /// `resource` is the URI (an HTTP route's usual case), else [`RESOURCE_FOLLOWS`] and
+    /// `resource` after its length; truncated to [`NONCE_MAC`] bytes. About 100 bytes hashed
+    /// in one write for a store's URI.
     fn nonce_mac(
         &self,
-        random: &str,
-        issued_at: &str,
-        expires: Option<&str>,
+        random: &[u8; NONCE_RANDOM],
+        issued_at: u64,
+        expires: u64,
+        uri: [&[u8]; 2],
+        resource: &[u8],
+    ) -> [u8; NONCE_MAC] {
+        let mut fixed = [0; NONCE_RANDOM + 16];
+        fixed[..NONCE_RANDOM].copy_from_slice(random);
+        fixed[NONCE_RANDOM..NONCE_RANDOM + 8].copy_from_slice(&issued_at.to_be_bytes());
+        fixed[NONCE_RANDOM + 8..].copy_from_slice(&expires.to_be_bytes());
+        let mut mac = MacInput::new(&self.nonce_key);
+        mac.write(&fixed);
+        mac.field(uri);
+        let [start, rest] = uri;
+        let resource_is_uri = resource.len() == start.len() + rest.len()
+            && resource.starts_with(start)
+            && resource.ends_with(rest);
+        if resource_is_uri {
+            mac.write(&[RESOURCE_IS_URI]);
+        } else {
+            mac.write(&[RESOURCE_FOLLOWS]);
+            mac.field([resource, b""]);
+        }
+        truncated(mac.finish())
+    }
+
+    /// The MAC of nonces issued in the earlier format (the key derived from the secret alone;
+    /// `random` in hex, the times as their text, the URI, the resource and the origin, each
+    /// after its length): proofs signed before an upgrade still sign in.
+    fn legacy_nonce_mac(&self, fields: [&str; 5]) -> [u8; NONCE_MAC] {
+        let mut mac = MacInput::new(&self.legacy_nonce_key);
+        for field in fields.into_iter().chain([&*self.origin]) {
+            mac.field([field.as_bytes(), b""]);
+        }
+        truncated(mac.finish())
+    }
+
+    /// Whether `nonce` is one this server issued for a proof's fields: `issued_at` and
+    /// `expires` as the proof writes them and as milliseconds since the epoch.
+    fn issued_here(
+        &self,
+        nonce: &str,
+        (issued_text, issued_at): (&str, u64),
+        (expires_text, expires): (Option<&str>, u64),
         uri: &str,
         resource: &str,
-    ) -> [u8; NONCE_MAC] {
-        let mut mac = SipHasher24::new_with_key(&self.nonce_key);
-        for part in [
-            random,
+    ) -> bool {
+        // Exactly as issued, lower-case hex: a nonce is consumed by its text, so another
+        // spelling of the same bytes must not pass.
+        let lower_hex = |byte: u8| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte);
+        if nonce.len() != 2 * (NONCE_RANDOM + NONCE_MAC) || !nonce.bytes().all(lower_hex) {
+            return false;
+        }
+        let (random_hex, mac_hex) = nonce.split_at(2 * NONCE_RANDOM);
+        let mut random = [0; NONCE_RANDOM];
+        let mut given = [0; NONCE_MAC];
+        if alloy_primitives::hex::decode_to_slice(random_hex, &mut random).is_err()
+            || alloy_primitives::hex::decode_to_slice(mac_hex, &mut given).is_err()
+        {
+            return false;
+        }
+        let resource_bytes = resource.as_bytes();
+        let expected = self.nonce_mac(
+            &random,
             issued_at,
-            expires.unwrap_or(""),
+            expires,
+            [uri.as_bytes(), b""],
+            resource_bytes,
+        );
+        if constant_time_eq(&expected, &given) {
+            return true;
+        }
+        let legacy = self.legacy_nonce_mac([
+            random_hex,
+            issued_text,
+            expires_text.unwrap_or(""),
             uri,
             resource,
-            &self.origin,
-        ] {
-            mac.write(&(part.len() as u64).to_be_bytes());
-            mac.write(part.as_bytes());
-        }
-        let tag = mac.finish128().as_bytes();
-        let mut truncated = [0; NONCE_MAC];
-        truncated.copy_from_slice(&tag[..NONCE_MAC]);
-        truncated
+        ]);
+        constant_time_eq(&legacy, &given)
     }
 
     /// Checks the proof `header` for `offer` at `path_and_query`: the address signed in, or why
@@ -340,6 +390,7 @@ impl SignInWithX {
                 ),
             ));
         }
+        let mut expires = NO_EXPIRATION;
         if let Some(expiration) = &proof.expiration_time {
             let expiration = parse_timestamp(expiration).ok_or_else(|| {
                 Rejection::new(
@@ -350,6 +401,7 @@ impl SignInWithX {
             if expiration <= now as i128 {
                 return Err(Rejection::new(Code::Expired, "the proof has expired"));
             }
+            expires = u64::try_from(expiration).unwrap_or(NO_EXPIRATION);
         }
         if let Some(not_before) = &proof.not_before {
             let not_before = parse_timestamp(not_before).ok_or_else(|| {
@@ -363,19 +415,15 @@ impl SignInWithX {
             }
         }
         let resource = &offer.resource().url;
-        let random = proof
-            .nonce
-            .get(..NONCE_RANDOM * 2)
-            .filter(|_| proof.nonce.len() == (NONCE_RANDOM + NONCE_MAC) * 2)
-            .ok_or_else(|| Rejection::new(Code::Nonce, "not a nonce this server issued"))?;
-        let expected = self.nonce(
-            random,
-            &proof.issued_at,
-            proof.expiration_time.as_deref(),
+        // Issued before the epoch: never by this server.
+        let issued_at = u64::try_from(issued).unwrap_or(NO_EXPIRATION);
+        if !self.issued_here(
+            &proof.nonce,
+            (&proof.issued_at, issued_at),
+            (proof.expiration_time.as_deref(), expires),
             &proof.uri,
             resource,
-        );
-        if !constant_time_eq(expected.as_bytes(), proof.nonce.as_bytes()) {
+        ) {
             return Err(Rejection::new(
                 Code::Nonce,
                 "not a nonce this server issued for this resource and time",
@@ -474,9 +522,135 @@ impl fmt::Debug for SignInWithX {
     }
 }
 
+/// In a nonce's MAC after the URI: the resource is the URI.
+const RESOURCE_IS_URI: u8 = 0;
+/// In a nonce's MAC after the URI: the resource follows, after its length.
+const RESOURCE_FOLLOWS: u8 = 1;
+
+/// The expiration a nonce's MAC is computed with for a proof without `expirationTime`.
+const NO_EXPIRATION: u64 = u64::MAX;
+
+/// Milliseconds since the epoch of `at`, as a timestamp writes them.
+fn millis(at: Duration) -> u64 {
+    at.as_secs()
+        .saturating_mul(1000)
+        .saturating_add(u64::from(at.subsec_millis()))
+}
+
+/// A MAC truncated to [`NONCE_MAC`] bytes.
+fn truncated(tag: [u8; 16]) -> [u8; NONCE_MAC] {
+    let mut truncated = [0; NONCE_MAC];
+    truncated.copy_from_slice(&tag[..NONCE_MAC]);
+    truncated
+}
+
 /// `path_and_query` without its query.
 pub(crate) fn without_query(path_and_query: &str) -> &str {
     path_and_query
         .split_once('?')
         .map_or(path_and_query, |(path, _)| path)
+}
+
+#[cfg(test)]
+mod tests {
+    use siphasher::sip128::{Hasher128 as _, SipHasher24};
+    use std::hash::Hasher as _;
+
+    use super::*;
+
+    /// A nonce as the earlier format issued it, a SipHash write per length and per field, with
+    /// the key derived from the secret alone.
+    fn legacy_nonce(siwx: &SignInWithX, fields: [&str; 5]) -> String {
+        let mut mac = SipHasher24::new_with_key(&siwx.legacy_nonce_key);
+        for part in fields.into_iter().chain([&*siwx.origin]) {
+            mac.write(&(part.len() as u64).to_be_bytes());
+            mac.write(part.as_bytes());
+        }
+        let tag = truncated(mac.finish128().as_bytes());
+        format!("{}{}", fields[0], alloy_primitives::hex::encode(tag))
+    }
+
+    #[test]
+    fn nonces_of_both_formats_are_this_servers_and_nothing_else_is() {
+        let siwx = SignInWithX::new("https://shop.example", [7_u8; 32]).unwrap();
+        let other = SignInWithX::new("https://other.example", [7_u8; 32]).unwrap();
+        let long_path = format!("/{}", "a".repeat(MAX_PATH_LEN - 1));
+        let long_resource = format!("https://shop.example/{}", "b".repeat(700));
+        let (issued_text, expires_text) = ("2026-11-18T11:06:40.123Z", "2026-11-18T11:11:40.123Z");
+        let (issued, expires) = (1_795_000_000_123_u64, 1_795_000_300_123_u64);
+        let random = [0x5a_u8; NONCE_RANDOM];
+        let random_hex = alloy_primitives::hex::encode(random);
+        for (origin, path, resource) in [
+            (
+                "https://shop.example",
+                "/report",
+                "https://shop.example/report",
+            ),
+            ("", "mcp://tool/report", "https://shop.example/report"),
+            (
+                "https://shop.example",
+                long_path.as_str(),
+                long_resource.as_str(),
+            ),
+        ] {
+            let uri = format!("{origin}{path}");
+            let tag = siwx.nonce_mac(
+                &random,
+                issued,
+                expires,
+                [origin.as_bytes(), path.as_bytes()],
+                resource.as_bytes(),
+            );
+            let nonce = format!("{random_hex}{}", alloy_primitives::hex::encode(tag));
+            let issued_here = |siwx: &SignInWithX, nonce: &str, expires: u64, resource: &str| {
+                siwx.issued_here(
+                    nonce,
+                    (issued_text, issued),
+                    (Some(expires_text), expires),
+                    &uri,
+                    resource,
+                )
+            };
+            assert!(issued_here(&siwx, &nonce, expires, resource), "{uri}");
+            if resource != uri {
+                assert!(
+                    !issued_here(&siwx, &nonce, expires, &uri),
+                    "the URI as resource"
+                );
+            }
+            assert!(
+                !issued_here(&siwx, &nonce, expires + 1, resource),
+                "another time"
+            );
+            assert!(!issued_here(
+                &siwx,
+                &nonce,
+                expires,
+                "https://shop.example/x"
+            ));
+            assert!(
+                !issued_here(&other, &nonce, expires, resource),
+                "another origin"
+            );
+            let legacy = legacy_nonce(
+                &siwx,
+                [&random_hex, issued_text, expires_text, &uri, resource],
+            );
+            assert!(
+                issued_here(&siwx, &legacy, expires, resource),
+                "the earlier format"
+            );
+            assert!(!issued_here(&other, &legacy, expires, resource));
+            let mut forged = legacy.into_bytes();
+            forged[2 * NONCE_RANDOM] ^= 1;
+            let forged = String::from_utf8(forged).unwrap();
+            assert!(!issued_here(&siwx, &forged, expires, resource));
+            assert!(!issued_here(&siwx, &nonce[..39], expires, resource));
+            let shouted = nonce.to_ascii_uppercase();
+            assert!(
+                !issued_here(&siwx, &shouted, expires, resource),
+                "another spelling"
+            );
+        }
+    }
 }

@@ -11,7 +11,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
 use tower_x402::BoxFuture;
-use tower_x402::payment::{Decision, PaymentContext, PaymentHooks, RefusalKind, VerifiedPayment};
+use tower_x402::payment::{
+    Decision, PaymentContext, PaymentHooks, ProtectedRequest, RefusalKind, VerifiedPayment,
+};
 use tower_x402::proto::{Network, SettleResponse, VerifyResponse};
 use tower_x402::{PaymentKey, Refusal};
 
@@ -342,6 +344,11 @@ fn is_ours(payment: &PaymentContext<'_>) -> bool {
 }
 
 impl PaymentHooks for Hooks {
+    /// Acts on payments only: never asked about a request before its payment.
+    fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
+        false
+    }
+
     fn before_verify<'a>(
         &'a self,
         payment: &'a PaymentContext<'a>,
