@@ -69,8 +69,14 @@ pub(crate) const DECODE_AND_MATCH: u64 = 16_700;
 /// through the core's `Cleared::conclude`, its release state folded into the settlement's;
 /// 50,199 with observers as hooks, the scheme points `batch-settlement` needs, and a refusal
 /// after verification cancelled in one future boxed out of every payment's; 49,823 once the
-/// setup lets glibc merge the blocks it freed, outside the count).
-pub(crate) const PAID_PATH: u64 = 50_600;
+/// setup lets glibc merge the blocks it freed, outside the count; 48,880 with the ledger's and
+/// single-flight's maps using the hash each payment key carries rather than hashing it again
+/// per lookup; 47,794 with the uncancellable settlement boxed once where it is made, and
+/// recovery, reconciliation, *in doubt* and the re-read of a changed record boxed out of every
+/// payment's future; 46,636 with the decoded payment shared from the layer, the ledger's claim
+/// holding no entry across its writes and the hooks' cancellation boxed — the gate's future
+/// 7,744 → 2,464 bytes; 46,110 with a `Refusal` of 48 bytes rather than 320, the gate 2,400).
+pub(crate) const PAID_PATH: u64 = 46_600;
 /// A paid metered (`upto`) request: a Permit2 payment verified, the inner service setting its
 /// charge, and that amount settled by the in-process facilitator that answers at once (measured
 /// 136,486 with the shared settling request and the sign-in gate merged; 139,033 once the
@@ -83,8 +89,10 @@ pub(crate) const PAID_PATH: u64 = 50_600;
 /// sharing their text; 62,584 with the request's digest recorded; 64,088 with the lifecycle
 /// hooks in the core, none registered; 64,498 with the wire types in a crate of their own;
 /// 60,896 with the hooks' calls boxed out of every payment's future and the scheme a plug-in;
-/// 62,399 with observers as hooks and the scheme points `batch-settlement` needs).
-pub(crate) const PAID_UPTO_PATH: u64 = 62_500;
+/// 62,399 with observers as hooks and the scheme points `batch-settlement` needs; 62,252 with
+/// the setup's freed blocks merged outside the count; 58,666 with the paid path's smaller
+/// futures, the payment-keyed maps' carried hash and the smaller `Refusal`, as `paid`'s).
+pub(crate) const PAID_UPTO_PATH: u64 = 59_300;
 /// A payment channel's voucher request (`batch-settlement`), the channel opened beforehand: the
 /// voucher verified locally (its EIP-712 digest and one ECDSA public-key recovery with
 /// libsecp256k1, compared with the channel's payer authorizer; the cumulative check), the inner
@@ -96,8 +104,9 @@ pub(crate) const PAID_UPTO_PATH: u64 = 62_500;
 /// separator computed once per chain, the voucher's type hash once, and the channel id hashed
 /// only for a configuration that is not the one stored with the channel; 665,349 after the
 /// merges that brought a recovered deposit's commit and the refund's resolution against the
-/// chain into the scheme; 663,805 with the setup's freed blocks merged outside the count).
-pub(crate) const PAID_VOUCHER_PATH: u64 = 673_000;
+/// chain into the scheme; 663,805 with the setup's freed blocks merged outside the count;
+/// 654,934 with the paid path's smaller futures and `Refusal`).
+pub(crate) const PAID_VOUCHER_PATH: u64 = 661_500;
 /// One `/verify` and one `/settle` through `HttpFacilitator` over an open HTTP/1.1 connection to
 /// the sandbox facilitator on loopback: the client's side only (measured 158,806 to 159,352 while
 /// each call encoded the request; 149,867 with the request encoded once for both calls; the

@@ -156,7 +156,7 @@ async fn settle(unsettled: Unsettled) -> Option<HeaderMap> {
     let outcome = cleared.settle_charged(charge.as_ref(), from_header).await;
     let settlement = match outcome {
         Ok(paid) => paid.payment().settlement.clone(),
-        Err(Refusal::SettlementRefused(settlement)) => Some(settlement),
+        Err(Refusal::SettlementRefused(settlement)) => Some(*settlement),
         Err(refusal) => {
             tracing::warn!(%refusal, "a metered body was served but its payment did not settle");
             None

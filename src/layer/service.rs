@@ -282,6 +282,8 @@ fn start(
         Ok(payload) => payload,
         Err(error) => return refuse(config, &offer, Refusal::InvalidHeader(error)),
     };
+    // Shared from here on: the gate's future carries a pointer, not the decoded payment.
+    let payload = Arc::new(payload);
     // What the payment buys: this method, path and query, delivered once.
     let request = RequestDigest::http(method, uri);
     let config = Arc::clone(config);

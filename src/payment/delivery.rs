@@ -193,12 +193,12 @@ pub(super) fn redelivery(
 ) -> Result<(), Refusal> {
     if !same_request(record.request_digest.as_deref(), request) {
         return Err(Refusal::UsedForAnotherRequest {
-            settlement: Some(record.settlement.clone()),
+            settlement: Some(Box::new(record.settlement.clone())),
         });
     }
     if metered {
         return Err(Refusal::AlreadyDelivered {
-            settlement: record.settlement.clone(),
+            settlement: Box::new(record.settlement.clone()),
         });
     }
     Ok(())

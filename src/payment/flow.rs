@@ -91,10 +91,24 @@ impl Payments {
     /// The adapters' entry for a decoded payment: reports it received, finds the accept of
     /// `offer` it pays ([`accepted`](Self::accepted)) and [`authorize`](Self::authorize)s it for
     /// `request`, the request it comes with. Every refusal is reported before it is returned.
-    pub async fn pay(
+    ///
+    /// The payload is taken shared (a [`PaymentPayload`] is made an `Arc` once, here): it is
+    /// kept by the payment, the facilitator's request and the ledger's intent, never copied.
+    pub fn pay<'a>(
+        self: &'a Arc<Self>,
+        offer: &'a Arc<Offer>,
+        payload: impl Into<Arc<PaymentPayload>>,
+        request: RequestDigest,
+    ) -> impl Future<Output = Outcome> + Send + 'a {
+        self.pay_shared(offer, payload.into(), request)
+    }
+
+    /// [`pay`](Self::pay), the payload shared: the future holds a pointer to it, not the
+    /// payload.
+    async fn pay_shared(
         self: &Arc<Self>,
         offer: &Arc<Offer>,
-        payload: PaymentPayload,
+        payload: Arc<PaymentPayload>,
         request: RequestDigest,
     ) -> Outcome {
         self.hooks.on_payment_received(offer, &payload);
@@ -102,7 +116,8 @@ impl Payments {
             Ok(requirement) => Arc::clone(requirement),
             Err(refusal) => return self.refuse(offer, refusal),
         };
-        self.authorize(offer, payload, requirement, request).await
+        self.authorize_shared(offer, payload, requirement, request)
+            .await
     }
 
     /// Single-flights the payment, claims it in the ledger, answers repeats from their record,
@@ -111,10 +126,23 @@ impl Payments {
     /// ([`accepted`](Self::accepted)); `request` is the request the payment comes with, recorded
     /// with it: a payment buys one delivery of one request (see [`RequestDigest`] for what a
     /// repeat is answered). Refusals are reported to the hooks ([`PaymentHooks::on_refusal`](super::PaymentHooks::on_refusal)) before they are returned.
-    pub async fn authorize(
+    ///
+    /// The payload is taken shared, as by [`pay`](Self::pay).
+    pub fn authorize<'a>(
+        self: &'a Arc<Self>,
+        offer: &'a Arc<Offer>,
+        payload: impl Into<Arc<PaymentPayload>>,
+        requirement: Arc<PaymentRequirements>,
+        request: RequestDigest,
+    ) -> impl Future<Output = Outcome> + Send + 'a {
+        self.authorize_shared(offer, payload.into(), requirement, request)
+    }
+
+    /// [`authorize`](Self::authorize), the payload shared.
+    async fn authorize_shared(
         self: &Arc<Self>,
         offer: &Arc<Offer>,
-        payload: PaymentPayload,
+        payload: Arc<PaymentPayload>,
         requirement: Arc<PaymentRequirements>,
         request: RequestDigest,
     ) -> Outcome {
@@ -153,7 +181,8 @@ impl Payments {
                 return self.refuse(offer, refusal);
             }
             Claim::Recover(hold, intent) => {
-                return self.recover(offer, hold, *intent, guard).await;
+                // Boxed, as below: recovery is rare, and kept out of every payment's future.
+                return Box::pin(self.recover(offer, hold, *intent, guard)).await;
             }
             Claim::Refuse(refusal) => return self.refuse(offer, *refusal),
         };
@@ -173,7 +202,7 @@ impl Payments {
                     digest,
                 )
                 .at_facilitator(verifier);
-                return self.recover(offer, hold, intent, guard).await;
+                return Box::pin(self.recover(offer, hold, intent, guard)).await;
             }
             Err(failure) => {
                 ledger::release(self, &hold).await;
@@ -351,7 +380,7 @@ impl Payments {
     fn replay(
         &self,
         offer: &Arc<Offer>,
-        payload: PaymentPayload,
+        payload: Arc<PaymentPayload>,
         fingerprint: &Fingerprint,
         record: SettlementRecord,
         request: &RequestDigest,
@@ -372,7 +401,7 @@ impl Payments {
             key: record.key,
             payer: record.settlement.payer.clone(),
             requirement: record.requirement,
-            payload: Arc::new(payload),
+            payload,
             settlement: Some(record.settlement),
             replayed: true,
             offer: Arc::clone(offer),

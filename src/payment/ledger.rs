@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use super::payments::Payments;
 use super::refusal::Refusal;
 use crate::settlement::{
-    Fingerprint, PaymentKey, PaymentState, SettlementIntent, SettlementRecord,
+    Fingerprint, LedgerEntry, PaymentKey, PaymentState, SettlementIntent, SettlementRecord,
 };
 
 /// How often a claim re-reads an entry that changed under it before giving up with a 503.
@@ -70,57 +70,28 @@ pub(super) async fn claim(config: &Payments, key: &PaymentKey, fingerprint: &Fin
         fingerprint: fingerprint.shared(),
     };
     while lost_races < CLAIM_ATTEMPTS {
-        let entry = match config.store.load(key).await {
-            Ok(entry) => entry,
+        // The entry is read into what it means before anything else is awaited: the claim's
+        // future keeps a few words across its awaits, not the entry.
+        let seen = match config.store.load(key).await {
+            Ok(entry) => seen(config, key, fingerprint, entry),
             Err(error) => {
                 tracing::warn!(%error, %key, "settlement store unavailable; refusing payment rather than risk a second charge");
                 return Claim::Refuse(Box::new(Refusal::RecordsUnavailable(error)));
             }
         };
-        let Some(entry) = entry else {
-            match config.store.insert(key, &in_progress()).await {
+        let written = match seen {
+            Seen::Decided(claim) => return claim,
+            Seen::Absent => match config.store.insert(key, &in_progress()).await {
                 Ok(true) => return Claim::Fresh(hold(key, 1)),
-                Ok(false) => {
-                    lost_races += 1;
-                    continue;
-                }
-                Err(error) => return Claim::Refuse(Box::new(Refusal::RecordsUnavailable(error))),
-            }
-        };
-        if *fingerprint != *entry.state.fingerprint() {
-            return Claim::Refuse(Box::new(Refusal::IdentifierReused));
-        }
-        match entry.state {
-            PaymentState::Settled { record } => return Claim::Settled(Box::new(record)),
-            PaymentState::InDoubt { intent, .. } => {
-                return Claim::Recover(hold(key, entry.version), Box::new(intent));
-            }
-            PaymentState::Settling {
-                owner,
-                lease_until,
-                intent,
-            } if takeable(config, &owner, lease_until) => {
-                return Claim::Recover(hold(key, entry.version), Box::new(intent));
-            }
-            PaymentState::InProgress {
-                owner, lease_until, ..
-            } if takeable(config, &owner, lease_until) => {
-                match config
-                    .store
-                    .replace(key, entry.version, &in_progress())
-                    .await
-                {
-                    Ok(true) => return Claim::Fresh(hold(key, entry.version + 1)),
-                    Ok(false) => {
-                        lost_races += 1;
-                        continue;
-                    }
-                    Err(error) => {
-                        return Claim::Refuse(Box::new(Refusal::RecordsUnavailable(error)));
-                    }
+                written => written,
+            },
+            Seen::Abandoned(version) => {
+                match config.store.replace(key, version, &in_progress()).await {
+                    Ok(true) => return Claim::Fresh(hold(key, version + 1)),
+                    written => written,
                 }
             }
-            PaymentState::Settling { .. } | PaymentState::InProgress { .. } => {
+            Seen::Held => {
                 let now = Instant::now();
                 let deadline = *deadline.get_or_insert(now + config.held_wait);
                 if now >= deadline {
@@ -128,10 +99,58 @@ pub(super) async fn claim(config: &Payments, key: &PaymentKey, fingerprint: &Fin
                 }
                 tokio::time::sleep(pause.min(deadline - now)).await;
                 pause = (pause * 2).min(HELD_POLL_MAX);
+                continue;
             }
+        };
+        match written {
+            Ok(_) => lost_races += 1,
+            Err(error) => return Claim::Refuse(Box::new(Refusal::RecordsUnavailable(error))),
         }
     }
     Claim::Refuse(Box::new(Refusal::PaymentInProgress))
+}
+
+/// What a payment's entry in the ledger means for a claim of it.
+enum Seen {
+    /// No entry: insert one.
+    Absent,
+    /// Answered without writing.
+    Decided(Claim),
+    /// Held *in progress* under a lease that is takeable, at this version: take it over.
+    Abandoned(u64),
+    /// Held by another process: wait and read it again.
+    Held,
+}
+
+fn seen(
+    config: &Payments,
+    key: &PaymentKey,
+    fingerprint: &Fingerprint,
+    entry: Option<LedgerEntry>,
+) -> Seen {
+    let Some(entry) = entry else {
+        return Seen::Absent;
+    };
+    if *fingerprint != *entry.state.fingerprint() {
+        return Seen::Decided(Claim::Refuse(Box::new(Refusal::IdentifierReused)));
+    }
+    match entry.state {
+        PaymentState::Settled { record } => Seen::Decided(Claim::Settled(Box::new(record))),
+        PaymentState::InDoubt { intent, .. } => {
+            Seen::Decided(Claim::Recover(hold(key, entry.version), Box::new(intent)))
+        }
+        PaymentState::Settling {
+            owner,
+            lease_until,
+            intent,
+        } if takeable(config, &owner, lease_until) => {
+            Seen::Decided(Claim::Recover(hold(key, entry.version), Box::new(intent)))
+        }
+        PaymentState::InProgress {
+            owner, lease_until, ..
+        } if takeable(config, &owner, lease_until) => Seen::Abandoned(entry.version),
+        PaymentState::Settling { .. } | PaymentState::InProgress { .. } => Seen::Held,
+    }
 }
 
 fn hold(key: &PaymentKey, version: u64) -> Hold {

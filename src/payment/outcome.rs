@@ -292,12 +292,15 @@ impl Cleared {
 }
 
 /// A payment's cancellation, told to the hooks once: when the payment is released, or
-/// dropped before it settled. Holds nothing when no hook is registered.
-struct Cancel(Option<(Arc<Payments>, VerifiedPayment)>);
+/// dropped before it settled. Holds nothing when no hook is registered, and a pointer when
+/// one is, so that a payment without hooks carries one word for it.
+struct Cancel(Option<Box<(Arc<Payments>, VerifiedPayment)>>);
 
 impl Cancel {
     fn new(payments: &Arc<Payments>, payment: &VerifiedPayment) -> Self {
-        Self((!payments.hooks.is_empty()).then(|| (Arc::clone(payments), payment.clone())))
+        Self(
+            (!payments.hooks.is_empty()).then(|| Box::new((Arc::clone(payments), payment.clone()))),
+        )
     }
 
     fn disarm(&mut self) {
@@ -306,7 +309,8 @@ impl Cancel {
 
     /// Tells the hooks now.
     async fn now(&mut self) {
-        if let Some((payments, payment)) = self.0.take() {
+        if let Some(cancelled) = self.0.take() {
+            let (payments, payment) = *cancelled;
             payments.hooks.on_cancelled(&payment).await;
         }
     }
@@ -314,9 +318,10 @@ impl Cancel {
 
 impl Drop for Cancel {
     fn drop(&mut self) {
-        let Some((payments, payment)) = self.0.take() else {
+        let Some(cancelled) = self.0.take() else {
             return;
         };
+        let (payments, payment) = *cancelled;
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(async move { payments.hooks.on_cancelled(&payment).await });

@@ -76,14 +76,14 @@ pub enum Refusal {
     /// arguments) of this resource: a payment buys one delivery of one request. Nothing ran.
     UsedForAnotherRequest {
         /// The settlement recorded for the payment, when it settled (not while in doubt).
-        settlement: Option<SettleResponse>,
+        settlement: Option<Box<SettleResponse>>,
     },
     /// A metered (`upto`) payment presented again for the request it already bought: its
     /// charge was decided by the work that served it, so the work does not run again. Nothing
     /// ran; the recorded settlement says what was charged.
     AlreadyDelivered {
         /// The settlement recorded for the payment.
-        settlement: SettleResponse,
+        settlement: Box<SettleResponse>,
     },
     /// The amount a metered (`upto`) payment's Permit2 permit signs differs from the offer's
     /// maximum it names in `accepted`. Refused before verification.
@@ -92,7 +92,7 @@ pub enum Refusal {
     /// where the money may or may not have moved: the client is asked to retry the same payment.
     Facilitator(FacilitatorError),
     /// The facilitator refused to settle (`success: false`).
-    SettlementRefused(SettleResponse),
+    SettlementRefused(Box<SettleResponse>),
     /// The settlement records could not be read, so the layer cannot tell whether the payment
     /// already settled; it refuses rather than risk a second charge.
     RecordsUnavailable(StoreError),
@@ -291,7 +291,7 @@ impl Refusal {
     /// The settlement recorded for the payment this refusal is about, when it has one to show.
     pub(crate) fn recorded_settlement(&self) -> Option<&SettleResponse> {
         match self {
-            Self::UsedForAnotherRequest { settlement } => settlement.as_ref(),
+            Self::UsedForAnotherRequest { settlement } => settlement.as_deref(),
             Self::AlreadyDelivered { settlement } => Some(settlement),
             _ => None,
         }

@@ -133,12 +133,14 @@ pub(super) async fn settle(
     } else {
         intent
     };
+    // Boxed where it is made, and only the box moves on: whoever awaits this carries a pointer,
+    // not the settlement's state.
     let completion = {
         let (config, offer) = (Arc::clone(config), Arc::clone(offer));
-        async move {
+        Box::pin(async move {
             let outcome = complete(&config, &offer, hold, &intent, attempt).await;
             (outcome, guard)
-        }
+        })
     };
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => match Uncancellable::new(completion, runtime).await {
@@ -160,6 +162,8 @@ pub(super) async fn settle(
 }
 
 /// A payment the hooks kept from `/settle`.
+// Built only on the hooks' path, inside its boxed future, and matched at once.
+#[allow(clippy::large_enum_variant)]
 enum Skipped {
     /// Refused by a hook, and released.
     Refused(Refusal),
@@ -224,7 +228,7 @@ async fn complete(
             return Err(refuse(
                 config,
                 offer,
-                Refusal::SettlementRefused(settlement),
+                Refusal::SettlementRefused(Box::new(settlement)),
             ));
         }
         SettleAnswer::Refused(settlement) => {
@@ -237,11 +241,13 @@ async fn complete(
         // The answer was lost: the money may be moving right now. The buyer's retry recovers it.
         SettleAnswer::Failed(failure) if attempt == Attempt::First => {
             tracing::warn!(error = %failure, key = %hold.key, "facilitator settle failed; the payment may or may not have moved");
-            return Err(in_doubt(config, offer, &hold, intent, failure.to_string()).await);
+            let reason = failure.to_string();
+            return Err(Box::pin(in_doubt(config, offer, &hold, intent, reason)).await);
         }
         SettleAnswer::Failed(failure) => failure.to_string(),
     };
-    reconcile(config, offer, hold, intent, reason, attempt).await
+    // Boxed: a path only a refused or lost `/settle` takes, kept out of every settlement's size.
+    Box::pin(reconcile(config, offer, hold, intent, reason, attempt)).await
 }
 
 /// `/settle`, re-sent once (identically, after a pause) when it answers `settlement_pending`.
@@ -401,16 +407,24 @@ async fn settled(
             .hooks
             .on_doubt_resolved(offer, &hold.key, Some(&settlement));
     }
-    let record = SettlementRecord::of_intent(hold.key.clone(), intent, settlement.clone());
+    // The settlement moves into its record and back out once recorded: not copied.
+    let record = SettlementRecord::of_intent(hold.key.clone(), intent, settlement);
     if let Some(recent) = &config.recent_settlements {
         recent.remember(&record);
     }
     let state = PaymentState::Settled { record };
-    if let Err(error) = record_settled(config, &hold.key, Some(hold.version), &state).await {
+    let recorded = record_settled(config, &hold.key, Some(hold.version), &state).await;
+    let PaymentState::Settled { record } = state else {
+        // Never taken (built as settled just above); answered without panicking.
+        return reconciled_settlement(&intent.request, String::new());
+    };
+    if let Err(error) = recorded {
+        let settlement = record.settlement.clone();
         tracing::error!(%error, key = %hold.key, transaction = %settlement.transaction, "settled payment could not be recorded yet; writing it again in the background until the store takes it");
-        keep_recording(config, hold.key.clone(), state);
+        keep_recording(config, hold.key.clone(), PaymentState::Settled { record });
+        return settlement;
     }
-    settlement
+    record.settlement
 }
 
 /// The first pause before writing a settlement record again, doubled up to
@@ -431,26 +445,41 @@ async fn record_settled(
     version: Option<u64>,
     state: &PaymentState,
 ) -> Result<(), String> {
-    let mut version = version;
-    for _ in 0..3 {
-        let current = match version {
-            Some(current) => current,
-            None => match config.store.load(key).await {
-                Ok(Some(entry)) if matches!(entry.state, PaymentState::Settled { .. }) => {
-                    return Ok(());
-                }
-                Ok(Some(entry)) => entry.version,
-                Ok(None) => match config.store.insert(key, state).await {
-                    Ok(true) => return Ok(()),
-                    Ok(false) => continue,
-                    Err(error) => return Err(error.to_string()),
-                },
+    let Some(version) = version else {
+        return Box::pin(record_settled_as_read(config, key, state, 3)).await;
+    };
+    // The common case, at the version this layer holds; an entry that changed meanwhile is read
+    // again (the write counted as the first of three), boxed out of every settlement's size.
+    match config.store.replace(key, version, state).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Box::pin(record_settled_as_read(config, key, state, 2)).await,
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+/// [`record_settled`] at the version read each time: up to `attempts` writes.
+async fn record_settled_as_read(
+    config: &Payments,
+    key: &crate::settlement::PaymentKey,
+    state: &PaymentState,
+    attempts: usize,
+) -> Result<(), String> {
+    for _ in 0..attempts {
+        let current = match config.store.load(key).await {
+            Ok(Some(entry)) if matches!(entry.state, PaymentState::Settled { .. }) => {
+                return Ok(());
+            }
+            Ok(Some(entry)) => entry.version,
+            Ok(None) => match config.store.insert(key, state).await {
+                Ok(true) => return Ok(()),
+                Ok(false) => continue,
                 Err(error) => return Err(error.to_string()),
             },
+            Err(error) => return Err(error.to_string()),
         };
         match config.store.replace(key, current, state).await {
             Ok(true) => return Ok(()),
-            Ok(false) => version = None,
+            Ok(false) => {}
             Err(error) => return Err(error.to_string()),
         }
     }

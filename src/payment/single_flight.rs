@@ -1,16 +1,15 @@
 //! Single-flighting of requests that carry the same payment.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::{Mutex as AsyncMutex, Notify, OwnedMutexGuard};
 
-use crate::settlement::PaymentKey;
+use crate::settlement::{KeyMap, PaymentKey};
 
 /// Payments being processed right now, one lock per payment key.
 #[derive(Debug, Default)]
 pub(crate) struct Inflight {
-    locks: Mutex<HashMap<PaymentKey, Arc<AsyncMutex<()>>>>,
+    locks: Mutex<KeyMap<Arc<AsyncMutex<()>>>>,
     /// Woken when the last payment in progress is done.
     idle: Notify,
 }

@@ -31,9 +31,11 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    pub(super) fn new(future: F, runtime: Handle) -> Self {
+    /// The work `future`, boxed by its caller where it is made (so that it is never moved
+    /// whole), to be spawned on `runtime` if it is dropped unfinished.
+    pub(super) fn new(future: Pin<Box<F>>, runtime: Handle) -> Self {
         Self {
-            future: Some(Box::pin(future)),
+            future: Some(future),
             runtime,
         }
     }
@@ -96,7 +98,7 @@ mod tests {
 
     #[tokio::test]
     async fn awaited_it_runs_in_place_and_answers() {
-        let work = Uncancellable::new(async { 7 }, Handle::current());
+        let work = Uncancellable::new(Box::pin(async { 7 }), Handle::current());
         assert_eq!(work.await.unwrap(), 7);
     }
 
@@ -106,11 +108,11 @@ mod tests {
         let flag = Arc::clone(&finished);
         let (started_tx, started_rx) = tokio::sync::oneshot::channel();
         let work = Uncancellable::new(
-            async move {
+            Box::pin(async move {
                 let _ = started_tx.send(());
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 flag.store(true, Ordering::SeqCst);
-            },
+            }),
             Handle::current(),
         );
         // The caller gives up once the work is under way, as a client that hangs up.
@@ -129,10 +131,10 @@ mod tests {
     #[tokio::test]
     async fn a_panic_is_answered_not_propagated() {
         let work = Uncancellable::new(
-            async {
+            Box::pin(async {
                 tokio::task::yield_now().await;
                 panic!("the facilitator client broke");
-            },
+            }),
             Handle::current(),
         );
         let panicked = work.await.unwrap_err();

@@ -1,9 +1,10 @@
 //! The default settlement store: a bounded map in memory.
 
+use std::collections::VecDeque;
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::key_map::KeyMap;
 use super::{LedgerEntry, PaymentKey, PaymentState, SettlementRecord, SettlementStore, StoreError};
 use crate::boxed::BoxFuture;
 
@@ -24,7 +25,7 @@ pub struct MemorySettlementStore {
 
 #[derive(Debug, Default)]
 struct MemoryInner {
-    entries: HashMap<PaymentKey, LedgerEntry>,
+    entries: KeyMap<LedgerEntry>,
     /// Keys in insertion order, for eviction; may name keys removed since.
     order: VecDeque<PaymentKey>,
 }

@@ -18,6 +18,7 @@ use crate::boxed::{BoxError, BoxFuture};
 
 #[cfg(any(test, feature = "test-util"))]
 mod conformance;
+mod key_map;
 mod memory;
 mod reconciler;
 mod record;
@@ -26,6 +27,7 @@ mod state;
 #[cfg(any(test, feature = "test-util"))]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub use conformance::check as check_conformance;
+pub(crate) use key_map::KeyMap;
 pub use memory::MemorySettlementStore;
 pub use reconciler::{Reconciler, Reconciliation};
 pub(crate) use record::Fingerprint;

@@ -117,7 +117,7 @@ impl Inner {
             Ok(answer) if answer.success => answer,
             Ok(refused) => {
                 self.release(&pending.id, &pending.hold).await;
-                return Decision::Abort(Refusal::SettlementRefused(refused));
+                return Decision::Abort(Refusal::SettlementRefused(Box::new(refused)));
             }
             Err(error) => {
                 tracing::warn!(channel = %pending.id, %error, "refund /settle unanswered; reading the chain");
