@@ -190,7 +190,7 @@ fn begin(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) 
     }
 }
 
-/// The hooks' part of a priced request (the core's [prelude](Payments::prelude)): the offer
+/// The hooks' part of a priced request ([`Payments::open`], then [`Payments::decide`]): the offer
 /// with their challenge extensions, then, when a hook considers the request, its decision
 /// (serve it without payment, refuse it, or go on) in [`decided`]; otherwise on to [`start`]
 /// at once, as without hooks.

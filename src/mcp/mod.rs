@@ -112,7 +112,7 @@ use x402_wire::{Extension, PaymentPayload, ResourceInfo, SettleResponse, X402Ver
 use crate::boxed::BoxFuture;
 
 use crate::payment::{
-    Charge, Pass, Payments, Prelude, ProtectedRequest, Refusal, RefusalKind, RequestDigest,
+    Charge, Opening, Pass, Payments, Prelude, ProtectedRequest, Refusal, RefusalKind, RequestDigest,
 };
 #[cfg(doc)]
 use crate::pricing::SettlementMode;
@@ -289,7 +289,11 @@ impl PaidTools {
         let offer = if payments.has_hooks() {
             let (name, paying) = (&offer.resource().url, payment.is_some());
             let request = ProtectedRequest::meta(offer, name, meta, paying);
-            match payments.prelude(&request).await {
+            let prelude = match payments.open(&request) {
+                Opening::Continue(offer) => Prelude::Continue(offer),
+                Opening::Ask(offer) => payments.decide(&request.with_offer(&offer)).await,
+            };
+            match prelude {
                 Prelude::Continue(offer) => offer,
                 Prelude::Granted(granted) => return Admitted::Granted(granted),
                 Prelude::Refused(offer, refusal) => {

@@ -25,19 +25,10 @@ use crate::settlement::{
 };
 
 impl Payments {
-    /// The hooks' part of a priced request, before its payment is read (the adapters ask it only
-    /// when [`has_hooks`](Self::has_hooks)): the offer with the hooks' challenge extensions,
-    /// and their decision — serve it without payment, refuse it (reported here), or go on.
-    pub(crate) async fn prelude(&self, request: &ProtectedRequest<'_>) -> Prelude {
-        match self.open(request) {
-            Opening::Continue(offer) => Prelude::Continue(offer),
-            Opening::Ask(offer) => self.decide(&request.with_offer(&offer)).await,
-        }
-    }
-
-    /// The part of the [prelude](Self::prelude) that needs no waiting: the offer with the
-    /// hooks' challenge extensions, and whether a hook must still
-    /// [decide](Self::decide) about the request.
+    /// The hooks' part of a priced request that needs no waiting, before its payment is read
+    /// (the adapters ask it only when [`has_hooks`](Self::has_hooks)): the offer with the
+    /// hooks' challenge extensions, and whether a hook must still [decide](Self::decide)
+    /// about the request.
     pub(crate) fn open(&self, request: &ProtectedRequest<'_>) -> Opening {
         self.hooks.open(request)
     }

@@ -456,7 +456,7 @@ pub(crate) enum Opening {
 }
 
 /// What the hooks decided about a priced request before its payment is read
-/// ([`Payments::prelude`](super::Payments::prelude)).
+/// ([`Payments::open`](super::Payments::open), then [`Payments::decide`](super::Payments::decide)).
 // Returned once per request and matched at once: not worth a box.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
