@@ -35,6 +35,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The file exists before the store writes to it, so the wait below can read it at once.
+: >"$work/store.addr"
 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/callgrind.out.%p" \
     "$load" store >"$work/store.addr" 2>"$work/valgrind.log" &
 pid=$!

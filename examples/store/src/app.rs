@@ -3,15 +3,17 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{Method, StatusCode, Uri, header};
+use axum::http::{Extensions, HeaderMap, Method, StatusCode, Uri, Version, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router, middleware};
 use tower_http::compression::CompressionLayer;
+use tower_http::compression::predicate::{DefaultPredicate, Predicate as _};
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
+use crate::catalog::PAID_PATH_PREFIX;
 use crate::config::Config;
 use crate::documents::{bazaar, bazaar_page, caching, llms_txt, openapi, well_known};
 use crate::http_errors::json_error;
@@ -76,17 +78,36 @@ pub fn app(state: AppState) -> Router {
             state.config.limits.request_timeout,
         ));
 
-    Router::new()
-        .merge(free)
-        .route("/api/x402/{sku}", paywall::paid_get(&state))
+    // Each product's own path is a route of its own (the router resolves it without reading a
+    // parameter out of the path); the parameter route takes every other spelling: a
+    // percent-encoded slug, or an unknown product, which the paywall answers 404.
+    let paid = paywall::paid_get(&state);
+    let mut router = Router::new().merge(free);
+    for sku in state.catalog.iter() {
+        router = router.route(&format!("{PAID_PATH_PREFIX}{}", sku.slug), paid.clone());
+    }
+    router
+        .route("/api/x402/{sku}", paid)
         .fallback(not_found)
         // JSON bodies for the errors the router and middleware write (405, 408, 413, 431).
         .layer(middleware::from_fn(http_errors::json_errors))
         // gzip for clients that ask for it (the catalog documents are 100–200 KB of JSON).
-        .layer(CompressionLayer::new())
+        .layer(CompressionLayer::new().compress_when(compressible.and(DefaultPredicate::new())))
         // One span per request, with method, redacted URI, status and latency.
         .layer(request_log::layer())
         .with_state(state)
+}
+
+/// Whether an answer may be compressed, beside tower-http's default rule: a 402 only when it is
+/// the paywall page (HTML). A 402's JSON body (about 2 KB) repeats the challenge that its
+/// `PAYMENT-REQUIRED` header carries uncompressed anyway, and setting up gzip for every such
+/// answer would cost more than the bytes it saves; uncompressed, it does not vary on
+/// `Accept-Encoding` either.
+fn compressible(status: StatusCode, _: Version, headers: &HeaderMap, _: &Extensions) -> bool {
+    status != StatusCode::PAYMENT_REQUIRED
+        || headers
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|kind| kind.as_bytes().starts_with(b"text/html"))
 }
 
 /// The free routes a trailing slash is redirected to (`/bazaar/` → `/bazaar`). Product paths are

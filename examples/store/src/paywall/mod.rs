@@ -1,8 +1,9 @@
 //! `GET /api/x402/{sku}`: the purchase handler behind the x402 paywall.
 //!
 //! The price of a request is decided from its path alone: the last segment, percent-decoded
-//! exactly as axum's `Path` extractor decodes it for the handler, names the product. So every
-//! spelling the handler would read as a known slug (`store-rail%2Dreceipt`) is priced, and a
+//! as axum's `Path` extractor decodes it ([`Catalog::for_path`], which the handler reads its
+//! product with too), names the product. So every spelling of a known slug
+//! (`store-rail%2Dreceipt`) is priced, and a
 //! slug the catalog does not know is [`Price::NotSold`]: the paywall answers 404 itself and the
 //! handler never runs — an unknown product never gets a challenge and a known one never runs
 //! unpaid. The request body is never looked at, so a body on the GET cannot stand between a
@@ -15,16 +16,21 @@
 //! Payments settle before the handler runs ([`SettlementMode::Before`](tower_x402::SettlementMode)),
 //! because the handler issues a Passport: that must never happen without the money.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::FromRef;
+use axum::extract::Request;
 use axum::handler::Handler;
 use axum::http::request::Parts;
-use axum::http::{HeaderName, HeaderValue, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse as _, Response};
 use axum::routing::{MethodRouter, get_service};
 use tower::Layer as _;
 use tower::layer::util::Stack;
+use tower::{ServiceExt, service_fn};
 use tower_http::cors::CorsLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_x402::cors::PAYMENT_REQUEST_HEADERS;
@@ -42,11 +48,15 @@ use crate::sales::standing::Standing;
 use crate::state::PaymentsInProgress;
 use crate::storage::Store;
 
-pub mod doors;
+use shared::Shared;
 
-/// The paid GET (mounted at `/api/x402/{sku}` by the app): the purchase handler behind the
-/// paywall, priced from the state's [`Catalog`], paying through its [`Facilitators`], recording
-/// settlements in its [`Store`] and reporting payment events to its [`Standing`].
+pub mod doors;
+mod shared;
+
+/// The paid GET (mounted by the app at each product's path and at `/api/x402/{sku}`): the
+/// purchase handler behind the paywall, priced from the state's [`Catalog`], paying through its
+/// [`Facilitators`], recording settlements in its [`Store`] and reporting payment events to its
+/// [`Standing`].
 pub fn paid_get<S>(state: &S) -> MethodRouter<S>
 where
     S: Clone + Send + Sync + 'static,
@@ -103,26 +113,57 @@ where
     let paywall = X402Layer::with_payments(payments, pricing)
         // The specification's answer to a paid resource requested without a valid payment.
         .invalid_header_payment_required()
+        // The route's CORS writes `Access-Control-Expose-Headers` on every answer.
+        .expose_headers(None)
         .paywall_page(page);
     PaymentsInProgress::from_ref(state).keep(paywall.payments());
-    // The service is built once: the handler with the three parts of the state it reads (cloned
-    // per request, as every route's service is), the paywall around it. The paywall wraps the
-    // handler only (not the method router), so other methods get 405; CORS wraps the method
-    // router, so the preflight (OPTIONS) is answered before it.
+    // The service is built once: the handler with the three parts of the state it reads, the
+    // paywall around it, CORS around both. The paywall wraps the GET's handler only, so other
+    // methods get 405.
     let purchase_state = PurchaseState {
         catalog: Arc::<Catalog>::from_ref(state),
         config: Arc::clone(&config),
         store: Store::from_ref(state),
     };
     let handler = Handler::<_, PurchaseState>::with_state(purchase, purchase_state);
-    get_service(paywall.layer(handler)).layer(cors(&config.cors_origins))
+    let cors = cors(&config.cors_origins);
+    // (CORS writes a preflight's body itself: the paywall's body is made axum's for it.)
+    let paid =
+        ServiceExt::<Request>::map_response(paywall.layer(handler), |answer| answer.map(Body::new));
+    // Shared: the layers the app mounts around every route clone a reference, and each request
+    // clones the paywall, CORS and handler once. When any origin may pay, a GET's CORS headers
+    // are the same for every request: set as they are, without the header map tower-http's
+    // CORS builds for each request. Other methods, the preflight (OPTIONS) among them, go
+    // through tower-http's CORS, which answers the preflight itself; other methods get 405.
+    let get = if config.cors_origins.is_empty() {
+        get_service(Shared::new(any_origin_headers().layer(paid)))
+    } else {
+        get_service(Shared::new(cors.layer(paid)))
+    };
+    get.fallback_service(cors.layer(service_fn(method_not_allowed)))
 }
 
-/// What every answer of the paid route varies on for CORS: the value tower-http's `CorsLayer`
-/// writes by default, prebuilt once rather than joined from its list for every request.
-const CORS_VARY: HeaderValue = HeaderValue::from_static(
-    "origin, access-control-request-method, access-control-request-headers",
-);
+/// The CORS headers of every answer to a GET when any origin may pay: the ones [`cors`] writes
+/// on an answer that is not a preflight's (`Access-Control-Allow-Origin: *` and the exposed
+/// payment headers; no `Vary`).
+fn any_origin_headers()
+-> Stack<SetResponseHeaderLayer<HeaderValue>, SetResponseHeaderLayer<HeaderValue>> {
+    Stack::new(
+        SetResponseHeaderLayer::overriding(header::ACCESS_CONTROL_ALLOW_ORIGIN, ANY_ORIGIN),
+        SetResponseHeaderLayer::overriding(header::ACCESS_CONTROL_EXPOSE_HEADERS, EXPOSED),
+    )
+}
+
+/// `Access-Control-Allow-Origin` when any origin may pay.
+const ANY_ORIGIN: HeaderValue = HeaderValue::from_static("*");
+
+/// `Access-Control-Expose-Headers` as tower-http joins [`payment_cors`]'s list.
+const EXPOSED: HeaderValue = HeaderValue::from_static("payment-required,payment-response");
+
+/// Any method but GET and HEAD; the router adds `Allow`, the app's JSON errors the body.
+async fn method_not_allowed(_: Request) -> Result<Response, Infallible> {
+    Ok(StatusCode::METHOD_NOT_ALLOWED.into_response())
+}
 
 /// What the purchase handler reads of the app's state, and nothing more: the route's service is
 /// cloned for every request, and so is this.
@@ -175,7 +216,11 @@ fn sign_in(config: &Config, store: &Store) -> Result<SignInWithX, tower_x402::Bo
 
 /// Any origin may pay unless `STORE_CORS_ORIGINS` names the allowed ones; pages may send the
 /// referral and sign-in headers beside the payment's.
-fn cors(origins: &[String]) -> Stack<CorsLayer, SetResponseHeaderLayer<HeaderValue>> {
+///
+/// Open to any origin, every answer carries the same CORS headers whatever the request's
+/// `Origin`, and every answer of the route is `Cache-Control: no-store`: no `Vary` (a cache's
+/// key) is sent. With named origins the allowed origin is echoed, and tower-http's `Vary` says so.
+fn cors(origins: &[String]) -> CorsLayer {
     let headers: Vec<HeaderName> = PAYMENT_REQUEST_HEADERS
         .into_iter()
         .chain([
@@ -183,16 +228,53 @@ fn cors(origins: &[String]) -> Stack<CorsLayer, SetResponseHeaderLayer<HeaderVal
             tower_x402_siwx::SIGN_IN_WITH_X,
         ])
         .collect();
-    // One layer (the route boxes each of its layers): CORS without its own `Vary`, inside the
-    // prebuilt one.
-    let vary = SetResponseHeaderLayer::appending(header::VARY, CORS_VARY);
-    let cors = payment_cors().allow_headers(headers).vary([]);
+    let cors = payment_cors().allow_headers(headers);
     if origins.is_empty() {
-        return Stack::new(cors, vary);
+        return cors.vary([]);
     }
     let allowed: Vec<HeaderValue> = origins
         .iter()
         .filter_map(|origin| HeaderValue::try_from(origin.as_str()).ok())
         .collect();
-    Stack::new(cors.allow_origin(allowed), vary)
+    cors.allow_origin(allowed)
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::Method;
+
+    use super::*;
+
+    /// An answer to `method` from `layer` around a handler that sets no header.
+    async fn headers_of<L>(layer: L, method: Method) -> axum::http::HeaderMap
+    where
+        L: tower::Layer<tower::util::BoxCloneSyncService<Request, Response, Infallible>>,
+        L::Service: tower::Service<Request, Response = Response, Error = Infallible>,
+    {
+        let inner = tower::util::BoxCloneSyncService::new(service_fn(|_: Request| async {
+            Ok::<_, Infallible>(Response::new(Body::empty()))
+        }));
+        let request = Request::builder()
+            .method(method)
+            .uri("/api/x402/store-rail-receipt")
+            .header(header::ORIGIN, "https://shop.example")
+            .body(Body::empty())
+            .unwrap();
+        layer
+            .layer(inner)
+            .oneshot(request)
+            .await
+            .unwrap()
+            .headers()
+            .clone()
+    }
+
+    #[tokio::test]
+    async fn a_get_carries_the_cors_headers_tower_http_writes() {
+        for method in [Method::GET, Method::HEAD] {
+            let by_cors = headers_of(cors(&[]), method.clone()).await;
+            assert_eq!(by_cors.len(), 2, "{by_cors:?}");
+            assert_eq!(headers_of(any_origin_headers(), method).await, by_cors);
+        }
+    }
 }

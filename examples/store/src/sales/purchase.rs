@@ -42,8 +42,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Json;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -107,12 +107,13 @@ pub async fn purchase(
     State(catalog): State<Arc<Catalog>>,
     State(config): State<Arc<Config>>,
     State(store): State<Store>,
-    Path(slug): Path<String>,
+    uri: Uri,
     paid: Option<VerifiedPayment>,
     signed_in: Option<SignedIn>,
     headers: HeaderMap,
 ) -> Response {
-    let Some(sku) = catalog.get(&slug) else {
+    // The product the paywall priced: read from the path as the paywall read it.
+    let Some(sku) = catalog.for_path(uri.path()) else {
         return json_error(StatusCode::NOT_FOUND, "no SKU with this slug");
     };
     let state = Shop {
@@ -148,12 +149,12 @@ pub async fn purchase(
             ),
         ),
         Err(Failure::Storage(error)) => {
-            tracing::error!(%error, sku = %slug, key = %payment.key, "settled payment could not be recorded as an order; writing it in the background");
+            tracing::error!(%error, sku = %sku.slug, key = %payment.key, "settled payment could not be recorded as an order; writing it in the background");
             record_later(
                 Arc::clone(&catalog),
                 Arc::clone(&config),
                 store.clone(),
-                slug.clone(),
+                sku.slug.clone(),
                 paid.clone(),
                 headers,
             );
