@@ -14,8 +14,8 @@ use crate::signed_in::SignedIn;
 use crate::store::EntitlementStore;
 use crate::store::MemoryEntitlementStore;
 use crate::support::{
-    MacInput, TIMESTAMP_LEN, Time, constant_time_eq, legacy_nonce_key, nonce_key,
-    normalise_address, now_ms, parse_origin, parse_timestamp, since_epoch, unix_now,
+    LEGACY_NONCE_KEY_LABEL, MacInput, NONCE_KEY_LABEL, TIMESTAMP_LEN, Time, constant_time_eq,
+    nonce_key, normalise_address, now_ms, parse_origin, parse_timestamp, since_epoch, unix_now,
     write_json_string, write_timestamp,
 };
 use crate::verify;
@@ -97,8 +97,8 @@ impl SignInWithX {
             return Err("the sign-in secret must be at least 32 bytes".into());
         }
         Ok(Self {
-            nonce_key: nonce_key(secret, &origin)?,
-            legacy_nonce_key: legacy_nonce_key(secret)?,
+            nonce_key: nonce_key(secret, NONCE_KEY_LABEL, origin.as_bytes())?,
+            legacy_nonce_key: nonce_key(secret, LEGACY_NONCE_KEY_LABEL, b"")?,
             origin: origin.into(),
             host: host.into(),
             statement: None,

@@ -141,24 +141,20 @@ fn format_second(second: u64) -> [u8; TIMESTAMP_LEN] {
     out
 }
 
-/// The nonce MAC's key: the server's secret (at least 32 bytes) condensed through
-/// HMAC-SHA256 with the server's `origin`, so that all of the secret counts and a nonce is
-/// this origin's alone.
-pub(crate) fn nonce_key(secret: &[u8], origin: &str) -> Result<[u8; 16], BoxError> {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret)?;
-    mac.update(b"x402-siwx-nonce/3");
-    mac.update(origin.as_bytes());
-    let digest = mac.finalize().into_bytes();
-    let mut key = [0; 16];
-    key.copy_from_slice(&digest[..16]);
-    Ok(key)
-}
+/// The label of the nonce MAC's key, mixed with the server's origin so that a nonce is this
+/// origin's alone.
+pub(crate) const NONCE_KEY_LABEL: &[u8] = b"x402-siwx-nonce/3";
 
-/// The key of the nonces issued before [`nonce_key`]'s (the secret alone, condensed through
-/// HMAC-SHA256), which the MAC of every field as text used: still accepted from proofs.
-pub(crate) fn legacy_nonce_key(secret: &[u8]) -> Result<[u8; 16], BoxError> {
+/// The label of the key of the nonces issued before [`NONCE_KEY_LABEL`]'s, which the MAC of
+/// every field as text used, with no origin mixed in: still accepted from proofs.
+pub(crate) const LEGACY_NONCE_KEY_LABEL: &[u8] = b"x402-siwx-nonce/2";
+
+/// A nonce MAC's key: the server's secret (at least 32 bytes) condensed through HMAC-SHA256
+/// with `label` and then `context` (empty for none), so that all of the secret counts.
+pub(crate) fn nonce_key(secret: &[u8], label: &[u8], context: &[u8]) -> Result<[u8; 16], BoxError> {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret)?;
-    mac.update(b"x402-siwx-nonce/2");
+    mac.update(label);
+    mac.update(context);
     let digest = mac.finalize().into_bytes();
     let mut key = [0; 16];
     key.copy_from_slice(&digest[..16]);
