@@ -274,14 +274,27 @@ async fn a_granted_request_is_served_without_any_verify() {
 }
 
 /// A hook that grants requests whose `x-pass` says so, considers only requests carrying
-/// `x-pass`, and counts how often it is asked.
+/// `x-pass`, and counts how often it is asked whether it considers a request and how often
+/// to decide one.
 #[derive(Clone, Default)]
 struct Picky {
+    considered: Arc<AtomicUsize>,
     asked: Arc<AtomicUsize>,
+}
+
+impl Picky {
+    /// (asked whether it considers a request, asked to decide one)
+    fn counts(&self) -> (usize, usize) {
+        (
+            self.considered.load(Ordering::SeqCst),
+            self.asked.load(Ordering::SeqCst),
+        )
+    }
 }
 
 impl PaymentHooks for Picky {
     fn considers_request(&self, request: &ProtectedRequest<'_>) -> bool {
+        self.considered.fetch_add(1, Ordering::SeqCst);
         request.field("x-pass").is_some()
     }
 
@@ -339,6 +352,38 @@ async fn a_hook_is_asked_only_about_the_requests_it_considers() {
     assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED);
     assert_eq!(asked(), 2);
     assert_eq!(calls(&sandbox), (1, 1));
+}
+
+#[tokio::test]
+async fn each_hook_is_asked_once_per_request_whether_it_considers_it() {
+    let sandbox = accepting();
+    let (first, second) = (Picky::default(), Picky::default());
+    let payments = Payments::new(sandbox.clone())
+        .hook(first.clone())
+        .hook(second.clone());
+    let offer = offer(URL, SettlementMode::After);
+    let with_pass = |pass: &str| {
+        Request::get("/report")
+            .header("x-pass", pass)
+            .body(Full::default())
+            .unwrap()
+    };
+
+    // Both consider it and neither grants it: each is asked once of each.
+    let response = send(&payments, &offer, with_pass("no")).await;
+    assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED);
+    assert_eq!((first.counts(), second.counts()), ((1, 1), (1, 1)));
+
+    // The first grants it: the second is asked nothing.
+    let response = send(&payments, &offer, with_pass("let-me-in")).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!((first.counts(), second.counts()), ((2, 2), (1, 1)));
+
+    // Neither considers it: each is asked that once, and nothing else.
+    let response = send(&payments, &offer, get("/report")).await;
+    assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED);
+    assert_eq!((first.counts(), second.counts()), ((3, 2), (2, 1)));
+    assert_eq!(calls(&sandbox), (0, 0), "(/verify, /settle)");
 }
 
 #[tokio::test]

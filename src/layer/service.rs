@@ -16,7 +16,7 @@ use crate::boxed::BoxFuture;
 use crate::facilitator::Facilitator;
 #[cfg(doc)]
 use crate::payment::Payments;
-use crate::payment::{Opening, Prelude, ProtectedRequest, Refusal, RequestDigest};
+use crate::payment::{Considering, Opening, Prelude, ProtectedRequest, Refusal, RequestDigest};
 use crate::paywall_page;
 use crate::pricing::{Offer, PendingPrice, Price, Pricing};
 
@@ -200,13 +200,18 @@ fn hooked(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts)
     let request = ProtectedRequest::http(&offer, path, &parts.method, &parts.headers, paying);
     match config.payments.open(&request) {
         Opening::Continue(offer) => start(config, offer, &parts.method, &parts.uri, &parts.headers),
-        Opening::Ask(offer) => decided(config, offer, parts),
+        Opening::Ask(offer, considering) => decided(config, offer, considering, parts),
     }
 }
 
 /// The gate of a request a hook considers: its decision, awaited, then on to [`start`].
 #[cold]
-fn decided(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) -> Start {
+fn decided(
+    config: &Arc<Config>,
+    offer: Arc<Offer>,
+    considering: Considering,
+    parts: &http::request::Parts,
+) -> Start {
     let (config, method, uri, headers) = (
         Arc::clone(config),
         parts.method.clone(),
@@ -217,7 +222,7 @@ fn decided(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts
         let path = uri.path_and_query().map_or("/", |p| p.as_str());
         let paying = headers.contains_key(PAYMENT_SIGNATURE);
         let request = ProtectedRequest::http(&offer, path, &method, &headers, paying);
-        match config.payments.decide(&request).await {
+        match config.payments.decide(&request, considering).await {
             Prelude::Granted(extensions) => Gate::Granted(extensions),
             Prelude::Refused(offer, refusal) => {
                 Gate::Refuse(responses::refusal(&config, &offer, &refusal))

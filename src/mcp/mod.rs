@@ -291,7 +291,11 @@ impl PaidTools {
             let request = ProtectedRequest::meta(offer, name, meta, paying);
             let prelude = match payments.open(&request) {
                 Opening::Continue(offer) => Prelude::Continue(offer),
-                Opening::Ask(offer) => payments.decide(&request.with_offer(&offer)).await,
+                Opening::Ask(offer, considering) => {
+                    payments
+                        .decide(&request.with_offer(&offer), considering)
+                        .await
+                }
             };
             match prelude {
                 Prelude::Continue(offer) => offer,

@@ -8,7 +8,7 @@ use tracing::Instrument as _;
 use x402_wire::{FacilitatorRequest, PaymentPayload, PaymentRequirements, VerifyResponse};
 
 use super::delivery::{self, RequestDigest};
-use super::hooks::{Decision, Opening, PaymentContext, Prelude, ProtectedRequest};
+use super::hooks::{Considering, Decision, Opening, PaymentContext, Prelude, ProtectedRequest};
 use super::ledger::{self, Claim, Hold};
 use super::outcome::{Cleared, Outcome, Paid, refused};
 use super::payments::Payments;
@@ -36,8 +36,12 @@ impl Payments {
     /// The decision of the hooks that consider `request` (priced with the offer
     /// [`open`](Self::open) gave): serve it without payment, refuse it (reported here), or go
     /// on.
-    pub(crate) async fn decide(&self, request: &ProtectedRequest<'_>) -> Prelude {
-        let prelude = self.hooks.decide(request).await;
+    pub(crate) async fn decide(
+        &self,
+        request: &ProtectedRequest<'_>,
+        considering: Considering,
+    ) -> Prelude {
+        let prelude = self.hooks.decide(request, considering).await;
         if let Prelude::Refused(offer, refusal) = &prelude {
             self.report_refusal(offer, refusal);
         }

@@ -93,9 +93,9 @@ pub trait PaymentHooks: Send + Sync + 'static {
     }
 
     /// Whether [`on_protected_request`](Self::on_protected_request) may decide anything but
-    /// [`Decision::Continue`] for `request`. The core asks every hook first, without waiting,
-    /// and calls `on_protected_request` only on the hooks that answer `true`; when none does,
-    /// the request goes on at once, with no future built for the hooks. A hook that acts only
+    /// [`Decision::Continue`] for `request`. The core asks the hooks in order, each once per
+    /// request, and calls `on_protected_request` only on those that answer `true`; when none
+    /// does, the request goes on at once, with no future built for the hooks. A hook that acts only
     /// on requests carrying a field of its own answers from that field; one that never
     /// overrides `on_protected_request` (an observer) answers `false`. The default is `true`.
     ///
@@ -450,10 +450,15 @@ pub enum Decision<T> {
 pub(crate) enum Opening {
     /// No hook considers the request: go on with this offer (the challenge, or the payment).
     Continue(Arc<Offer>),
-    /// A hook considers the request: await its decision
+    /// A hook considers the request: await the hooks' decision
     /// ([`Payments::decide`](super::Payments::decide)) with this offer.
-    Ask(Arc<Offer>),
+    Ask(Arc<Offer>, Considering),
 }
+
+/// Where the hooks' decision starts: the first hook that considers the request. The hooks
+/// before it do not; those after it are not asked yet, so that each is asked once.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Considering(usize);
 
 /// What the hooks decided about a priced request before its payment is read
 /// ([`Payments::open`](super::Payments::open), then [`Payments::decide`](super::Payments::decide)).
@@ -611,27 +616,38 @@ impl Hooks {
             .decorate(request)
             .unwrap_or_else(|| Arc::clone(request.offer));
         let decorated = request.with_offer(&offer);
-        if self.0.iter().any(|hook| hook.considers_request(&decorated)) {
-            Opening::Ask(offer)
-        } else {
-            Opening::Continue(offer)
+        match self
+            .0
+            .iter()
+            .position(|hook| hook.considers_request(&decorated))
+        {
+            Some(first) => Opening::Ask(offer, Considering(first)),
+            None => Opening::Continue(offer),
         }
     }
 
     /// The decision of the hooks that consider `request` (priced with the offer
     /// [`open`](Self::open) gave).
-    pub(super) async fn decide(&self, request: &ProtectedRequest<'_>) -> Prelude {
+    pub(super) async fn decide(
+        &self,
+        request: &ProtectedRequest<'_>,
+        considering: Considering,
+    ) -> Prelude {
         let offer = request.offer;
-        match self.on_protected_request(request).await {
+        match self.on_protected_request(request, considering).await {
             Decision::Handled(extensions) => Prelude::Granted(extensions),
             Decision::Abort(refusal) => Prelude::Refused(Arc::clone(offer), refusal),
             Decision::Continue => Prelude::Continue(Arc::clone(offer)),
         }
     }
 
-    async fn on_protected_request(&self, request: &ProtectedRequest<'_>) -> Decision<Extensions> {
-        for hook in &self.0 {
-            if !hook.considers_request(request) {
+    async fn on_protected_request(
+        &self,
+        request: &ProtectedRequest<'_>,
+        Considering(first): Considering,
+    ) -> Decision<Extensions> {
+        for (index, hook) in self.0.iter().enumerate().skip(first) {
+            if index > first && !hook.considers_request(request) {
                 continue;
             }
             match hook.on_protected_request(request).await {

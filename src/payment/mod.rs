@@ -116,8 +116,8 @@ mod verified;
 
 pub use charge::Charge;
 pub use delivery::RequestDigest;
+pub(crate) use hooks::{Considering, Opening, Prelude};
 pub use hooks::{Decision, PaymentContext, PaymentHooks, ProtectedRequest};
-pub(crate) use hooks::{Opening, Prelude};
 pub use missing::MissingPayment;
 pub(crate) use outcome::Pass;
 pub use outcome::{Cleared, Outcome, Paid};
