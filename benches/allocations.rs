@@ -16,8 +16,8 @@ use x402_wire::UsdcDeployment;
 static ALLOC: dhat::Alloc = dhat::Alloc;
 
 /// The most heap blocks a paid request may allocate beyond the bare call (the request and
-/// response themselves, and the payment header on the request): what it allocates today, 42.
-const PAID_BLOCKS: u64 = 42;
+/// response themselves, and the payment header on the request): what it allocates today, 39.
+const PAID_BLOCKS: u64 = 39;
 
 /// Heap blocks allocated per call of `service` over `requests` (each run to completion on a
 /// current-thread runtime, as the instruction benchmark's cases), after one warm-up call.

@@ -24,7 +24,7 @@ static ALLOC: dhat::Alloc = dhat::Alloc;
 
 /// The most heap blocks a paid request may allocate beyond the bare route: what it allocates
 /// today.
-const PAID_BLOCKS: u64 = 40;
+const PAID_BLOCKS: u64 = 37;
 
 /// The most heap blocks a 402 may allocate beyond the bare route: what it allocates today.
 const UNPAID_BLOCKS: u64 = 2;

@@ -80,8 +80,13 @@ pub(crate) const DECODE_AND_MATCH: u64 = 16_700;
 /// `async fn`s where large arguments move in, borrowed answers dropped before the next await,
 /// the payment moved into its `Paid` before it settles, the hooks' and refusals' paths boxed
 /// out — the uncancellable settlement 2,192 → about 800 bytes, `Cleared::conclude` 1,728 → 960,
-/// the core's `pay` 2,368 → 1,168).
-pub(crate) const PAID_PATH: u64 = 46_000;
+/// the core's `pay` 2,368 → 1,168; 43,058 with every block a paid request allocates under
+/// glibc's 1,032-byte per-thread cache, so that no large chunk is carved, merged or freed — the
+/// layer boxing one future per way a payment resolves rather than `Cleared::conclude`'s, the
+/// verification's failure path and the claim's *in progress* write boxed out of the core's
+/// `pay`, 1,168 → 928 bytes — and the memory store answering a write or an absent entry with a
+/// future of no size, boxed without an allocation).
+pub(crate) const PAID_PATH: u64 = 43_500;
 /// A paid metered (`upto`) request: a Permit2 payment verified, the inner service setting its
 /// charge, and that amount settled by the in-process facilitator that answers at once (measured
 /// 136,486 with the shared settling request and the sign-in gate merged; 139,033 once the
@@ -97,8 +102,10 @@ pub(crate) const PAID_PATH: u64 = 46_000;
 /// 62,399 with observers as hooks and the scheme points `batch-settlement` needs; 62,252 with
 /// the setup's freed blocks merged outside the count; 58,666 with the paid path's smaller
 /// futures, the payment-keyed maps' carried hash and the smaller `Refusal`, as `paid`'s;
-/// 57,551 with the settlement's futures holding each value once, as `paid`'s).
-pub(crate) const PAID_UPTO_PATH: u64 = 58_150;
+/// 57,551 with the settlement's futures holding each value once, as `paid`'s; 55,835 with every
+/// block under glibc's per-thread cache and the memory store's answers unallocated, as
+/// `paid`'s).
+pub(crate) const PAID_UPTO_PATH: u64 = 56_400;
 /// A payment channel's voucher request (`batch-settlement`), the channel opened beforehand: the
 /// voucher verified locally (its EIP-712 digest and one ECDSA public-key recovery with
 /// libsecp256k1, compared with the channel's payer authorizer; the cumulative check), the inner
@@ -112,7 +119,8 @@ pub(crate) const PAID_UPTO_PATH: u64 = 58_150;
 /// merges that brought a recovered deposit's commit and the refund's resolution against the
 /// chain into the scheme; 663,805 with the setup's freed blocks merged outside the count;
 /// 654,934 with the paid path's smaller futures and `Refusal`; 656,896 with a settlement before
-/// the work boxed out of the payment's future).
+/// the work boxed out of the payment's future; 644,774 with the paid path's blocks under
+/// glibc's per-thread cache).
 pub(crate) const PAID_VOUCHER_PATH: u64 = 661_500;
 /// One `/verify` and one `/settle` through `HttpFacilitator` over an open HTTP/1.1 connection to
 /// the sandbox facilitator on loopback: the client's side only (measured 158,806 to 159,352 while

@@ -15,8 +15,8 @@ use super::body::ResponseBody;
 use super::metered::{Meter, header_amount, take_overrides};
 use super::responses::{self, into_body, mark_paid};
 use crate::boxed::BoxFuture;
-use crate::payment::{Charge, Paid, Pass};
-use crate::pricing::SettlementMode;
+use crate::payment::{Charge, Paid, Pass, Refusal};
+use crate::pricing::{Offer, SettlementMode};
 
 /// What the payment core decided, in the layer's terms.
 pub(super) enum Gate {
@@ -227,14 +227,68 @@ fn after_work<B>((config, pass, charge): Passed, mut response: Response<B>) -> N
         let meter = Meter::new(cleared, charge, *named);
         return Next::Done(response.map(|body| ResponseBody::metered(body, meter)));
     }
-    let settle = Box::pin(async move {
-        let offer = Arc::clone(&cleared.payment().offer);
-        let outcome = match named {
-            Ok(named) => cleared.conclude(served, charge.as_ref(), named).await,
-            Err(refusal) => Err(cleared.refuse(*refusal).await),
-        };
-        let outcome = outcome.map_err(|refusal| responses::refusal(&config, &offer, &refusal));
-        (config, outcome)
-    });
+    let offer = Arc::clone(&cleared.payment().offer);
+    // What `Cleared::conclude` does, one boxed future per case: each carries only its own
+    // step, so that the common one (settling a fixed price) stays small.
+    let settle = match (named, charge) {
+        (Err(refusal), _) => {
+            resolving(
+                config,
+                offer,
+                async move { Err(cleared.refuse(*refusal).await) },
+            )
+        }
+        (Ok(_), _) if !served => resolving(config, offer, async move {
+            cleared.release().await;
+            Ok(None)
+        }),
+        (Ok(named), Some(charge)) => resolving(config, offer, async move {
+            cleared.settle_amount(charge.settled(named)).await.map(Some)
+        }),
+        (Ok(_), None) => resolving(
+            config,
+            offer,
+            async move { cleared.settle().await.map(Some) },
+        ),
+    };
     Next::Settle(settle, response)
+}
+
+/// `resolution`, boxed, its refusal answered with `offer`'s challenge.
+fn resolving(
+    config: Arc<Config>,
+    offer: Arc<Offer>,
+    resolution: impl Future<Output = Result<Option<Paid>, Refusal>> + Send + 'static,
+) -> SettleFuture {
+    Box::pin(Resolving {
+        config: Some(config),
+        offer,
+        resolution,
+    })
+}
+
+pin_project! {
+    /// A payment's resolution and what answers its refusal. A future of its own rather than
+    /// an `async` block, which would keep the resolution twice: as captured, and as awaited.
+    struct Resolving<F> {
+        config: Option<Arc<Config>>,
+        offer: Arc<Offer>,
+        #[pin]
+        resolution: F,
+    }
+}
+
+impl<F> Future for Resolving<F>
+where
+    F: Future<Output = Result<Option<Paid>, Refusal>>,
+{
+    type Output = (Arc<Config>, Result<Option<Paid>, Response<Bytes>>);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let outcome = ready!(this.resolution.poll(cx));
+        let config = this.config.take().expect(POLLED_AFTER_COMPLETION);
+        let outcome = outcome.map_err(|refusal| responses::refusal(&config, this.offer, &refusal));
+        Poll::Ready((config, outcome))
+    }
 }

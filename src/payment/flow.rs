@@ -207,24 +207,24 @@ impl Payments {
                 }
             };
 
-            // Made in a block of its own: a local once borrowed across an await would be kept in
-            // this future to the end, beside the `Paid` or `Cleared` it moves into.
-            let payment = {
-                let payment = VerifiedPayment {
-                    key,
-                    payer,
-                    requirement,
-                    payload: Arc::clone(request.payment_payload()),
-                    settlement: None,
-                    replayed: false,
-                    offer: Arc::clone(offer),
-                };
-                if !self.hooks.is_empty()
-                    && let Err(refusal) = Box::pin(self.after_verify(&payment, &hold)).await
-                {
-                    return self.refuse(offer, refusal);
-                }
+            let payment = VerifiedPayment {
+                key,
+                payer,
+                requirement,
+                payload: Arc::clone(request.payment_payload()),
+                settlement: None,
+                replayed: false,
+                offer: Arc::clone(offer),
+            };
+            // The payment moves into the hooks' boxed future and back out: this future does not
+            // carry it across their await.
+            let payment = if self.hooks.is_empty() {
                 payment
+            } else {
+                match Box::pin(self.after_verify(payment, &hold)).await {
+                    Ok(payment) => payment,
+                    Err(refusal) => return self.refuse(offer, refusal),
+                }
             };
             let intent = SettlementIntent::with_fingerprint(
                 fingerprint,
@@ -343,32 +343,48 @@ impl Payments {
                 VerifyFailed::Facilitator(failure)
             }
         };
-        if !self.hooks.is_empty() {
-            let failure = match &failed {
-                VerifyFailed::Invalid(verified) => Ok(verified),
-                VerifyFailed::Facilitator(failure) => Err(failure),
-                VerifyFailed::Hook(_) | VerifyFailed::NonceUsed(_) => return Err(failed),
-            };
-            let recovered = Box::pin(self.hooks.on_verify_failure(&context, failure));
-            if let Some(verified) = recovered.await {
-                return Ok((Some(verifier), verified));
-            }
+        if self.hooks.is_empty() {
+            return Err(failed);
         }
-        Err(failed)
+        // Boxed: the failure and the hooks' answer are not carried in every payment's future.
+        Box::pin(self.verify_failed(&context, verifier, failed)).await
+    }
+
+    /// Asks the hooks to recover a verification that failed (a hook that verifies the
+    /// payment itself); `failed` stands when none does.
+    async fn verify_failed(
+        &self,
+        context: &PaymentContext<'_>,
+        verifier: Arc<str>,
+        failed: VerifyFailed,
+    ) -> Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed> {
+        let failure = match &failed {
+            VerifyFailed::Invalid(verified) => Ok(verified),
+            VerifyFailed::Facilitator(failure) => Err(failure),
+            VerifyFailed::Hook(_) | VerifyFailed::NonceUsed(_) => return Err(failed),
+        };
+        match self.hooks.on_verify_failure(context, failure).await {
+            Some(verified) => Ok((Some(verifier), verified)),
+            None => Err(failed),
+        }
     }
 
     /// Reports `refusal` and returns it as the outcome.
     /// Asks the hooks whether a verified payment goes on to the work. A refusal releases the
     /// payment, never settled, and every hook hears it was cancelled, also those that let it
     /// pass (one may hold something for it). One future, boxed by the caller, so a payment
-    /// with no hooks carries none of it.
-    async fn after_verify(&self, payment: &VerifiedPayment, hold: &Hold) -> Result<(), Refusal> {
-        let refusal = match self.hooks.after_verify(payment).await {
-            Ok(()) => return Ok(()),
+    /// with no hooks carries none of it; the payment goes in and, let pass, comes back out.
+    async fn after_verify(
+        &self,
+        payment: VerifiedPayment,
+        hold: &Hold,
+    ) -> Result<VerifiedPayment, Refusal> {
+        let refusal = match self.hooks.after_verify(&payment).await {
+            Ok(()) => return Ok(payment),
             Err(refusal) => refusal,
         };
         ledger::release(self, hold).await;
-        self.hooks.on_cancelled(payment).await;
+        self.hooks.on_cancelled(&payment).await;
         Err(refusal)
     }
 

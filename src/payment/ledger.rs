@@ -6,8 +6,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::payments::Payments;
 use super::refusal::Refusal;
+use crate::boxed::BoxFuture;
 use crate::settlement::{
     Fingerprint, LedgerEntry, PaymentKey, PaymentState, SettlementIntent, SettlementRecord,
+    StoreError,
 };
 
 /// How often a claim re-reads an entry that changed under it before giving up with a 503.
@@ -81,12 +83,12 @@ pub(super) async fn claim(config: &Payments, key: &PaymentKey, fingerprint: &Fin
         };
         let written = match seen {
             Seen::Decided(claim) => return claim,
-            Seen::Absent => match config.store.insert(key, &in_progress()).await {
+            Seen::Absent => match hold_written(config, key, None, in_progress()).await {
                 Ok(true) => return Claim::Fresh(hold(key, 1)),
                 written => written,
             },
             Seen::Abandoned(version) => {
-                match config.store.replace(key, version, &in_progress()).await {
+                match hold_written(config, key, Some(version), in_progress()).await {
                     Ok(true) => return Claim::Fresh(hold(key, version + 1)),
                     written => written,
                 }
@@ -108,6 +110,23 @@ pub(super) async fn claim(config: &Payments, key: &PaymentKey, fingerprint: &Fin
         }
     }
     Claim::Refuse(Box::new(Refusal::PaymentInProgress))
+}
+
+/// Writes `state` (*in progress*) under `key`: inserted when `version` is `None`, else in place
+/// of that version. Boxed with the state, so that the claim's future does not carry a whole
+/// [`PaymentState`] (sized for a settlement record) beside every payment's verification.
+fn hold_written<'a>(
+    config: &'a Payments,
+    key: &'a PaymentKey,
+    version: Option<u64>,
+    state: PaymentState,
+) -> BoxFuture<'a, Result<bool, StoreError>> {
+    Box::pin(async move {
+        match version {
+            None => config.store.insert(key, &state).await,
+            Some(version) => config.store.replace(key, version, &state).await,
+        }
+    })
 }
 
 /// What a payment's entry in the ledger means for a claim of it.

@@ -2,7 +2,10 @@
 
 use std::collections::VecDeque;
 use std::collections::hash_map::Entry;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 
 use super::key_map::KeyMap;
 use super::{LedgerEntry, PaymentKey, PaymentState, SettlementRecord, SettlementStore, StoreError};
@@ -153,7 +156,11 @@ impl SettlementStore for MemorySettlementStore {
         &'a self,
         key: &'a PaymentKey,
     ) -> BoxFuture<'a, Result<Option<LedgerEntry>, StoreError>> {
-        Box::pin(std::future::ready(Ok(self.entry(key))))
+        match self.entry(key) {
+            // A new payment's: boxed without an allocation.
+            None => Box::pin(Absent),
+            entry => Box::pin(std::future::ready(Ok(entry))),
+        }
     }
 
     fn insert<'a>(
@@ -161,7 +168,7 @@ impl SettlementStore for MemorySettlementStore {
         key: &'a PaymentKey,
         state: &'a PaymentState,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(std::future::ready(Ok(self.insert_state(key, state))))
+        written(self.insert_state(key, state))
     }
 
     fn replace<'a>(
@@ -178,7 +185,7 @@ impl SettlementStore for MemorySettlementStore {
             }
             _ => false,
         };
-        Box::pin(std::future::ready(Ok(replaced)))
+        written(replaced)
     }
 
     fn remove<'a>(
@@ -194,7 +201,39 @@ impl SettlementStore for MemorySettlementStore {
             }
             _ => false,
         };
-        Box::pin(std::future::ready(Ok(removed)))
+        written(removed)
+    }
+}
+
+/// A write's answer, boxed without an allocation: each answer is a future type of its own and
+/// of no size.
+fn written<'a>(done: bool) -> BoxFuture<'a, Result<bool, StoreError>> {
+    if done {
+        Box::pin(Written::<true>)
+    } else {
+        Box::pin(Written::<false>)
+    }
+}
+
+/// A future ready with `Ok(None)`: no entry.
+struct Absent;
+
+impl Future for Absent {
+    type Output = Result<Option<LedgerEntry>, StoreError>;
+
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(Ok(None))
+    }
+}
+
+/// A future ready with `Ok(DONE)`.
+struct Written<const DONE: bool>;
+
+impl<const DONE: bool> Future for Written<DONE> {
+    type Output = Result<bool, StoreError>;
+
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(Ok(DONE))
     }
 }
 
