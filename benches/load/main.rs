@@ -664,6 +664,14 @@ impl Bench<'_> {
         let cache_misses = cache.and_then(proc_stat::CacheMisses::finish);
         let stub_cpu = proc_stat::cpu_seconds(&self.stub.pid())? - stub_before;
         let after = self.stats_at(target.stats)?;
+        // Named with the run in whose window it came, so that the run's end says whose it was.
+        let repeated = after.repeated_nonces.saturating_sub(before.repeated_nonces);
+        if repeated > 0 {
+            println!(
+                "round {round} {} {}: the stub saw {repeated} nonces twice during this run",
+                target.name, case.name
+            );
+        }
         if case.payment.is_some() {
             check_paid_run(
                 target,
