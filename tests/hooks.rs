@@ -315,6 +315,14 @@ impl PaymentHooks for Picky {
     }
 }
 
+/// `GET /report` carrying `x-pass: pass`, the field [`Picky`] considers.
+fn with_pass(pass: &str) -> Request<Full<Bytes>> {
+    Request::get("/report")
+        .header("x-pass", pass)
+        .body(Full::default())
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_hook_is_asked_only_about_the_requests_it_considers() {
     let sandbox = accepting();
@@ -336,12 +344,6 @@ async fn a_hook_is_asked_only_about_the_requests_it_considers() {
     assert_eq!(calls(&sandbox), (1, 1), "(/verify, /settle)");
 
     // With the field it is asked, and decides.
-    let with_pass = |pass: &str| {
-        Request::get("/report")
-            .header("x-pass", pass)
-            .body(Full::default())
-            .unwrap()
-    };
     let response = send(&payments, &offer, with_pass("let-me-in")).await;
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(
@@ -362,12 +364,6 @@ async fn each_hook_is_asked_once_per_request_whether_it_considers_it() {
         .hook(first.clone())
         .hook(second.clone());
     let offer = offer(URL, SettlementMode::After);
-    let with_pass = |pass: &str| {
-        Request::get("/report")
-            .header("x-pass", pass)
-            .body(Full::default())
-            .unwrap()
-    };
 
     // Both consider it and neither grants it: each is asked once of each.
     let response = send(&payments, &offer, with_pass("no")).await;
