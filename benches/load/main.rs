@@ -554,7 +554,7 @@ fn run(options: &Options) -> Result<(), String> {
     let rss_after = proc_stat::rss_kib("self")?;
     // A channel's deposit settles at the stub outside its ledger of nonces: not a repeat.
     let repeated = bench
-        .stub_stats()?
+        .settled_stats_at(bench.stub.address)?
         .repeated_nonces
         .saturating_sub(bench.deposits.get());
     report::summarize(&samples);
@@ -664,8 +664,15 @@ impl Bench<'_> {
         let cache_misses = cache.and_then(proc_stat::CacheMisses::finish);
         let stub_cpu = proc_stat::cpu_seconds(&self.stub.pid())? - stub_before;
         let after = self.stats_at(target.stats)?;
-        // Named with the run in whose window it came, so that the run's end says whose it was.
-        let repeated = after.repeated_nonces.saturating_sub(before.repeated_nonces);
+        // Named with the run in whose window it came, so that the run's end says whose it was;
+        // read again once the run's last settlements have ended, which would look like repeats.
+        let mut repeated = after.repeated_nonces.saturating_sub(before.repeated_nonces);
+        if repeated > 0 {
+            let settled = self.settled_stats_at(target.stats)?;
+            repeated = settled
+                .repeated_nonces
+                .saturating_sub(before.repeated_nonces);
+        }
         if repeated > 0 {
             println!(
                 "round {round} {} {}: the stub saw {repeated} nonces twice during this run",
@@ -704,13 +711,28 @@ impl Bench<'_> {
         })
     }
 
-    fn stub_stats(&self) -> Result<StubStats, String> {
-        self.stats_at(self.stub.address)
-    }
-
     /// The `/stats` served at `address`: the stub's, or an app's with the facilitator in process.
     fn stats_at(&self, address: SocketAddr) -> Result<StubStats, String> {
         self.runtime.block_on(stub_stats(&self.http, address))
+    }
+
+    /// [`stats_at`](Self::stats_at) once the settlements still running have ended: a `/settle`
+    /// counts as a call when it arrives and as a settlement when it has settled, so while one
+    /// is under way it looks like a repeated nonce. Read until two reads 100 ms apart agree
+    /// (at most 5 s).
+    fn settled_stats_at(&self, address: SocketAddr) -> Result<StubStats, String> {
+        let mut last = self.stats_at(address)?;
+        for _ in 0..50 {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let now = self.stats_at(address)?;
+            let settled =
+                now.settles == last.settles && now.repeated_nonces == last.repeated_nonces;
+            last = now;
+            if settled {
+                break;
+            }
+        }
+        Ok(last)
     }
 }
 

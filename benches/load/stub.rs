@@ -2,7 +2,9 @@
 //! (every other check holds; each nonce settles once, from a balance that never runs out), plus
 //! `/stats`: how many connections it accepted, how many `/settle` calls it answered and how many
 //! of those repeated a nonce (every payment is well-formed and funded, so a `/settle` that does
-//! not settle is a nonce seen before).
+//! not settle is a nonce seen before). A `/settle` counts as a call when it arrives and as a
+//! settlement once settled, so one still under way looks like a repeat until it ends: read the
+//! count once the calls have stopped.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
