@@ -9,7 +9,8 @@
 //! with the bare route of the same app in the same round, so a machine busy with other work
 //! skews both sides alike. tower-x402's app in a process of its own (`--peer NAME=self`) also
 //! serves `paid_channel`, paid with payment-channel vouchers (see `channel.rs`), reported beside
-//! the peers' `paid`.
+//! the peers' `paid`; `run.sh --peers` measures it in a second such process, so that what the
+//! vouchers leave in a process's heap does not weigh on the `paid` compared with the peers'.
 
 mod app;
 mod channel;
@@ -150,8 +151,12 @@ struct Options {
     #[arg(long = "peer", value_name = "NAME=BINARY", value_parser = peer)]
     peers: Vec<(String, PathBuf)>,
     /// The cases to run, besides each process's bare route (comma-separated); all when unset.
+    /// `APP/CASE` names one app's case only (`x402-axum/paid`).
     #[arg(long, value_name = "CASE,...", value_delimiter = ',')]
     only: Vec<String>,
+    /// Cases not to run, named as in `--only` (comma-separated).
+    #[arg(long, value_name = "CASE,...", value_delimiter = ',')]
+    skip: Vec<String>,
     /// Measure the `--peer` processes alone, not this process's apps and the store.
     #[arg(long)]
     peers_only: bool,
@@ -205,6 +210,15 @@ fn peer(value: &str) -> Result<(String, PathBuf), String> {
         .split_once('=')
         .ok_or_else(|| format!("NAME=BINARY, not {value}"))?;
     Ok((name.to_owned(), PathBuf::from(binary)))
+}
+
+/// Whether `name`, from `--only` or `--skip`, names `app`'s `case`: `CASE` names it in every
+/// app, `APP/CASE` in `app` alone.
+fn names(name: &str, app: &str, case: &str) -> bool {
+    match name.split_once('/') {
+        Some((only_in, name)) => only_in == app && name == case,
+        None => name == case,
+    }
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
@@ -508,12 +522,13 @@ fn run(options: &Options) -> Result<(), String> {
     for (name, binary) in &options.peers {
         targets.push(runtime.block_on(peer_target(http, name, binary, stub.address))?);
     }
-    if !options.only.is_empty() {
-        for target in &mut targets {
-            target
-                .cases
-                .retain(|case| case.name == "bare" || options.only.iter().any(|c| c == case.name));
-        }
+    for target in &mut targets {
+        let app = &target.name;
+        let named = |list: &[String], case: &str| list.iter().any(|name| names(name, app, case));
+        target.cases.retain(|case| {
+            (case.name == "bare" || options.only.is_empty() || named(&options.only, case.name))
+                && !named(&options.skip, case.name)
+        });
     }
     println!(
         "stub facilitator {}, wrk -t2 -c{} -d{}s after {}s warm-up, {} rounds",

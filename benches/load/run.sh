@@ -8,8 +8,9 @@
 # Installs wrk and curl from Debian when missing and builds everything in release mode. With
 # --peers it also builds benches/peers (x402-axum and r402, a separate workspace with its own
 # lockfile) and measures them in the same run, with tower-x402 also in a process of its own
-# (`tower-x402-process`), as they run, where it also serves `paid_channel`: each request paid
-# with a payment-channel voucher, signed before each wrk run (enough for --channel-rate req/s).
+# (`tower-x402-process`), as they run, and in another (`tower-x402-channel`) serving
+# `paid_channel`: each request paid with a payment-channel voucher, signed before each wrk run
+# (enough for --channel-rate req/s).
 # `memory` runs the store binary under mixed traffic
 # and prints its RSS. `latency` times paid requests, one after another, with a facilitator whose
 # /settle answers after 2 s: `exact` against a payment channel's voucher. --parts measures the
@@ -70,6 +71,8 @@ for arg in "$@"; do
     elif [ "$arg" = "--peers" ]; then
         cargo build --release --quiet --locked --manifest-path benches/peers/Cargo.toml
         peers=(--peer "tower-x402-process=self"
+            --peer "tower-x402-channel=self"
+            --skip "tower-x402-process/paid_channel,tower-x402-channel/402,tower-x402-channel/paid"
             --peer "x402-axum=$peer_bin/peer-x402-axum"
             --peer "r402=$peer_bin/peer-r402")
     else

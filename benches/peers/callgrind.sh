@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Deterministic counts of whole requests over loopback HTTP, for tower-x402 and the peers:
 #   bash benches/peers/callgrind.sh [--requests N] [--seconds S] [--apps NAME,...]
+#   bash benches/peers/callgrind.sh --cache-sim [--warm-up N] [--requests N] [--apps NAME,...]
 #
 # For each app (tower-x402, x402-axum, r402, and x402-axum paying through an in-process
 # facilitator that answers at once), every paid request with its own nonce, all paying through
@@ -15,21 +16,38 @@
 #   nonvoluntary) before and after, and syscalls are counted by `strace -c -f` attached during a
 #   second run of S seconds. Both are divided by the requests wrk completed.
 #
+# With --cache-sim, the counts come from callgrind's cache simulation instead (the machine's
+# cache sizes), for the paid route only, after N paid requests of warm-up (default 11,000, so that
+# tower-x402's memory ledger is full and evicting, as under load): per paid request, the
+# instructions, the misses of the first-level instruction and data caches (`I1mr`, `D1mr`
+# reads, `D1mw` writes) and of the last level (`LLmr`, `LLmw`), then the ten callers whose
+# `memcpy` misses the first-level data cache most on writes (copies into memory not in cache:
+# a future moved into a fresh box, a buffer grown). No kernel side then. The dumps stay in
+# target/peers-cache-APP.out for `callgrind_annotate`.
+#
 # Needs valgrind, strace, wrk and curl. Builds x402-load and benches/peers in release mode.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 requests=200
 seconds=3
-apps="tower-x402,x402-axum,r402,x402-axum-instant"
+apps=""
+cache_sim=""
+warm_up=11000
 while [ $# -gt 0 ]; do
     case "$1" in
     --requests) requests=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --apps) apps=$2; shift 2 ;;
-    *) echo "usage: $0 [--requests N] [--seconds S] [--apps NAME,...]" >&2; exit 2 ;;
+    --cache-sim) cache_sim=1; shift ;;
+    --warm-up) warm_up=$2; shift 2 ;;
+    *) echo "usage: $0 [--cache-sim] [--warm-up N] [--requests N] [--seconds S] [--apps NAME,...]" >&2; exit 2 ;;
     esac
 done
+if [ -z "$apps" ]; then
+    apps="tower-x402,x402-axum,r402,x402-axum-instant"
+    [ -z "$cache_sim" ] || apps="tower-x402,x402-axum"
+fi
 
 # shellcheck source=benches/peers/apps.sh
 source benches/peers/apps.sh
@@ -59,6 +77,44 @@ instructions_per_request() {
     total=$(awk '/^totals:/ {print $2}' "$dump")
     echo $((total / count))
 }
+
+if [ -n "$cache_sim" ]; then
+    printf '%-18s %10s %8s %8s %8s %8s %8s\n' app Ir I1mr D1mr D1mw LLmr LLmw
+    IFS=',' read -r -a app_list <<<"$apps"
+    for app in "${app_list[@]}"; do
+        # shellcheck disable=SC2046
+        valgrind --tool=callgrind --cache-sim=yes --instr-atstart=no \
+            --callgrind-out-file="$work/callgrind.out.%p" $(command_of "$app") \
+            >"$work/$app.addr" 2>"$work/$app.valgrind" &
+        pid=$!
+        children+=("$pid")
+        url="http://$(address_in "$work/$app.addr")$(paid_path_of "$app")"
+        next_run
+        "$load" curl "$url" --count "$warm_up" --run "$run" --out "$work/warm.curl"
+        curl --silent --fail --config "$work/warm.curl"
+        next_run
+        "$load" curl "$url" --count "$requests" --run "$run" --out "$work/measured.curl"
+        instructions_per_request "$pid" "$work/measured.curl" "$requests" >/dev/null
+        dump=$(ls -t "$work"/callgrind.out."$pid".* | head -n1)
+        cp "$dump" "target/peers-cache-$app.out"
+        awk -v app="$app" -v n="$requests" '
+            /^events:/ { for (i = 2; i <= NF; i++) column[$i] = i }
+            /^totals:/ {
+                printf "%-18s %10.0f %8.0f %8.0f %8.0f %8.0f %8.0f\n", app,
+                    $column["Ir"] / n, $column["I1mr"] / n, $column["D1mr"] / n, $column["D1mw"] / n,
+                    ($column["ILmr"] + $column["DLmr"]) / n, $column["DLmw"] / n
+            }' "$dump"
+        kill "$pid"
+        wait "$pid" 2>/dev/null || true
+    done
+    for app in "${app_list[@]}"; do
+        echo
+        echo "$app: memcpy's first-level write misses per paid request, by caller"
+        callgrind_annotate --tree=caller --show=D1mw --sort=D1mw "target/peers-cache-$app.out" 2>/dev/null |
+            python3 benches/peers/memcpy_callers.py "$requests"
+    done
+    exit 0
+fi
 
 printf '%-18s %-6s %14s %14s %14s\n' app case "Ir/request" "syscalls/req" "ctxt sw/req"
 results=()
