@@ -15,7 +15,7 @@ use super::body::ResponseBody;
 use super::metered::{Meter, header_amount, take_overrides};
 use super::responses::{self, into_body, mark_paid};
 use crate::boxed::BoxFuture;
-use crate::payment::{Charge, Paid, Pass, Refusal};
+use crate::payment::{Charge, Conclusion, Paid, Pass, Refusal};
 use crate::pricing::{Offer, SettlementMode};
 
 /// What the payment core decided, in the layer's terms.
@@ -228,28 +228,28 @@ fn after_work<B>((config, pass, charge): Passed, mut response: Response<B>) -> N
         return Next::Done(response.map(|body| ResponseBody::metered(body, meter)));
     }
     let offer = Arc::clone(&cleared.payment().offer);
-    // What `Cleared::conclude` does, one boxed future per case: each carries only its own
-    // step, so that the common one (settling a fixed price) stays small.
-    let settle = match (named, charge) {
-        (Err(refusal), _) => {
-            resolving(
-                config,
-                offer,
-                async move { Err(cleared.refuse(*refusal).await) },
-            )
+    // What `Cleared::conclude` does, one boxed future per step: each carries only its own, so
+    // that the common one (settling a fixed price) stays small.
+    let conclusion = match named {
+        Ok(named) => Conclusion::of(served, charge.as_ref(), named),
+        Err(refusal) => {
+            let refused = async move { Err(cleared.refuse(*refusal).await) };
+            return Next::Settle(resolving(config, offer, refused), response);
         }
-        (Ok(_), _) if !served => resolving(config, offer, async move {
+    };
+    let settle = match conclusion {
+        Conclusion::Release => resolving(config, offer, async move {
             cleared.release().await;
             Ok(None)
         }),
-        (Ok(named), Some(charge)) => resolving(config, offer, async move {
-            cleared.settle_amount(charge.settled(named)).await.map(Some)
-        }),
-        (Ok(_), None) => resolving(
+        Conclusion::Settle => resolving(
             config,
             offer,
             async move { cleared.settle().await.map(Some) },
         ),
+        Conclusion::SettleAmount(amount) => resolving(config, offer, async move {
+            cleared.settle_amount(amount).await.map(Some)
+        }),
     };
     Next::Settle(settle, response)
 }

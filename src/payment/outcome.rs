@@ -282,11 +282,13 @@ impl Cleared {
         charge: Option<&Charge>,
         named: Option<AtomicAmount>,
     ) -> Result<Option<Paid>, Refusal> {
-        if served {
-            self.settle_charged(charge, named).await.map(Some)
-        } else {
-            self.release().await;
-            Ok(None)
+        match Conclusion::of(served, charge, named) {
+            Conclusion::Release => {
+                self.release().await;
+                Ok(None)
+            }
+            Conclusion::Settle => self.settle().await.map(Some),
+            Conclusion::SettleAmount(amount) => self.settle_amount(amount).await.map(Some),
         }
     }
 
@@ -306,6 +308,31 @@ impl Cleared {
     pub async fn release(mut self) {
         ledger::release(&self.0.payments, &self.0.hold).await;
         self.0.cancel.now().await;
+    }
+}
+
+/// What [`Cleared::conclude`] does with a payment once the work answered, decided before any
+/// of it is done: an adapter that keeps one future per step (the HTTP layer) asks this, so that
+/// it and `conclude` cannot decide differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Conclusion {
+    /// The work failed: release the payment, charging nothing.
+    Release,
+    /// Settle the requirement's amount.
+    Settle,
+    /// Settle this amount of a metered payment (checked against what the buyer signed).
+    SettleAmount(AtomicAmount),
+}
+
+impl Conclusion {
+    /// For work that `served` or failed, with the payment's `charge` (metered payments only)
+    /// and the amount the work `named` another way.
+    pub(crate) fn of(served: bool, charge: Option<&Charge>, named: Option<AtomicAmount>) -> Self {
+        match charge {
+            _ if !served => Conclusion::Release,
+            Some(charge) => Conclusion::SettleAmount(charge.settled(named)),
+            None => Conclusion::Settle,
+        }
     }
 }
 
