@@ -312,8 +312,8 @@ impl Cleared {
 }
 
 /// What [`Cleared::conclude`] does with a payment once the work answered, decided before any
-/// of it is done: an adapter that keeps one future per step (the HTTP layer) asks this, so that
-/// it and `conclude` cannot decide differently.
+/// of it is done: an adapter that keeps one future per step asks this, so that it and
+/// `conclude` cannot decide differently.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Conclusion {
     /// The work failed: release the payment, charging nothing.
