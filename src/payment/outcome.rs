@@ -267,9 +267,10 @@ impl Cleared {
         charge: Option<&Charge>,
         named: Option<AtomicAmount>,
     ) -> Result<Paid, Refusal> {
-        match charge {
-            Some(charge) => self.settle_amount(charge.settled(named)).await,
-            None => self.settle().await,
+        match Conclusion::of(true, charge, named) {
+            Conclusion::SettleAmount(amount) => self.settle_amount(amount).await,
+            // Served work is never released.
+            Conclusion::Settle | Conclusion::Release => self.settle().await,
         }
     }
 
