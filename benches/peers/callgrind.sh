@@ -62,40 +62,53 @@ paid_path_of() {
 run=0
 next_run() { run=$((run + 1)); }
 
-# Instructions of the app PID for the requests in curl config FILE, divided by COUNT.
-instructions_per_request() {
-    local pid=$1 config=$2 count=$3 before after
+# Starts APP under callgrind with instrumentation off (and any further valgrind options): its
+# process in `pid`, its address in `address`.
+start_under_callgrind() {
+    local app=$1
+    shift
+    # shellcheck disable=SC2046
+    valgrind --tool=callgrind --instr-atstart=no "$@" \
+        --callgrind-out-file="$work/callgrind.out.%p" $(command_of "$app") \
+        >"$work/$app.addr" 2>"$work/$app.valgrind" &
+    pid=$!
+    children+=("$pid")
+    address=$(address_in "$work/$app.addr")
+}
+
+# Sends the requests in curl config FILE to the app PID with instrumentation on, and prints the
+# path of the dump holding the counts of those requests alone.
+measured_dump() {
+    local pid=$1 config=$2
     callgrind_control --zero "$pid" >/dev/null
     callgrind_control --instr=on "$pid" >/dev/null
     curl --silent --fail --config "$config"
     callgrind_control --instr=off "$pid" >/dev/null
     callgrind_control --dump="measured" "$pid" >/dev/null
     # The newest dump of this process holds the counts since --zero.
-    local dump
-    dump=$(ls -t "$work"/callgrind.out."$pid".* | head -n1)
-    local total
+    ls -t "$work"/callgrind.out."$pid".* | head -n1
+}
+
+# Instructions of the app PID for the requests in curl config FILE, divided by COUNT.
+instructions_per_request() {
+    local dump total
+    dump=$(measured_dump "$1" "$2")
     total=$(awk '/^totals:/ {print $2}' "$dump")
-    echo $((total / count))
+    echo $((total / $3))
 }
 
 if [ -n "$cache_sim" ]; then
     printf '%-18s %10s %8s %8s %8s %8s %8s\n' app Ir I1mr D1mr D1mw LLmr LLmw
     IFS=',' read -r -a app_list <<<"$apps"
     for app in "${app_list[@]}"; do
-        # shellcheck disable=SC2046
-        valgrind --tool=callgrind --cache-sim=yes --instr-atstart=no \
-            --callgrind-out-file="$work/callgrind.out.%p" $(command_of "$app") \
-            >"$work/$app.addr" 2>"$work/$app.valgrind" &
-        pid=$!
-        children+=("$pid")
-        url="http://$(address_in "$work/$app.addr")$(paid_path_of "$app")"
+        start_under_callgrind "$app" --cache-sim=yes
+        url="http://$address$(paid_path_of "$app")"
         next_run
         "$load" curl "$url" --count "$warm_up" --run "$run" --out "$work/warm.curl"
         curl --silent --fail --config "$work/warm.curl"
         next_run
         "$load" curl "$url" --count "$requests" --run "$run" --out "$work/measured.curl"
-        instructions_per_request "$pid" "$work/measured.curl" "$requests" >/dev/null
-        dump=$(ls -t "$work"/callgrind.out."$pid".* | head -n1)
+        dump=$(measured_dump "$pid" "$work/measured.curl")
         cp "$dump" "target/peers-cache-$app.out"
         awk -v app="$app" -v n="$requests" '
             /^events:/ { for (i = 2; i <= NF; i++) column[$i] = i }
@@ -121,13 +134,7 @@ results=()
 IFS=',' read -r -a app_list <<<"$apps"
 for app in "${app_list[@]}"; do
     path=$(paid_path_of "$app")
-    # shellcheck disable=SC2046
-    valgrind --tool=callgrind --instr-atstart=no \
-        --callgrind-out-file="$work/callgrind.out.%p" $(command_of "$app") \
-        >"$work/$app.addr" 2>"$work/$app.valgrind" &
-    pid=$!
-    children+=("$pid")
-    address=$(address_in "$work/$app.addr")
+    start_under_callgrind "$app"
     for case in bare paid; do
         url="http://$address/bare"
         unpaid=(--unpaid)
