@@ -17,9 +17,11 @@
 # paid path taken apart: tower-x402's app in a process of its own once per variant
 # (`x402-load app --part NAME`: the full path, then one part replaced at a time) and x402-axum,
 # paid requests only, in interleaved rounds, with app CPU, context switches and (where
-# `perf stat` can count them) cache misses per request. `channel` runs wrk against the app paid
-# with payment-channel vouchers (`paid_channel`), one channel per connection, each request with
-# a voucher of its own signed before the run, beside the same process's bare route.
+# `perf stat` can count them) cache misses per request; one more variant, `guarantees-off`, is
+# the same app built from a copy of this tree with benches/load/guarantees-off.patch applied.
+# `channel` runs wrk against the app paid with payment-channel vouchers (`paid_channel`), one
+# channel per connection, each request with a voucher of its own signed before the run, beside
+# the same process's bare route.
 # See BENCHMARKS.md for what each prints.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -67,6 +69,26 @@ for arg in "$@"; do
         for part in full ledger-noop ledger-small events http2 reqwest-plain facilitator-in-process; do
             peers+=(--peer "tower-x402:$part=self:$part")
         done
+        # The same app built from a copy of this tree (tracked files as they are now) with
+        # guarantees-off.patch applied, in a target directory of its own.
+        off="${CARGO_TARGET_DIR:-target}/guarantees-off"
+        rm -rf "$off/src"
+        mkdir -p "$off/src"
+        tree=$(git stash create)
+        git archive "${tree:-HEAD}" | tar -x -C "$off/src"
+        # A repository of its own: inside this one, `git apply` would skip the patch's paths as
+        # lying outside the current directory, and build the copy unchanged.
+        (cd "$off/src" && git init --quiet && git apply --whitespace=nowarn) \
+            <benches/load/guarantees-off.patch
+        grep -q 'timeout_at' "$off/src/src/facilitator/http/transport.rs" &&
+            { echo "guarantees-off.patch did not apply" >&2; exit 1; }
+        echo "building the guarantees-off variant in $off"
+        (cd "$off/src" && RUSTFLAGS="-A warnings" CARGO_TARGET_DIR="$PWD/../target" \
+            cargo build --release --quiet --locked -p tower-x402-benches --bin x402-load)
+        printf '#!/bin/sh\nexec "%s" app --part ledger-noop "$@"\n' \
+            "$(cd "$off" && pwd)/target/release/x402-load" >"$off/app"
+        chmod +x "$off/app"
+        peers+=(--peer "tower-x402:guarantees-off=$off/app")
         peers+=(--peer "x402-axum=$peer_bin/peer-x402-axum")
     elif [ "$arg" = "--peers" ]; then
         cargo build --release --quiet --locked --manifest-path benches/peers/Cargo.toml
