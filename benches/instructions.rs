@@ -8,6 +8,7 @@
 #![allow(missing_docs)]
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use gungraun::{
@@ -20,8 +21,8 @@ use tokio::runtime::Runtime;
 use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt};
 use tower_x402::layer::ResponseBody;
-use tower_x402::payment::Payments;
-use tower_x402::{Facilitator, HttpFacilitator, X402Layer};
+use tower_x402::payment::{HookStages, PaymentContext, PaymentHooks, Payments, ProtectedRequest};
+use tower_x402::{BoxFuture, Facilitator, HttpFacilitator, Offer, X402Layer};
 use tower_x402_benches::{
     InstantFacilitator, inner, inner_metered, offer, request, store_sku, unsigned_payment,
     unsigned_upto_payment, upto_offer,
@@ -29,7 +30,7 @@ use tower_x402_benches::{
 use tower_x402_channels::{BatchSettlement, ChannelOffer, MemoryChannelStore};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
 use x402_wire::{AtomicAmount, FacilitatorRequest};
-use x402_wire::{PaymentPayload, UsdcDeployment, header};
+use x402_wire::{PaymentPayload, SettleResponse, UsdcDeployment, header};
 
 #[path = "budgets.rs"]
 mod budgets;
@@ -52,6 +53,16 @@ struct Case {
 
 /// A layered service priced at `/report` and warmed up with one call of `warm_up`.
 fn case(path: &str, payment: Option<HeaderValue>, warm_up: Request<Full<Bytes>>) -> Case {
+    case_on(Payments::new(InstantFacilitator), path, payment, warm_up)
+}
+
+/// [`case`] with the layer on `payments`.
+fn case_on(
+    payments: Payments,
+    path: &str,
+    payment: Option<HeaderValue>,
+    warm_up: Request<Full<Bytes>>,
+) -> Case {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
@@ -60,7 +71,7 @@ fn case(path: &str, payment: Option<HeaderValue>, warm_up: Request<Full<Bytes>>)
         move |parts: &http::request::Parts| (parts.uri.path() == "/report").then(|| priced.clone());
     let service = BoxCloneService::new(
         ServiceBuilder::new()
-            .layer(X402Layer::new(InstantFacilitator, pricing))
+            .layer(X402Layer::with_payments(payments, pricing))
             .service_fn(inner),
     );
     let response = runtime.block_on(service.clone().oneshot(warm_up));
@@ -129,6 +140,47 @@ fn paid_case() -> Case {
     let offer = offer(&UsdcDeployment::BASE);
     let warm_up = request("/report", Some(&unsigned_payment(&offer, 1)));
     case("/report", Some(unsigned_payment(&offer, 2)), warm_up)
+}
+
+/// A hook observing every payment, as a metrics hook does: it counts the payments received and
+/// settled, and takes part in no asynchronous stage but the settlement's end.
+#[derive(Default)]
+struct Observer(AtomicU64);
+
+impl PaymentHooks for Observer {
+    fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
+        false
+    }
+
+    fn stages(&self) -> HookStages {
+        HookStages::AFTER_SETTLE
+    }
+
+    fn on_payment_received(&self, _: &Offer, _: &PaymentPayload) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn after_settle<'a>(
+        &'a self,
+        _: &'a PaymentContext<'a>,
+        _: &'a SettleResponse,
+    ) -> BoxFuture<'a, ()> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Box::pin(std::future::ready(()))
+    }
+}
+
+/// The paid request of [`paid_case`] with an [`Observer`] registered.
+fn paid_observed_case() -> Case {
+    let offer = offer(&UsdcDeployment::BASE);
+    let warm_up = request("/report", Some(&unsigned_payment(&offer, 1)));
+    let payments = Payments::new(InstantFacilitator).hook(Observer::default());
+    case_on(
+        payments,
+        "/report",
+        Some(unsigned_payment(&offer, 2)),
+        warm_up,
+    )
 }
 
 /// A paid metered (`upto`) request: the offer built for the instant facilitator's
@@ -283,6 +335,7 @@ fn run(case: Case) -> Case {
     config = budget(budgets::CHALLENGE_SIGN_IN_PATH)
 )]
 #[bench::paid(setup = paid_case, config = budget(budgets::PAID_PATH))]
+#[bench::paid_observed(setup = paid_observed_case, config = budget(budgets::PAID_OBSERVED_PATH))]
 #[bench::paid_upto(setup = paid_upto_case, config = budget(budgets::PAID_UPTO_PATH))]
 #[bench::paid_voucher(setup = voucher_case, config = budget(budgets::PAID_VOUCHER_PATH))]
 fn layer(case: Case) -> Case {

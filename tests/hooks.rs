@@ -14,7 +14,8 @@ use http_body_util::Full;
 use serde_json::{Map, Value, json};
 use tower::{ServiceBuilder, ServiceExt};
 use tower_x402::payment::{
-    Decision, PaymentContext, PaymentHooks, Payments, ProtectedRequest, Refusal, RefusalKind,
+    Decision, HookStages, PaymentContext, PaymentHooks, Payments, ProtectedRequest, Refusal,
+    RefusalKind,
 };
 use tower_x402::settlement::PaymentKey;
 use tower_x402::{
@@ -44,9 +45,15 @@ struct Scripted {
     abort_before_settle: Arc<AtomicBool>,
     recover_settle: bool,
     enrich: bool,
+    /// The stages it declares; every one when `None`.
+    stages: Option<HookStages>,
 }
 
 impl PaymentHooks for Scripted {
+    fn stages(&self) -> HookStages {
+        self.stages.unwrap_or(HookStages::ALL)
+    }
+
     fn on_protected_request<'a>(
         &'a self,
         request: &'a ProtectedRequest<'a>,
@@ -672,4 +679,60 @@ async fn enrichment_reaches_the_challenge_the_settle_request_and_the_payment_res
         "r-1"
     );
     assert_eq!(sandbox.settle_calls(), 1);
+}
+
+#[tokio::test]
+async fn a_hook_is_asked_only_at_the_stages_it_declares() {
+    for mode in [SettlementMode::Before, SettlementMode::After] {
+        let sandbox = accepting();
+        let recording = Recording {
+            sandbox: sandbox.clone(),
+            settle_fields: Arc::default(),
+        };
+        let seen = Arc::new(Seen::default());
+        // It would refuse every payment before `/verify` and before `/settle`, and add fields
+        // to `/settle`, but declares only the settlement's end: none of that is asked.
+        let hook = Scripted {
+            seen: Arc::clone(&seen),
+            abort_before_verify: true,
+            abort_before_settle: Arc::new(AtomicBool::new(true)),
+            enrich: true,
+            stages: Some(HookStages::AFTER_SETTLE),
+            ..Scripted::default()
+        };
+        let payments = Payments::new(recording.clone()).hook(hook);
+        let offer = offer(URL, mode);
+        let response = send(&payments, &offer, paid_get("/report", &payment(&offer, 1))).await;
+        assert_eq!(response.status(), StatusCode::OK, "{mode:?}");
+        let settlement = decode_settlement(&response);
+        assert!(settlement.success);
+        // Its synchronous methods are always called: the settlement carries its extension.
+        assert_eq!(settlement.extensions.unwrap()["receipt"], "r-1");
+        assert_eq!(calls(&sandbox), (1, 1), "(/verify, /settle)");
+        assert_eq!(*recording.settle_fields.lock().unwrap(), vec![None]);
+        assert_eq!(seen.settled.lock().unwrap().len(), 1, "after_settle asked");
+    }
+
+    // Declaring no stage: a failing handler's payment is cancelled without asking it, and a
+    // settled one is not reported to it.
+    let sandbox = accepting();
+    let seen = Arc::new(Seen::default());
+    let hook = Scripted {
+        seen: Arc::clone(&seen),
+        stages: Some(HookStages::NONE),
+        ..Scripted::default()
+    };
+    let payments = Payments::new(sandbox.clone()).hook(hook);
+    let offer = offer(URL, SettlementMode::After);
+    let mut failing = paid_get("/report", &payment(&offer, 1));
+    failing
+        .headers_mut()
+        .insert("x-fail", http::HeaderValue::from_static("1"));
+    let response = send(&payments, &offer, failing).await;
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let response = send(&payments, &offer, paid_get("/report", &payment(&offer, 2))).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(calls(&sandbox), (2, 1), "(/verify, /settle)");
+    assert_eq!(seen.cancelled.load(Ordering::SeqCst), 0);
+    assert!(seen.settled.lock().unwrap().is_empty());
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tower_x402::BoxFuture;
 use tower_x402::facilitator::{Endpoint, Facilitator, FacilitatorError};
-use tower_x402::payment::{PaymentContext, PaymentHooks, Payments, ProtectedRequest};
+use tower_x402::payment::{HookStages, PaymentContext, PaymentHooks, Payments, ProtectedRequest};
 use tower_x402::pricing::Offer;
 use tower_x402::settlement::{
     LedgerEntry, MemorySettlementStore, PaymentKey, PaymentState, SettlementStore, StoreError,
@@ -178,6 +178,10 @@ struct EventCounter(AtomicU64);
 impl PaymentHooks for EventCounter {
     fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
         false
+    }
+
+    fn stages(&self) -> HookStages {
+        HookStages::AFTER_SETTLE
     }
 
     fn on_payment_received(&self, _offer: &Offer, _payload: &PaymentPayload) {

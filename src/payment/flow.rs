@@ -15,6 +15,7 @@ use super::payments::Payments;
 use super::refusal::Refusal;
 use super::settle::{self, Attempt};
 use super::single_flight::InflightGuard;
+use super::stages::HookStages;
 use super::verified::VerifiedPayment;
 use crate::facilitator::FacilitatorError;
 use crate::pricing::Offer;
@@ -218,7 +219,7 @@ impl Payments {
             };
             // The payment moves into the hooks' boxed future and back out: this future does not
             // carry it across their await.
-            let payment = if self.hooks.is_empty() {
+            let payment = if !self.hooks.take_part(HookStages::AFTER_VERIFY) {
                 payment
             } else {
                 match Box::pin(self.after_verify(payment, &hold)).await {
@@ -320,7 +321,7 @@ impl Payments {
         request: &FacilitatorRequest,
     ) -> Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed> {
         let context = PaymentContext::new(offer, offer.resource_url(), key, request);
-        if !self.hooks.is_empty() {
+        if self.hooks.take_part(HookStages::BEFORE_VERIFY) {
             match Box::pin(self.hooks.before_verify(&context)).await {
                 Decision::Continue => {}
                 Decision::Handled(verified) if verified.is_valid => return Ok((None, verified)),
@@ -343,7 +344,7 @@ impl Payments {
                 VerifyFailed::Facilitator(failure)
             }
         };
-        if self.hooks.is_empty() {
+        if !self.hooks.take_part(HookStages::VERIFY_FAILURE) {
             return Err(failed);
         }
         // Boxed: the failure and the hooks' answer are not carried in every payment's future.

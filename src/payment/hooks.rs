@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use x402_wire::{FacilitatorRequest, PaymentPayload, SettleResponse, VerifyResponse};
 
 use super::refusal::Refusal;
+use super::stages::HookStages;
 use super::verified::VerifiedPayment;
 use crate::boxed::BoxFuture;
 use crate::facilitator::FacilitatorError;
@@ -25,6 +26,7 @@ use crate::settlement::{PaymentKey, SettlementRecord};
 ///
 /// | method | when | may |
 /// |---|---|---|
+/// | [`stages`](Self::stages) | once, when the hook is registered | say which of the asynchronous methods below it takes part in (the core builds no future for a stage no hook declared) |
 /// | [`considers_request`](Self::considers_request) | a priced request arrives, before its payment is read | say whether `on_protected_request` is asked (no future is built for a request no hook considers) |
 /// | [`on_protected_request`](Self::on_protected_request) | the same, when the hook considers the request | grant it without payment, abort it, or continue |
 /// | [`challenge_extension`](Self::challenge_extension) | the same, for the request's 402 | add per-request extension data to the challenge |
@@ -114,6 +116,49 @@ pub trait PaymentHooks: Send + Sync + 'static {
     fn considers_request(&self, request: &ProtectedRequest<'_>) -> bool {
         let _ = request;
         true
+    }
+
+    /// The asynchronous stages this hook takes part in. The core calls
+    /// [`before_verify`](Self::before_verify), [`on_verify_failure`](Self::on_verify_failure),
+    /// [`after_verify`](Self::after_verify), [`before_settle`](Self::before_settle) with
+    /// [`settle_request_fields`](Self::settle_request_fields),
+    /// [`on_settle_failure`](Self::on_settle_failure), [`after_settle`](Self::after_settle) and
+    /// [`on_cancelled`](Self::on_cancelled) only on the hooks that declared the method's stage,
+    /// and builds no future at all for a stage no hook declared. Asked once, when the hook is
+    /// registered. The default is [`HookStages::ALL`]; a hook that overrides some of those
+    /// methods declares their stages, and one that overrides none declares
+    /// [`HookStages::NONE`]. A method whose stage is not declared is never called.
+    ///
+    /// ```
+    /// use tower_x402::BoxFuture;
+    /// use tower_x402::payment::{HookStages, PaymentContext, PaymentHooks, ProtectedRequest};
+    /// use tower_x402::proto::SettleResponse;
+    ///
+    /// /// Logs settlements: asked about nothing else, so a paid request builds no future for
+    /// /// the verification's or the settlement's start.
+    /// struct SettlementLog;
+    ///
+    /// impl PaymentHooks for SettlementLog {
+    ///     fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
+    ///         false
+    ///     }
+    ///
+    ///     fn stages(&self) -> HookStages {
+    ///         HookStages::AFTER_SETTLE
+    ///     }
+    ///
+    ///     fn after_settle<'a>(
+    ///         &'a self,
+    ///         _payment: &'a PaymentContext<'a>,
+    ///         settlement: &'a SettleResponse,
+    ///     ) -> BoxFuture<'a, ()> {
+    ///         tracing::info!(transaction = %settlement.transaction, "settled");
+    ///         Box::pin(async {})
+    ///     }
+    /// }
+    /// ```
+    fn stages(&self) -> HookStages {
+        HookStages::ALL
     }
 
     /// Extension data for this request's challenge (a fresh sign-in nonce is one): a key and
@@ -507,8 +552,14 @@ impl<'a> PaymentContext<'a> {
 }
 
 /// The hooks registered on a core, asked in order.
-#[derive(Clone, Default)]
-pub(crate) struct Hooks(Vec<Arc<dyn PaymentHooks>>);
+#[derive(Clone)]
+pub(crate) struct Hooks {
+    list: Vec<Arc<dyn PaymentHooks>>,
+    /// Each hook's [`PaymentHooks::stages`], in the same order.
+    stages: Vec<HookStages>,
+    /// Every stage some hook declared.
+    declared: HookStages,
+}
 
 /// What a hook's extension template made of a request's offer.
 enum Spliced {
@@ -594,19 +645,47 @@ fn extension_whole(
     Some((template.key().to_owned(), value?))
 }
 
+impl Default for Hooks {
+    fn default() -> Self {
+        Self {
+            list: Vec::new(),
+            stages: Vec::new(),
+            declared: HookStages::NONE,
+        }
+    }
+}
+
 impl Hooks {
     pub(super) fn push(&mut self, hook: Arc<dyn PaymentHooks>) {
-        self.0.push(hook);
+        let stages = hook.stages();
+        self.list.push(hook);
+        self.stages.push(stages);
+        self.declared |= stages;
+    }
+
+    /// Whether some hook takes part in `stage`: the core builds no future for it otherwise.
+    #[inline]
+    pub(crate) fn take_part(&self, stage: HookStages) -> bool {
+        self.declared.contains(stage)
+    }
+
+    /// The hooks that take part in `stage`, in order.
+    fn at(&self, stage: HookStages) -> impl Iterator<Item = &Arc<dyn PaymentHooks>> {
+        self.list
+            .iter()
+            .zip(&self.stages)
+            .filter(move |(_, stages)| stages.contains(stage))
+            .map(|(hook, _)| hook)
     }
 
     /// Whether no hook is registered: every path skips them then.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.list.is_empty()
     }
 
     pub(super) fn len(&self) -> usize {
-        self.0.len()
+        self.list.len()
     }
 
     /// The hooks' part of a priced request that needs no waiting: its challenge's extensions,
@@ -617,7 +696,7 @@ impl Hooks {
             .unwrap_or_else(|| Arc::clone(request.offer));
         let decorated = request.with_offer(&offer);
         match self
-            .0
+            .list
             .iter()
             .position(|hook| hook.considers_request(&decorated))
         {
@@ -646,7 +725,7 @@ impl Hooks {
         request: &ProtectedRequest<'_>,
         Considering(first): Considering,
     ) -> Decision<Extensions> {
-        for (index, hook) in self.0.iter().enumerate().skip(first) {
+        for (index, hook) in self.list.iter().enumerate().skip(first) {
             if index > first && !hook.considers_request(request) {
                 continue;
             }
@@ -661,7 +740,7 @@ impl Hooks {
     /// `offer` with every hook's challenge extension, or `None` when no hook adds one.
     fn decorate(&self, request: &ProtectedRequest<'_>) -> Option<Arc<Offer>> {
         let mut decorated: Option<Offer> = None;
-        for hook in &self.0 {
+        for hook in &self.list {
             if decorated.is_none() {
                 match spliced(hook, request) {
                     Spliced::Offer(offer) => {
@@ -695,7 +774,7 @@ impl Hooks {
         &self,
         payment: &PaymentContext<'_>,
     ) -> Decision<VerifyResponse> {
-        for hook in &self.0 {
+        for hook in self.at(HookStages::BEFORE_VERIFY) {
             match hook.before_verify(payment).await {
                 Decision::Continue => {}
                 decided => return decided,
@@ -709,7 +788,7 @@ impl Hooks {
         payment: &PaymentContext<'_>,
         failure: Result<&VerifyResponse, &FacilitatorError>,
     ) -> Option<VerifyResponse> {
-        for hook in &self.0 {
+        for hook in self.at(HookStages::VERIFY_FAILURE) {
             if let Some(verified) = hook.on_verify_failure(payment, failure).await
                 && verified.is_valid
             {
@@ -720,7 +799,7 @@ impl Hooks {
     }
 
     pub(super) async fn after_verify(&self, payment: &VerifiedPayment) -> Result<(), Refusal> {
-        for hook in &self.0 {
+        for hook in self.at(HookStages::AFTER_VERIFY) {
             hook.after_verify(payment).await?;
         }
         Ok(())
@@ -730,7 +809,7 @@ impl Hooks {
         &self,
         payment: &PaymentContext<'_>,
     ) -> Decision<SettleResponse> {
-        for hook in &self.0 {
+        for hook in self.at(HookStages::BEFORE_SETTLE) {
             match hook.before_settle(payment).await {
                 Decision::Continue => {}
                 decided => return decided,
@@ -744,7 +823,7 @@ impl Hooks {
         payment: &PaymentContext<'_>,
     ) -> Option<Map<String, Value>> {
         let mut fields: Option<Map<String, Value>> = None;
-        for hook in &self.0 {
+        for hook in self.at(HookStages::BEFORE_SETTLE) {
             if let Some(more) = hook.settle_request_fields(payment) {
                 fields.get_or_insert_with(Map::new).extend(more);
             }
@@ -757,7 +836,7 @@ impl Hooks {
         payment: &PaymentContext<'_>,
         failure: Result<&SettleResponse, &FacilitatorError>,
     ) -> Option<SettleResponse> {
-        for hook in &self.0 {
+        for hook in self.at(HookStages::SETTLE_FAILURE) {
             if let Some(settled) = hook.on_settle_failure(payment, failure).await
                 && settled.success
             {
@@ -767,12 +846,9 @@ impl Hooks {
         None
     }
 
-    pub(super) async fn settled(
-        &self,
-        payment: &PaymentContext<'_>,
-        settlement: &mut SettleResponse,
-    ) {
-        for hook in &self.0 {
+    /// The hooks' `extensions` and `extra` added to `settlement`.
+    pub(super) fn enrich(&self, payment: &PaymentContext<'_>, settlement: &mut SettleResponse) {
+        for hook in &self.list {
             if let Some(extensions) = hook.settlement_extensions(payment, settlement) {
                 settlement
                     .extensions
@@ -780,36 +856,43 @@ impl Hooks {
                     .extend(extensions);
             }
         }
-        for hook in &self.0 {
+        for hook in &self.list {
             if let Some(extra) = hook.settlement_extra(payment, settlement) {
                 settlement.extra.get_or_insert_with(Map::new).extend(extra);
             }
         }
-        for hook in &self.0 {
+    }
+
+    pub(super) async fn after_settle(
+        &self,
+        payment: &PaymentContext<'_>,
+        settlement: &SettleResponse,
+    ) {
+        for hook in self.at(HookStages::AFTER_SETTLE) {
             hook.after_settle(payment, settlement).await;
         }
     }
 
     pub(super) async fn on_cancelled(&self, payment: &VerifiedPayment) {
-        for hook in &self.0 {
+        for hook in self.at(HookStages::CANCELLED) {
             hook.on_cancelled(payment).await;
         }
     }
 
     pub(super) fn on_payment_received(&self, offer: &Offer, payload: &PaymentPayload) {
-        for hook in &self.0 {
+        for hook in &self.list {
             hook.on_payment_received(offer, payload);
         }
     }
 
     pub(super) fn on_replayed(&self, offer: &Offer, record: &SettlementRecord) {
-        for hook in &self.0 {
+        for hook in &self.list {
             hook.on_replayed(offer, record);
         }
     }
 
     pub(super) fn on_in_doubt(&self, offer: &Offer, key: &PaymentKey, reason: &str) {
-        for hook in &self.0 {
+        for hook in &self.list {
             hook.on_in_doubt(offer, key, reason);
         }
     }
@@ -820,13 +903,13 @@ impl Hooks {
         key: &PaymentKey,
         settlement: Option<&SettleResponse>,
     ) {
-        for hook in &self.0 {
+        for hook in &self.list {
             hook.on_doubt_resolved(offer, key, settlement);
         }
     }
 
     pub(super) fn on_refusal(&self, offer: &Offer, refusal: &Refusal) {
-        for hook in &self.0 {
+        for hook in &self.list {
             hook.on_refusal(offer, refusal);
         }
     }
@@ -835,7 +918,7 @@ impl Hooks {
 impl std::fmt::Debug for Hooks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Hooks")
-            .field("count", &self.0.len())
+            .field("count", &self.list.len())
             .finish()
     }
 }

@@ -111,6 +111,7 @@ mod refusals;
 mod scheme;
 mod settle;
 mod single_flight;
+mod stages;
 mod uncancellable;
 mod verified;
 
@@ -124,4 +125,5 @@ pub(crate) use outcome::{Conclusion, Pass};
 pub use payments::Payments;
 pub use refusal::{Refusal, RefusalKind};
 pub use scheme::Scheme;
+pub use stages::HookStages;
 pub use verified::{SettledPayment, VerifiedPayment};

@@ -12,6 +12,7 @@ use super::payments::Payments;
 use super::refusal::Refusal;
 use super::settle::{self, Attempt};
 use super::single_flight::InflightGuard;
+use super::stages::HookStages;
 use super::verified::VerifiedPayment;
 #[cfg(doc)]
 use crate::pricing::SettlementMode;
@@ -345,7 +346,8 @@ struct Cancel(Option<Box<(Arc<Payments>, VerifiedPayment)>>);
 impl Cancel {
     fn new(payments: &Arc<Payments>, payment: &VerifiedPayment) -> Self {
         Self(
-            (!payments.hooks.is_empty()).then(|| Box::new((Arc::clone(payments), payment.clone()))),
+            (payments.hooks.take_part(HookStages::CANCELLED))
+                .then(|| Box::new((Arc::clone(payments), payment.clone()))),
         )
     }
 

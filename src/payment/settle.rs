@@ -12,6 +12,7 @@ use super::ledger::{Hold, lease_until, now_ms, release};
 use super::payments::Payments;
 use super::refusal::Refusal;
 use super::single_flight::InflightGuard;
+use super::stages::HookStages;
 use super::uncancellable::{Panicked, Uncancellable};
 use crate::facilitator::{FacilitatorError, Member};
 use crate::pricing::Offer;
@@ -128,7 +129,7 @@ fn write_intent<'a>(
     intent: SettlementIntent,
 ) -> impl Future<Output = Result<SettlementIntent, Result<SettleResponse, Refusal>>> + Send + 'a {
     async move {
-        let intent = if config.hooks.is_empty() {
+        let intent = if !config.hooks.take_part(HookStages::BEFORE_SETTLE) {
             intent
         } else {
             // Boxed: a path only hooks take, kept out of the size of every settlement.
@@ -243,7 +244,7 @@ fn complete<'a>(
     async move {
         let recording = {
             let mut answer = send(config, intent).await;
-            if !config.hooks.is_empty() {
+            if config.hooks.take_part(HookStages::SETTLE_FAILURE) {
                 // Boxed, the answer moved in and back: a path only hooks take.
                 answer = Box::pin(after_settle_hooks(config, offer, &hold, intent, answer)).await;
             }
@@ -508,7 +509,10 @@ fn settled<'a>(
         };
         if !config.hooks.is_empty() {
             let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
-            Box::pin(config.hooks.settled(&context, &mut record.settlement)).await;
+            config.hooks.enrich(&context, &mut record.settlement);
+            if config.hooks.take_part(HookStages::AFTER_SETTLE) {
+                Box::pin(config.hooks.after_settle(&context, &record.settlement)).await;
+            }
         }
         if attempt == Attempt::Recovery {
             tracing::info!(key = %hold.key, transaction = %record.settlement.transaction, "payment in doubt settled");

@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use tokio::sync::{Mutex, Notify, watch};
-use tower_x402::payment::{PaymentHooks, ProtectedRequest, Refusal};
+use tower_x402::payment::{HookStages, PaymentHooks, ProtectedRequest, Refusal};
 use tower_x402::pricing::Offer;
 use tower_x402::proto::PaymentPayload;
 
@@ -364,6 +364,11 @@ impl PaymentHooks for Standing {
     /// Counts only: never asked about a request before its payment.
     fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
         false
+    }
+
+    /// Counts in the synchronous observers only: no stage of a payment waits for it.
+    fn stages(&self) -> HookStages {
+        HookStages::NONE
     }
 
     fn on_refusal(&self, _: &Offer, refusal: &Refusal) {

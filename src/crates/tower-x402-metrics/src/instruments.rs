@@ -14,7 +14,7 @@ use super::{
 };
 use tower_x402::BoxFuture;
 use tower_x402::facilitator::{Facilitator, FacilitatorError, Facilitators};
-use tower_x402::payment::{PaymentContext, PaymentHooks, ProtectedRequest, Refusal};
+use tower_x402::payment::{HookStages, PaymentContext, PaymentHooks, ProtectedRequest, Refusal};
 use tower_x402::pricing::Offer;
 use tower_x402::settlement::{
     LedgerEntry, PaymentKey, PaymentState, Reconciler, Reconciliation, SettlementRecord,
@@ -39,6 +39,11 @@ impl PaymentHooks for PaymentMetrics {
     /// An observer: never asked about a request before its payment.
     fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
         false
+    }
+
+    /// Counts settlements; the rest in the synchronous observers.
+    fn stages(&self) -> HookStages {
+        HookStages::AFTER_SETTLE
     }
 
     fn after_settle<'a>(

@@ -7,7 +7,8 @@ use x402_wire::SettleResponse;
 
 use tower_x402::BoxFuture;
 use tower_x402::payment::{
-    Decision, MissingPayment, PaymentContext, PaymentHooks, ProtectedRequest, Refusal, RefusalKind,
+    Decision, HookStages, MissingPayment, PaymentContext, PaymentHooks, ProtectedRequest, Refusal,
+    RefusalKind,
 };
 use tower_x402::pricing::{ExtensionTemplate, Offer};
 
@@ -43,6 +44,12 @@ impl PaymentHooks for SignInWithX {
     /// never pays): every other request goes on without a future built for it.
     fn considers_request(&self, request: &ProtectedRequest<'_>) -> bool {
         !request.is_head() && request.header_field(&SIGN_IN_WITH_X).is_some()
+    }
+
+    /// Records a purchase once its payment settled; the sign-in itself is asked before any
+    /// payment, in `on_protected_request`.
+    fn stages(&self) -> HookStages {
+        HookStages::AFTER_SETTLE
     }
 
     fn on_protected_request<'a>(

@@ -12,7 +12,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Map, Value};
 use tower_x402::BoxFuture;
 use tower_x402::payment::{
-    Decision, PaymentContext, PaymentHooks, ProtectedRequest, RefusalKind, VerifiedPayment,
+    Decision, HookStages, PaymentContext, PaymentHooks, ProtectedRequest, RefusalKind,
+    VerifiedPayment,
 };
 use tower_x402::proto::{Network, SettleResponse, VerifyResponse};
 use tower_x402::{PaymentKey, Refusal};
@@ -347,6 +348,18 @@ impl PaymentHooks for Hooks {
     /// Acts on payments only: never asked about a request before its payment.
     fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
         false
+    }
+
+    /// Verifies vouchers itself, settles them and refunds itself, commits a request's voucher
+    /// once its payment settled, keeps or releases the channel a deposit's failed `/settle`
+    /// held, and releases a channel whose payment was cancelled: no part in `after_verify` nor
+    /// in a failed `/verify`.
+    fn stages(&self) -> HookStages {
+        HookStages::BEFORE_VERIFY
+            | HookStages::BEFORE_SETTLE
+            | HookStages::SETTLE_FAILURE
+            | HookStages::AFTER_SETTLE
+            | HookStages::CANCELLED
     }
 
     fn before_verify<'a>(
