@@ -12,11 +12,13 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response};
 use http_body_util::Full;
 use tower_x402::BoxFuture;
+use tower_x402::payment::{HookStages, PaymentContext, PaymentHooks, ProtectedRequest};
 use tower_x402::{Charge, Facilitator, FacilitatorError, Offer, SettlementMode};
 use x402_wire::{
     AtomicAmount, FacilitatorRequest, Network, PaymentPayload, ResourceInfo, SettleResponse,
@@ -245,4 +247,48 @@ pub fn request(path: &str, payment: Option<&HeaderValue>) -> Request<Full<Bytes>
         builder = builder.header("payment-signature", payment.clone());
     }
     builder.body(Full::new(Bytes::new())).expect("request")
+}
+
+/// A hook observing every payment, as a metrics hook does: it counts the payments received and
+/// settled, and takes part in no asynchronous stage but the settlement's end.
+///
+/// ```
+/// use tower_x402::payment::Payments;
+/// use tower_x402_benches::{InstantFacilitator, PaymentCounter};
+///
+/// let counter = PaymentCounter::default();
+/// assert_eq!(counter.count(), 0);
+/// let _payments = Payments::new(InstantFacilitator).hook(counter);
+/// ```
+#[derive(Debug, Default)]
+pub struct PaymentCounter(AtomicU64);
+
+impl PaymentCounter {
+    /// The payments received and settled so far.
+    pub fn count(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl PaymentHooks for PaymentCounter {
+    fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
+        false
+    }
+
+    fn stages(&self) -> HookStages {
+        HookStages::AFTER_SETTLE
+    }
+
+    fn on_payment_received(&self, _: &Offer, _: &PaymentPayload) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn after_settle<'a>(
+        &'a self,
+        _: &'a PaymentContext<'a>,
+        _: &'a SettleResponse,
+    ) -> BoxFuture<'a, ()> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Box::pin(std::future::ready(()))
+    }
 }

@@ -8,7 +8,6 @@
 #![allow(missing_docs)]
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use gungraun::{
@@ -21,16 +20,16 @@ use tokio::runtime::Runtime;
 use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt};
 use tower_x402::layer::ResponseBody;
-use tower_x402::payment::{HookStages, PaymentContext, PaymentHooks, Payments, ProtectedRequest};
-use tower_x402::{BoxFuture, Facilitator, HttpFacilitator, Offer, X402Layer};
+use tower_x402::payment::Payments;
+use tower_x402::{Facilitator, HttpFacilitator, X402Layer};
 use tower_x402_benches::{
-    InstantFacilitator, inner, inner_metered, offer, request, store_sku, unsigned_payment,
-    unsigned_upto_payment, upto_offer,
+    InstantFacilitator, PaymentCounter, inner, inner_metered, offer, request, store_sku,
+    unsigned_payment, unsigned_upto_payment, upto_offer,
 };
 use tower_x402_channels::{BatchSettlement, ChannelOffer, MemoryChannelStore};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
 use x402_wire::{AtomicAmount, FacilitatorRequest};
-use x402_wire::{PaymentPayload, SettleResponse, UsdcDeployment, header};
+use x402_wire::{PaymentPayload, UsdcDeployment, header};
 
 #[path = "budgets.rs"]
 mod budgets;
@@ -142,39 +141,11 @@ fn paid_case() -> Case {
     case("/report", Some(unsigned_payment(&offer, 2)), warm_up)
 }
 
-/// A hook observing every payment, as a metrics hook does: it counts the payments received and
-/// settled, and takes part in no asynchronous stage but the settlement's end.
-#[derive(Default)]
-struct Observer(AtomicU64);
-
-impl PaymentHooks for Observer {
-    fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
-        false
-    }
-
-    fn stages(&self) -> HookStages {
-        HookStages::AFTER_SETTLE
-    }
-
-    fn on_payment_received(&self, _: &Offer, _: &PaymentPayload) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn after_settle<'a>(
-        &'a self,
-        _: &'a PaymentContext<'a>,
-        _: &'a SettleResponse,
-    ) -> BoxFuture<'a, ()> {
-        self.0.fetch_add(1, Ordering::Relaxed);
-        Box::pin(std::future::ready(()))
-    }
-}
-
-/// The paid request of [`paid_case`] with an [`Observer`] registered.
+/// The paid request of [`paid_case`] with a [`PaymentCounter`] registered.
 fn paid_observed_case() -> Case {
     let offer = offer(&UsdcDeployment::BASE);
     let warm_up = request("/report", Some(&unsigned_payment(&offer, 1)));
-    let payments = Payments::new(InstantFacilitator).hook(Observer::default());
+    let payments = Payments::new(InstantFacilitator).hook(PaymentCounter::default());
     case_on(
         payments,
         "/report",

@@ -207,6 +207,15 @@ async fn inner(
     Ok(Response::new(Full::new(Bytes::from(body.to_string()))))
 }
 
+/// A paid request for `/report` whose handler fails (`x-fail`), its payment made from `seed`.
+fn failing(offer: &Offer, seed: u8) -> Request<Full<Bytes>> {
+    let mut request = paid_get("/report", &payment(offer, seed));
+    request
+        .headers_mut()
+        .insert("x-fail", http::HeaderValue::from_static("1"));
+    request
+}
+
 type Answer = Response<tower_x402::layer::ResponseBody<Full<Bytes>>>;
 
 /// Sends `request` through a layer built on `payments` with `offer`.
@@ -589,11 +598,7 @@ async fn cancelled_is_called_when_the_handler_fails_under_settle_after() {
     };
     let payments = Payments::new(sandbox.clone()).hook(hook);
     let offer = offer(URL, SettlementMode::After);
-    let mut failing = paid_get("/report", &payment(&offer, 1));
-    failing
-        .headers_mut()
-        .insert("x-fail", http::HeaderValue::from_static("1"));
-    let response = send(&payments, &offer, failing).await;
+    let response = send(&payments, &offer, failing(&offer, 1)).await;
     assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(calls(&sandbox), (1, 0), "(/verify, /settle)");
     assert_eq!(seen.cancelled.load(Ordering::SeqCst), 1);
@@ -724,11 +729,7 @@ async fn a_hook_is_asked_only_at_the_stages_it_declares() {
     };
     let payments = Payments::new(sandbox.clone()).hook(hook);
     let offer = offer(URL, SettlementMode::After);
-    let mut failing = paid_get("/report", &payment(&offer, 1));
-    failing
-        .headers_mut()
-        .insert("x-fail", http::HeaderValue::from_static("1"));
-    let response = send(&payments, &offer, failing).await;
+    let response = send(&payments, &offer, failing(&offer, 1)).await;
     assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
     let response = send(&payments, &offer, paid_get("/report", &payment(&offer, 2))).await;
     assert_eq!(response.status(), StatusCode::OK);

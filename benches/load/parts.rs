@@ -4,16 +4,15 @@
 //! API are here.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use tower_x402::BoxFuture;
 use tower_x402::facilitator::{Endpoint, Facilitator, FacilitatorError};
-use tower_x402::payment::{HookStages, PaymentContext, PaymentHooks, Payments, ProtectedRequest};
-use tower_x402::pricing::Offer;
+use tower_x402::payment::Payments;
 use tower_x402::settlement::{
     LedgerEntry, MemorySettlementStore, PaymentKey, PaymentState, SettlementStore, StoreError,
 };
-use x402_wire::{FacilitatorRequest, PaymentPayload, SettleResponse, VerifyResponse};
+use tower_x402_benches::PaymentCounter;
+use x402_wire::{FacilitatorRequest, SettleResponse, VerifyResponse};
 
 /// One variant of the paid path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -66,7 +65,7 @@ impl Part {
             Part::Full | Part::Http2 | Part::FacilitatorInProcess | Part::ReqwestPlain => payments,
             Part::LedgerNoop => payments.settlement_store(NoLedger),
             Part::LedgerSmall => payments.settlement_store(MemorySettlementStore::new(1)),
-            Part::Events => payments.hook(EventCounter::default()),
+            Part::Events => payments.hook(PaymentCounter::default()),
         }
     }
 }
@@ -168,32 +167,5 @@ impl SettlementStore for NoLedger {
         _version: u64,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(std::future::ready(Ok(true)))
-    }
-}
-
-/// Counts payments received and settled, as a metrics hook touches a counter for each.
-#[derive(Default)]
-struct EventCounter(AtomicU64);
-
-impl PaymentHooks for EventCounter {
-    fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
-        false
-    }
-
-    fn stages(&self) -> HookStages {
-        HookStages::AFTER_SETTLE
-    }
-
-    fn on_payment_received(&self, _offer: &Offer, _payload: &PaymentPayload) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn after_settle<'a>(
-        &'a self,
-        _payment: &'a PaymentContext<'a>,
-        _settlement: &'a SettleResponse,
-    ) -> BoxFuture<'a, ()> {
-        self.0.fetch_add(1, Ordering::Relaxed);
-        Box::pin(std::future::ready(()))
     }
 }
