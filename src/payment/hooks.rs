@@ -678,7 +678,8 @@ impl Hooks {
             .map(|(hook, _)| hook)
     }
 
-    /// Whether no hook is registered: every path skips them then.
+    /// Whether no hook is registered: the synchronous calls are skipped then (the asynchronous
+    /// stages ask [`take_part`](Self::take_part)).
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.list.is_empty()

@@ -339,14 +339,17 @@ impl Conclusion {
 }
 
 /// A payment's cancellation, told to the hooks once: when the payment is released, or
-/// dropped before it settled. Holds nothing when no hook is registered, and a pointer when
-/// one is, so that a payment without hooks carries one word for it.
+/// dropped before it settled. Holds nothing when no hook takes part in
+/// [`HookStages::CANCELLED`], and a pointer when one does, so that a payment no hook hears the
+/// cancellation of carries one word for it.
 struct Cancel(Option<Box<(Arc<Payments>, VerifiedPayment)>>);
 
 impl Cancel {
     fn new(payments: &Arc<Payments>, payment: &VerifiedPayment) -> Self {
         Self(
-            (payments.hooks.take_part(HookStages::CANCELLED))
+            payments
+                .hooks
+                .take_part(HookStages::CANCELLED)
                 .then(|| Box::new((Arc::clone(payments), payment.clone()))),
         )
     }
