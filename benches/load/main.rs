@@ -122,6 +122,16 @@ struct Target {
     cases: Vec<Case>,
     /// The peer's process, stopped when the target is dropped.
     _process: Option<Announced>,
+    /// How the peer's process was started, to start it again (`--respawn`).
+    peer: Option<Peer>,
+}
+
+/// A `--peer`: the app's name, its binary and the arguments the binary is started with.
+#[derive(Clone, Debug)]
+struct Peer {
+    name: String,
+    binary: PathBuf,
+    args: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -145,11 +155,18 @@ struct Options {
         default_value = "target/load-bench/results.tsv"
     )]
     out: PathBuf,
-    /// Another middleware's app: a name and the binary serving `/bare` and `/paid`; repeat for
-    /// more. The binary `self` is this one's `app`: tower-x402 in a process of its own, as the
-    /// peers run; `self:PART` the same with one part of the paid path replaced (`app --part`).
-    #[arg(long = "peer", value_name = "NAME=BINARY", value_parser = peer)]
-    peers: Vec<(String, PathBuf)>,
+    /// Another middleware's app: a name and the binary serving `/bare` and `/paid`, with any
+    /// arguments it takes after it (`NAME=BINARY ARG...`, split at spaces); repeat for more. The
+    /// binary `self` is this one's `app`: tower-x402 in a process of its own, as the peers run;
+    /// `self:PART` the same with one part of the paid path replaced (`app --part`).
+    #[arg(long = "peer", value_name = "NAME=BINARY [ARG...]", value_parser = peer)]
+    peers: Vec<Peer>,
+    /// Start every peer afresh at each round, from a copy of its binary made for that round.
+    /// The same bytes run from two files measured 4 to 8 µs a paid request apart, run after
+    /// run (the files' pages sit differently in memory): with this, where a process and its
+    /// binary happen to land is one round's draw, not the whole run's.
+    #[arg(long)]
+    respawn: bool,
     /// The cases to run, besides each process's bare route (comma-separated); all when unset.
     /// `APP/CASE` names one app's case only (`x402-axum/paid`).
     #[arg(long, value_name = "CASE,...", value_delimiter = ',')]
@@ -204,12 +221,20 @@ fn main() {
     }
 }
 
-/// `NAME=BINARY` of `--peer`.
-fn peer(value: &str) -> Result<(String, PathBuf), String> {
-    let (name, binary) = value
+/// `NAME=BINARY [ARG...]` of `--peer`.
+fn peer(value: &str) -> Result<Peer, String> {
+    let (name, command) = value
         .split_once('=')
-        .ok_or_else(|| format!("NAME=BINARY, not {value}"))?;
-    Ok((name.to_owned(), PathBuf::from(binary)))
+        .ok_or_else(|| format!("NAME=BINARY [ARG...], not {value}"))?;
+    let mut words = command.split_whitespace().map(str::to_owned);
+    let binary = words
+        .next()
+        .ok_or_else(|| format!("{name}: no binary in {value}"))?;
+    Ok(Peer {
+        name: name.to_owned(),
+        binary: PathBuf::from(binary),
+        args: words.collect(),
+    })
 }
 
 /// Whether `name`, from `--only` or `--skip`, names `app`'s `case`: `CASE` names it in every
@@ -419,27 +444,42 @@ async fn local_targets(
     ])
 }
 
-/// A peer's app as a child process, paying through `stub`.
+/// A peer's app as a child process, paying through `stub`; started from a copy of its binary
+/// made in `copies` when that is given.
 async fn peer_target(
     http: &reqwest::Client,
-    name: &str,
-    binary: &Path,
+    peer: &Peer,
     stub: SocketAddr,
+    copies: Option<&Path>,
 ) -> Result<Target, String> {
-    let this = binary.to_str().and_then(|binary| {
+    let name = peer.name.as_str();
+    let this = peer.binary.to_str().and_then(|binary| {
         binary
             .strip_prefix("self:")
             .or((binary == "self").then_some("full"))
     });
-    let mut command = if let Some(part) = this {
-        let mut this = Command::new(std::env::current_exe().map_err(|error| error.to_string())?);
-        this.arg("app").arg("--part").arg(part);
-        this
-    } else {
-        Command::new(binary)
+    let (binary, mut args) = match this {
+        Some(part) => (
+            std::env::current_exe().map_err(|error| error.to_string())?,
+            vec!["app".to_owned(), "--part".to_owned(), part.to_owned()],
+        ),
+        None => (peer.binary.clone(), Vec::new()),
     };
-    command.arg("--facilitator").arg(format!("http://{stub}"));
-    let process = Announced::spawn(command, name)?;
+    args.extend(peer.args.iter().cloned());
+    let copy = copies
+        .map(|dir| fresh_copy(&binary, dir, name))
+        .transpose()?;
+    let mut command = Command::new(copy.as_deref().unwrap_or(&binary));
+    command
+        .args(&args)
+        .arg("--facilitator")
+        .arg(format!("http://{stub}"));
+    let process = Announced::spawn(command, name);
+    // The running process keeps the copy's pages; its name is no longer needed.
+    if let Some(copy) = copy {
+        let _ = std::fs::remove_file(copy);
+    }
+    let process = process?;
     let address = process.address;
     let payment = payment_for(http, format!("http://{address}/paid")).await?;
     let in_process = this
@@ -466,7 +506,31 @@ async fn peer_target(
         stats: if in_process { address } else { stub },
         cases,
         _process: Some(process),
+        peer: Some(peer.clone()),
     })
+}
+
+/// A copy of `binary` in `dir`, named after the app `name`: a file of its own, whose pages the
+/// kernel places afresh.
+fn fresh_copy(binary: &Path, dir: &Path, name: &str) -> Result<PathBuf, String> {
+    let file: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let copy = dir.join(file);
+    std::fs::copy(binary, &copy)
+        .map_err(|error| format!("copying {} for {name}: {error}", binary.display()))?;
+    Ok(copy)
+}
+
+/// Keeps the cases of `target` that `--only` and `--skip` ask for (the bare route unless skipped).
+fn keep_cases(options: &Options, target: &mut Target) {
+    let app = &target.name;
+    let named = |list: &[String], case: &str| list.iter().any(|name| names(name, app, case));
+    target.cases.retain(|case| {
+        (case.name == "bare" || options.only.is_empty() || named(&options.only, case.name))
+            && !named(&options.skip, case.name)
+    });
 }
 
 impl Case {
@@ -498,6 +562,7 @@ impl Target {
             stats: stub,
             cases,
             _process: None,
+            peer: None,
         }
     }
 }
@@ -519,16 +584,16 @@ fn run(options: &Options) -> Result<(), String> {
     } else {
         runtime.block_on(local_targets(http, stub.address, scratch))?
     };
-    for (name, binary) in &options.peers {
-        targets.push(runtime.block_on(peer_target(http, name, binary, stub.address))?);
+    let copies = options.respawn.then(|| scratch.join("binaries"));
+    if let Some(copies) = &copies {
+        std::fs::create_dir_all(copies).map_err(|error| error.to_string())?;
+    }
+    for peer in &options.peers {
+        let target = peer_target(http, peer, stub.address, copies.as_deref());
+        targets.push(runtime.block_on(target)?);
     }
     for target in &mut targets {
-        let app = &target.name;
-        let named = |list: &[String], case: &str| list.iter().any(|name| names(name, app, case));
-        target.cases.retain(|case| {
-            (case.name == "bare" || options.only.is_empty() || named(&options.only, case.name))
-                && !named(&options.skip, case.name)
-        });
+        keep_cases(options, target);
     }
     println!(
         "stub facilitator {}, wrk -t2 -c{} -d{}s after {}s warm-up, {} rounds",
@@ -543,10 +608,25 @@ fn run(options: &Options) -> Result<(), String> {
     let mut run_tag = 0;
     let mut samples = Vec::new();
     for round in 1..=options.rounds {
+        if round > 1 && options.respawn {
+            for target in &mut targets {
+                let Some(peer) = target.peer.clone() else {
+                    continue;
+                };
+                // The last round's process stops before the next one starts.
+                target._process = None;
+                *target =
+                    runtime.block_on(peer_target(http, &peer, stub.address, copies.as_deref()))?;
+                keep_cases(options, target);
+            }
+        }
         // The bare route's rate in this round, per target: each target's cases are divided by
         // its own bare route (the store's by its static stylesheet, through its whole stack).
         let mut bare_rates: HashMap<&str, f64> = HashMap::new();
-        for target in &targets {
+        // Each round starts one target later than the last, so no app always runs first, or
+        // always right after the same neighbour, on a machine that warms and cools.
+        let start = (round as usize - 1) % targets.len().max(1);
+        for target in targets[start..].iter().chain(&targets[..start]) {
             for case in &target.cases {
                 run_tag += 1;
                 let sample = bench.measure(target, case, round, run_tag)?;

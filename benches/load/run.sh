@@ -18,7 +18,9 @@
 # (`x402-load app --part NAME`: the full path, then one part replaced at a time) and x402-axum,
 # paid requests only, in interleaved rounds, with app CPU, context switches and (where
 # `perf stat` can count them) cache misses per request; one more variant, `guarantees-off`, is
-# the same app built from a copy of this tree with benches/load/guarantees-off.patch applied.
+# the same app built from a copy of this tree with benches/load/guarantees-off.patch applied
+# (benches/load/guarantees-off.sh). Every process starts afresh, from a copy of its binary, at
+# each round (`--respawn`).
 # `channel` runs wrk against the app paid with payment-channel vouchers (`paid_channel`), one
 # channel per connection, each request with a voucher of its own signed before the run, beside
 # the same process's bare route.
@@ -65,30 +67,14 @@ args=()
 for arg in "$@"; do
     if [ "$arg" = "--parts" ]; then
         cargo build --release --quiet --locked --manifest-path benches/peers/Cargo.toml
-        peers=(--peers-only --only paid --cache-misses)
+        peers=(--peers-only --respawn --only paid --cache-misses)
         for part in full ledger-noop ledger-small events http2 reqwest-plain facilitator-in-process; do
             peers+=(--peer "tower-x402:$part=self:$part")
         done
-        # The same app built from a copy of this tree (tracked files as they are now) with
-        # guarantees-off.patch applied, in a target directory of its own.
+        # The same app built from a copy of this tree with guarantees-off.patch applied.
         off="${CARGO_TARGET_DIR:-target}/guarantees-off"
-        rm -rf "$off/src"
-        mkdir -p "$off/src"
-        tree=$(git stash create)
-        git archive "${tree:-HEAD}" | tar -x -C "$off/src"
-        # A repository of its own: inside this one, `git apply` would skip the patch's paths as
-        # lying outside the current directory, and build the copy unchanged.
-        (cd "$off/src" && git init --quiet && git apply --whitespace=nowarn) \
-            <benches/load/guarantees-off.patch
-        grep -q 'timeout_at' "$off/src/src/facilitator/http/transport.rs" &&
-            { echo "guarantees-off.patch did not apply" >&2; exit 1; }
-        echo "building the guarantees-off variant in $off"
-        (cd "$off/src" && RUSTFLAGS="-A warnings" CARGO_TARGET_DIR="$PWD/../target" \
-            cargo build --release --quiet --locked -p tower-x402-benches --bin x402-load)
-        printf '#!/bin/sh\nexec "%s" app --part ledger-noop "$@"\n' \
-            "$(cd "$off" && pwd)/target/release/x402-load" >"$off/app"
-        chmod +x "$off/app"
-        peers+=(--peer "tower-x402:guarantees-off=$off/app")
+        bash benches/load/guarantees-off.sh "$off"
+        peers+=(--peer "tower-x402:guarantees-off=$off/target/release/x402-load app --part ledger-noop")
         peers+=(--peer "x402-axum=$peer_bin/peer-x402-axum")
     elif [ "$arg" = "--peers" ]; then
         cargo build --release --quiet --locked --manifest-path benches/peers/Cargo.toml
