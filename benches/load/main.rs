@@ -164,7 +164,8 @@ struct Options {
     /// Start every peer afresh at each round, from a copy of its binary made for that round.
     /// The same bytes run from two files measured 4 to 8 µs a paid request apart, run after
     /// run (the files' pages sit differently in memory): with this, where a process and its
-    /// binary happen to land is one round's draw, not the whole run's.
+    /// binary happen to land is one round's draw, not the whole run's. The RSS printed at the
+    /// end is then the last round's processes'.
     #[arg(long)]
     respawn: bool,
     /// The cases to run, besides each process's bare route (comma-separated); all when unset.
@@ -623,8 +624,8 @@ fn run(options: &Options) -> Result<(), String> {
         // The bare route's rate in this round, per target: each target's cases are divided by
         // its own bare route (the store's by its static stylesheet, through its whole stack).
         let mut bare_rates: HashMap<&str, f64> = HashMap::new();
-        // Each round starts one target later than the last, so no app always runs first, or
-        // always right after the same neighbour, on a machine that warms and cools.
+        // Each round starts one target later than the last, so that no app always runs first
+        // in its round, on a machine that warms and cools.
         let start = (round as usize - 1) % targets.len().max(1);
         for target in targets[start..].iter().chain(&targets[..start]) {
             for case in &target.cases {
