@@ -2,7 +2,7 @@
 # The whole test suite on a fresh machine: installs what the tests need and is missing, then runs
 # `cargo test --workspace --all-features` (extra arguments are passed on to it).
 #
-# - PostgreSQL's binaries: the store's tests, tower-x402-postgres's (src/crates/tower-x402-postgres:
+# - PostgreSQL's binaries: the store's tests, tower-x402-postgres's (crates/tower-x402-postgres:
 #   both stores against their contracts) and the library's PostgreSQL-ledger tests start throwaway
 #   PostgreSQL servers.
 # - Chromium: the store's browser tests render and pay its pages in it.

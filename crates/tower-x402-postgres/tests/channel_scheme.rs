@@ -3,7 +3,7 @@
 //! on one database share a channel without counting a voucher twice; a failing handler changes
 //! nothing in the database.
 
-#[path = "../../../../examples/store/tests/store/postgres_server.rs"]
+#[path = "../../../examples/store/tests/store/postgres_server.rs"]
 #[allow(dead_code)]
 mod postgres_server;
 #[path = "../../tower-x402-channels/tests/support/mod.rs"]

@@ -2,7 +2,7 @@
 //! (`tower_x402::settlement::check_conformance`), on a throwaway PostgreSQL server, and
 //! `migrate` run by several instances at once.
 
-#[path = "../../../../examples/store/tests/store/postgres_server.rs"]
+#[path = "../../../examples/store/tests/store/postgres_server.rs"]
 #[allow(dead_code)]
 mod postgres_server;
 

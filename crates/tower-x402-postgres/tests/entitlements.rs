@@ -2,7 +2,7 @@
 //! (`tower_x402_siwx::check_conformance`), on a throwaway PostgreSQL server: two stores over two
 //! pools stand for two instances sharing the database.
 
-#[path = "../../../../examples/store/tests/store/postgres_server.rs"]
+#[path = "../../../examples/store/tests/store/postgres_server.rs"]
 #[allow(dead_code)]
 mod postgres_server;
 

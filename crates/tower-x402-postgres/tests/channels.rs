@@ -4,7 +4,7 @@
 //! voucher twice, and a restart continuing the channel; two claimers on one database claiming each voucher once, against the sandbox
 //! facilitator over loopback HTTP.
 
-#[path = "../../../../examples/store/tests/store/postgres_server.rs"]
+#[path = "../../../examples/store/tests/store/postgres_server.rs"]
 #[allow(dead_code)]
 mod postgres_server;
 
