@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
-use x402_store::config::{Args, Config};
+use x402_store::config::Config;
 use x402_store::{app, ops, serve, state};
 
 #[tokio::main]
@@ -28,7 +28,7 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    match run(Args::parse()).await {
+    match run(Config::parse()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("store: {message}");
@@ -37,9 +37,9 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(args: Args) -> Result<(), String> {
-    let base_url_given = args.base_url.is_some();
-    let mut config = Config::from_args(args).map_err(|e| e.to_string())?;
+async fn run(config: Config) -> Result<(), String> {
+    let base_url_given = !config.base_url.is_empty();
+    let mut config = config.checked().map_err(|e| e.to_string())?;
     // One process per SQLite file, for as long as this one runs.
     let _owner = x402_store::storage::lock_sqlite_file(&config.database_url)
         .map_err(|e| format!("STORE_DATABASE_URL: {e}"))?;

@@ -36,6 +36,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tower::ServiceExt as _;
 
+use crate::config::{positive, seconds};
+
 /// More headers than the app's own limit ([`crate::http_errors::MAX_HEADERS`]), so the app (not
 /// hyper, whose 431 has no body) answers a request with too many headers.
 const HYPER_MAX_HEADERS: usize = 4 * crate::http_errors::MAX_HEADERS;
@@ -43,23 +45,30 @@ const HYPER_MAX_HEADERS: usize = 4 * crate::http_errors::MAX_HEADERS;
 /// What an HTTP/2 client sends first (RFC 9113 §3.4); any other start is HTTP/1.
 const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// The connection-level limits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The connection-level limits, settings of the store's command line (their defaults are
+/// [`ServeLimits::default`]'s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::Args)]
 pub struct ServeLimits {
-    /// How long a new connection has to send the bytes that tell HTTP/1 from HTTP/2 (one for
-    /// HTTP/1, the 24-byte preface for HTTP/2) before it is closed.
+    /// Seconds a new connection has to send its first bytes (enough to tell HTTP/1 from HTTP/2:
+    /// one byte, or the 24-byte HTTP/2 preface) before it is closed.
+    #[arg(long = "first-byte-timeout-secs", env = "STORE_FIRST_BYTE_TIMEOUT_SECS", default_value = "10", value_parser = seconds)]
     pub first_byte_timeout: Duration,
-    /// How long a client has to send a request's complete headers, counted from the first byte
-    /// awaited: on a kept-alive connection, from the end of the previous response.
+    /// Seconds a client has to send a request's complete headers, counted from the first byte
+    /// awaited: on a kept-alive connection, from the end of the previous response (so it also
+    /// closes an idle keep-alive connection).
+    #[arg(long = "header-read-timeout-secs", env = "STORE_HEADER_READ_TIMEOUT_SECS", default_value = "10", value_parser = seconds)]
     pub header_read_timeout: Duration,
-    /// How long an HTTP/2 connection may stay open with no stream in progress. Pings, from
-    /// either side, do not count as activity.
+    /// Seconds an HTTP/2 connection may stay open with no request in progress (pings, from
+    /// either side, do not count).
+    #[arg(long = "http2-idle-timeout-secs", env = "STORE_HTTP2_IDLE_TIMEOUT_SECS", default_value = "30", value_parser = seconds)]
     pub http2_idle_timeout: Duration,
-    /// How long a request on a free route may take before it is answered 408. The app applies
-    /// it ([`crate::app::app`] reads it from the configuration), since only the app knows which
+    /// Seconds a request on a free route may take before it is answered 408. The app applies it
+    /// ([`crate::app::app`] reads it from the configuration), since only the app knows which
     /// routes are free.
+    #[arg(long = "request-timeout-secs", env = "STORE_REQUEST_TIMEOUT_SECS", default_value = "30", value_parser = seconds)]
     pub request_timeout: Duration,
-    /// How many connections are served at once.
+    /// Connections served at once; more wait in the listen backlog.
+    #[arg(long, env = "STORE_MAX_CONNECTIONS", default_value = "1024", value_parser = positive::<usize>)]
     pub max_connections: usize,
 }
 

@@ -4,15 +4,15 @@
 use clap::Parser as _;
 use reqwest::StatusCode;
 use tower_x402_sandbox::SandboxFacilitator;
-use x402_store::config::{Args, Config};
+use x402_store::config::Config;
 
 use super::operations::{get_json, present, sandbox_over_http, sign, start};
 
 /// `Config` from `argv`, or why it is refused.
 fn config(argv: &[&str]) -> Result<Config, String> {
     let argv = ["store"].iter().chain(argv).copied();
-    let args = Args::try_parse_from(argv).map_err(|error| error.to_string())?;
-    Config::from_args(args).map_err(|error| error.to_string())
+    let config = Config::try_parse_from(argv).map_err(|error| error.to_string())?;
+    config.checked().map_err(|error| error.to_string())
 }
 
 const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";

@@ -1,37 +1,38 @@
 //! Settings: every one a command-line flag that can also come from a `STORE_…` variable.
 //!
-//! [`Args`] is what clap parses, and clap alone: each field names its flag, its variable, its
+//! [`Config`] is the one struct: clap parses it, each field naming its flag, its variable, its
 //! default and its value parser — a plain `fn(&str) -> Result<T, String>` from this module such
 //! as [`seconds`] or [`positive`]. Each value is named after its variable, so that clap's
 //! refusal names both the flag and the variable: `invalid value 'x' for '--base-url
-//! <STORE_BASE_URL>': …`.
-//! [`Config::from_args`] then checks what clap would echo in its refusal (secrets, a database
-//! URL's password) and the rules that combine settings (live mode needs `STORE_PAY_TO`), and
-//! fills in the defaults that depend on other settings.
+//! <STORE_BASE_URL>': …`. [`Config::checked`] then checks what clap would echo in its refusal
+//! (secrets, a database URL's password) and the rules that combine settings (live mode needs
+//! `STORE_PAY_TO`), and fills in the settings whose default depends on others.
 //!
-//! A new setting is a field of [`Args`] and the field it fills in [`Config`], set in
-//! [`Config::from_args`], in [`Config::for_tests`] and shown by `Config`'s `Debug`.
+//! A new setting is a field of [`Config`], set in [`Config::for_tests`] and shown by its `Debug`.
 
 use std::ffi::OsStr;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
 use clap::Parser;
 use reqwest::Url;
 
 use crate::discovery::channels::ChannelSpec;
+
+mod values;
 use crate::serve::ServeLimits;
 use crate::storage::{Engine, without_password};
+pub use values::*;
 
 /// The canonical receiving address in demo mode (no external facilitator): a well-formed EVM
 /// address that only the in-process sandbox ever "pays". Live mode requires `STORE_PAY_TO`.
 pub const DEMO_PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 
-/// The command line; each flag also reads the environment variable its value is named after.
-#[derive(Parser)]
+/// The checked settings the store runs with: what clap parses from the command line and the
+/// environment, then [`Config::checked`].
+#[derive(Clone, Parser)]
 #[command(
     name = "store",
     version,
@@ -41,19 +42,21 @@ pub const DEMO_PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
                   named after; a flag on the command line wins over its variable.",
     mut_args = named_after_its_variable
 )]
-pub struct Args {
+pub struct Config {
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, env = "STORE_LISTEN", default_value = "127.0.0.1:4020")]
     pub listen: SocketAddr,
-    /// Public origin of the store, e.g. `https://shop.example` (default: `http://` + the bound address).
-    #[arg(long, env = "STORE_BASE_URL", value_parser = base_url)]
-    pub base_url: Option<String>,
+    /// Public origin of the store, e.g. `https://shop.example`, kept without trailing slashes
+    /// (unset or empty: `http://` + the bound address).
+    #[arg(long, env = "STORE_BASE_URL", value_parser = base_url, default_value = "", hide_default_value = true)]
+    pub base_url: String,
     /// Prefix of every SKU slug (`<prefix>-rail-receipt`, …).
     #[arg(long, env = "STORE_SLUG_PREFIX", default_value = "store", value_parser = slug_prefix)]
     pub slug_prefix: String,
-    /// Receiving address on Base (required with `--facilitator-url`).
-    #[arg(long, env = "STORE_PAY_TO", value_parser = evm_address)]
-    pub pay_to: Option<String>,
+    /// Receiving address on Base (required with `--facilitator-url`; in demo mode a sandbox
+    /// address).
+    #[arg(long, env = "STORE_PAY_TO", value_parser = evm_address, default_value = "", hide_default_value = true)]
+    pub pay_to: String,
     /// External facilitators, comma-separated in order of preference; without it the store runs
     /// in demo mode with the in-process sandbox.
     #[arg(long, env = "STORE_FACILITATOR_URL", value_parser = facilitator_urls)]
@@ -66,8 +69,8 @@ pub struct Args {
     #[arg(long, env = "STORE_FACILITATOR_BREAKER_FAILURES", default_value = "3", value_parser = positive::<u32>)]
     pub facilitator_breaker_failures: u32,
     /// Seconds an open facilitator breaker waits before one trial request.
-    #[arg(long, env = "STORE_FACILITATOR_BREAKER_PAUSE_SECS", default_value = "30", value_parser = seconds)]
-    pub facilitator_breaker_pause_secs: Duration,
+    #[arg(long = "facilitator-breaker-pause-secs", env = "STORE_FACILITATOR_BREAKER_PAUSE_SECS", default_value = "30", value_parser = seconds)]
+    pub facilitator_breaker_pause: Duration,
     /// The database: `sqlite://PATH` (its directory is created if missing) or `postgres://…`
     /// (an existing database that several instances may share).
     #[arg(
@@ -79,8 +82,8 @@ pub struct Args {
     /// Seconds a request waits for a database connection (and, on SQLite, for another writer)
     /// before it fails with a 503: an unreachable database is reported quickly, well within a
     /// client's own timeout.
-    #[arg(long, env = "STORE_DATABASE_TIMEOUT_SECS", default_value = "2", value_parser = seconds)]
-    pub database_timeout_secs: Duration,
+    #[arg(long = "database-timeout-secs", env = "STORE_DATABASE_TIMEOUT_SECS", default_value = "2", value_parser = seconds)]
+    pub database_timeout: Duration,
     /// Deposit address on Solana mainnet; opens the second payment door.
     #[arg(long, env = "STORE_SECOND_PAY_TO", value_parser = solana_address)]
     pub second_pay_to: Option<String>,
@@ -91,7 +94,7 @@ pub struct Args {
     #[arg(long, env = "STORE_CHECKOUT_URL", value_parser = checkout_url)]
     pub checkout_url: Option<String>,
     /// Web origins allowed to pay from a page (comma-separated, e.g. `https://shop.example`);
-    /// any origin when unset.
+    /// any origin when unset or empty.
     #[arg(long, env = "STORE_CORS_ORIGINS", value_delimiter = ',', value_parser = cors_origin)]
     pub cors_origins: Vec<String>,
     /// Directory holding the deliverable files.
@@ -109,41 +112,29 @@ pub struct Args {
     /// one) may recover it; longer than the facilitator's settle timeout (60 s).
     #[arg(long, env = "STORE_SETTLEMENT_LEASE", default_value = "120", value_parser = positive::<u64>)]
     pub settlement_lease: u64,
-    /// Seconds a client has to send a request's headers (also closes an idle keep-alive connection).
-    #[arg(long, env = "STORE_HEADER_READ_TIMEOUT_SECS", default_value = "10", value_parser = seconds)]
-    pub header_read_timeout_secs: Duration,
-    /// Seconds a new connection has to send its first bytes before it is closed.
-    #[arg(long, env = "STORE_FIRST_BYTE_TIMEOUT_SECS", default_value = "10", value_parser = seconds)]
-    pub first_byte_timeout_secs: Duration,
-    /// Seconds an HTTP/2 connection may stay open with no request in progress (pings do not count).
-    #[arg(long, env = "STORE_HTTP2_IDLE_TIMEOUT_SECS", default_value = "30", value_parser = seconds)]
-    pub http2_idle_timeout_secs: Duration,
-    /// Seconds a request on a free route may take before it is answered 408.
-    #[arg(long, env = "STORE_REQUEST_TIMEOUT_SECS", default_value = "30", value_parser = seconds)]
-    pub request_timeout_secs: Duration,
-    /// Connections served at once; more wait in the listen backlog.
-    #[arg(long, env = "STORE_MAX_CONNECTIONS", default_value = "1024", value_parser = positive::<usize>)]
-    pub max_connections: usize,
+    /// Header, request and connection limits of the server.
+    #[command(flatten)]
+    pub limits: ServeLimits,
     /// Secret (at least 32 characters) from which each order's fulfillment key is derived, so a
     /// re-delivery hands out the same key (default: one generated once and kept in the database,
     /// shared by every instance and kept across restarts).
-    #[arg(long, env = "STORE_FULFILLMENT_SECRET", hide_env_values = true)]
-    pub fulfillment_secret: Option<String>,
+    #[arg(long, env = "STORE_FULFILLMENT_SECRET", hide_env_values = true, value_parser = secret)]
+    pub fulfillment_secret: Option<Secret>,
     /// Seconds after settlement during which the same PAYMENT-SIGNATURE re-delivers the purchase.
-    #[arg(long, env = "STORE_REDELIVERY_WINDOW_SECS", default_value = "604800")]
-    pub redelivery_window_secs: u64,
+    #[arg(long = "redelivery-window-secs", env = "STORE_REDELIVERY_WINDOW_SECS", default_value = "604800", value_parser = whole_seconds)]
+    pub redelivery_window: Duration,
     /// Seconds after a purchase during which its buyer may sign in with the same wallet
     /// (sign-in-with-x) and get it again without paying; 0: for ever.
-    #[arg(long, env = "STORE_SIWX_ENTITLEMENT_SECS", default_value = "31536000")]
-    pub siwx_entitlement_secs: u64,
+    #[arg(long = "siwx-entitlement-secs", env = "STORE_SIWX_ENTITLEMENT_SECS", default_value = "31536000", value_parser = seconds_or_for_ever)]
+    pub siwx_entitlement: Lifetime,
     /// Address of the operator's endpoints: `/metrics` (Prometheus), `/healthz`, `/readyz`
     /// (unset: not served). Keep it off the public network.
     #[arg(long, env = "STORE_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
     /// Seconds the requests in progress (a payment being settled) have to finish after SIGTERM
     /// before the process exits anyway.
-    #[arg(long, env = "STORE_SHUTDOWN_GRACE_SECS", default_value = "30", value_parser = seconds)]
-    pub shutdown_grace_secs: Duration,
+    #[arg(long = "shutdown-grace-secs", env = "STORE_SHUTDOWN_GRACE_SECS", default_value = "30", value_parser = seconds)]
+    pub shutdown_grace: Duration,
 }
 
 /// `arg` with its value named after its environment variable (`--listen <STORE_LISTEN>`), in
@@ -159,59 +150,12 @@ fn named_after_its_variable(arg: clap::Arg) -> clap::Arg {
 /// the file as one value rather than a list of values).
 pub type ChannelList = Vec<ChannelSpec>;
 
-/// The checked settings the store runs with.
-#[derive(Clone)]
-pub struct Config {
-    /// Address to listen on.
-    pub listen: SocketAddr,
-    /// Public origin (plus optional path), without a trailing slash.
-    pub base_url: String,
-    /// Prefix of every slug.
-    pub slug_prefix: String,
-    /// Receiving address on the canonical network.
-    pub pay_to: String,
-    /// External facilitators, comma-separated in order of preference, if any.
-    pub facilitator_url: Option<String>,
-    /// Bearer tokens for the external facilitators: one for all, or one per facilitator.
-    pub facilitator_bearer: Option<String>,
-    /// Consecutive transport failures that open a facilitator's circuit breaker.
-    pub facilitator_breaker_failures: u32,
-    /// How long an open facilitator breaker waits before one trial request.
-    pub facilitator_breaker_pause: Duration,
-    /// `sqlite:` or `postgres:` database URL.
-    pub database_url: String,
-    /// How long a request waits for the database before it fails.
-    pub database_timeout: Duration,
-    /// Solana deposit address (second door).
-    pub second_pay_to: Option<String>,
-    /// Algorand deposit address (third door).
-    pub third_pay_to: Option<String>,
-    /// Hosted checkout URL with a `{sku}` placeholder.
-    pub checkout_url: Option<String>,
-    /// Origins allowed to pay from a web page; empty means any origin.
-    pub cors_origins: Vec<String>,
-    /// Directory of deliverable files.
-    pub content_dir: Option<PathBuf>,
-    /// Discovery channels; `None` means the built-in list.
-    pub discovery_channels: Option<Vec<ChannelSpec>>,
-    /// Ethereum JSON-RPC endpoint that reconciles payments in doubt.
-    pub rpc_url: Option<String>,
-    /// How long a payment being settled is held, in seconds.
-    pub settlement_lease: u64,
-    /// Header, request and connection limits of the server.
-    pub limits: ServeLimits,
-    /// The secret fulfillment keys are derived from; `None` until start-up reads (or creates)
-    /// the one kept in the database, when `STORE_FULFILLMENT_SECRET` is unset.
-    pub fulfillment_secret: Option<Vec<u8>>,
-    /// How long after settlement a replayed payment re-delivers the purchase.
-    pub redelivery_window: Duration,
-    /// How long a purchase entitles its buyer to sign in (`None`: for ever).
-    pub siwx_entitlement: Option<Duration>,
-    /// Address of `/metrics`, `/healthz` and `/readyz`, if served.
-    pub metrics_listen: Option<SocketAddr>,
-    /// How long requests in progress have to finish after a shutdown signal.
-    pub shutdown_grace: Duration,
-}
+/// The fulfillment secret's bytes (a name of its own, so clap takes it as one value).
+pub type Secret = Vec<u8>;
+
+/// How long something lasts, `None` for ever (a name of its own, so clap reads `0` as for ever
+/// rather than taking the setting as optional).
+pub type Lifetime = Option<Duration>;
 
 /// Settings that cannot be used together, named the way the operator set them.
 #[derive(Debug, thiserror::Error)]
@@ -224,109 +168,61 @@ pub struct ConfigError {
 }
 
 impl Config {
-    /// Checks the settings whose refusal must not show their value, and the rules that combine
-    /// settings (live mode, `STORE_FACILITATOR_URL`, needs `STORE_PAY_TO`); fills in the defaults
-    /// that depend on other settings.
+    /// Checks the settings whose refusal must not show their value (clap's refusal would echo
+    /// it), and the rules that combine settings (live mode, `STORE_FACILITATOR_URL`, needs
+    /// `STORE_PAY_TO`); fills in the settings left empty whose default depends on others.
     ///
     /// # Errors
     ///
     /// A database URL that is neither `sqlite:` nor `postgres://`, a blank bearer token, a
     /// fulfillment secret under 32 characters, `STORE_FACILITATOR_URL` without `STORE_PAY_TO`,
     /// or a number of bearer tokens that matches neither one nor every facilitator.
-    pub fn from_args(args: Args) -> Result<Self, ConfigError> {
-        if Engine::of(&args.database_url).is_none() {
-            return Err(ConfigError {
-                setting: "STORE_DATABASE_URL (--database-url)",
-                problem: format!(
-                    "`{}` is neither a sqlite: nor a postgres:// URL",
-                    without_password(&args.database_url)
-                ),
-            });
+    pub fn checked(mut self) -> Result<Self, ConfigError> {
+        let refuse = |setting, problem: String| Err(ConfigError { setting, problem });
+        if Engine::of(&self.database_url).is_none() {
+            let shown = without_password(&self.database_url);
+            let problem = format!("`{shown}` is neither a sqlite: nor a postgres:// URL");
+            return refuse("STORE_DATABASE_URL (--database-url)", problem);
         }
-        if args
-            .facilitator_bearer
-            .as_ref()
-            .is_some_and(|bearer| bearer.trim().is_empty())
-        {
-            return Err(ConfigError {
-                setting: "STORE_FACILITATOR_BEARER (--facilitator-bearer)",
-                problem: "is empty".to_owned(),
-            });
+        let bearer = "STORE_FACILITATOR_BEARER (--facilitator-bearer)";
+        if let Some(bearers) = &self.facilitator_bearer {
+            if bearers.trim().is_empty() {
+                return refuse(bearer, "is empty".to_owned());
+            }
+            if let Some(urls) = &self.facilitator_url {
+                let (urls, bearers) = (urls.split(',').count(), bearers.split(',').count());
+                if bearers != 1 && bearers != urls {
+                    let problem = format!(
+                        "{bearers} tokens for {urls} facilitators: give one token for all, or one per facilitator in the same order"
+                    );
+                    return refuse(bearer, problem);
+                }
+            }
         }
-        if args
+        if self
             .fulfillment_secret
             .as_ref()
             .is_some_and(|secret| secret.len() < 32)
         {
-            return Err(ConfigError {
-                setting: "STORE_FULFILLMENT_SECRET (--fulfillment-secret)",
-                problem: "must be at least 32 characters".to_owned(),
-            });
+            let problem = "must be at least 32 characters".to_owned();
+            return refuse("STORE_FULFILLMENT_SECRET (--fulfillment-secret)", problem);
         }
-        let pay_to = match (args.pay_to, &args.facilitator_url) {
-            (Some(pay_to), _) => pay_to,
-            (None, None) => DEMO_PAY_TO.to_owned(),
-            (None, Some(_)) => {
-                return Err(ConfigError {
-                    setting: "STORE_PAY_TO (--pay-to)",
-                    problem: "required when STORE_FACILITATOR_URL is set: real payments need your own receiving address".to_owned(),
-                });
+        if self.pay_to.is_empty() {
+            if self.facilitator_url.is_some() {
+                let problem = "required when STORE_FACILITATOR_URL is set: real payments need your own receiving address";
+                return refuse("STORE_PAY_TO (--pay-to)", problem.to_owned());
             }
-        };
-        if let (Some(urls), Some(bearers)) = (&args.facilitator_url, &args.facilitator_bearer) {
-            let (urls, bearers) = (urls.split(',').count(), bearers.split(',').count());
-            if bearers != 1 && bearers != urls {
-                return Err(ConfigError {
-                    setting: "STORE_FACILITATOR_BEARER (--facilitator-bearer)",
-                    problem: format!(
-                        "{bearers} tokens for {urls} facilitators: give one token for all, or one per facilitator in the same order"
-                    ),
-                });
-            }
+            DEMO_PAY_TO.clone_into(&mut self.pay_to);
         }
-        Ok(Self {
-            listen: args.listen,
-            base_url: args
-                .base_url
-                .unwrap_or_else(|| format!("http://{}", args.listen)),
-            slug_prefix: args.slug_prefix,
-            pay_to,
-            facilitator_url: args.facilitator_url,
-            facilitator_bearer: args.facilitator_bearer,
-            facilitator_breaker_failures: args.facilitator_breaker_failures,
-            facilitator_breaker_pause: args.facilitator_breaker_pause_secs,
-            database_url: args.database_url,
-            database_timeout: args.database_timeout_secs,
-            second_pay_to: args.second_pay_to,
-            third_pay_to: args.third_pay_to,
-            checkout_url: args.checkout_url,
-            cors_origins: args
-                .cors_origins
-                .into_iter()
-                .filter(|origin| !origin.is_empty())
-                .collect(),
-            content_dir: args.content_dir,
-            discovery_channels: args.discovery_channels,
-            rpc_url: args.rpc_url,
-            settlement_lease: args.settlement_lease,
-            limits: ServeLimits {
-                first_byte_timeout: args.first_byte_timeout_secs,
-                header_read_timeout: args.header_read_timeout_secs,
-                http2_idle_timeout: args.http2_idle_timeout_secs,
-                request_timeout: args.request_timeout_secs,
-                max_connections: args.max_connections,
-            },
-            fulfillment_secret: args.fulfillment_secret.map(String::into_bytes),
-            redelivery_window: Duration::from_secs(args.redelivery_window_secs),
-            siwx_entitlement: (args.siwx_entitlement_secs > 0)
-                .then(|| Duration::from_secs(args.siwx_entitlement_secs)),
-            metrics_listen: args.metrics_listen,
-            shutdown_grace: args.shutdown_grace_secs,
-        })
+        if self.base_url.is_empty() {
+            self.base_url = format!("http://{}", self.listen);
+        }
+        self.cors_origins.retain(|origin| !origin.is_empty());
+        Ok(self)
     }
 
     /// Demo-mode settings for tests: base URL `http://127.0.0.1:4020`, the given database, no
-    /// optional doors, no checkout, the built-in discovery channels.
+    /// optional doors, no checkout, the built-in discovery channels; the environment is not read.
     pub fn for_tests(database_url: impl Into<String>) -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 4020)),
@@ -380,31 +276,18 @@ impl Config {
             .as_deref()
             .map(|bearers| bearers.split(',').map(str::trim).collect())
             .unwrap_or_default();
+        // One token is sent to all; otherwise the token at the facilitator's position.
+        let position = |index| if bearers.len() == 1 { 0 } else { index };
+        let bearer = |index| bearers.get(position(index)).copied();
         urls.split(',')
             .enumerate()
-            .map(|(index, url)| {
-                let bearer = match bearers.len() {
-                    0 => None,
-                    1 => Some(bearers[0]),
-                    _ => bearers.get(index).copied(),
-                };
-                (url, bearer)
-            })
+            .map(|(index, url)| (url, bearer(index)))
             .collect()
     }
 
     /// Whether payments go through the in-process sandbox rather than an external facilitator.
     pub fn is_demo(&self) -> bool {
         self.facilitator_url.is_none()
-    }
-}
-
-/// Shows the address only: the other arguments include the facilitator's bearer token.
-impl fmt::Debug for Args {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Args")
-            .field("listen", &self.listen)
-            .finish_non_exhaustive()
     }
 }
 
@@ -443,182 +326,21 @@ impl fmt::Debug for Config {
     }
 }
 
-// The value parsers below answer what is wrong with a value; clap's refusal shows the value
-// itself and the flag with its variable: `invalid value 'x' for '--listen <STORE_LISTEN>': …`.
-
-/// A number of at least 1.
-pub fn positive<T>(text: &str) -> Result<T, String>
-where
-    T: FromStr + Default + PartialEq,
-    T::Err: fmt::Display,
-{
-    let value: T = text.parse().map_err(|e| format!("{e}"))?;
-    if value == T::default() {
-        return Err("must be at least 1".to_owned());
-    }
-    Ok(value)
-}
-
-/// A whole number of seconds, at least 1.
-pub fn seconds(text: &str) -> Result<Duration, String> {
-    positive::<u64>(text).map(Duration::from_secs)
-}
-
-/// An absolute http(s) URL with a host.
-pub fn http_url(text: &str) -> Result<String, String> {
-    parse_http_url(text).map(|_| text.to_owned())
-}
-
-fn parse_http_url(text: &str) -> Result<Url, String> {
-    let url = Url::parse(text).map_err(|e| format!("not an absolute URL: {e}"))?;
-    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err("must be an http(s) URL with a host".to_owned());
-    }
-    Ok(url)
-}
-
-/// The store's public base URL: an http(s) URL without query or fragment, kept without its
-/// trailing slashes.
-pub fn base_url(text: &str) -> Result<String, String> {
-    let trimmed = text.trim_end_matches('/');
-    let url = parse_http_url(trimmed)?;
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err("must not carry a query or fragment".to_owned());
-    }
-    Ok(trimmed.to_owned())
-}
-
-/// Facilitator base URLs, comma-separated, each an http(s) URL; kept as one comma-separated
-/// list of the URLs without blanks around them and trailing slashes.
-pub fn facilitator_urls(text: &str) -> Result<String, String> {
-    let urls = text
-        .split(',')
-        .enumerate()
-        .map(|(index, entry)| {
-            http_url(entry.trim().trim_end_matches('/'))
-                .map_err(|problem| format!("entry {} ({entry:?}): {problem}", index + 1))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(urls.join(","))
-}
-
-/// 1–32 lowercase letters, digits and inner hyphens.
-pub fn slug_prefix(text: &str) -> Result<String, String> {
-    let fits = (1..=32).contains(&text.len())
-        && !text.starts_with('-')
-        && !text.ends_with('-')
-        && !text.contains("--")
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    if !fits {
-        return Err("must be 1–32 lowercase letters, digits and inner hyphens".to_owned());
-    }
-    Ok(text.to_owned())
-}
-
-/// A Base address.
-pub fn evm_address(text: &str) -> Result<String, String> {
-    if !is_evm_address(text) {
-        return Err("not a Base address (0x followed by 40 hex digits)".to_owned());
-    }
-    Ok(text.to_owned())
-}
-
-/// A Solana address.
-pub fn solana_address(text: &str) -> Result<String, String> {
-    if !is_solana_address(text) {
-        return Err("not a Solana address (32–44 base58 characters)".to_owned());
-    }
-    Ok(text.to_owned())
-}
-
-/// An Algorand address.
-pub fn algorand_address(text: &str) -> Result<String, String> {
-    if !is_algorand_address(text) {
-        return Err("not an Algorand address (58 base32 characters A–Z, 2–7)".to_owned());
-    }
-    Ok(text.to_owned())
-}
-
-/// An http(s) URL template holding the placeholder `{sku}`.
-pub fn checkout_url(text: &str) -> Result<String, String> {
-    if !text.contains("{sku}") {
-        return Err("must contain the placeholder {sku}".to_owned());
-    }
-    parse_http_url(&text.replace("{sku}", "sku"))?;
-    Ok(text.to_owned())
-}
-
-/// One web origin of a comma-separated list, kept without surrounding blanks and trailing
-/// slashes; an empty item (`a,,b`, a trailing comma) is empty and left out of the list.
-pub fn cors_origin(text: &str) -> Result<String, String> {
-    let origin = text.trim().trim_end_matches('/');
-    if origin.is_empty() {
-        return Ok(String::new());
-    }
-    http_url(origin)
-}
-
-/// An existing directory.
-pub fn directory(text: &str) -> Result<PathBuf, String> {
-    let path = PathBuf::from(text);
-    if !path.is_dir() {
-        return Err("not a directory".to_owned());
-    }
-    Ok(path)
-}
-
-/// A JSON file listing discovery channels, each of them valid.
-pub fn channel_list(text: &str) -> Result<ChannelList, String> {
-    let json = std::fs::read_to_string(text).map_err(|e| format!("cannot read it: {e}"))?;
-    let channels: ChannelList =
-        serde_json::from_str(&json).map_err(|e| format!("not a channel list: {e}"))?;
-    for channel in &channels {
-        channel.validate()?;
-    }
-    Ok(channels)
-}
-
-/// `0x` followed by 40 hex digits (any case; the checksum is only a spelling).
-pub fn is_evm_address(address: &str) -> bool {
-    address
-        .strip_prefix("0x")
-        .is_some_and(|hex| hex.len() == 40 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
-}
-
-/// 32–44 characters of the base58 alphabet (no `0`, `O`, `I`, `l`).
-pub fn is_solana_address(address: &str) -> bool {
-    (32..=44).contains(&address.len())
-        && address
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() && !matches!(b, b'0' | b'O' | b'I' | b'l'))
-}
-
-/// 58 characters of the RFC 4648 base32 alphabet (the public key and its checksum; the checksum
-/// itself is not recomputed here).
-pub fn is_algorand_address(address: &str) -> bool {
-    address.len() == 58
-        && address
-            .bytes()
-            .all(|b| b.is_ascii_uppercase() || (b'2'..=b'7').contains(&b))
-}
-
 #[cfg(test)]
 mod tests {
     use clap::error::ErrorKind;
 
     use super::*;
 
-    fn args(extra: &[&str]) -> Args {
+    fn args(extra: &[&str]) -> Config {
         let mut argv = vec!["store"];
         argv.extend_from_slice(extra);
-        Args::try_parse_from(argv).unwrap()
+        Config::try_parse_from(argv).unwrap()
     }
 
     #[test]
     fn defaults_are_demo_mode() {
-        let config = Config::from_args(args(&[])).unwrap();
+        let config = Config::checked(args(&[])).unwrap();
         assert!(config.is_demo());
         assert_eq!(config.pay_to, DEMO_PAY_TO);
         assert_eq!(config.base_url, "http://127.0.0.1:4020");
@@ -626,16 +348,16 @@ mod tests {
         assert_eq!(config.origin(), "http://127.0.0.1:4020");
     }
 
-    /// Why `extra` cannot start the store: clap's refusal, or `from_args`'s.
+    /// Why `extra` cannot start the store: clap's refusal, or `checked`'s.
     fn refusal(extra: &[&str]) -> String {
         let mut argv = vec!["store"];
         argv.extend_from_slice(extra);
-        match Args::try_parse_from(argv) {
+        match Config::try_parse_from(argv) {
             Err(error) => {
                 assert_eq!(error.kind(), ErrorKind::ValueValidation, "{error}");
                 error.to_string()
             }
-            Ok(args) => Config::from_args(args).unwrap_err().to_string(),
+            Ok(args) => Config::checked(args).unwrap_err().to_string(),
         }
     }
 
@@ -755,7 +477,7 @@ mod tests {
         ];
         for (argv, setting) in cases {
             let refusal = refusal(argv);
-            // clap names the flag with its variable; `from_args` names the variable, then the flag.
+            // clap names the flag with its variable; `checked` names the variable, then the flag.
             let (variable, flag) = setting.trim_end_matches(')').split_once(" (").unwrap();
             assert!(
                 refusal.contains(&format!("for '{flag} <{variable}>': "))
@@ -789,7 +511,7 @@ mod tests {
             OsStr::new("--fulfillment-secret"),
             secret,
         ];
-        let Err(error) = Args::try_parse_from(argv) else {
+        let Err(error) = Config::try_parse_from(argv) else {
             panic!("a non-UTF-8 secret was accepted");
         };
         assert_eq!(error.kind(), ErrorKind::InvalidUtf8);
@@ -800,7 +522,7 @@ mod tests {
 
     #[test]
     fn lists_and_urls_are_normalized() {
-        let config = Config::from_args(args(&[
+        let config = Config::checked(args(&[
             "--cors-origins",
             " https://a.example/ ,,https://b.example",
             "--header-read-timeout-secs",
@@ -819,7 +541,7 @@ mod tests {
 
     #[test]
     fn accepts_well_formed_addresses_and_live_mode() {
-        let config = Config::from_args(args(&[
+        let config = Config::checked(args(&[
             "--facilitator-url",
             "https://facilitator.example/",
             "--pay-to",
@@ -848,7 +570,7 @@ mod tests {
 
     #[test]
     fn new_limits_are_read_and_zero_is_refused() {
-        let config = Config::from_args(args(&[
+        let config = Config::checked(args(&[
             "--first-byte-timeout-secs",
             "3",
             "--http2-idle-timeout-secs",
@@ -866,15 +588,36 @@ mod tests {
             "--database-timeout-secs",
         ] {
             assert!(
-                Args::try_parse_from(["store", flag, "0"]).is_err(),
+                Config::try_parse_from(["store", flag, "0"]).is_err(),
                 "{flag}"
             );
         }
         assert!(
-            Config::from_args(args(&[]))
+            Config::checked(args(&[]))
                 .unwrap()
                 .fulfillment_secret
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn the_defaults_are_those_of_the_tests_and_of_the_limits() {
+        let mut parsed = Config::checked(args(&[])).unwrap();
+        assert_eq!(parsed.limits, ServeLimits::default());
+        assert_eq!(
+            format!("{parsed:?}"),
+            format!("{:?}", Config::for_tests("sqlite://data/store.db"))
+        );
+        assert_eq!(
+            Config::checked(args(&["--siwx-entitlement-secs", "0"]))
+                .unwrap()
+                .siwx_entitlement,
+            None
+        );
+        parsed = Config::checked(args(&["--pay-to", "", "--base-url", ""])).unwrap();
+        assert_eq!(
+            (parsed.pay_to.as_str(), parsed.base_url.as_str()),
+            (DEMO_PAY_TO, "http://127.0.0.1:4020")
         );
     }
 
@@ -887,7 +630,7 @@ mod tests {
 
     #[test]
     fn postgres_urls_are_accepted_and_their_password_never_shown() {
-        let config = Config::from_args(args(&[
+        let config = Config::checked(args(&[
             "--database-url",
             "postgres://store:pw-s3cret@127.0.0.1/store",
         ]))
