@@ -5,7 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-/// The packages published beside tower-x402 (its own README is checked by `readme_blocks`).
+/// The packages published beside tower-x402. Its own README (`.`) shows excerpts of
+/// `tests/readme.rs` (`readme_blocks` checks them); its install line and features are checked
+/// here too.
 const PACKAGES: [&str; 8] = [
     "crates/x402-wire",
     "crates/tower-x402-siwx",
@@ -109,7 +111,7 @@ fn every_readme_is_compiled_with_its_crate() {
 
 #[test]
 fn every_readme_has_its_install_line() {
-    for package in PACKAGES {
+    for package in PACKAGES.into_iter().chain(["."]) {
         let manifest = read(&root().join(package).join("Cargo.toml"));
         let name = package_field(&manifest, "name");
         let readme = read(&root().join(package).join("README.md"));
@@ -135,7 +137,7 @@ fn every_readme_has_its_install_line() {
 
 #[test]
 fn every_feature_is_named_in_the_readme() {
-    for package in PACKAGES {
+    for package in PACKAGES.into_iter().chain(["."]) {
         let manifest = read(&root().join(package).join("Cargo.toml"));
         let readme = read(&root().join(package).join("README.md"));
         for feature in features(&manifest) {
