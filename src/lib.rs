@@ -6,6 +6,7 @@ mod boxed;
 #[cfg(feature = "cors")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cors")))]
 pub mod cors;
+pub mod docs;
 pub mod facilitator;
 pub mod layer;
 #[cfg(feature = "mcp")]

@@ -57,6 +57,8 @@
 //! tower_x402_metrics::refresh();
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -141,3 +143,8 @@ fn publish(doubts: &HashMap<PaymentKey, Instant>) {
     gauge!(IN_DOUBT).set(doubts.len() as f64);
     gauge!(IN_DOUBT_OLDEST_AGE).set(oldest.as_secs_f64());
 }
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -22,6 +22,7 @@
 //! # Ok::<_, x402_wire::header::HeaderError>(())
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 mod extension;

@@ -25,6 +25,8 @@
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod eip712;
 mod sign_in;
 mod wallet;

@@ -53,6 +53,8 @@
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod batch;
 mod buy;
 mod clock;
@@ -80,3 +82,8 @@ pub use ledger::SandboxSettlement;
 pub use script::Step;
 pub use siwx::SandboxSolanaWallet;
 pub use wallet::{SandboxWallet, WalletError};
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
