@@ -110,11 +110,11 @@ impl RequestDigest {
     /// ```
     /// use tower_x402::payment::RequestDigest;
     ///
-    /// let gen: http::Uri = "/gen".parse()?;
-    /// let post = |body: &[u8]| RequestDigest::http_with_body(&http::Method::POST, &gen, body);
+    /// let target: http::Uri = "/gen".parse()?;
+    /// let post = |body: &[u8]| RequestDigest::http_with_body(&http::Method::POST, &target, body);
     /// assert_eq!(post(br#"{"prompt":"a"}"#), post(br#"{"prompt":"a"}"#));
     /// assert_ne!(post(br#"{"prompt":"a"}"#), post(br#"{"prompt":"b"}"#));
-    /// assert_eq!(post(b""), RequestDigest::http(&http::Method::POST, &gen));
+    /// assert_eq!(post(b""), RequestDigest::http(&http::Method::POST, &target));
     /// # Ok::<_, Box<dyn std::error::Error>>(())
     /// ```
     pub fn http_with_body(method: &http::Method, uri: &http::Uri, body: &[u8]) -> Self {
