@@ -229,7 +229,7 @@ impl fmt::Display for Refusal {
             ),
             Self::PermitAmountMismatch => f.write_str(
                 "the permit's signed amount differs from the accepted maximum: sign the \
-                 maximum the offer names",
+                 maximum the offer names, written as decimal digits only",
             ),
             Self::Facilitator(failure) if failure.is_unavailable() => write!(
                 f,
