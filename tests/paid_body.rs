@@ -94,12 +94,21 @@ async fn shop(ledger: Ledger) -> Shop {
         };
         X402Layer::with_payments(payments, Arc::clone(offer))
     };
+    let hooked = {
+        let payments = Payments::new(facilitator.clone()).hook(Considers);
+        let payments = match &store {
+            Some(store) => payments.settlement_store(store.clone()),
+            None => payments,
+        };
+        X402Layer::with_payments(payments, Arc::clone(&generate))
+    };
     let runs = Runs::default();
     let log = |path: &'static str| {
         let runs = Arc::clone(&runs);
         move |body: String| runs.lock().unwrap().push(format!("{path} {body}"))
     };
     let (gen_log, upload_log, summary_log) = (log("/gen"), log("/upload"), log("/summarize"));
+    let hooked_log = log("/gen-hooked");
     let app = Router::new()
         .route(
             "/gen",
@@ -108,6 +117,14 @@ async fn shop(ledger: Ledger) -> Shop {
                 format!("generated for {body}")
             })
             .layer(layer(&generate)),
+        )
+        .route(
+            "/gen-hooked",
+            post(move |body: String| async move {
+                hooked_log(body.clone());
+                format!("generated for {body}")
+            })
+            .layer(hooked),
         )
         .route(
             "/upload",
@@ -138,6 +155,12 @@ async fn shop(ledger: Ledger) -> Shop {
         runs,
     }
 }
+
+/// A hook that considers every request and lets each go on: the path through the hooks' gate.
+#[derive(Debug)]
+struct Considers;
+
+impl tower_x402::payment::PaymentHooks for Considers {}
 
 impl Shop {
     fn runs(&self) -> Vec<String> {
@@ -236,6 +259,19 @@ async fn a_paid_post_replayed_with_other_bodies_never_runs_the_handler_again() {
         assert_eq!(shop.sandbox.settle_calls(), 1, "{ledger:?}");
         assert_eq!(shop.sandbox.verify_calls(), 1, "{ledger:?}");
     }
+}
+
+#[tokio::test]
+async fn a_paid_post_through_a_hook_is_bound_to_its_body_too() {
+    let shop = shop(Ledger::Memory).await;
+    let payment = pay(&shop.generate);
+    let post = |body: &'static str| shop.send(reqwest::Method::POST, "/gen-hooked", body, &payment);
+
+    assert_eq!(post("A").await.status, 200);
+    assert_eq!(post("B").await.status, 409);
+    assert_eq!(post("A").await.status, 200, "the same body again");
+    assert_eq!(shop.runs(), ["/gen-hooked A", "/gen-hooked A"]);
+    assert_eq!(shop.sandbox.settle_calls(), 1);
 }
 
 #[tokio::test]

@@ -303,7 +303,11 @@ fn decided(
     parts: &http::request::Parts,
     digest: Digest<'_>,
 ) -> Start {
-    let digest = digest.make(&parts.method, &parts.uri);
+    // Made now, while the body's digest is at hand, when there is a payment to buy it.
+    let digest = parts
+        .headers
+        .contains_key(PAYMENT_SIGNATURE)
+        .then(|| digest.make(&parts.method, &parts.uri));
     let (config, method, uri, headers) = (
         Arc::clone(config),
         parts.method.clone(),
@@ -325,7 +329,7 @@ fn decided(
                 &method,
                 &uri,
                 &headers,
-                Digest::Made(digest),
+                digest.map_or(Digest::Later(None), Digest::Made),
             ) {
                 Start::Respond(response) => Gate::Refuse(response),
                 Start::Gate(gate) => gate.await,
