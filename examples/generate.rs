@@ -40,7 +40,7 @@ use tower_x402_siwx::{SignInWithX, SignedIn};
 #[command(name = "generate")]
 struct Args {
     /// Address to listen on; port 0 picks a free one.
-    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:4040")]
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:4050")]
     listen: String,
     /// The facilitator's base URL; the in-process sandbox facilitator when absent.
     #[arg(long, value_name = "URL")]
