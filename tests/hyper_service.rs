@@ -1,10 +1,12 @@
-//! The layer works beyond axum: around a plain `tower::service_fn` served by hyper, with
-//! hyper's own request body type, reached over real TCP.
+//! The layer works beyond axum: around a plain `tower::service_fn` served by hyper, reached
+//! over real TCP. Hyper's own request body (`Incoming`) is mapped into a body the layer can
+//! hand on after reading a paid request's body (one that is `From<Bytes>`).
 
 mod common;
 
 use std::convert::Infallible;
 
+use axum::body::Body;
 use bytes::Bytes;
 use common::*;
 use http::{Request, Response, StatusCode};
@@ -17,7 +19,7 @@ use tower_x402::{SettlementMode, VerifiedPayment, X402Layer};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
 use x402_wire::header;
 
-async fn report(request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn report(request: Request<Body>) -> Result<Response<Full<Bytes>>, Infallible> {
     let payer = request
         .extensions()
         .get::<VerifiedPayment>()
@@ -49,6 +51,7 @@ async fn layer_serves_a_plain_hyper_service() {
     let required = offer.payment_required().clone();
     let facilitator = SandboxFacilitator::new();
     let service = ServiceBuilder::new()
+        .map_request(|request: Request<Incoming>| request.map(Body::new))
         .layer(X402Layer::new(facilitator.clone(), offer))
         .service_fn(report);
 
@@ -80,6 +83,7 @@ async fn layer_serves_a_plain_hyper_service() {
     let paid = client
         .get(&url)
         .header("payment-signature", payment)
+        .body("twelve bytes")
         .send()
         .await
         .unwrap();
@@ -87,6 +91,11 @@ async fn layer_serves_a_plain_hyper_service() {
     let settlement: x402_wire::SettleResponse =
         header::decode(paid.headers()["payment-response"].as_bytes()).unwrap();
     assert!(settlement.success);
-    assert!(paid.text().await.unwrap().contains(&wallet.address()));
+    let text = paid.text().await.unwrap();
+    assert!(text.contains(&wallet.address()), "{text}");
+    assert!(
+        text.contains("body 12 bytes"),
+        "the paid body reaches the handler: {text}"
+    );
     assert_eq!(facilitator.settlement_count(), 1);
 }

@@ -386,3 +386,32 @@ async fn an_upto_permit_for_another_amount_than_the_offers_maximum_is_refused_be
     assert_eq!(good.status, 200, "{good:?}");
     assert_eq!(shop.sandbox.verify_calls(), 1);
 }
+
+#[tokio::test]
+async fn an_upto_permit_amount_not_written_as_decimal_digits_is_refused_before_verify() {
+    let shop = shop(Ledger::Memory).await;
+    let wallet = SandboxWallet::random();
+    let required: &PaymentRequired = shop.rows.payment_required();
+    // The maximum itself, signed, then spelled `+500000`, ` 500000`, `0x7a120`: one amount has
+    // one spelling, and nothing but decimal digits reaches the facilitator.
+    for spelled in ["+500000", " 500000", "0x7a120", "500000 "] {
+        let mut payment = wallet.pay(required).unwrap();
+        let mut proof: Value = serde_json::from_str(payment.payload.get()).unwrap();
+        let amount = &mut proof["permit2Authorization"]["permitted"]["amount"];
+        assert_eq!(amount, "500000", "the maximum was signed");
+        *amount = Value::from(spelled);
+        payment.payload = serde_json::value::to_raw_value(&proof).unwrap();
+
+        let answer = shop.get("/rows?count=1", &payment).await;
+        assert_eq!(answer.status, 402, "{spelled:?}: {answer:?}");
+        let error = answer.json()["error"].as_str().unwrap().to_owned();
+        assert!(error.contains("decimal digits only"), "{error}");
+    }
+    assert_eq!(
+        shop.sandbox.verify_calls(),
+        0,
+        "nothing sent to the facilitator"
+    );
+    assert_eq!(shop.sandbox.settle_calls(), 0);
+    assert!(shop.runs().is_empty());
+}

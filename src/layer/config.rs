@@ -18,6 +18,8 @@ pub(crate) struct Config {
     pub(crate) expose_headers: Option<HeaderValue>,
     pub(crate) paywall_page: Option<PaywallPage>,
     pub(crate) max_header_len: usize,
+    /// The largest body of a paid request read and hashed before the payment is used.
+    pub(crate) max_paid_body: usize,
     /// Whether an unusable `PAYMENT-SIGNATURE` is answered 402 (else 400).
     pub(crate) invalid_header_payment_required: bool,
     pub(crate) retry_after: Duration,
@@ -31,6 +33,7 @@ impl fmt::Debug for Config {
             .field("expose_headers", &self.expose_headers)
             .field("paywall_page", &self.paywall_page)
             .field("max_header_len", &self.max_header_len)
+            .field("max_paid_body", &self.max_paid_body)
             .field("retry_after", &self.retry_after);
         debug.finish_non_exhaustive()
     }

@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tower_service::Service;
@@ -13,10 +13,12 @@ use tower_service::Service;
 use super::Config;
 use super::body::ResponseBody;
 use super::metered::{Meter, header_amount, take_overrides};
+use super::paid_body::{self, BodySeen, Unreadable};
 use super::responses::{self, into_body, mark_paid};
+use super::service::{self, Start};
 use crate::boxed::BoxFuture;
 use crate::payment::{Charge, Conclusion, Paid, Pass, Refusal};
-use crate::pricing::{Offer, SettlementMode};
+use crate::pricing::{Offer, Price, SettlementMode};
 
 /// What the payment core decided, in the layer's terms.
 pub(super) enum Gate {
@@ -51,6 +53,7 @@ pin_project! {
         S: Service<Request<ReqBody>, Response = Response<ResBody>>,
     {
         Respond { response: Option<Response<Bytes>> },
+        Read { #[pin] body: ReqBody, reading: Option<Box<Reading<S>>> },
         Authorize {
             gate: BoxFuture<'static, Gate>,
             service: Option<S>,
@@ -82,6 +85,16 @@ where
         }
     }
 
+    /// Reads `body` first, then goes on as [`gate`](super::service::gate) decides.
+    pub(super) fn read_body(body: ReqBody, reading: Box<Reading<S>>) -> Self {
+        Self {
+            state: State::Read {
+                body,
+                reading: Some(reading),
+            },
+        }
+    }
+
     pub(super) fn authorize(
         gate: BoxFuture<'static, Gate>,
         service: S,
@@ -99,9 +112,36 @@ where
 
 const POLLED_AFTER_COMPLETION: &str = "ResponseFuture polled after completion";
 
+/// A paid request whose body is being read: everything needed to go on once it is.
+pub(super) struct Reading<S> {
+    service: S,
+    config: Arc<Config>,
+    parts: http::request::Parts,
+    price: Price,
+    bytes: BytesMut,
+}
+
+impl<S> Reading<S> {
+    pub(super) fn new(
+        service: S,
+        config: Arc<Config>,
+        parts: http::request::Parts,
+        price: Price,
+    ) -> Box<Self> {
+        Box::new(Self {
+            service,
+            config,
+            parts,
+            price,
+            bytes: BytesMut::new(),
+        })
+    }
+}
+
 impl<S, ReqBody, ResBody> Future for ResponseFuture<S, ReqBody, ResBody>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ReqBody: http_body::Body + From<Bytes>,
 {
     type Output = Result<Response<ResponseBody<ResBody>>, S::Error>;
 
@@ -112,6 +152,15 @@ where
                 StateProj::Respond { response } => {
                     let response = response.take().expect(POLLED_AFTER_COMPLETION);
                     return Poll::Ready(Ok(into_body(response)));
+                }
+                StateProj::Read { body, reading } => {
+                    let read = {
+                        let reading = reading.as_mut().expect(POLLED_AFTER_COMPLETION);
+                        let limit = reading.config.max_paid_body;
+                        ready!(paid_body::poll_read(body, &mut reading.bytes, limit, cx))
+                    };
+                    let reading = *reading.take().expect(POLLED_AFTER_COMPLETION);
+                    this.state.set(read_state(reading, read));
                 }
                 StateProj::Authorize {
                     gate,
@@ -161,6 +210,43 @@ where
                 }
             }
         }
+    }
+}
+
+/// The state after a paid request's body was read: on to the gate with its digest, or the
+/// answer that refuses an unreadable body.
+fn read_state<S, ReqBody, ResBody>(
+    reading: Reading<S>,
+    read: Result<(), Unreadable>,
+) -> State<S, ReqBody, ResBody>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ReqBody: From<Bytes>,
+{
+    let Reading {
+        service,
+        config,
+        parts,
+        price,
+        bytes,
+    } = reading;
+    if let Err(unreadable) = read {
+        let response = responses::body_refused(&config, unreadable.status(), &unreadable.message());
+        return State::Respond {
+            response: Some(response),
+        };
+    }
+    let bytes = paid_body::freeze(bytes);
+    let seen = BodySeen::of(&bytes);
+    match service::gate(&config, price, &parts, seen.as_ref()) {
+        Start::Respond(response) => State::Respond {
+            response: Some(response),
+        },
+        Start::Gate(gate) => State::Authorize {
+            gate,
+            service: Some(service),
+            request: Some(Request::from_parts(parts, ReqBody::from(bytes))),
+        },
     }
 }
 

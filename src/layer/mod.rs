@@ -19,8 +19,10 @@
 //! | in doubt, and the [`Reconciler`](crate::settlement::Reconciler) proves nothing moved and the authorization expired | 402; the payment is released |
 //! | settled | the inner response with `PAYMENT-RESPONSE` and `Cache-Control: private` |
 //! | settlement refused (`success: false`) | 402 with the failure in `PAYMENT-RESPONSE`; the inner response is dropped |
-//! | the same payment again, settled at a fixed price (`exact`), for the same method, path and query | delivered again from its [`SettlementRecord`](crate::settlement::SettlementRecord): inner service runs, no facilitator call |
-//! | the same payment again for another method, path or query (settled, or in doubt) | 409 `{"error": "payment_used_for_another_request", "message": …}`, the recorded `PAYMENT-RESPONSE` when settled; inner service not called |
+//! | a payment with a body of unknown length larger than [`X402Layer::max_paid_body`] | 413 with a JSON `error`; nothing verified |
+//! | the same payment again, settled at a fixed price (`exact`), for the same method, path, query and body | delivered again from its [`SettlementRecord`](crate::settlement::SettlementRecord): inner service runs, no facilitator call |
+//! | the same payment again, its first body declared larger than [`X402Layer::max_paid_body`] | 409 `{"error": "payment_already_delivered", …}` with the recorded `PAYMENT-RESPONSE`; inner service not called |
+//! | the same payment again for another method, path, query or body (settled, or in doubt) | 409 `{"error": "payment_used_for_another_request", "message": …}`, the recorded `PAYMENT-RESPONSE` when settled; inner service not called |
 //! | the same metered (`upto`) payment again, settled | 409 `{"error": "payment_already_delivered", "message": …}` with the recorded `PAYMENT-RESPONSE`; inner service not called |
 //! | a settled payment presented for another resource | 402; a `payment-identifier` reused for another payment: 409 |
 //! | an `upto` permit signing another amount than the maximum it accepts | 402 whose `error` says so; nothing verified |
@@ -50,13 +52,16 @@
 //! repeats are answered from the [`SettlementStore`](crate::settlement::SettlementStore) without calling the facilitator. The
 //! single-flight lock is per process; across processes sharing one store, the store's
 //! compare-and-set operations and leases decide (in memory by default, a database if you give
-//! it one). A payment buys one delivery of one request — its method, path and query, recorded
-//! with it ([`RequestDigest`](crate::payment::RequestDigest)): a fixed-price payment is
-//! delivered again for the same request (a buyer whose answer was lost fetches it again), never
-//! for another; a metered one is never served twice. The body is not part of the request (the
-//! layer never reads it): a fixed-price route whose work depends on its body would deliver
-//! again for the same method, path and query whatever the body, so put what sets the work in
-//! the path or the query. A payment whose settlement outcome is unknown stays *in doubt* until a retry settles
+//! it one). A payment buys one delivery of one request — its method, path, query and body,
+//! recorded with it ([`RequestDigest`](crate::payment::RequestDigest)): a fixed-price payment is
+//! delivered again for the same request (a buyer whose answer was lost fetches it again, a
+//! `POST` with the same body), never for another; a metered one is never served twice. The
+//! body of a request that carries a payment is read and hashed before anything is verified, up
+//! to [`X402Layer::max_paid_body`], and handed to the inner service as read (its trailers are
+//! not kept); a request without a payment, or without a body, is never read. A body declared
+//! larger than the bound is not read, and its payment is delivered once and never again. The
+//! request body type must be buildable from [`Bytes`](bytes::Bytes) (`From<Bytes>`: axum's
+//! `Body`, `Full<Bytes>`); with hyper's `Incoming`, map it into one first. A payment whose settlement outcome is unknown stays *in doubt* until a retry settles
 //! it: the identical `/settle` is re-sent, then the [`Reconciler`](crate::settlement::Reconciler) asks
 //! the chain — see [`settlement`](crate::settlement). The layer is the HTTP adapter of the
 //! [payment core](crate::payment): it reads the headers, calls the core, and writes the responses.
@@ -104,6 +109,9 @@ use http::HeaderValue;
 use tower_layer::Layer;
 use x402_wire::header::DEFAULT_MAX_LEN;
 
+/// The default [`X402Layer::max_paid_body`]: 1 MiB.
+const DEFAULT_MAX_PAID_BODY: usize = 1024 * 1024;
+
 use crate::facilitator::Facilitator;
 use crate::payment::Payments;
 use crate::paywall_page::PaywallPage;
@@ -115,6 +123,7 @@ mod config;
 mod extract;
 mod future;
 mod metered;
+mod paid_body;
 mod responses;
 mod service;
 
@@ -205,6 +214,7 @@ impl X402Layer {
                 )),
                 paywall_page: None,
                 max_header_len: DEFAULT_MAX_LEN,
+                max_paid_body: DEFAULT_MAX_PAID_BODY,
                 invalid_header_payment_required: false,
                 retry_after: Duration::from_secs(5),
             }),
@@ -240,6 +250,30 @@ impl X402Layer {
     /// → 400).
     pub fn max_payment_header_len(mut self, bytes: usize) -> Self {
         self.config_mut().max_header_len = bytes;
+        self
+    }
+
+    /// The largest body of a paid request the layer reads before the payment is used, in
+    /// bytes (default 1 MiB). A payment buys one delivery of one request, its body included
+    /// ([`RequestDigest`](crate::payment::RequestDigest)): the body of a request that carries a
+    /// payment is read up to this bound and hashed, and the handler receives the same bytes.
+    /// A body declared larger (`Content-Length`) is not read: its payment is delivered once
+    /// and never again. A body of unknown length that grows past the bound is answered 413
+    /// with a JSON `error` before anything is verified.
+    ///
+    /// ```
+    /// use tower_x402::{HttpFacilitator, Price, X402Layer};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let facilitator = HttpFacilitator::new("https://x402.org/facilitator")?;
+    /// let layer = X402Layer::new(facilitator, |_: &http::request::Parts| Price::Free)
+    ///     .max_paid_body(64 * 1024);
+    /// # let _ = layer;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn max_paid_body(mut self, bytes: usize) -> Self {
+        self.config_mut().max_paid_body = bytes;
         self
     }
 

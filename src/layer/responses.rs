@@ -247,6 +247,12 @@ pub(crate) fn unavailable_explained(
     response
 }
 
+/// The answer to a paid request whose body could not be read: `status` and
+/// `{"x402Version":2,"error":message}`.
+pub(crate) fn body_refused(config: &Config, status: StatusCode, message: &str) -> Response<Bytes> {
+    base(config, status, error_body(message))
+}
+
 /// The answer for a path where nothing is sold ([`Price::NotSold`](crate::Price::NotSold)).
 pub(crate) fn not_sold(status: StatusCode, message: &str) -> Response<Bytes> {
     let mut response = Response::new(error_body(message));

@@ -10,7 +10,8 @@ use tower_service::Service;
 use x402_wire::{PAYMENT_SIGNATURE, PaymentPayload, header};
 
 use super::body::ResponseBody;
-use super::future::{Gate, ResponseFuture};
+use super::future::{Gate, Reading, ResponseFuture};
+use super::paid_body::{self, BodySeen, Plan};
 use super::{Config, X402Layer, responses};
 use crate::boxed::BoxFuture;
 use crate::facilitator::Facilitator;
@@ -78,6 +79,7 @@ impl<S: std::fmt::Debug> std::fmt::Debug for X402<S> {
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for X402<S>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    ReqBody: http_body::Body + From<Bytes>,
 {
     type Response = Response<ResponseBody<ResBody>>;
     type Error = S::Error;
@@ -90,47 +92,71 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let (parts, body) = request.into_parts();
-        let offer = match self.config.pricing.price(&parts) {
+        let price = self.config.pricing.price(&parts);
+        let seen = match price {
             // Free: straight through, nothing allocated.
             Price::Free => {
                 return ResponseFuture::passthrough(
                     self.inner.call(Request::from_parts(parts, body)),
                 );
             }
-            Price::Charge(offer) => offer,
             Price::NotSold { status, message } => {
                 return ResponseFuture::respond(responses::not_sold(status, &message));
             }
-            Price::Later(pending) => {
-                let gate = priced_later(&self.config, pending, &parts);
-                return self.authorize(gate, Request::from_parts(parts, body));
+            Price::Charge(_) | Price::Later(_) => {
+                match paid_body::plan(&parts, &body, self.config.max_paid_body) {
+                    Plan::Untouched => None,
+                    Plan::Unread => Some(BodySeen::Unread),
+                    Plan::Read => {
+                        // The payment waits for the body: it buys these bytes.
+                        let (service, config) = self.take_service();
+                        return ResponseFuture::read_body(
+                            body,
+                            Reading::new(service, config, parts, price),
+                        );
+                    }
+                }
             }
         };
-        let start = begin(&self.config, offer, &parts);
-        let gate = match start {
-            Start::Respond(response) => return ResponseFuture::respond(response),
-            Start::Gate(gate) => gate,
-        };
-        self.authorize(gate, Request::from_parts(parts, body))
+        match gate(&self.config, price, &parts, seen.as_ref()) {
+            Start::Respond(response) => ResponseFuture::respond(response),
+            Start::Gate(gate) => {
+                let (service, _) = self.take_service();
+                ResponseFuture::authorize(gate, service, Request::from_parts(parts, body))
+            }
+        }
     }
 }
 
-impl<S> X402<S> {
-    /// The future that calls the inner service with `request` once `gate` lets it through.
-    fn authorize<ReqBody, ResBody>(
-        &mut self,
-        gate: BoxFuture<'static, Gate>,
-        request: Request<ReqBody>,
-    ) -> ResponseFuture<S, ReqBody, ResBody>
-    where
-        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
-    {
-        // The inner service is called later, from the future: move the service that `poll_ready`
-        // prepared into it and keep a fresh clone here.
+/// How a priced request goes on, once what is known of its body is: answered at once, or
+/// through the gate that decides.
+pub(super) fn gate(
+    config: &Arc<Config>,
+    price: Price,
+    parts: &http::request::Parts,
+    body: Option<&BodySeen>,
+) -> Start {
+    match price {
+        Price::Charge(offer) => begin(config, offer, parts, body),
+        Price::Later(pending) => Start::Gate(priced_later(config, pending, parts, body)),
+        Price::NotSold { status, message } => Start::Respond(responses::not_sold(status, &message)),
+        // Answered before any body is read; kept whole should it come here.
+        Price::Free => Start::Gate(Box::pin(std::future::ready(Gate::Granted(
+            http::Extensions::new(),
+        )))),
+    }
+}
+
+impl<S: Clone> X402<S> {
+    /// The service `poll_ready` prepared, for the future that calls it later, and the layer's
+    /// settings; a fresh clone stays here.
+    fn take_service(&mut self) -> (S, Arc<Config>) {
         // See https://docs.rs/tower/latest/tower/trait.Service.html#be-careful-when-cloning-inner-services
         let clone = self.inner.clone();
-        let service = mem::replace(&mut self.inner, clone);
-        ResponseFuture::authorize(gate, service, request)
+        (
+            mem::replace(&mut self.inner, clone),
+            Arc::clone(&self.config),
+        )
     }
 }
 
@@ -141,8 +167,15 @@ fn priced_later(
     config: &Arc<Config>,
     pending: PendingPrice,
     parts: &http::request::Parts,
+    body: Option<&BodySeen>,
 ) -> BoxFuture<'static, Gate> {
     let config = Arc::clone(config);
+    // Made now, while the request's head is here, when there is a payment to buy it.
+    let request = if parts.headers.contains_key(PAYMENT_SIGNATURE) {
+        digest(parts, body)
+    } else {
+        Digest::Later(None)
+    };
     let (mut head, ()) = Request::new(()).into_parts();
     head.method = parts.method.clone();
     head.uri = parts.uri.clone();
@@ -158,7 +191,7 @@ fn priced_later(
         };
         match price {
             Price::Free => Gate::Granted(http::Extensions::new()),
-            Price::Charge(offer) => match begin(&config, offer, &head) {
+            Price::Charge(offer) => match begin_digested(&config, offer, &head, request) {
                 Start::Respond(response) => Gate::Refuse(response),
                 Start::Gate(gate) => gate.await,
             },
@@ -174,7 +207,7 @@ fn priced_later(
 }
 
 /// How a priced request goes on: answered at once, or through a gate that decides.
-enum Start {
+pub(super) enum Start {
     Respond(Response<Bytes>),
     Gate(BoxFuture<'static, Gate>),
 }
@@ -182,25 +215,82 @@ enum Start {
 /// The payment side of a priced request: [`start`], after the lifecycle hooks when there are
 /// some.
 #[inline]
-fn begin(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) -> Start {
+fn begin(
+    config: &Arc<Config>,
+    offer: Arc<Offer>,
+    parts: &http::request::Parts,
+    body: Option<&BodySeen>,
+) -> Start {
+    begin_digested(config, offer, parts, Digest::Later(body))
+}
+
+/// [`begin`] with the request's digest, or what makes it.
+#[inline]
+fn begin_digested(
+    config: &Arc<Config>,
+    offer: Arc<Offer>,
+    parts: &http::request::Parts,
+    request: Digest<'_>,
+) -> Start {
     if config.payments.has_hooks() {
-        hooked(config, offer, parts)
+        hooked(config, offer, parts, request)
     } else {
-        start(config, offer, &parts.method, &parts.uri, &parts.headers)
+        start(
+            config,
+            offer,
+            &parts.method,
+            &parts.uri,
+            &parts.headers,
+            request,
+        )
     }
+}
+
+/// The request a payment buys ([`RequestDigest`]): made now, or when a payment is found (a
+/// request without one needs none).
+enum Digest<'a> {
+    Made(RequestDigest),
+    Later(Option<&'a BodySeen>),
+}
+
+impl Digest<'_> {
+    fn make(self, method: &Method, uri: &http::Uri) -> RequestDigest {
+        match self {
+            Self::Made(digest) => digest,
+            Self::Later(None) => RequestDigest::http(method, uri),
+            Self::Later(Some(body)) => body.digest(method, uri),
+        }
+    }
+}
+
+/// The digest of the request `parts` with `body`.
+fn digest(parts: &http::request::Parts, body: Option<&BodySeen>) -> Digest<'static> {
+    Digest::Made(Digest::Later(body).make(&parts.method, &parts.uri))
 }
 
 /// The hooks' part of a priced request ([`Payments::open`], then [`Payments::decide`]): the offer
 /// with their challenge extensions, then, when a hook considers the request, its decision
 /// (serve it without payment, refuse it, or go on) in [`decided`]; otherwise on to [`start`]
 /// at once, as without hooks.
-fn hooked(config: &Arc<Config>, offer: Arc<Offer>, parts: &http::request::Parts) -> Start {
+fn hooked(
+    config: &Arc<Config>,
+    offer: Arc<Offer>,
+    parts: &http::request::Parts,
+    digest: Digest<'_>,
+) -> Start {
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let paying = parts.headers.contains_key(PAYMENT_SIGNATURE);
     let request = ProtectedRequest::http(&offer, path, &parts.method, &parts.headers, paying);
     match config.payments.open(&request) {
-        Opening::Continue(offer) => start(config, offer, &parts.method, &parts.uri, &parts.headers),
-        Opening::Ask(offer, considering) => decided(config, offer, considering, parts),
+        Opening::Continue(offer) => start(
+            config,
+            offer,
+            &parts.method,
+            &parts.uri,
+            &parts.headers,
+            digest,
+        ),
+        Opening::Ask(offer, considering) => decided(config, offer, considering, parts, digest),
     }
 }
 
@@ -211,7 +301,13 @@ fn decided(
     offer: Arc<Offer>,
     considering: Considering,
     parts: &http::request::Parts,
+    digest: Digest<'_>,
 ) -> Start {
+    // Made now, while the body's digest is at hand, when there is a payment to buy it.
+    let digest = parts
+        .headers
+        .contains_key(PAYMENT_SIGNATURE)
+        .then(|| digest.make(&parts.method, &parts.uri));
     let (config, method, uri, headers) = (
         Arc::clone(config),
         parts.method.clone(),
@@ -227,7 +323,14 @@ fn decided(
             Prelude::Refused(offer, refusal) => {
                 Gate::Refuse(responses::refusal(&config, &offer, &refusal))
             }
-            Prelude::Continue(offer) => match start(&config, offer, &method, &uri, &headers) {
+            Prelude::Continue(offer) => match start(
+                &config,
+                offer,
+                &method,
+                &uri,
+                &headers,
+                digest.map_or(Digest::Later(None), Digest::Made),
+            ) {
                 Start::Respond(response) => Gate::Refuse(response),
                 Start::Gate(gate) => gate.await,
             },
@@ -243,6 +346,7 @@ fn start(
     method: &Method,
     uri: &http::Uri,
     headers: &HeaderMap,
+    digest: Digest<'_>,
 ) -> Start {
     // A HEAD has no body to deliver, so it never pays: it is answered like an unpaid GET,
     // whatever it carries.
@@ -289,8 +393,8 @@ fn start(
     };
     // Shared from here on: the gate's future carries a pointer, not the decoded payment.
     let payload = Arc::new(payload);
-    // What the payment buys: this method, path and query, delivered once.
-    let request = RequestDigest::http(method, uri);
+    // What the payment buys: this method, path, query and body, delivered once.
+    let request = digest.make(method, uri);
     let config = Arc::clone(config);
     Start::Gate(Box::pin(async move {
         match config

@@ -21,14 +21,16 @@ const KEPT_AS_TEXT: usize = 96;
 /// that text. Two requests have equal digests exactly when their texts are equal.
 ///
 /// A payment buys one delivery of one request. Every adapter names the request a payment comes
-/// with — the HTTP layer its method, path and query ([`http`](Self::http)), paid MCP tools the
-/// tool's name and arguments ([`tool`](Self::tool)) — and
+/// with — the HTTP layer its method, path, query and body ([`http`](Self::http) without a body,
+/// [`http_with_body`](Self::http_with_body) with one), paid MCP tools the tool's name and
+/// arguments ([`tool`](Self::tool)) — and
 /// [`Payments::authorize`](super::Payments::authorize) records it with the payment in the
 /// ledger. A payment presented again is answered:
 ///
 /// | the payment, settled for | presented again with | answer |
 /// |---|---|---|
-/// | a fixed price (`exact`) | the same request | delivered again: the same work, fully paid, so a lost answer can be fetched again |
+/// | a fixed price (`exact`) | the same request (method, target and body) | delivered again: the same work, fully paid, so a lost answer can be fetched again |
+/// | a fixed price (`exact`), its body too large to read first ([`http_unread_body`](Self::http_unread_body)) | any request | [`Refusal::AlreadyDelivered`] with the recorded settlement; nothing runs |
 /// | a fixed price (`exact`) | another request | [`Refusal::UsedForAnotherRequest`] (409 `payment_used_for_another_request`); nothing runs |
 /// | a metered amount (`upto`) | the same request | [`Refusal::AlreadyDelivered`] (409 `payment_already_delivered`) with the recorded settlement; nothing runs |
 /// | a metered amount (`upto`) | another request | [`Refusal::UsedForAnotherRequest`] with the recorded settlement; nothing runs |
@@ -41,6 +43,15 @@ const KEPT_AS_TEXT: usize = 96;
 /// the request it was sent with; another request is refused the same way and leaves it in
 /// doubt. A record written before requests were recorded is delivered again for its resource,
 /// as it was sold.
+///
+/// A body is part of the request: the same payment with another body is another request. The
+/// HTTP layer reads the body of a paid request before anything is verified, up to
+/// [`X402Layer::max_paid_body`](crate::X402Layer::max_paid_body) (1 MiB by default), hashes
+/// it, and hands the same bytes to the handler; nothing is read for a request without a body
+/// or without a payment. A body declared larger than the bound (its `Content-Length`) is not
+/// read: its payment is delivered once and never again. A body without a declared length that
+/// grows past the bound is refused (413) before anything is verified. A buyer who lost the
+/// answer to a paid `POST` sends the same payment with the same body again.
 ///
 /// ```
 /// use serde_json::json;
@@ -67,8 +78,9 @@ const KEPT_AS_TEXT: usize = 96;
 pub struct RequestDigest(Arc<str>);
 
 impl RequestDigest {
-    /// An HTTP request: its method, path and query, as sent (not normalised: the same request
-    /// sent again is the same text). The body is not part of it.
+    /// An HTTP request without a body: its method, path and query, as sent (not normalised:
+    /// the same request sent again is the same text). A request with a body is
+    /// [`http_with_body`](Self::http_with_body).
     pub fn http(method: &http::Method, uri: &http::Uri) -> Self {
         let target = uri.path_and_query().map_or("/", |target| target.as_str());
         let parts = ["http ", method.as_str(), " ", target];
@@ -87,6 +99,73 @@ impl RequestDigest {
             }
         }
         Self::bounded(parts.concat())
+    }
+
+    /// An HTTP request with a body: its method, path and query as [`http`](Self::http) reads
+    /// them, and the SHA-256 of `body`, the bytes the handler receives. The same payment
+    /// presented again with other bytes is another request, refused without running the
+    /// handler; with the same bytes it is the same request. An empty body is no body: the
+    /// digest is [`http`](Self::http)'s.
+    ///
+    /// ```
+    /// use tower_x402::payment::RequestDigest;
+    ///
+    /// let target: http::Uri = "/gen".parse()?;
+    /// let post = |body: &[u8]| RequestDigest::http_with_body(&http::Method::POST, &target, body);
+    /// assert_eq!(post(br#"{"prompt":"a"}"#), post(br#"{"prompt":"a"}"#));
+    /// assert_ne!(post(br#"{"prompt":"a"}"#), post(br#"{"prompt":"b"}"#));
+    /// assert_eq!(post(b""), RequestDigest::http(&http::Method::POST, &target));
+    /// # Ok::<_, Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn http_with_body(method: &http::Method, uri: &http::Uri, body: &[u8]) -> Self {
+        if body.is_empty() {
+            return Self::http(method, uri);
+        }
+        Self::http_with_body_hash(method, uri, &Sha256::digest(body).into())
+    }
+
+    /// [`http_with_body`](Self::http_with_body) from the SHA-256 of the body, as the layer
+    /// computes it while the body arrives.
+    pub(crate) fn http_with_body_hash(
+        method: &http::Method,
+        uri: &http::Uri,
+        body_sha256: &[u8; 32],
+    ) -> Self {
+        let target = uri.path_and_query().map_or("/", |target| target.as_str());
+        let mut text = String::with_capacity(5 + method.as_str().len() + target.len() + 80);
+        text.push_str("http ");
+        text.push_str(method.as_str());
+        text.push(' ');
+        text.push_str(target);
+        text.push_str(" body:sha256:");
+        push_hex(&mut text, body_sha256);
+        Self::bounded(text)
+    }
+
+    /// An HTTP request whose body was too large to read before the handler ran: its method,
+    /// path and query, marked as deliverable once. Its payment is delivered for it once and
+    /// never again, whatever a repeat carries ([`Refusal::AlreadyDelivered`]); a payment left
+    /// in doubt is still recovered by it.
+    ///
+    /// ```
+    /// use tower_x402::payment::RequestDigest;
+    ///
+    /// let upload: http::Uri = "/upload".parse()?;
+    /// let once = RequestDigest::http_unread_body(&http::Method::PUT, &upload);
+    /// assert!(once.is_delivered_once());
+    /// assert!(!RequestDigest::http(&http::Method::PUT, &upload).is_delivered_once());
+    /// # Ok::<_, Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn http_unread_body(method: &http::Method, uri: &http::Uri) -> Self {
+        let target = uri.path_and_query().map_or("/", |target| target.as_str());
+        let inner = Self::bounded(["http ", method.as_str(), " ", target, " body:unread"].concat());
+        Self([ONCE, inner.as_str()].concat().into())
+    }
+
+    /// Whether a payment bought with this request is delivered once and never again, even
+    /// for the same request ([`http_unread_body`](Self::http_unread_body)).
+    pub fn is_delivered_once(&self) -> bool {
+        self.0.starts_with(ONCE)
     }
 
     /// A call of the MCP tool `name` with `arguments`, as canonical JSON (object keys sorted, no
@@ -126,11 +205,20 @@ impl RequestDigest {
         let hash = Sha256::digest(text.as_bytes());
         let mut hex = String::with_capacity(7 + 64);
         hex.push_str("sha256:");
-        for byte in hash {
-            // Writing to a String cannot fail.
-            let _ = write!(hex, "{byte:02x}");
-        }
+        push_hex(&mut hex, &hash);
         Self(hex.into())
+    }
+}
+
+/// The prefix of a digest whose payment is delivered once, never again
+/// ([`RequestDigest::http_unread_body`]). A text starts with `http `, `mcp ` or `sha256:`, so
+/// no other digest starts with it.
+const ONCE: &str = "once ";
+
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    for byte in bytes {
+        // Writing to a String cannot fail.
+        let _ = write!(out, "{byte:02x}");
     }
 }
 
@@ -183,7 +271,8 @@ pub(super) fn same_request(recorded: Option<&str>, request: &RequestDigest) -> b
 }
 
 /// Whether the settled payment `record` may be delivered again for `request`: only a
-/// fixed-price payment, only for the request it bought (see [`RequestDigest`]).
+/// fixed-price payment, only for the request it bought, and only when that request could be
+/// compared whole (see [`RequestDigest`]).
 // A `Refusal` is large, but this one is built on the refusal path only and answered at once.
 #[allow(clippy::result_large_err)]
 pub(super) fn redelivery(
@@ -196,7 +285,14 @@ pub(super) fn redelivery(
             settlement: Some(Box::new(record.settlement.clone())),
         });
     }
-    if metered {
+    // A request whose body was not read cannot be told from another with the same target:
+    // delivered once only.
+    if metered
+        || record
+            .request_digest
+            .as_deref()
+            .is_some_and(|d| d.starts_with(ONCE))
+    {
         return Err(Refusal::AlreadyDelivered {
             settlement: Box::new(record.settlement.clone()),
         });

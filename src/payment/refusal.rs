@@ -78,9 +78,10 @@ pub enum Refusal {
         /// The settlement recorded for the payment, when it settled (not while in doubt).
         settlement: Option<Box<SettleResponse>>,
     },
-    /// A metered (`upto`) payment presented again for the request it already bought: its
-    /// charge was decided by the work that served it, so the work does not run again. Nothing
-    /// ran; the recorded settlement says what was charged.
+    /// A payment delivered once and never again presented again: a metered (`upto`) one, whose
+    /// charge was decided by the work that served it, or one that bought a request whose body
+    /// was too large to compare ([`RequestDigest::http_unread_body`](super::RequestDigest::http_unread_body)).
+    /// Nothing ran; the recorded settlement says what was charged.
     AlreadyDelivered {
         /// The settlement recorded for the payment.
         settlement: Box<SettleResponse>,
@@ -217,17 +218,18 @@ impl fmt::Display for Refusal {
                 f.write_str("this payment was already settled for a different resource")
             }
             Self::UsedForAnotherRequest { .. } => f.write_str(
-                "this payment was already used for a different request (another method, path \
-                 or query, or other tool arguments): a payment buys one delivery of one \
+                "this payment was already used for a different request (another method, path, \
+                 query or body, or other tool arguments): a payment buys one delivery of one \
                  request; nothing was run or charged again",
             ),
             Self::AlreadyDelivered { .. } => f.write_str(
-                "this metered payment was already delivered and charged (see PAYMENT-RESPONSE): \
-                 it is not served again; nothing was run or charged again",
+                "this payment was already delivered and charged (see PAYMENT-RESPONSE): a \
+                 metered payment, or one for a request whose body was too large to compare, is \
+                 not served again; nothing was run or charged again",
             ),
             Self::PermitAmountMismatch => f.write_str(
                 "the permit's signed amount differs from the accepted maximum: sign the \
-                 maximum the offer names",
+                 maximum the offer names, written as decimal digits only",
             ),
             Self::Facilitator(failure) if failure.is_unavailable() => write!(
                 f,

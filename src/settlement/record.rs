@@ -162,7 +162,8 @@ impl Fingerprint {
     fn of_permit2(payload: &PaymentPayload) -> Option<(Self, bool)> {
         let upto = serde_json::from_str::<UptoEvmView<'_>>(payload.payload.get()).ok()?;
         let permit = upto.permit2_authorization;
-        let signed = permit.permitted.amount.parse::<u128>().ok();
+        // Strictly decimal digits: `+500000` is not the maximum's spelling.
+        let signed = x402_wire::AtomicAmount::parse_u128(&permit.permitted.amount).ok();
         let differs = signed != Some(payload.accepted.amount.0);
         let fingerprint = Self::joined(
             "permit2",

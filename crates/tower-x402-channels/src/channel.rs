@@ -478,7 +478,7 @@ mod amount {
         deserializer: D,
     ) -> Result<u128, D::Error> {
         let text = String::deserialize(deserializer)?;
-        text.parse()
+        x402_wire::AtomicAmount::parse_u128(&text)
             .map_err(|_| serde::de::Error::custom(format!("`{text}` is not a decimal uint128")))
     }
 }

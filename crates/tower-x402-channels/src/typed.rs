@@ -122,7 +122,7 @@ pub fn claim_batch_digest(
 ) -> Result<[u8; 32], TypedDataError> {
     let separator = domain_separator(network)?;
     let amount = |text: &str| {
-        text.parse::<u128>()
+        x402_wire::AtomicAmount::parse_u128(text)
             .map_err(|_| TypedDataError(format!("`{text}` is not a decimal uint128")))
     };
     let claims = claims

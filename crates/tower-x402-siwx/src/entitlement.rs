@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use x402_wire::{AtomicAmount, FacilitatorRequest};
+use x402_wire::{AtomicAmount, FacilitatorRequest, SettleResponse};
 
 use crate::store::EntitlementStore;
 use crate::support::{normalise_address, unix_now};
@@ -25,6 +25,35 @@ use tower_x402::settlement::StoreError;
 /// ```
 pub fn entitlement_key(resource: &str, amount: &AtomicAmount) -> String {
     format!("{resource}#amount={amount}")
+}
+
+/// The only scheme whose settlement entitles its payer to sign in: a fixed price, paid whole.
+const FIXED_PRICE: &str = "exact";
+
+/// Whether sign-in may open `offer`: it sells at a fixed price only (every accept `exact`). A
+/// metered (`upto`) or channel (`batch-settlement`) offer charges for the work each request
+/// does, so a signed-in request there is not served: it goes on to payment as if unsigned.
+pub(crate) fn fixed_price(offer: &Offer) -> bool {
+    let accepts = offer.accepts();
+    !accepts.is_empty() && accepts.iter().all(|accept| accept.scheme == FIXED_PRICE)
+}
+
+/// Whether the payment `request`, settled as `settlement` for `offer`, entitles its payer: a
+/// fixed-price (`exact`) payment of a fixed-price offer, settled for the full amount it signed.
+/// A metered or channel payment never does, whatever it was charged.
+pub(crate) fn entitles(
+    offer: &Offer,
+    request: &FacilitatorRequest,
+    settlement: &SettleResponse,
+) -> bool {
+    let accepted = &request.payment_payload().accepted;
+    settlement.success
+        && accepted.scheme == FIXED_PRICE
+        && fixed_price(offer)
+        && settlement
+            .amount
+            .as_ref()
+            .is_none_or(|amount| *amount == accepted.amount)
 }
 
 /// When `address` last paid for `offer` at one of its prices (each distinct amount of its
@@ -105,4 +134,70 @@ pub(crate) async fn record_entitlement(
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use tower_x402::pricing::Offer;
+    use x402_wire::{FacilitatorRequest, PaymentPayload, SettleResponse};
+
+    use super::{entitles, fixed_price};
+
+    fn offer(scheme: &str) -> Offer {
+        let accept = json!({
+            "scheme": scheme, "network": "eip155:8453", "amount": "10000",
+            "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+            "payTo": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C", "maxTimeoutSeconds": 60,
+            "extra": {"name": "USD Coin", "version": "2",
+                      "facilitatorAddress": "0x4e59b44847b379578588920cA78FbF26c0B4956C"}
+        });
+        Offer::builder(x402_wire::ResourceInfo::new("https://shop.example/report"))
+            .accept(serde_json::from_value(accept).unwrap())
+            .build()
+            .unwrap()
+    }
+
+    fn paid(offer: &Offer, settled: Option<&str>) -> (FacilitatorRequest, SettleResponse) {
+        let accepted = offer.accepts()[0].clone();
+        let payload: PaymentPayload = serde_json::from_value(json!({
+            "x402Version": 2, "accepted": accepted, "payload": {}
+        }))
+        .unwrap();
+        let request = FacilitatorRequest::new(payload, accepted);
+        let mut settlement: SettleResponse = serde_json::from_value(json!({
+            "success": true, "transaction": "0x01", "network": "eip155:8453",
+            "payer": "0x218a004E3BF3267e875A3efE4008213A04fE31B0"
+        }))
+        .unwrap();
+        settlement.amount = settled.map(|amount| amount.parse().unwrap());
+        (request, settlement)
+    }
+
+    #[test]
+    fn only_a_fixed_price_payment_settled_whole_entitles() {
+        let exact = offer("exact");
+        assert!(fixed_price(&exact));
+        for settled in [None, Some("10000")] {
+            let (request, settlement) = paid(&exact, settled);
+            assert!(entitles(&exact, &request, &settlement), "{settled:?}");
+        }
+        let (request, settlement) = paid(&exact, Some("100"));
+        assert!(
+            !entitles(&exact, &request, &settlement),
+            "a part of the price"
+        );
+
+        for scheme in ["upto", "batch-settlement"] {
+            let metered = offer(scheme);
+            assert!(!fixed_price(&metered), "{scheme}");
+            for settled in [None, Some("10000"), Some("100")] {
+                let (request, settlement) = paid(&metered, settled);
+                assert!(
+                    !entitles(&metered, &request, &settlement),
+                    "{scheme} {settled:?}"
+                );
+            }
+        }
+    }
 }

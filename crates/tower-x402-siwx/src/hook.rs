@@ -12,7 +12,7 @@ use tower_x402::payment::{
 };
 use tower_x402::pricing::{ExtensionTemplate, Offer};
 
-use super::entitlement::record_purchase;
+use super::entitlement::{entitles, fixed_price, record_purchase};
 use super::sign_in::SignInWithX;
 use super::{EXTENSION, SIGN_IN_WITH_X};
 
@@ -31,19 +31,25 @@ const SIGNED_IN_NOT_PAID: &str = "this request was signed in (sign-in-with-x) by
 impl PaymentHooks for SignInWithX {
     /// The chains, the proof's schema and the first fields of `info`: the same in every 402 of
     /// `offer`.
+    /// None for an offer that is not fixed-price only: sign-in never opens a metered or
+    /// channel route.
     fn challenge_extension_template(&self, offer: &Offer) -> Option<ExtensionTemplate> {
-        Some(ExtensionTemplate::new(EXTENSION, self.template(offer)))
+        fixed_price(offer).then(|| ExtensionTemplate::new(EXTENSION, self.template(offer)))
     }
 
     /// The URI, a fresh nonce and the times.
     fn challenge_extension_rest(&self, request: &ProtectedRequest<'_>, rest: &mut Vec<u8>) -> bool {
-        self.write_rest(request.offer(), request.path(), rest)
+        fixed_price(request.offer()) && self.write_rest(request.offer(), request.path(), rest)
     }
 
-    /// A request that carries a proof, unless it is a HEAD (which never signs in, as it
-    /// never pays): every other request goes on without a future built for it.
+    /// A request that carries a proof to a fixed-price route, unless it is a HEAD (which never
+    /// signs in, as it never pays): every other request goes on without a future built for it.
+    /// On a metered or channel route a proof is not looked at: the request goes on to payment
+    /// as if unsigned.
     fn considers_request(&self, request: &ProtectedRequest<'_>) -> bool {
-        !request.is_head() && request.header_field(&SIGN_IN_WITH_X).is_some()
+        !request.is_head()
+            && request.header_field(&SIGN_IN_WITH_X).is_some()
+            && fixed_price(request.offer())
     }
 
     /// Records a purchase once its payment settled; the sign-in itself is asked before any
@@ -64,6 +70,10 @@ impl PaymentHooks for SignInWithX {
             let Some(proof) = request.header_field(&SIGN_IN_WITH_X) else {
                 return Decision::Continue;
             };
+            // A metered or channel route is never served free: on to payment, as if unsigned.
+            if !fixed_price(request.offer()) {
+                return Decision::Continue;
+            }
             match self.check(request.offer(), proof, request.path()).await {
                 Ok(signed_in) => {
                     tracing::debug!(address = %signed_in.address(), resource = %signed_in.resource(), "signed in");
@@ -96,13 +106,18 @@ impl PaymentHooks for SignInWithX {
         })
     }
 
-    /// Records the payer's entitlement to the resource the payment was made for.
+    /// Records the payer's entitlement to the resource the payment was made for, when it was a
+    /// fixed-price (`exact`) payment settled for its full price: a metered (`upto`) or channel
+    /// payment records none, whatever it was charged.
     fn after_settle<'a>(
         &'a self,
         payment: &'a PaymentContext<'a>,
         settlement: &'a SettleResponse,
     ) -> BoxFuture<'a, ()> {
         Box::pin(async move {
+            if !entitles(payment.offer, payment.request, settlement) {
+                return;
+            }
             let payer = settlement
                 .payer
                 .clone()

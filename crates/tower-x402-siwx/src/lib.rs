@@ -54,8 +54,8 @@
 //! the request). A request that carries both a proof and a `PAYMENT-SIGNATURE` is decided by
 //! the proof first; when the proof fails, the payment is processed as usual.
 //!
-//! Every payment the layer settles (`exact` and `upto`) records an entitlement in the
-//! [`EntitlementStore`]: the payer (EVM addresses lower-cased), what was bought — the offer's
+//! Every fixed-price (`exact`) payment the layer settles for its full price records an
+//! entitlement in the [`EntitlementStore`]: the payer (EVM addresses lower-cased), what was bought — the offer's
 //! resource URL and the amount of the accept the buyer signed, [`entitlement_key`] — and the
 //! time. A proof opens an offer only for a buyer who paid one of that offer's amounts: with two
 //! price tiers under one resource URL (a price that depends on the query), a buyer of the cheaper
@@ -63,6 +63,13 @@
 //! (the resource URL alone) are still honoured, for any price of that URL, until they lapse. An
 //! entitlement lapses after the entitlement lifetime (default 365 days;
 //! [`SignInWithX::entitlement_lifetime`]).
+//!
+//! Sign-in opens fixed-price offers only (every accept `exact`). A metered (`upto`) or
+//! channel (`batch-settlement`) payment charges for the work of each request: it records no
+//! entitlement, whatever it was charged, and such a route's 402 carries no sign-in challenge.
+//! A request that brings a proof to it is not signed in; it goes on to payment as if unsigned
+//! (402 without a payment, charged with one), so a metered route is never served for free and
+//! its handler always finds its [`Charge`](tower_x402::Charge).
 //!
 //! The origin is configured, never derived from `Host` or `X-Forwarded-*`.
 //!

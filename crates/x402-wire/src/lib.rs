@@ -37,7 +37,7 @@ pub use extension::Extension;
 pub use facilitator::{
     FacilitatorRequest, SettleResponse, SupportedKind, SupportedResponse, VerifyResponse,
 };
-pub use money::{AtomicAmount, MoneyError, UsdAmount};
+pub use money::{AtomicAmount, MoneyError, UsdAmount, decimal_digits};
 pub use network::{Eip712Domain, Network, NetworkError, UsdcDeployment};
 pub use payment::{
     Eip3009Authorization, ExactEvmPayload, PaymentPayload, PaymentRequired, PaymentRequirements,

@@ -213,6 +213,59 @@ impl AtomicAmount {
     }
 }
 
+/// `text` when it is an amount as the wire writes one: one or more ASCII decimal digits and
+/// nothing else — no sign (`+`, `-`), spaces, `0x` prefix, decimal point or exponent. Every
+/// amount the wire types carry as a string (an [`AtomicAmount`], a permit's or a voucher's
+/// amount, a channel's balance) is checked here before it is read as a number, so that one
+/// amount has one spelling: Rust's own integer parsing accepts `"+44000"`.
+///
+/// ```
+/// use x402_wire::{MoneyError, decimal_digits};
+///
+/// assert_eq!(decimal_digits("44000"), Ok("44000"));
+/// for bad in ["+44000", " 44000", "44000 ", "-1", "0x10", "", "1.0", "1e3", "٤٤"] {
+///     assert!(decimal_digits(bad).is_err(), "{bad:?}");
+/// }
+/// assert_eq!(decimal_digits(""), Err(MoneyError::Empty));
+/// ```
+///
+/// # Errors
+///
+/// [`MoneyError::Empty`], [`MoneyError::Negative`] for a leading `-`, [`MoneyError::Invalid`]
+/// for anything else that is not a digit.
+pub fn decimal_digits(text: &str) -> Result<&str, MoneyError> {
+    if text.is_empty() {
+        return Err(MoneyError::Empty);
+    }
+    if text.starts_with('-') {
+        return Err(MoneyError::Negative(text.to_owned()));
+    }
+    if !text.bytes().all(|byte| byte.is_ascii_digit()) {
+        return Err(MoneyError::Invalid(text.to_owned()));
+    }
+    Ok(text)
+}
+
+impl AtomicAmount {
+    /// An amount of atomic units written as the wire writes it ([`decimal_digits`]), as a
+    /// `u128`.
+    ///
+    /// ```
+    /// use x402_wire::AtomicAmount;
+    ///
+    /// assert_eq!(AtomicAmount::parse_u128("44000"), Ok(44_000));
+    /// assert!(AtomicAmount::parse_u128("+44000").is_err());
+    /// assert!(AtomicAmount::parse_u128("340282366920938463463374607431768211456").is_err());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// What [`decimal_digits`] refuses, or [`MoneyError::Overflow`] past `u128::MAX`.
+    pub fn parse_u128(text: &str) -> Result<u128, MoneyError> {
+        parse_digits(decimal_digits(text)?).ok_or_else(|| MoneyError::Overflow(text.to_owned()))
+    }
+}
+
 impl From<u128> for AtomicAmount {
     fn from(value: u128) -> Self {
         Self(value)

@@ -216,10 +216,8 @@ pub(crate) fn parse_address(text: &str) -> Option<Address> {
 }
 
 pub(crate) fn parse_decimal(text: &str) -> Option<U256> {
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    U256::from_str_radix(text, 10).ok()
+    // Amounts are ASCII decimal digits only, as the wire checks them.
+    U256::from_str_radix(x402_wire::decimal_digits(text).ok()?, 10).ok()
 }
 
 fn parse_nonce(text: &str) -> Option<B256> {

@@ -91,8 +91,7 @@ impl BuyerPayload {
         };
         match amount {
             None => Some(None),
-            Some(text) => text
-                .parse::<u128>()
+            Some(text) => x402_wire::AtomicAmount::parse_u128(text)
                 .ok()
                 .filter(|amount| *amount > 0)
                 .map(Some),
@@ -104,7 +103,7 @@ impl BuyerPayload {
         let Self::Deposit { deposit, .. } = self else {
             return None;
         };
-        deposit.get("amount")?.as_str()?.parse().ok()
+        x402_wire::AtomicAmount::parse_u128(deposit.get("amount")?.as_str()?).ok()
     }
 
     /// What tells this deposit apart from any other: its token authorization's signature.
@@ -122,6 +121,6 @@ impl BuyerPayload {
 
 fn decimal<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u128, D::Error> {
     let text = String::deserialize(deserializer)?;
-    text.parse()
+    x402_wire::AtomicAmount::parse_u128(&text)
         .map_err(|_| serde::de::Error::custom(format!("`{text}` is not a decimal uint128")))
 }

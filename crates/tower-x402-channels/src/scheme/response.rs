@@ -69,7 +69,7 @@ pub(crate) fn snapshot(extra: Option<&Map<String, Value>>, now: u64) -> Option<O
         _ => extra,
     };
     let amount = |key: &str| match state.get(key)? {
-        Value::String(text) => text.parse::<u128>().ok(),
+        Value::String(text) => x402_wire::AtomicAmount::parse_u128(text).ok(),
         Value::Number(number) => number.as_u64().map(u128::from),
         _ => None,
     };

@@ -3,9 +3,10 @@
 //! ```text
 //! cargo run -p x402-buyer --bin pay -- http://127.0.0.1:4020/api/x402/store-rail-receipt
 //! cargo run -p x402-buyer --bin pay -- http://127.0.0.1:3402/report --header X-REFERRER-PASSPORT:abc
+//! cargo run -p x402-buyer --bin pay -- http://127.0.0.1:3402/gen --data '{"prompt":"a"}'
 //! ```
 //!
-//! GETs the URL; on a 402 it decodes the `PAYMENT-REQUIRED` challenge, signs a payment for the
+//! GETs the URL (POSTs `--data`, when given: the payment buys that body); on a 402 it decodes the `PAYMENT-REQUIRED` challenge, signs a payment for the
 //! first accept it can pay (an EIP-3009 authorization for `exact`, a Permit2 permit of the
 //! maximum for `upto`), and repeats the request with `PAYMENT-SIGNATURE`. It prints the final
 //! status, the decoded `PAYMENT-RESPONSE` (pretty JSON) and the body on stdout, what was
@@ -39,6 +40,10 @@ use x402_wire::{
 struct Args {
     /// The URL to GET.
     url: String,
+    /// POST this body instead of a GET (send `-H content-type:…` for its type). A payment buys
+    /// one request, its body included: the same payment sent again with another body is refused.
+    #[arg(short = 'd', long, value_name = "BODY")]
+    data: Option<String>,
     /// An extra request header; repeat for more.
     #[arg(short = 'H', long = "header", value_name = "NAME:VALUE", value_parser = parse_header)]
     headers: Vec<(HeaderName, HeaderValue)>,
@@ -84,17 +89,29 @@ fn run(args: Args) -> Result<(), String> {
         .http_status_as_error(false)
         .build()
         .into();
-    let get = || {
-        args.headers
+    let method = if args.data.is_some() { "POST" } else { "GET" };
+    // The request, with the extra headers and `payment`, if any.
+    let send = |payment: Option<&HeaderValue>| {
+        let headers = args
+            .headers
             .iter()
-            .fold(client.get(&args.url), |request, (name, value)| {
-                request.header(name.clone(), value.clone())
-            })
+            .cloned()
+            .chain(payment.map(|payment| (PAYMENT_SIGNATURE, payment.clone())));
+        match &args.data {
+            Some(data) => headers
+                .fold(client.post(&args.url), |request, (name, value)| {
+                    request.header(name, value)
+                })
+                .send(data.as_str()),
+            None => headers
+                .fold(client.get(&args.url), |request, (name, value)| {
+                    request.header(name, value)
+                })
+                .call(),
+        }
     };
 
-    let first = get()
-        .call()
-        .map_err(|e| format!("GET {}: {}", args.url, causes(&e)))?;
+    let first = send(None).map_err(|e| format!("{method} {}: {}", args.url, causes(&e)))?;
     if first.status() != http::StatusCode::PAYMENT_REQUIRED {
         let status = first.status();
         eprintln!("no payment asked: the server answered {status} without a 402");
@@ -136,10 +153,8 @@ fn run(args: Args) -> Result<(), String> {
 
     let mut attempt = 0;
     let paid = loop {
-        let paid = get()
-            .header(PAYMENT_SIGNATURE, signature.clone())
-            .call()
-            .map_err(|e| format!("paid GET {}: {}", args.url, causes(&e)))?;
+        let paid = send(Some(&signature))
+            .map_err(|e| format!("paid {method} {}: {}", args.url, causes(&e)))?;
         if paid.status() != http::StatusCode::SERVICE_UNAVAILABLE || attempt == args.retries {
             break paid;
         }
