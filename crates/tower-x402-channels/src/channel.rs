@@ -67,6 +67,23 @@ pub struct Channel {
     /// requests on the channel committed in between.
     #[serde(default)]
     pub recent_commits: Vec<AppliedCommit>,
+    /// The channel's last claim, sent alone, was refused (a revert: a mirror that said more
+    /// than the channel holds, a voucher the contract rejects): a claimer leaves it out of
+    /// every batch and tries it again only alone. Cleared by a claim that succeeds.
+    #[serde(default)]
+    pub refused: Option<ClaimRefused>,
+}
+
+/// A channel's claim refused when sent alone ([`ClaimResult::Refused`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct ClaimRefused {
+    /// The cumulative total the refused claim asked for.
+    #[serde(with = "amount")]
+    pub total: u128,
+    /// When it was refused, unix milliseconds.
+    pub at: u64,
 }
 
 /// A commit a [`Channel`] applied: the request's hold, and the cumulative and voucher it set.
@@ -300,6 +317,13 @@ pub enum ClaimResult {
     },
     /// The claim did not happen (refused, or reverted): the charges are still unclaimed.
     NotClaimed,
+    /// The claim, sent for this channel alone, was refused at `at` (unix milliseconds): nothing
+    /// happened, and the channel is marked ([`Channel::refused`]) so that it is never sent
+    /// again in a batch with others.
+    Refused {
+        /// When the claim was refused.
+        at: u64,
+    },
 }
 
 impl Channel {
@@ -322,7 +346,25 @@ impl Channel {
             claim: None,
             hold: None,
             recent_commits: Vec::new(),
+            refused: None,
         }
+    }
+
+    /// The most a claim of this channel may ask for as its cumulative total: what was charged,
+    /// capped at the balance the chain was last read to hold (the contract reverts a claim above
+    /// it, and with it every channel of its batch). Zero before the first voucher.
+    pub fn claimable(&self) -> u128 {
+        match self.voucher {
+            Some(_) => self.charged.min(self.on_chain.balance),
+            None => 0,
+        }
+    }
+
+    /// Charged beyond what the channel was last read to hold: not claimable unless the chain
+    /// shows more.
+    pub fn over_balance(&self) -> u128 {
+        self.charged
+            .saturating_sub(self.claimable().max(self.claimed))
     }
 
     /// Charged and not yet known to be claimed: what is lost if the payer withdraws first.
@@ -417,11 +459,13 @@ impl Channel {
         true
     }
 
-    /// Writes the claim `lease` of the latest voucher for the whole charged amount, unless a
-    /// claim is already in flight (live or not: an expired one is resolved first) or nothing
-    /// is unclaimed. The claim written, if any.
+    /// Writes the claim `lease` of the latest voucher for the charged amount capped at the
+    /// balance last read ([`claimable`](Self::claimable)), unless a claim is already in flight
+    /// (live or not: an expired one is resolved first) or nothing claimable is unclaimed. The
+    /// claim written, if any.
     pub fn begin_claim(&mut self, lease: &ClaimLease) -> Option<ClaimInFlight> {
-        if self.claim.is_some() || self.unclaimed() == 0 {
+        let total = self.claimable();
+        if self.claim.is_some() || self.unclaimed() == 0 || total <= self.claimed {
             return None;
         }
         let voucher = self.voucher.clone()?;
@@ -429,7 +473,7 @@ impl Channel {
             id: lease.id.clone(),
             owner: lease.owner.clone(),
             lease_until: lease.lease_until,
-            total: self.charged,
+            total,
             voucher,
         };
         self.claim = Some(claim.clone());
@@ -441,9 +485,20 @@ impl Channel {
         if self.claim.as_ref().map(|claim| claim.id.as_str()) != Some(claim_id) {
             return false;
         }
-        if let ClaimResult::Claimed { total_claimed } = result {
-            self.claimed = self.claimed.max(total_claimed);
-            self.on_chain.total_claimed = self.on_chain.total_claimed.max(total_claimed);
+        match result {
+            ClaimResult::Claimed { total_claimed } => {
+                self.claimed = self.claimed.max(total_claimed);
+                self.on_chain.total_claimed = self.on_chain.total_claimed.max(total_claimed);
+                self.refused = None;
+            }
+            ClaimResult::Refused { at } => {
+                let total = self
+                    .claim
+                    .as_ref()
+                    .map_or(self.charged, |claim| claim.total);
+                self.refused = Some(ClaimRefused { total, at });
+            }
+            ClaimResult::NotClaimed => {}
         }
         self.claim = None;
         true

@@ -58,8 +58,8 @@ mod wire;
 pub use chain::RpcChainReader;
 pub use chain::{ChainChannel, ChainError, ChainReader};
 pub use channel::{
-    Begin, Channel, ClaimInFlight, ClaimLease, ClaimResult, Commit, Committed, Hold, OnChain,
-    RECENT_COMMITS, Voucher, normalize_id,
+    Begin, Channel, ClaimInFlight, ClaimLease, ClaimRefused, ClaimResult, Commit, Committed, Hold,
+    OnChain, RECENT_COMMITS, Voucher, normalize_id,
 };
 pub use claim::{ClaimAuthorizer, ClaimError, ClaimPolicy, ClaimReport, Claimer, ClaimerTask};
 #[cfg(any(test, feature = "test-util"))]

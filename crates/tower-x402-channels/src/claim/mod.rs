@@ -2,7 +2,12 @@
 //! in one facilitator `/settle` of `type: "claim"`, then sweeps the claimed funds to the
 //! receiver (`type: "settle"`).
 
+mod report;
 mod request;
+mod shutdown;
+mod split;
+
+pub use report::ClaimReport;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -57,6 +62,13 @@ pub struct ClaimPolicy {
     pub lease: Duration,
     /// Channels per claim transaction. Default: 100.
     pub batch: usize,
+    /// How often a channel whose claim was refused when sent alone is tried again, alone.
+    /// Default: 10 minutes.
+    pub retry_refused: Duration,
+    /// How long [`ClaimerTask::shutdown`] waits, at most, for claims under a lease (another
+    /// claimer's, or one of its own whose answer was lost) to end so it can resolve or take
+    /// them over. Default: 2 minutes and 10 seconds (the default lease, and a margin).
+    pub shutdown_wait: Duration,
 }
 
 impl Default for ClaimPolicy {
@@ -69,6 +81,8 @@ impl Default for ClaimPolicy {
             check_every: Duration::from_secs(1),
             lease: Duration::from_secs(120),
             batch: 100,
+            retry_refused: Duration::from_secs(600),
+            shutdown_wait: Duration::from_secs(130),
         }
     }
 }
@@ -89,6 +103,19 @@ impl ClaimPolicy {
     /// Claims a channel at once when its payer started a withdrawal (needs a [`ChainReader`]).
     pub fn on_withdrawal(mut self, on: bool) -> Self {
         self.withdrawal = on;
+        self
+    }
+
+    /// Holds each claim under a lease of `lease` (see [`ClaimPolicy::lease`]).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Waits at most `wait` on shutdown for claims under a lease (see
+    /// [`ClaimPolicy::shutdown_wait`]).
+    pub fn shutdown_wait(mut self, wait: Duration) -> Self {
+        self.shutdown_wait = wait;
         self
     }
 }
@@ -150,26 +177,6 @@ pub trait ClaimAuthorizer: Send + Sync + 'static {
     }
 }
 
-/// What a claim round did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ClaimReport {
-    /// Channels claimed, with the cumulative total now claimed.
-    pub claimed: Vec<(String, u128)>,
-    /// Channels whose claim the facilitator refused (nothing happened), with its reason; they
-    /// are claimed again in a later round.
-    pub refused: Vec<(String, String)>,
-    /// Channels whose claim's outcome is still unknown: left under its lease, resolved against
-    /// the chain later.
-    pub in_doubt: Vec<String>,
-    /// Sweeps done: network, receiver, token and the amount moved, when the facilitator said.
-    pub swept: Vec<(Network, String, String, Option<u128>)>,
-    /// `/settle` calls of `type: "claim"` sent.
-    pub claim_calls: usize,
-    /// `/settle` calls of `type: "settle"` sent.
-    pub sweep_calls: usize,
-}
-
 /// A claim round could not run.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -218,7 +225,11 @@ pub struct Claimer {
     policy: ClaimPolicy,
     clock: Arc<dyn Fn() -> u64 + Send + Sync>,
     state: Mutex<Rounds>,
+    on_refused: Option<RefusedHook>,
 }
+
+/// What [`Claimer::on_refused`] calls.
+type RefusedHook = Arc<dyn Fn(&Channel, u128, &str) + Send + Sync>;
 
 /// What the claimer remembers between rounds.
 #[derive(Debug, Default)]
@@ -226,8 +237,15 @@ struct Rounds {
     /// When everything was last claimed, and withdrawals last looked for (clock milliseconds).
     last_claim: Option<u64>,
     last_watch: Option<u64>,
-    /// Receivers and tokens claimed for and not swept yet.
-    sweeps: BTreeSet<(String, String, String)>,
+    /// Receivers and tokens claimed for and not swept yet, with what this claimer claimed.
+    sweeps: BTreeMap<(String, String, String), u128>,
+    /// Receivers and tokens swept on shutdown whether or not this claimer claimed for them.
+    receivers: BTreeSet<(String, String, String)>,
+    /// Channels reported as charged beyond their balance, with the amount reported.
+    over_balance: BTreeMap<String, u128>,
+    /// Whether a round ran: the first tries every refused channel again (alone), as a
+    /// restarted, perhaps reconfigured, server should.
+    started: bool,
 }
 
 impl std::fmt::Debug for Claimer {
@@ -261,7 +279,47 @@ impl Claimer {
             policy: ClaimPolicy::default(),
             clock: Arc::new(unix_millis),
             state: Mutex::new(Rounds::default()),
+            on_refused: None,
         }
+    }
+
+    /// Calls `hook` with the channel, the amount left unclaimed and the facilitator's reason
+    /// each time a channel's claim, sent alone, is refused (besides the `error` log and
+    /// [`ClaimReport::refused`]): for a metric or an alert.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use tower_x402_channels::{Claimer, MemoryChannelStore};
+    /// use tower_x402_sandbox::SandboxFacilitator;
+    ///
+    /// let refused = Arc::new(AtomicU64::new(0));
+    /// let counter = Arc::clone(&refused);
+    /// let claimer = Claimer::new(MemoryChannelStore::default(), SandboxFacilitator::new())
+    ///     .on_refused(move |_channel, _amount, _reason| {
+    ///         counter.fetch_add(1, Ordering::Relaxed);
+    ///     });
+    /// # let _ = claimer;
+    /// ```
+    pub fn on_refused(
+        mut self,
+        hook: impl Fn(&Channel, u128, &str) + Send + Sync + 'static,
+    ) -> Self {
+        self.on_refused = Some(Arc::new(hook));
+        self
+    }
+
+    /// Also sweeps `receiver`'s claimed `token` on `network` on shutdown, whether or not this
+    /// claimer claimed for it: what a cooperative refund claimed (in the refund's own
+    /// transaction) is swept then at the latest, and so is what a claimer that stopped before
+    /// its sweep left behind.
+    pub fn sweeps_for(self, network: &Network, receiver: &str, token: &str) -> Self {
+        self.rounds().receivers.insert((
+            network.to_string(),
+            receiver.to_owned(),
+            token.to_owned(),
+        ));
+        self
     }
 
     /// Reads the chain with `chain`: resolves claims whose answer was lost and watches for
@@ -302,7 +360,7 @@ impl Claimer {
     ///
     /// The store failed.
     pub async fn claim_all(&self) -> Result<ClaimReport, ClaimError> {
-        self.round(|_| true).await
+        self.round(|_| true, false).await
     }
 
     /// Claims the channels `pick` chooses among those with unclaimed charges, then sweeps.
@@ -314,7 +372,7 @@ impl Claimer {
         &self,
         pick: impl Fn(&Channel) -> bool + Send + Sync,
     ) -> Result<ClaimReport, ClaimError> {
-        self.round(pick).await
+        self.round(pick, false).await
     }
 
     /// Evaluates the policy once: claims everything when the interval has passed or the
@@ -328,7 +386,12 @@ impl Claimer {
     pub async fn tick(&self) -> Result<Option<ClaimReport>, ClaimError> {
         let now = (self.clock)();
         let channels = self.store.unclaimed(ROUND_LIMIT).await?;
-        let unclaimed: u128 = channels.iter().map(Channel::unclaimed).sum();
+        // What a claim could collect now: not the channels refused, nor charges beyond a balance.
+        let unclaimed: u128 = channels
+            .iter()
+            .filter(|channel| channel.refused.is_none())
+            .map(|channel| channel.claimable().saturating_sub(channel.claimed))
+            .sum();
         let (interval_due, watch_due) = {
             let rounds = self.rounds();
             let since = |last: Option<u64>| last.map(|last| now.saturating_sub(last));
@@ -374,7 +437,7 @@ impl Claimer {
         if withdrawing.is_empty() {
             return Ok(None);
         }
-        self.round(|channel| withdrawing.contains(&channel.id))
+        self.round(|channel| withdrawing.contains(&channel.id), false)
             .await
             .map(Some)
     }
@@ -407,10 +470,15 @@ impl Claimer {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// A claim round over the channels `pick` chooses; `retry_refused` (and on this claimer's
+    /// first round): the channels refused before are tried again (alone) now, whenever they
+    /// were refused.
     async fn round(
         &self,
         pick: impl Fn(&Channel) -> bool + Send + Sync,
+        retry_refused: bool,
     ) -> Result<ClaimReport, ClaimError> {
+        let retry_refused = retry_refused || !std::mem::replace(&mut self.rounds().started, true);
         let mut report = ClaimReport::default();
         let now = (self.clock)();
         let mut channels = self.store.unclaimed(ROUND_LIMIT).await?;
@@ -430,36 +498,54 @@ impl Claimer {
             channels = self.store.unclaimed(ROUND_LIMIT).await?;
         }
         let mut groups: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
-        for channel in channels
-            .iter()
-            .filter(|channel| channel.claim.is_none() && channel.unclaimed() > 0 && pick(channel))
-        {
-            let key = (
-                channel.network.to_string(),
-                channel.config.receiver_authorizer.to_ascii_lowercase(),
-            );
-            groups.entry(key).or_default().push(channel.id.clone());
+        let mut alone = Vec::new();
+        for channel in channels.iter().filter(|channel| {
+            channel.claim.is_none() && channel.claimable() > channel.claimed && pick(channel)
+        }) {
+            match channel.refused {
+                // Refused when sent alone: never batched again, tried again alone when due.
+                Some(refused) => {
+                    let due = refused.at.saturating_add(millis(self.policy.retry_refused));
+                    if retry_refused || due <= now {
+                        alone.push(channel.id.clone());
+                    }
+                }
+                None => {
+                    let key = (
+                        channel.network.to_string(),
+                        channel.config.receiver_authorizer.to_ascii_lowercase(),
+                    );
+                    groups.entry(key).or_default().push(channel.id.clone());
+                }
+            }
         }
         for ids in groups.values() {
             for batch in ids.chunks(self.policy.batch.max(1)) {
-                self.claim_batch(batch, &mut report).await?;
+                self.claim_split(batch, &mut report).await?;
             }
         }
+        for id in alone {
+            self.claim_split(std::slice::from_ref(&id), &mut report)
+                .await?;
+        }
         self.sweep(&mut report).await?;
+        self.tally(&mut report).await?;
         Ok(report)
     }
 
-    /// Writes the claim on `ids`, sends it, and records its outcome.
+    /// Writes the claim on `ids`, sends it, and records its outcome. `Some`: the batch of
+    /// several channels was refused whole; nothing happened, and these channels are free to be
+    /// claimed in smaller batches.
     async fn claim_batch(
         &self,
         ids: &[String],
         report: &mut ClaimReport,
-    ) -> Result<(), ClaimError> {
+    ) -> Result<Option<Vec<String>>, ClaimError> {
         let now = (self.clock)();
         let lease = ClaimLease::new(&self.owner, now.saturating_add(millis(self.policy.lease)));
         let taken = self.store.begin_claim(ids, &lease).await?;
         let Some(first) = taken.first() else {
-            return Ok(());
+            return Ok(None);
         };
         let claims: Vec<(&Channel, &ClaimInFlight)> = taken
             .iter()
@@ -479,9 +565,9 @@ impl Claimer {
                     Ok(signature) => Some(signature),
                     Err(error) => {
                         tracing::warn!(%error, "could not sign the claim batch");
-                        return self
-                            .not_claimed(&claims, &lease.id, "unsigned", report)
-                            .await;
+                        self.not_claimed(&claims, &lease.id, "unsigned", report)
+                            .await?;
+                        return Ok(None);
                     }
                 }
             }
@@ -514,15 +600,13 @@ impl Claimer {
                 self.store.finish_claim(&lease.id, &results).await?;
                 for (channel, claim) in &claims {
                     report.claimed.push((channel.id.clone(), claim.total));
-                    self.owe_sweep(channel);
+                    self.owe_sweep(channel, claim.total.saturating_sub(channel.claimed));
                 }
                 tracing::info!(channels = claims.len(), transaction = %answer.transaction, "claimed");
             }
             Ok(answer) if answer.error_reason.as_deref() != Some(PENDING) => {
                 let reason = reason_of(&answer);
-                tracing::warn!(%reason, channels = claims.len(), "claim refused");
-                self.not_claimed(&claims, &lease.id, &reason, report)
-                    .await?;
+                return self.refused(&claims, &lease.id, &reason, report).await;
             }
             outcome => {
                 match &outcome {
@@ -536,7 +620,7 @@ impl Claimer {
                 }
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     async fn not_claimed(
@@ -571,6 +655,7 @@ impl Claimer {
     ) -> Result<(), ClaimError> {
         let read = match &self.chain {
             Some(chain) => chain.read(&channel.network, &channel.id).await,
+            None if expired => return self.take_over(channel, claim, report).await,
             None => {
                 report.in_doubt.push(channel.id.clone());
                 tracing::warn!(channel = %channel.id, "a claim's outcome is unknown and no chain reader is set");
@@ -606,7 +691,7 @@ impl Claimer {
             match result {
                 ClaimResult::Claimed { total_claimed } => {
                     report.claimed.push((channel.id.clone(), total_claimed));
-                    self.owe_sweep(channel);
+                    self.owe_sweep(channel, total_claimed.saturating_sub(channel.claimed));
                 }
                 _ => report.refused.push((
                     channel.id.clone(),
@@ -617,18 +702,30 @@ impl Claimer {
         Ok(())
     }
 
-    fn owe_sweep(&self, channel: &Channel) {
-        self.rounds().sweeps.insert((
+    fn owe_sweep(&self, channel: &Channel, amount: u128) {
+        let key = (
             channel.network.to_string(),
             channel.config.receiver.clone(),
             channel.config.token.clone(),
-        ));
+        );
+        let mut rounds = self.rounds();
+        let owed = rounds.sweeps.entry(key).or_default();
+        *owed = owed.saturating_add(amount);
     }
 
     /// Sweeps every receiver and token claimed for and not swept yet. A sweep moves everything
     /// claimed and unswept on chain, so sending one again after a lost answer moves nothing twice.
     async fn sweep(&self, report: &mut ClaimReport) -> Result<(), ClaimError> {
-        let owed: Vec<(String, String, String)> = self.rounds().sweeps.iter().cloned().collect();
+        let owed: Vec<(String, String, String)> = self.rounds().sweeps.keys().cloned().collect();
+        self.sweep_each(owed, report).await
+    }
+
+    /// Sweeps each of `owed` (network, receiver, token); those done are owed no more.
+    async fn sweep_each(
+        &self,
+        owed: Vec<(String, String, String)>,
+        report: &mut ClaimReport,
+    ) -> Result<(), ClaimError> {
         for (network_name, receiver, token) in owed {
             let Ok(network) = network_name.parse::<Network>() else {
                 continue;
@@ -708,7 +805,7 @@ impl ClaimerTask {
         if let Err(error) = self.task.await {
             tracing::warn!(%error, "the claim loop ended abnormally");
         }
-        self.claimer.claim_all().await
+        self.claimer.finish().await
     }
 }
 
