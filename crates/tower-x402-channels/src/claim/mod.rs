@@ -3,7 +3,7 @@
 //! receiver (`type: "settle"`).
 
 mod report;
-mod request;
+pub(crate) mod request;
 mod shutdown;
 mod split;
 
