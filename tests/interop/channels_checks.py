@@ -8,8 +8,9 @@ on its own; the server claims the vouchers in batches and sweeps them to its rec
 server claims is read back from the sandbox facilitator's chain view (Ethereum JSON-RPC at
 `POST {sandbox}/rpc`): the `x402BatchSettlement` contract's `channels(channelId)` and
 `receivers(receiver, token)`, so the checks compare what the server says it charged with what
-landed on chain. The example is started with a claim interval longer than the suite, so the last
-check's SIGTERM is what claims and sweeps every outstanding voucher.
+landed on chain. What a cooperative refund claims is swept right after it. The example is started
+with a claim interval longer than the suite, so the last check's SIGTERM is what claims and sweeps
+every outstanding voucher.
 
 The environment (set by `run.sh`): `X402_CHANNELS` (the example's URL), `X402_CHANNELS_PID` (its
 process id, for the SIGTERM), `X402_CHANNELS_PAY_TO` (its `--pay-to`, a receiver no other
@@ -299,6 +300,11 @@ def register(suite: Suite) -> None:
         _, claimed = contract.channel(channel_id)
         expect(claimed == charged, f"channels({channel_id}).totalClaimed {claimed} after the refund, charged {charged}")
         books.claimed_by_refunds += charged
+        # What the refund claimed for the receiver is swept right after it, not left in the
+        # contract.
+        swept = contract.receiver(pay_to)
+        expect(swept == (books.claimed_by_refunds, books.claimed_by_refunds),
+               f"receivers({pay_to}) is (claimed, settled) {swept} after the refund; the refunds claimed {books.claimed_by_refunds}")
         state["refunded"] = (buyer, channel_id)
 
     @suite.check("channels_buy_again_after_a_full_refund", "channels_cooperative_refund")
@@ -318,9 +324,11 @@ def register(suite: Suite) -> None:
     def _sigterm() -> None:
         # Nothing is claimed before the SIGTERM but what the refund claimed (the interval is
         # longer than the suite); after it, every voucher is claimed and swept before exit.
-        claimed_before, _ = contract.receiver(pay_to)
+        claimed_before, settled_before = contract.receiver(pay_to)
         expect(claimed_before == books.claimed_by_refunds,
                f"receivers({pay_to}).totalClaimed {claimed_before} before the SIGTERM, the refunds claimed {books.claimed_by_refunds}")
+        expect(settled_before == claimed_before,
+               f"receivers({pay_to}).totalSettled {settled_before} before the SIGTERM: what the refunds claimed is swept")
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 30
         while _alive(pid):
