@@ -11,6 +11,9 @@ use x402_wire::Network;
 use crate::chain::ChainChannel;
 use crate::wire::ChannelConfig;
 
+mod refused;
+pub use refused::ClaimRefused;
+
 /// A channel the server has accepted payments on: its configuration, what it charged, the
 /// latest voucher it accepted, what it last read of the chain, and its claims.
 ///
@@ -72,18 +75,6 @@ pub struct Channel {
     /// every batch and tries it again only alone. Cleared by a claim that succeeds.
     #[serde(default)]
     pub refused: Option<ClaimRefused>,
-}
-
-/// A channel's claim refused when sent alone ([`ClaimResult::Refused`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[non_exhaustive]
-pub struct ClaimRefused {
-    /// The cumulative total the refused claim asked for.
-    #[serde(with = "amount")]
-    pub total: u128,
-    /// When it was refused, unix milliseconds.
-    pub at: u64,
 }
 
 /// A commit a [`Channel`] applied: the request's hold, and the cumulative and voucher it set.
@@ -350,23 +341,6 @@ impl Channel {
         }
     }
 
-    /// The most a claim of this channel may ask for as its cumulative total: what was charged,
-    /// capped at the balance the chain was last read to hold (the contract reverts a claim above
-    /// it, and with it every channel of its batch). Zero before the first voucher.
-    pub fn claimable(&self) -> u128 {
-        match self.voucher {
-            Some(_) => self.charged.min(self.on_chain.balance),
-            None => 0,
-        }
-    }
-
-    /// Charged beyond what the channel was last read to hold: not claimable unless the chain
-    /// shows more.
-    pub fn over_balance(&self) -> u128 {
-        self.charged
-            .saturating_sub(self.claimable().max(self.claimed))
-    }
-
     /// Charged and not yet known to be claimed: what is lost if the payer withdraws first.
     pub fn unclaimed(&self) -> u128 {
         match self.voucher {
@@ -617,6 +591,12 @@ mod tests {
         let hold = Hold::new("a", 10);
         channel.begin(&hold, 0);
         channel.commit(&hold.id, &Commit::new(0, 900, Voucher::new(1_000, "0x1")));
+        assert_eq!(
+            channel.begin_claim(&ClaimLease::new("c", 100)),
+            None,
+            "no balance read"
+        );
+        assert!(channel.mirror(OnChain::new(1_000, 0, 1)));
         let lease = ClaimLease::new("c", 100);
         let claim = channel.begin_claim(&lease).unwrap();
         assert_eq!((claim.total, claim.voucher.max_claimable), (900, 1_000));

@@ -2,11 +2,14 @@
 //! in one facilitator `/settle` of `type: "claim"`, then sweeps the claimed funds to the
 //! receiver (`type: "settle"`).
 
+mod policy;
 mod report;
 pub(crate) mod request;
 mod shutdown;
 mod split;
+mod sweep;
 
+pub use policy::ClaimPolicy;
 pub use report::ClaimReport;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,102 +26,8 @@ use crate::wire::{ServerPayload, VoucherClaim};
 
 /// The facilitator's reason for an answer that does not tell whether the transaction ran.
 const PENDING: &str = "settlement_pending";
-/// A sweep with nothing claimed and unswept: nothing to do.
-const NOTHING_TO_SETTLE: &str = "invalid_batch_settlement_evm_nothing_to_settle";
 /// How many channels one round looks at.
 const ROUND_LIMIT: usize = 10_000;
-
-/// When a [`Claimer`] claims on its own ([`Claimer::tick`], [`Claimer::spawn`]).
-///
-/// ```
-/// use std::time::Duration;
-/// use tower_x402_channels::ClaimPolicy;
-///
-/// // Every minute, at once past 1 USDC unclaimed, and at once on a pending withdrawal.
-/// let policy = ClaimPolicy::default()
-///     .every(Duration::from_secs(60))
-///     .unclaimed_over(1_000_000)
-///     .on_withdrawal(true);
-/// assert_eq!(policy.batch, 100);
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ClaimPolicy {
-    /// Claim everything this often. Default: every minute.
-    pub interval: Option<Duration>,
-    /// Claim everything once this much (atomic units, summed over channels) is unclaimed.
-    pub threshold: Option<u128>,
-    /// With a [`ChainReader`], read each channel with unclaimed charges every
-    /// [`watch_every`](Self::watch_every) and claim at once those with a pending withdrawal
-    /// (the payer gets back whatever is unclaimed when the delay ends). Default: on.
-    pub withdrawal: bool,
-    /// How often withdrawals are looked for. Default: 30 s.
-    pub watch_every: Duration,
-    /// How often the spawned task evaluates the policy. Default: 1 s.
-    pub check_every: Duration,
-    /// How long a claim is its claimer's: after it, a claim whose outcome is unknown is
-    /// resolved against the chain by any claimer. Longer than a claim transaction takes to be
-    /// mined. Default: 2 minutes.
-    pub lease: Duration,
-    /// Channels per claim transaction. Default: 100.
-    pub batch: usize,
-    /// How often a channel whose claim was refused when sent alone is tried again, alone.
-    /// Default: 10 minutes.
-    pub retry_refused: Duration,
-    /// How long [`ClaimerTask::shutdown`] waits, at most, for claims under a lease (another
-    /// claimer's, or one of its own whose answer was lost) to end so it can resolve or take
-    /// them over. Default: 2 minutes and 10 seconds (the default lease, and a margin).
-    pub shutdown_wait: Duration,
-}
-
-impl Default for ClaimPolicy {
-    fn default() -> Self {
-        Self {
-            interval: Some(Duration::from_secs(60)),
-            threshold: None,
-            withdrawal: true,
-            watch_every: Duration::from_secs(30),
-            check_every: Duration::from_secs(1),
-            lease: Duration::from_secs(120),
-            batch: 100,
-            retry_refused: Duration::from_secs(600),
-            shutdown_wait: Duration::from_secs(130),
-        }
-    }
-}
-
-impl ClaimPolicy {
-    /// Claims everything every `interval`.
-    pub fn every(mut self, interval: Duration) -> Self {
-        self.interval = Some(interval);
-        self
-    }
-
-    /// Claims everything once `amount` is unclaimed.
-    pub fn unclaimed_over(mut self, amount: u128) -> Self {
-        self.threshold = Some(amount);
-        self
-    }
-
-    /// Claims a channel at once when its payer started a withdrawal (needs a [`ChainReader`]).
-    pub fn on_withdrawal(mut self, on: bool) -> Self {
-        self.withdrawal = on;
-        self
-    }
-
-    /// Holds each claim under a lease of `lease` (see [`ClaimPolicy::lease`]).
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
-        self
-    }
-
-    /// Waits at most `wait` on shutdown for claims under a lease (see
-    /// [`ClaimPolicy::shutdown_wait`]).
-    pub fn shutdown_wait(mut self, wait: Duration) -> Self {
-        self.shutdown_wait = wait;
-        self
-    }
-}
 
 /// The server's own receiver-authorizer key, when it has one: signs claim batches
 /// (`claimAuthorizerSignature`) for the channels that name its [`address`](Self::address).
@@ -655,7 +564,7 @@ impl Claimer {
     ) -> Result<(), ClaimError> {
         let read = match &self.chain {
             Some(chain) => chain.read(&channel.network, &channel.id).await,
-            None if expired => return self.take_over(channel, claim, report).await,
+            None if expired => return self.take_over(channel, claim).await,
             None => {
                 report.in_doubt.push(channel.id.clone());
                 tracing::warn!(channel = %channel.id, "a claim's outcome is unknown and no chain reader is set");
@@ -697,69 +606,6 @@ impl Claimer {
                     channel.id.clone(),
                     "not on chain when its lease ended".into(),
                 )),
-            }
-        }
-        Ok(())
-    }
-
-    fn owe_sweep(&self, channel: &Channel, amount: u128) {
-        let key = (
-            channel.network.to_string(),
-            channel.config.receiver.clone(),
-            channel.config.token.clone(),
-        );
-        let mut rounds = self.rounds();
-        let owed = rounds.sweeps.entry(key).or_default();
-        *owed = owed.saturating_add(amount);
-    }
-
-    /// Sweeps every receiver and token claimed for and not swept yet. A sweep moves everything
-    /// claimed and unswept on chain, so sending one again after a lost answer moves nothing twice.
-    async fn sweep(&self, report: &mut ClaimReport) -> Result<(), ClaimError> {
-        let owed: Vec<(String, String, String)> = self.rounds().sweeps.keys().cloned().collect();
-        self.sweep_each(owed, report).await
-    }
-
-    /// Sweeps each of `owed` (network, receiver, token); those done are owed no more.
-    async fn sweep_each(
-        &self,
-        owed: Vec<(String, String, String)>,
-        report: &mut ClaimReport,
-    ) -> Result<(), ClaimError> {
-        for (network_name, receiver, token) in owed {
-            let Ok(network) = network_name.parse::<Network>() else {
-                continue;
-            };
-            let payload = ServerPayload::Settle {
-                receiver: receiver.clone(),
-                token: token.clone(),
-            };
-            let request = request::settle_request(&network, &receiver, &token, &payload)?;
-            report.sweep_calls += 1;
-            let done = match self.facilitator.settle(&request).await {
-                Ok(answer) if answer.success => {
-                    report.swept.push((
-                        network.clone(),
-                        receiver.clone(),
-                        token.clone(),
-                        answer.amount.map(|amount| amount.get()),
-                    ));
-                    true
-                }
-                Ok(answer) if answer.error_reason.as_deref() == Some(NOTHING_TO_SETTLE) => true,
-                Ok(answer) => {
-                    tracing::warn!(reason = %reason_of(&answer), %receiver, "sweep refused");
-                    false
-                }
-                Err(error) => {
-                    tracing::warn!(%error, %receiver, "sweep answer lost: sweeping again later");
-                    false
-                }
-            };
-            if done {
-                self.rounds()
-                    .sweeps
-                    .remove(&(network_name, receiver, token));
             }
         }
         Ok(())

@@ -33,7 +33,9 @@ impl Claimer {
                 tracing::warn!("claims still under a lease when the shutdown wait ended");
                 break;
             }
-            let wake = until.clamp(now.saturating_add(100), deadline);
+            // At least a second apart: a claim whose lease ended but could not be resolved (the
+            // chain unreadable) is tried again each second, not in a busy loop.
+            let wake = until.clamp(now.saturating_add(1_000), deadline.max(now));
             tracing::info!(
                 wait_ms = wake - now,
                 "waiting for a claim's lease to end before claiming it"

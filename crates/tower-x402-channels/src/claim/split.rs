@@ -108,9 +108,7 @@ impl Claimer {
         &self,
         channel: &Channel,
         claim: &ClaimInFlight,
-        report: &mut ClaimReport,
     ) -> Result<(), ClaimError> {
-        let _ = report;
         let freed = self
             .store
             .finish_claim(&claim.id, &[(channel.id.clone(), ClaimResult::NotClaimed)])
