@@ -43,7 +43,18 @@ impl Claimer {
             tokio::time::sleep(Duration::from_millis(wake - now)).await;
             report.merge(self.round(|_| true, false).await?);
         }
-        let receivers: Vec<_> = self.rounds().receivers.iter().cloned().collect();
+        // The receivers told of, unless swept already on this shutdown.
+        let receivers: Vec<_> = self
+            .rounds()
+            .receivers
+            .iter()
+            .filter(|(network, receiver, token)| {
+                !report.swept.iter().any(|(swept, to, asset, _)| {
+                    swept.as_str() == network.as_str() && to == receiver && asset == token
+                })
+            })
+            .cloned()
+            .collect();
         let mut swept = ClaimReport::default();
         self.sweep_each(receivers, &mut swept).await?;
         self.tally(&mut swept).await?;
