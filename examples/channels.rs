@@ -192,8 +192,8 @@ fn unsettled(report: &ClaimReport) -> String {
         .collect();
     format!(
         "{} charged left unclaimed on {} channels [{}], {} claimed left unswept, {} claims in \
-         doubt (their answer was lost): a later start resolves and claims them, as long as the \
-         payers have not withdrawn",
+         doubt (their answer was lost): a later start on the same --database-url tries them \
+         again, as long as the payers have not withdrawn; kept in memory, they are lost",
         report.left_unclaimed(),
         report.left.len(),
         channels.join(", "),

@@ -27,8 +27,12 @@ impl Chain {
         params: &Value,
     ) -> Option<Result<Value, (i64, String)>> {
         let config = || {
-            serde_json::from_value::<ChannelConfig>(params[0].clone())
-                .map_err(|error| (-32602, format!("params[0] is not a channel config: {error}")))
+            serde_json::from_value::<ChannelConfig>(params[0].clone()).map_err(|error| {
+                (
+                    -32602,
+                    format!("params[0] is not a channel config: {error}"),
+                )
+            })
         };
         let text = |index: usize| params[index].as_str().unwrap_or_default().to_owned();
         let reverted = |error: crate::batch::ChannelError| (-32000, error.to_string());
