@@ -72,9 +72,9 @@ async fn rpc(State(chain): State<Chain>, Json(request): Json<Value>) -> Json<Val
         "eth_getLogs" => Ok(chain.logs(&params[0])),
         "eth_getTransactionReceipt" => Ok(chain.receipt(params[0].as_str().unwrap_or_default())),
         "eth_call" => chain.call(&params[0]),
-        _ => chain.payer_call(method, params).unwrap_or_else(|| {
-            Err((-32601, format!("method {method} is not served")))
-        }),
+        _ => chain
+            .payer_call(method, params)
+            .unwrap_or_else(|| Err((-32601, format!("method {method} is not served")))),
     };
     Json(match result {
         Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
