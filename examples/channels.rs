@@ -22,8 +22,13 @@
 //! instances share them; otherwise in memory.
 //!
 //! Served with the limits of `examples/serve/mod.rs`; on SIGTERM or Ctrl-C the requests in
-//! progress finish, then every outstanding voucher is claimed and swept before the process
-//! exits 0. The first line on stdout is `listening on http://ADDR`.
+//! progress finish, then every outstanding voucher is claimed and swept: a claim under another
+//! instance's lease (one killed during a claim) is waited for, up to the lease
+//! (`--claim-lease`) and 10 s more, then resolved or claimed again; a claim the facilitator
+//! refused is tried once more, alone; the receiver is swept, what cooperative refunds claimed
+//! included. The process exits 0 only when nothing charged is left unclaimed or unswept;
+//! otherwise it exits 1 naming the amounts. The first line on stdout is
+//! `listening on http://ADDR`.
 
 mod serve;
 
@@ -42,8 +47,8 @@ use tower_x402::payment::Payments;
 use tower_x402::proto::{AtomicAmount, Network, ResourceInfo, UsdcDeployment};
 use tower_x402::{Charge, Offer, Price, SettlementMode, X402Layer};
 use tower_x402_channels::{
-    BatchSettlement, ChannelOffer, ChannelStore, ClaimPolicy, Claimer, MemoryChannelStore,
-    RpcChainReader,
+    BatchSettlement, ChannelOffer, ChannelStore, ClaimPolicy, ClaimReport, Claimer,
+    MemoryChannelStore, RpcChainReader,
 };
 use tower_x402_postgres::PostgresChannelStore;
 use tower_x402_sandbox::demo;
@@ -52,7 +57,8 @@ use tower_x402_sandbox::demo;
 ///
 /// A demonstration, not a server to put on the internet as it is: it speaks plain HTTP/1.1 (put
 /// a reverse proxy in front for TLS). Its limits keep one client from exhausting it, and SIGTERM
-/// or Ctrl-C drains it, claims every outstanding voucher, then exits 0.
+/// or Ctrl-C drains it, claims every outstanding voucher and sweeps, then exits 0, or 1 naming
+/// what is left unclaimed or unswept.
 #[derive(Debug, Parser)]
 #[command(name = "channels")]
 struct Args {
@@ -81,6 +87,11 @@ struct Args {
     /// sweep).
     #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     claim_every: u64,
+    /// Seconds a claim is its instance's before another may resolve it (longer than a claim
+    /// transaction takes to be mined); shutdown waits up to this and 10 s more for a claim
+    /// under another instance's lease.
+    #[arg(long, value_name = "SECONDS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    claim_lease: u64,
     #[command(flatten)]
     limits: serve::Limits,
 }
@@ -106,11 +117,17 @@ async fn run(args: Args) -> Result<(), String> {
         None => Arc::new(MemoryChannelStore::default()),
     };
 
-    let mut claimer = Claimer::new(Arc::clone(&store), Arc::clone(&facilitator)).policy(
-        ClaimPolicy::default()
-            .every(Duration::from_secs(args.claim_every))
-            .on_withdrawal(args.rpc_url.is_some()),
-    );
+    let lease = Duration::from_secs(args.claim_lease);
+    let mut claimer = Claimer::new(Arc::clone(&store), Arc::clone(&facilitator))
+        .policy(
+            ClaimPolicy::default()
+                .every(Duration::from_secs(args.claim_every))
+                .on_withdrawal(args.rpc_url.is_some())
+                .lease(lease)
+                .shutdown_wait(lease + Duration::from_secs(10)),
+        )
+        // What cooperative refunds claimed is swept on the way out too.
+        .sweeps_for(&Network::BASE, &args.pay_to, UsdcDeployment::BASE.asset);
     let mut scheme = BatchSettlement::new(Arc::clone(&store), Arc::clone(&facilitator));
     if let Some(url) = &args.rpc_url {
         claimer = claimer.chain(RpcChainReader::new(url).map_err(|e| format!("--rpc-url: {e}"))?);
@@ -155,16 +172,34 @@ async fn run(args: Args) -> Result<(), String> {
     tracing::info!(
         claimed = report.claimed.len(),
         in_doubt = report.in_doubt.len(),
+        unclaimed = report.left_unclaimed(),
+        unswept = report.left_unswept(),
         "outstanding vouchers claimed and swept"
     );
-    if report.in_doubt.is_empty() {
+    if report.is_settled() {
         Ok(())
     } else {
-        Err(format!(
-            "{} claims in doubt on shutdown (their answer was lost): they are resolved against the chain at the next start",
-            report.in_doubt.len()
-        ))
+        Err(unsettled(&report))
     }
+}
+
+/// What a shutdown left behind, for the exit message.
+fn unsettled(report: &ClaimReport) -> String {
+    let channels: Vec<String> = report
+        .left
+        .iter()
+        .map(|(channel, amount)| format!("{channel} ({amount})"))
+        .collect();
+    format!(
+        "{} charged left unclaimed on {} channels [{}], {} claimed left unswept, {} claims in \
+         doubt (their answer was lost): a later start on the same --database-url tries them \
+         again, as long as the payers have not withdrawn; kept in memory, they are lost",
+        report.left_unclaimed(),
+        report.left.len(),
+        channels.join(", "),
+        report.left_unswept(),
+        report.in_doubt.len()
+    )
 }
 
 /// The channels' table in the database at `url`, created when missing.

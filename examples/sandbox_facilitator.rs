@@ -3,7 +3,8 @@
 //! a simulated channel contract), with real signature checks and an in-memory ledger, and that
 //! ledger as the Base chain over Ethereum JSON-RPC at `POST /rpc` (the transfers as `Transfer`
 //! logs, `nonceBitmap`, `authorizationState` and the channel contract's views through
-//! `eth_call`).
+//! `eth_call`; and `sandbox_initiateWithdraw`, `sandbox_finalizeWithdraw` and `evm_increaseTime`,
+//! for trying a server against a payer who withdraws behind its back).
 //!
 //! ```text
 //! cargo run --example sandbox_facilitator                       # 127.0.0.1:4021

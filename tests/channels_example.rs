@@ -11,7 +11,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet};
+use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
 use x402_wire::{
     AtomicAmount, Network, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, PaymentPayload, PaymentRequired,
     PaymentRequirements, SettleResponse, UsdcDeployment, header,
@@ -34,6 +34,11 @@ struct Example {
 impl Example {
     /// Starts the example with `args` and waits for its `listening on` line.
     async fn start(args: &[&str]) -> Self {
+        Self::start_with(args, Stdio::inherit()).await
+    }
+
+    /// [`start`](Self::start), its stderr going to `stderr`.
+    async fn start_with(args: &[&str], stderr: Stdio) -> Self {
         let test = std::env::current_exe().unwrap();
         let profile = test.parent().and_then(|deps| deps.parent()).unwrap();
         let binary: PathBuf = profile.join("examples").join("channels");
@@ -48,7 +53,7 @@ impl Example {
             .args(args)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .unwrap_or_else(|e| panic!("{}: {e}", binary.display()));
         let stdout = child.stdout.take().expect("piped stdout");
@@ -374,5 +379,137 @@ async fn with_a_database_url_a_restarted_example_continues_the_channel() {
             .unwrap(),
         (9 * ROW, 9 * ROW),
         "claimed and swept to the receiver"
+    );
+}
+
+/// A deposit of 20 × the maximum and one voucher on the example at `base`, 4,000 charged; the
+/// wallet's channel id.
+async fn four_rows_charged(base: &str) -> String {
+    let url = format!("{base}/v1/rows?count=2");
+    let accept = challenge(&url).await;
+    let wallet = SandboxWallet::random();
+    let config = wallet.channel_config(&accept, [7; 32]).unwrap();
+    let deposit = wallet
+        .deposit_payment_at(&accept, &config, 20 * MAXIMUM, MAXIMUM, now())
+        .unwrap();
+    assert_eq!(
+        paid_rows(&url, 2, &deposit).await,
+        (json!("2000"), json!("2000"))
+    );
+    let voucher = wallet
+        .voucher_payment(&accept, &config, 2 * ROW + MAXIMUM)
+        .unwrap();
+    assert_eq!(
+        paid_rows(&url, 2, &voucher).await,
+        (json!("2000"), json!("4000"))
+    );
+    SandboxWallet::channel_id(&config, &accept.network).unwrap()
+}
+
+/// Waits (up to 10 s) until `sandbox` has received `calls` `/settle` calls.
+async fn settle_calls_reach(sandbox: &SandboxFacilitator, calls: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sandbox.settle_calls() < calls {
+        assert!(
+            Instant::now() < deadline,
+            "{} /settle calls",
+            sandbox.settle_calls()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn after_a_kill_during_a_claim_a_restarted_example_claims_the_channel_on_sigterm() {
+    postgres_server::require();
+    let database = postgres_server::fresh_database().await;
+    let sandbox = SandboxFacilitator::new();
+    let facilitator = serve(&sandbox).await;
+    // The deposit settles; the first claim never answers (and does nothing).
+    sandbox.queue_settle(Step::Answer);
+    sandbox.queue_settle(Step::Hang);
+    let args = |every: &'static str| {
+        vec![
+            "--facilitator".to_owned(),
+            facilitator.clone(),
+            "--pay-to".into(),
+            PAY_TO.into(),
+            "--database-url".into(),
+            database.clone(),
+            "--claim-every".into(),
+            every.into(),
+            "--claim-lease".into(),
+            "3".into(),
+        ]
+    };
+    let claiming = args("1");
+    let claiming: Vec<&str> = claiming.iter().map(String::as_str).collect();
+    let mut first = Example::start(&claiming).await;
+    let channel = four_rows_charged(&first.base).await;
+    // The claim is sent and hangs; the instance dies under it.
+    settle_calls_reach(&sandbox, 2).await;
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    let state = sandbox.channel_state(&Network::BASE, &channel).unwrap();
+    assert_eq!(state.total_claimed, 0, "the hung claim did nothing");
+
+    // A restart stopped at once: its shutdown waits for the dead claimer's lease, then claims.
+    let idle = args("3600");
+    let idle: Vec<&str> = idle.iter().map(String::as_str).collect();
+    let mut second = Example::start(&idle).await;
+    let status = second.terminate().await;
+    assert!(status.success(), "{status}");
+    assert_eq!(
+        sandbox
+            .channel_state(&Network::BASE, &channel)
+            .unwrap()
+            .total_claimed,
+        4 * ROW,
+        "claimed on the restarted process's SIGTERM"
+    );
+    assert_eq!(
+        sandbox
+            .receiver_totals(&Network::BASE, PAY_TO, UsdcDeployment::BASE.asset)
+            .unwrap(),
+        (4 * ROW, 4 * ROW),
+        "and swept"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claims_refused_through_shutdown_make_the_example_exit_non_zero_naming_the_amount() {
+    let sandbox = SandboxFacilitator::new().with_settle(Step::Refuse(
+        "invalid_batch_settlement_evm_claim_simulation_failed".into(),
+    ));
+    let facilitator = serve(&sandbox).await;
+    sandbox.queue_settle(Step::Answer);
+    let log = std::env::temp_dir().join(format!("channels-refused-{}.log", now()));
+    let file = std::fs::File::create(&log).unwrap();
+    let mut example = Example::start_with(
+        &[
+            "--facilitator",
+            &facilitator,
+            "--pay-to",
+            PAY_TO,
+            "--claim-every",
+            "1",
+        ],
+        Stdio::from(file),
+    )
+    .await;
+    let channel = four_rows_charged(&example.base).await;
+    // Refused while running, then once more on SIGTERM.
+    settle_calls_reach(&sandbox, 2).await;
+    let status = example.terminate().await;
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("4000 charged left unclaimed on 1 channels") && stderr.contains(&channel),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("claim refused"),
+        "the refusal is logged: {stderr}"
     );
 }

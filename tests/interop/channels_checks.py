@@ -8,8 +8,12 @@ on its own; the server claims the vouchers in batches and sweeps them to its rec
 server claims is read back from the sandbox facilitator's chain view (Ethereum JSON-RPC at
 `POST {sandbox}/rpc`): the `x402BatchSettlement` contract's `channels(channelId)` and
 `receivers(receiver, token)`, so the checks compare what the server says it charged with what
-landed on chain. The example is started with a claim interval longer than the suite, so the last
-check's SIGTERM is what claims and sweeps every outstanding voucher.
+landed on chain. What a cooperative refund claims is swept right after it. A payer who withdraws
+what was charged behind the server's back (`sandbox_initiateWithdraw`, `evm_increaseTime`,
+`sandbox_finalizeWithdraw` on the sandbox's JSON-RPC) poisons the claim batch: the honest channels
+beside it are still claimed and swept on SIGTERM. The example is started
+with a claim interval longer than the suite, so the last check's SIGTERM is what claims and sweeps
+every outstanding voucher.
 
 The environment (set by `run.sh`): `X402_CHANNELS` (the example's URL), `X402_CHANNELS_PID` (its
 process id, for the SIGTERM), `X402_CHANNELS_PAY_TO` (its `--pay-to`, a receiver no other
@@ -126,6 +130,14 @@ class Books:
 
     charged: dict[str, int] = field(default_factory=dict)  # channel id -> charged cumulative
     claimed_by_refunds: int = 0  # what the refunds claimed on their way
+    poisoned: dict[str, int] = field(default_factory=dict)  # channel id -> charged beyond its balance
+
+
+def chain_call(rpc_url: str, method: str, params: list[Any]) -> Any:
+    """A JSON-RPC call to the sandbox's chain view; its result, or a failed check."""
+    answer = httpx.post(rpc_url, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, timeout=10).json()
+    expect("result" in answer, f"{method}: {answer}")
+    return answer["result"]
 
 
 def rows_url(base: str, count: Any) -> str:
@@ -299,6 +311,11 @@ def register(suite: Suite) -> None:
         _, claimed = contract.channel(channel_id)
         expect(claimed == charged, f"channels({channel_id}).totalClaimed {claimed} after the refund, charged {charged}")
         books.claimed_by_refunds += charged
+        # What the refund claimed for the receiver is swept right after it, not left in the
+        # contract.
+        swept = contract.receiver(pay_to)
+        expect(swept == (books.claimed_by_refunds, books.claimed_by_refunds),
+               f"receivers({pay_to}) is (claimed, settled) {swept} after the refund; the refunds claimed {books.claimed_by_refunds}")
         state["refunded"] = (buyer, channel_id)
 
     @suite.check("channels_buy_again_after_a_full_refund", "channels_cooperative_refund")
@@ -314,13 +331,39 @@ def register(suite: Suite) -> None:
                f"the client paid with {kinds} on {[channel_id_of(p) for p in paid.signed]}")
         expect_channel_response(paid, 3 * ROW, books.charged[channel_id], channel_id)
 
+    @suite.check("channels_a_payer_withdraws_what_was_charged", "channels_deposit_then_vouchers")
+    async def _poison() -> None:
+        # A payer buys 30 rows, then withdraws the whole deposit on chain behind the server's
+        # back (the server has no chain reader to see it): the 30,000 charged are beyond the
+        # channel's balance, and a claim of them reverts, with every channel batched beside it.
+        # Run last before the SIGTERM: the sandbox's clock is moved past the withdrawal delay.
+        buyer = ChannelBuyer(rpc)
+        channel_id = ""
+        config: dict[str, Any] = {}
+        for _ in range(3):
+            paid = await buyer.buy(rows_url(channels, MOST_ROWS))
+            expect_rows(paid, MOST_ROWS)
+            channel_id = channel_id_of(paid.signed[0])
+            config = paid.signed[0].payload.get("channelConfig") or config
+        expect(bool(config), "no deposit carried a channelConfig")
+        deposited, claimed = contract.channel(channel_id)
+        expect(claimed == 0 and deposited > 0, f"channels({channel_id}) is {(deposited, claimed)} before the withdrawal")
+        chain_call(rpc, "sandbox_initiateWithdraw", [config, str(deposited), buyer.address])
+        chain_call(rpc, "evm_increaseTime", [int(config["withdrawDelay"])])
+        returned = chain_call(rpc, "sandbox_finalizeWithdraw", [config, buyer.address])
+        expect(returned == str(deposited), f"finalizeWithdraw returned {returned!r} of {deposited}")
+        expect(contract.channel(channel_id) == (0, 0), f"channels({channel_id}) after the withdrawal")
+        books.poisoned[channel_id] = 3 * MAXIMUM
+
     @suite.check("channels_sigterm_claims_and_sweeps_every_voucher", "channels_deposit_then_vouchers")
     def _sigterm() -> None:
         # Nothing is claimed before the SIGTERM but what the refund claimed (the interval is
         # longer than the suite); after it, every voucher is claimed and swept before exit.
-        claimed_before, _ = contract.receiver(pay_to)
+        claimed_before, settled_before = contract.receiver(pay_to)
         expect(claimed_before == books.claimed_by_refunds,
                f"receivers({pay_to}).totalClaimed {claimed_before} before the SIGTERM, the refunds claimed {books.claimed_by_refunds}")
+        expect(settled_before == claimed_before,
+               f"receivers({pay_to}).totalSettled {settled_before} before the SIGTERM: what the refunds claimed is swept")
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 30
         while _alive(pid):
@@ -329,6 +372,9 @@ def register(suite: Suite) -> None:
         for channel_id, charged in books.charged.items():
             _, claimed = contract.channel(channel_id)
             expect(claimed == charged, f"channels({channel_id}).totalClaimed {claimed}, charged {charged}")
+        # The withdrawn channel is left unclaimed; every honest channel beside it is claimed.
+        for channel_id in books.poisoned:
+            expect(contract.channel(channel_id) == (0, 0), f"channels({channel_id}) after the SIGTERM")
         total = sum(books.charged.values())
         claimed, settled = contract.receiver(pay_to)
         expect((claimed, settled) == (total, total),

@@ -11,6 +11,9 @@ use x402_wire::Network;
 use crate::chain::ChainChannel;
 use crate::wire::ChannelConfig;
 
+mod refused;
+pub use refused::ClaimRefused;
+
 /// A channel the server has accepted payments on: its configuration, what it charged, the
 /// latest voucher it accepted, what it last read of the chain, and its claims.
 ///
@@ -67,6 +70,11 @@ pub struct Channel {
     /// requests on the channel committed in between.
     #[serde(default)]
     pub recent_commits: Vec<AppliedCommit>,
+    /// The channel's last claim, sent alone, was refused (a revert: a mirror that said more
+    /// than the channel holds, a voucher the contract rejects): a claimer leaves it out of
+    /// every batch and tries it again only alone. Cleared by a claim that succeeds.
+    #[serde(default)]
+    pub refused: Option<ClaimRefused>,
 }
 
 /// A commit a [`Channel`] applied: the request's hold, and the cumulative and voucher it set.
@@ -300,6 +308,13 @@ pub enum ClaimResult {
     },
     /// The claim did not happen (refused, or reverted): the charges are still unclaimed.
     NotClaimed,
+    /// The claim, sent for this channel alone, was refused at `at` (unix milliseconds): nothing
+    /// happened, and the channel is marked ([`Channel::refused`]) so that it is never sent
+    /// again in a batch with others.
+    Refused {
+        /// When the claim was refused.
+        at: u64,
+    },
 }
 
 impl Channel {
@@ -322,6 +337,7 @@ impl Channel {
             claim: None,
             hold: None,
             recent_commits: Vec::new(),
+            refused: None,
         }
     }
 
@@ -417,11 +433,13 @@ impl Channel {
         true
     }
 
-    /// Writes the claim `lease` of the latest voucher for the whole charged amount, unless a
-    /// claim is already in flight (live or not: an expired one is resolved first) or nothing
-    /// is unclaimed. The claim written, if any.
+    /// Writes the claim `lease` of the latest voucher for the charged amount capped at the
+    /// balance last read ([`claimable`](Self::claimable)), unless a claim is already in flight
+    /// (live or not: an expired one is resolved first) or nothing claimable is unclaimed. The
+    /// claim written, if any.
     pub fn begin_claim(&mut self, lease: &ClaimLease) -> Option<ClaimInFlight> {
-        if self.claim.is_some() || self.unclaimed() == 0 {
+        let total = self.claimable();
+        if self.claim.is_some() || self.unclaimed() == 0 || total <= self.claimed {
             return None;
         }
         let voucher = self.voucher.clone()?;
@@ -429,7 +447,7 @@ impl Channel {
             id: lease.id.clone(),
             owner: lease.owner.clone(),
             lease_until: lease.lease_until,
-            total: self.charged,
+            total,
             voucher,
         };
         self.claim = Some(claim.clone());
@@ -441,9 +459,20 @@ impl Channel {
         if self.claim.as_ref().map(|claim| claim.id.as_str()) != Some(claim_id) {
             return false;
         }
-        if let ClaimResult::Claimed { total_claimed } = result {
-            self.claimed = self.claimed.max(total_claimed);
-            self.on_chain.total_claimed = self.on_chain.total_claimed.max(total_claimed);
+        match result {
+            ClaimResult::Claimed { total_claimed } => {
+                self.claimed = self.claimed.max(total_claimed);
+                self.on_chain.total_claimed = self.on_chain.total_claimed.max(total_claimed);
+                self.refused = None;
+            }
+            ClaimResult::Refused { at } => {
+                let total = self
+                    .claim
+                    .as_ref()
+                    .map_or(self.charged, |claim| claim.total);
+                self.refused = Some(ClaimRefused { total, at });
+            }
+            ClaimResult::NotClaimed => {}
         }
         self.claim = None;
         true
@@ -562,6 +591,12 @@ mod tests {
         let hold = Hold::new("a", 10);
         channel.begin(&hold, 0);
         channel.commit(&hold.id, &Commit::new(0, 900, Voucher::new(1_000, "0x1")));
+        assert_eq!(
+            channel.begin_claim(&ClaimLease::new("c", 100)),
+            None,
+            "no balance read"
+        );
+        assert!(channel.mirror(OnChain::new(1_000, 0, 1)));
         let lease = ClaimLease::new("c", 100);
         let claim = channel.begin_claim(&lease).unwrap();
         assert_eq!((claim.total, claim.voucher.max_claimable), (900, 1_000));

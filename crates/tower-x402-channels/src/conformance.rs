@@ -35,7 +35,9 @@ const RACERS: usize = 16;
 /// nothing else; mirroring keeps the newest reading; `unclaimed` lists a channel with charges
 /// or a claim in flight and not one without; a claim is written once (of concurrent claimers
 /// one wins per channel, an expired claim included) and finished once; `remove` needs the hold;
-/// of concurrent `begin`s one holds, and of concurrent commits from one base one applies.
+/// of concurrent `begin`s one holds, and of concurrent commits from one base one applies; a
+/// claim asks no more than the balance last read, and a claim refused alone marks the channel
+/// (kept, listed, round-tripped) until a claim succeeds.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -436,6 +438,98 @@ pub async fn check(store: Arc<dyn ChannelStore>) {
         "remove under the hold"
     );
     assert_eq!(load(&*store, &id).await, None, "a removed channel is gone");
+
+    refused_claims(&*store, fresh()).await;
+}
+
+/// A claim is capped at the balance last read; a claim refused alone marks the channel, which
+/// stays listed, and a claim that succeeds clears the mark.
+async fn refused_claims(store: &dyn ChannelStore, id: String) {
+    let opened = Channel::new(&id, Network::BASE, config(), OnChain::new(2_000, 0, 10));
+    assert!(ok(store.open(&opened).await));
+    let hold = Hold::new("f", 10_000);
+    assert!(matches!(
+        ok(store.begin(&id, &hold, 600).await),
+        Begin::Held(_)
+    ));
+    let commit = Commit::new(0, 3_000, Voucher::new(3_000, "0xdd"));
+    assert_eq!(
+        ok(store.commit(&id, &hold.id, &commit).await),
+        Committed::Done
+    );
+    let ids = vec![id.clone()];
+    let lease = ClaimLease::new("claimer-f", 1_000);
+    let taken = ok(store.begin_claim(&ids, &lease).await);
+    assert_eq!(
+        taken
+            .first()
+            .and_then(|channel| channel.claim.as_ref())
+            .map(|claim| claim.total),
+        Some(2_000),
+        "a claim asks no more than the balance last read"
+    );
+    let refused = [(id.clone(), ClaimResult::Refused { at: 700 })];
+    assert_eq!(
+        ok(store.finish_claim(&lease.id, &refused).await),
+        1,
+        "refused"
+    );
+    let marked = load(store, &id).await.expect("the channel");
+    assert_eq!(
+        (
+            marked.refused.map(|refused| (refused.total, refused.at)),
+            marked.claim.as_ref()
+        ),
+        (Some((2_000, 700)), None),
+        "a refused claim marks the channel"
+    );
+    assert!(
+        ok(store.unclaimed(usize::MAX).await)
+            .iter()
+            .any(|channel| channel.id == id && channel.refused.is_some()),
+        "a refused channel is listed with its mark"
+    );
+    let again = ClaimLease::new("claimer-f", 2_000);
+    assert_eq!(
+        ok(store.begin_claim(&ids, &again).await).len(),
+        1,
+        "tried again alone"
+    );
+    let claimed = [(
+        id.clone(),
+        ClaimResult::Claimed {
+            total_claimed: 2_000,
+        },
+    )];
+    assert_eq!(ok(store.finish_claim(&again.id, &claimed).await), 1);
+    let cleared = load(store, &id).await.expect("the channel");
+    assert_eq!(
+        (cleared.refused, cleared.claimed, cleared.over_balance()),
+        (None, 2_000, 1_000),
+        "a claim that succeeds clears the mark; the rest is beyond the balance"
+    );
+    assert!(
+        ok(store
+            .begin_claim(&ids, &ClaimLease::new("claimer-f", 3_000))
+            .await)
+        .is_empty(),
+        "nothing claimable beyond the balance"
+    );
+    // The chain shows more: the rest is claimable, and claimed, leaving nothing to claim.
+    assert!(ok(store.mirror(&id, &OnChain::new(3_000, 2_000, 20)).await));
+    let last = ClaimLease::new("claimer-f", 4_000);
+    assert_eq!(ok(store.begin_claim(&ids, &last).await).len(), 1);
+    let rest = [(
+        id.clone(),
+        ClaimResult::Claimed {
+            total_claimed: 3_000,
+        },
+    )];
+    assert_eq!(ok(store.finish_claim(&last.id, &rest).await), 1);
+    assert_eq!(
+        load(store, &id).await.map(|channel| channel.unclaimed()),
+        Some(0)
+    );
 }
 
 async fn load(store: &dyn ChannelStore, id: &str) -> Option<Channel> {

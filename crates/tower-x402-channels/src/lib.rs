@@ -38,6 +38,26 @@
 //!   sent, and resolved after it. When the answer is lost, the claim is resolved by reading the
 //!   channel's `totalClaimed` on chain, never by sending it again unread; while its lease runs,
 //!   no other claimer touches the channel.
+//!
+//! # Claims no payer can block
+//!
+//! The contract reverts a claim batch whole when any one channel in it cannot be claimed (a
+//! channel charged beyond its balance, say after its payer withdrew). A claim therefore never
+//! asks more than the balance last read ([`Channel::claimable`]); a batch refused whole is split
+//! in halves (the channels read again from the chain first, with a [`ChainReader`]) until the
+//! refused channels are alone, so every honest channel is claimed in the same round. A channel
+//! refused alone is marked in the store ([`Channel::refused`]), logged at `error` with its id and
+//! amount, passed to [`Claimer::on_refused`], and never batched again: it is tried again alone
+//! every [`ClaimPolicy::retry_refused`], on a claimer's first round, and on shutdown.
+//!
+//! # Shutdown
+//!
+//! [`ClaimerTask::shutdown`] claims everything, waits (up to [`ClaimPolicy::shutdown_wait`]) for
+//! claims under a live lease (another instance's, one killed mid-claim) and then resolves or
+//! takes them over, tries each refused channel once more, and sweeps every receiver it claimed
+//! for or was told of ([`Claimer::sweeps_for`]: what cooperative refunds claimed). Its
+//! [`ClaimReport`] names what is left ([`ClaimReport::left`], [`ClaimReport::unswept`]); a
+//! server exits non-zero, naming the amounts, unless [`ClaimReport::is_settled`].
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
@@ -58,8 +78,8 @@ mod wire;
 pub use chain::RpcChainReader;
 pub use chain::{ChainChannel, ChainError, ChainReader};
 pub use channel::{
-    Begin, Channel, ClaimInFlight, ClaimLease, ClaimResult, Commit, Committed, Hold, OnChain,
-    RECENT_COMMITS, Voucher, normalize_id,
+    Begin, Channel, ClaimInFlight, ClaimLease, ClaimRefused, ClaimResult, Commit, Committed, Hold,
+    OnChain, RECENT_COMMITS, Voucher, normalize_id,
 };
 pub use claim::{ClaimAuthorizer, ClaimError, ClaimPolicy, ClaimReport, Claimer, ClaimerTask};
 #[cfg(any(test, feature = "test-util"))]

@@ -418,8 +418,8 @@ async fn refunds_claim_what_was_charged_return_the_rest_and_never_run_the_handle
     assert!(server.channels.load(&buyer.id).await.unwrap().is_none());
     assert_eq!(
         server.sandbox.settle_calls(),
-        3,
-        "the deposit and two refunds"
+        5,
+        "the deposit, and two refunds each followed by the sweep of what it claimed"
     );
 }
 

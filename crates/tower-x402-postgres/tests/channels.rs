@@ -344,3 +344,36 @@ async fn two_claimers_on_one_database_claim_each_voucher_once() {
         .unwrap();
     assert_eq!(totals, (16_000, 16_000), "claimed and swept once");
 }
+
+#[path = "../../tower-x402-channels/tests/poisoned/scenario.rs"]
+mod poisoned;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_poisoned_channel_leaves_the_honest_ones_claimed_in_the_first_round() {
+    postgres_server::require();
+    let database = postgres_server::fresh_database().await;
+    let pool = pool(&database).await;
+    tower_x402_postgres::migrate(&pool).await.unwrap();
+    let store = Arc::new(PostgresChannelStore::new(pool.clone()));
+    poisoned::a_poisoned_channel_leaves_the_honest_ones_claimed(store.clone(), false).await;
+    // The mark is in the row: a second instance on the database sees it.
+    let other = PostgresChannelStore::new(pool);
+    let marked = other.unclaimed(100).await.unwrap();
+    assert_eq!(
+        marked
+            .iter()
+            .filter(|channel| channel.refused.is_some())
+            .count(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_a_chain_reader_a_poisoned_claim_is_capped_at_the_balance_read() {
+    postgres_server::require();
+    let database = postgres_server::fresh_database().await;
+    let pool = pool(&database).await;
+    tower_x402_postgres::migrate(&pool).await.unwrap();
+    let store = Arc::new(PostgresChannelStore::new(pool));
+    poisoned::a_poisoned_channel_leaves_the_honest_ones_claimed(store, true).await;
+}

@@ -14,6 +14,8 @@ use crate::SandboxFacilitator;
 use crate::eip712::parse_address;
 use crate::ledger::SandboxSettlement;
 
+mod payer;
+
 alloy_sol_types::sol! {
     /// EIP-1271: whether `signature` is valid for `hash`, asked of a smart-contract wallet.
     function isValidSignature(bytes32 hash, bytes signature) external view returns (bytes4);
@@ -35,7 +37,9 @@ impl SandboxFacilitator {
     /// `eth_blockNumber`, `eth_getLogs` (address, topics and block range),
     /// `eth_getTransactionReceipt`, and `eth_call` of the token's `authorizationState`, of
     /// Permit2's `nonceBitmap`, and of the `x402BatchSettlement` views `channels`,
-    /// `pendingWithdrawals`, `refundNonce` and `receivers`; other methods get JSON-RPC error
+    /// `pendingWithdrawals`, `refundNonce` and `receivers`; and, for trying a server against a
+    /// payer who withdraws, `sandbox_initiateWithdraw`, `sandbox_finalizeWithdraw` and
+    /// `evm_increaseTime` (the sandbox's clock moved forward); other methods get JSON-RPC error
     /// -32601.
     ///
     /// ```no_run
@@ -68,7 +72,9 @@ async fn rpc(State(chain): State<Chain>, Json(request): Json<Value>) -> Json<Val
         "eth_getLogs" => Ok(chain.logs(&params[0])),
         "eth_getTransactionReceipt" => Ok(chain.receipt(params[0].as_str().unwrap_or_default())),
         "eth_call" => chain.call(&params[0]),
-        _ => Err((-32601, format!("method {method} is not served"))),
+        _ => chain
+            .payer_call(method, params)
+            .unwrap_or_else(|| Err((-32601, format!("method {method} is not served")))),
     };
     Json(match result {
         Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),

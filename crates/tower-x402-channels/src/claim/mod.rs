@@ -2,7 +2,15 @@
 //! in one facilitator `/settle` of `type: "claim"`, then sweeps the claimed funds to the
 //! receiver (`type: "settle"`).
 
-mod request;
+mod policy;
+mod report;
+pub(crate) mod request;
+mod shutdown;
+mod split;
+mod sweep;
+
+pub use policy::ClaimPolicy;
+pub use report::ClaimReport;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,80 +26,8 @@ use crate::wire::{ServerPayload, VoucherClaim};
 
 /// The facilitator's reason for an answer that does not tell whether the transaction ran.
 const PENDING: &str = "settlement_pending";
-/// A sweep with nothing claimed and unswept: nothing to do.
-const NOTHING_TO_SETTLE: &str = "invalid_batch_settlement_evm_nothing_to_settle";
 /// How many channels one round looks at.
 const ROUND_LIMIT: usize = 10_000;
-
-/// When a [`Claimer`] claims on its own ([`Claimer::tick`], [`Claimer::spawn`]).
-///
-/// ```
-/// use std::time::Duration;
-/// use tower_x402_channels::ClaimPolicy;
-///
-/// // Every minute, at once past 1 USDC unclaimed, and at once on a pending withdrawal.
-/// let policy = ClaimPolicy::default()
-///     .every(Duration::from_secs(60))
-///     .unclaimed_over(1_000_000)
-///     .on_withdrawal(true);
-/// assert_eq!(policy.batch, 100);
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ClaimPolicy {
-    /// Claim everything this often. Default: every minute.
-    pub interval: Option<Duration>,
-    /// Claim everything once this much (atomic units, summed over channels) is unclaimed.
-    pub threshold: Option<u128>,
-    /// With a [`ChainReader`], read each channel with unclaimed charges every
-    /// [`watch_every`](Self::watch_every) and claim at once those with a pending withdrawal
-    /// (the payer gets back whatever is unclaimed when the delay ends). Default: on.
-    pub withdrawal: bool,
-    /// How often withdrawals are looked for. Default: 30 s.
-    pub watch_every: Duration,
-    /// How often the spawned task evaluates the policy. Default: 1 s.
-    pub check_every: Duration,
-    /// How long a claim is its claimer's: after it, a claim whose outcome is unknown is
-    /// resolved against the chain by any claimer. Longer than a claim transaction takes to be
-    /// mined. Default: 2 minutes.
-    pub lease: Duration,
-    /// Channels per claim transaction. Default: 100.
-    pub batch: usize,
-}
-
-impl Default for ClaimPolicy {
-    fn default() -> Self {
-        Self {
-            interval: Some(Duration::from_secs(60)),
-            threshold: None,
-            withdrawal: true,
-            watch_every: Duration::from_secs(30),
-            check_every: Duration::from_secs(1),
-            lease: Duration::from_secs(120),
-            batch: 100,
-        }
-    }
-}
-
-impl ClaimPolicy {
-    /// Claims everything every `interval`.
-    pub fn every(mut self, interval: Duration) -> Self {
-        self.interval = Some(interval);
-        self
-    }
-
-    /// Claims everything once `amount` is unclaimed.
-    pub fn unclaimed_over(mut self, amount: u128) -> Self {
-        self.threshold = Some(amount);
-        self
-    }
-
-    /// Claims a channel at once when its payer started a withdrawal (needs a [`ChainReader`]).
-    pub fn on_withdrawal(mut self, on: bool) -> Self {
-        self.withdrawal = on;
-        self
-    }
-}
 
 /// The server's own receiver-authorizer key, when it has one: signs claim batches
 /// (`claimAuthorizerSignature`) for the channels that name its [`address`](Self::address).
@@ -150,26 +86,6 @@ pub trait ClaimAuthorizer: Send + Sync + 'static {
     }
 }
 
-/// What a claim round did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ClaimReport {
-    /// Channels claimed, with the cumulative total now claimed.
-    pub claimed: Vec<(String, u128)>,
-    /// Channels whose claim the facilitator refused (nothing happened), with its reason; they
-    /// are claimed again in a later round.
-    pub refused: Vec<(String, String)>,
-    /// Channels whose claim's outcome is still unknown: left under its lease, resolved against
-    /// the chain later.
-    pub in_doubt: Vec<String>,
-    /// Sweeps done: network, receiver, token and the amount moved, when the facilitator said.
-    pub swept: Vec<(Network, String, String, Option<u128>)>,
-    /// `/settle` calls of `type: "claim"` sent.
-    pub claim_calls: usize,
-    /// `/settle` calls of `type: "settle"` sent.
-    pub sweep_calls: usize,
-}
-
 /// A claim round could not run.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -218,7 +134,11 @@ pub struct Claimer {
     policy: ClaimPolicy,
     clock: Arc<dyn Fn() -> u64 + Send + Sync>,
     state: Mutex<Rounds>,
+    on_refused: Option<RefusedHook>,
 }
+
+/// What [`Claimer::on_refused`] calls.
+type RefusedHook = Arc<dyn Fn(&Channel, u128, &str) + Send + Sync>;
 
 /// What the claimer remembers between rounds.
 #[derive(Debug, Default)]
@@ -226,8 +146,15 @@ struct Rounds {
     /// When everything was last claimed, and withdrawals last looked for (clock milliseconds).
     last_claim: Option<u64>,
     last_watch: Option<u64>,
-    /// Receivers and tokens claimed for and not swept yet.
-    sweeps: BTreeSet<(String, String, String)>,
+    /// Receivers and tokens claimed for and not swept yet, with what this claimer claimed.
+    sweeps: BTreeMap<(String, String, String), u128>,
+    /// Receivers and tokens swept on shutdown whether or not this claimer claimed for them.
+    receivers: BTreeSet<(String, String, String)>,
+    /// Channels reported as charged beyond their balance, with the amount reported.
+    over_balance: BTreeMap<String, u128>,
+    /// Whether a round ran: the first tries every refused channel again (alone), as a
+    /// restarted, perhaps reconfigured, server should.
+    started: bool,
 }
 
 impl std::fmt::Debug for Claimer {
@@ -261,7 +188,47 @@ impl Claimer {
             policy: ClaimPolicy::default(),
             clock: Arc::new(unix_millis),
             state: Mutex::new(Rounds::default()),
+            on_refused: None,
         }
+    }
+
+    /// Calls `hook` with the channel, the amount left unclaimed and the facilitator's reason
+    /// each time a channel's claim, sent alone, is refused (besides the `error` log and
+    /// [`ClaimReport::refused`]): for a metric or an alert.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use tower_x402_channels::{Claimer, MemoryChannelStore};
+    /// use tower_x402_sandbox::SandboxFacilitator;
+    ///
+    /// let refused = Arc::new(AtomicU64::new(0));
+    /// let counter = Arc::clone(&refused);
+    /// let claimer = Claimer::new(MemoryChannelStore::default(), SandboxFacilitator::new())
+    ///     .on_refused(move |_channel, _amount, _reason| {
+    ///         counter.fetch_add(1, Ordering::Relaxed);
+    ///     });
+    /// # let _ = claimer;
+    /// ```
+    pub fn on_refused(
+        mut self,
+        hook: impl Fn(&Channel, u128, &str) + Send + Sync + 'static,
+    ) -> Self {
+        self.on_refused = Some(Arc::new(hook));
+        self
+    }
+
+    /// Also sweeps `receiver`'s claimed `token` on `network` on shutdown, whether or not this
+    /// claimer claimed for it: what a cooperative refund claimed (in the refund's own
+    /// transaction) is swept then at the latest, and so is what a claimer that stopped before
+    /// its sweep left behind.
+    pub fn sweeps_for(self, network: &Network, receiver: &str, token: &str) -> Self {
+        self.rounds().receivers.insert((
+            network.to_string(),
+            receiver.to_owned(),
+            token.to_owned(),
+        ));
+        self
     }
 
     /// Reads the chain with `chain`: resolves claims whose answer was lost and watches for
@@ -302,7 +269,7 @@ impl Claimer {
     ///
     /// The store failed.
     pub async fn claim_all(&self) -> Result<ClaimReport, ClaimError> {
-        self.round(|_| true).await
+        self.round(|_| true, false).await
     }
 
     /// Claims the channels `pick` chooses among those with unclaimed charges, then sweeps.
@@ -314,7 +281,7 @@ impl Claimer {
         &self,
         pick: impl Fn(&Channel) -> bool + Send + Sync,
     ) -> Result<ClaimReport, ClaimError> {
-        self.round(pick).await
+        self.round(pick, false).await
     }
 
     /// Evaluates the policy once: claims everything when the interval has passed or the
@@ -328,7 +295,12 @@ impl Claimer {
     pub async fn tick(&self) -> Result<Option<ClaimReport>, ClaimError> {
         let now = (self.clock)();
         let channels = self.store.unclaimed(ROUND_LIMIT).await?;
-        let unclaimed: u128 = channels.iter().map(Channel::unclaimed).sum();
+        // What a claim could collect now: not the channels refused, nor charges beyond a balance.
+        let unclaimed: u128 = channels
+            .iter()
+            .filter(|channel| channel.refused.is_none())
+            .map(|channel| channel.claimable().saturating_sub(channel.claimed))
+            .sum();
         let (interval_due, watch_due) = {
             let rounds = self.rounds();
             let since = |last: Option<u64>| last.map(|last| now.saturating_sub(last));
@@ -374,7 +346,7 @@ impl Claimer {
         if withdrawing.is_empty() {
             return Ok(None);
         }
-        self.round(|channel| withdrawing.contains(&channel.id))
+        self.round(|channel| withdrawing.contains(&channel.id), false)
             .await
             .map(Some)
     }
@@ -407,10 +379,15 @@ impl Claimer {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// A claim round over the channels `pick` chooses; `retry_refused` (and on this claimer's
+    /// first round): the channels refused before are tried again (alone) now, whenever they
+    /// were refused.
     async fn round(
         &self,
         pick: impl Fn(&Channel) -> bool + Send + Sync,
+        retry_refused: bool,
     ) -> Result<ClaimReport, ClaimError> {
+        let retry_refused = retry_refused || !std::mem::replace(&mut self.rounds().started, true);
         let mut report = ClaimReport::default();
         let now = (self.clock)();
         let mut channels = self.store.unclaimed(ROUND_LIMIT).await?;
@@ -430,36 +407,54 @@ impl Claimer {
             channels = self.store.unclaimed(ROUND_LIMIT).await?;
         }
         let mut groups: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
-        for channel in channels
-            .iter()
-            .filter(|channel| channel.claim.is_none() && channel.unclaimed() > 0 && pick(channel))
-        {
-            let key = (
-                channel.network.to_string(),
-                channel.config.receiver_authorizer.to_ascii_lowercase(),
-            );
-            groups.entry(key).or_default().push(channel.id.clone());
+        let mut alone = Vec::new();
+        for channel in channels.iter().filter(|channel| {
+            channel.claim.is_none() && channel.claimable() > channel.claimed && pick(channel)
+        }) {
+            match channel.refused {
+                // Refused when sent alone: never batched again, tried again alone when due.
+                Some(refused) => {
+                    let due = refused.at.saturating_add(millis(self.policy.retry_refused));
+                    if retry_refused || due <= now {
+                        alone.push(channel.id.clone());
+                    }
+                }
+                None => {
+                    let key = (
+                        channel.network.to_string(),
+                        channel.config.receiver_authorizer.to_ascii_lowercase(),
+                    );
+                    groups.entry(key).or_default().push(channel.id.clone());
+                }
+            }
         }
         for ids in groups.values() {
             for batch in ids.chunks(self.policy.batch.max(1)) {
-                self.claim_batch(batch, &mut report).await?;
+                self.claim_split(batch, &mut report).await?;
             }
         }
+        for id in alone {
+            self.claim_split(std::slice::from_ref(&id), &mut report)
+                .await?;
+        }
         self.sweep(&mut report).await?;
+        self.tally(&mut report).await?;
         Ok(report)
     }
 
-    /// Writes the claim on `ids`, sends it, and records its outcome.
+    /// Writes the claim on `ids`, sends it, and records its outcome. `Some`: the batch of
+    /// several channels was refused whole; nothing happened, and these channels are free to be
+    /// claimed in smaller batches.
     async fn claim_batch(
         &self,
         ids: &[String],
         report: &mut ClaimReport,
-    ) -> Result<(), ClaimError> {
+    ) -> Result<Option<Vec<String>>, ClaimError> {
         let now = (self.clock)();
         let lease = ClaimLease::new(&self.owner, now.saturating_add(millis(self.policy.lease)));
         let taken = self.store.begin_claim(ids, &lease).await?;
         let Some(first) = taken.first() else {
-            return Ok(());
+            return Ok(None);
         };
         let claims: Vec<(&Channel, &ClaimInFlight)> = taken
             .iter()
@@ -479,9 +474,9 @@ impl Claimer {
                     Ok(signature) => Some(signature),
                     Err(error) => {
                         tracing::warn!(%error, "could not sign the claim batch");
-                        return self
-                            .not_claimed(&claims, &lease.id, "unsigned", report)
-                            .await;
+                        self.not_claimed(&claims, &lease.id, "unsigned", report)
+                            .await?;
+                        return Ok(None);
                     }
                 }
             }
@@ -514,15 +509,13 @@ impl Claimer {
                 self.store.finish_claim(&lease.id, &results).await?;
                 for (channel, claim) in &claims {
                     report.claimed.push((channel.id.clone(), claim.total));
-                    self.owe_sweep(channel);
+                    self.owe_sweep(channel, claim.total.saturating_sub(channel.claimed));
                 }
                 tracing::info!(channels = claims.len(), transaction = %answer.transaction, "claimed");
             }
             Ok(answer) if answer.error_reason.as_deref() != Some(PENDING) => {
                 let reason = reason_of(&answer);
-                tracing::warn!(%reason, channels = claims.len(), "claim refused");
-                self.not_claimed(&claims, &lease.id, &reason, report)
-                    .await?;
+                return self.refused(&claims, &lease.id, &reason, report).await;
             }
             outcome => {
                 match &outcome {
@@ -536,7 +529,7 @@ impl Claimer {
                 }
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     async fn not_claimed(
@@ -571,6 +564,7 @@ impl Claimer {
     ) -> Result<(), ClaimError> {
         let read = match &self.chain {
             Some(chain) => chain.read(&channel.network, &channel.id).await,
+            None if expired => return self.take_over(channel, claim).await,
             None => {
                 report.in_doubt.push(channel.id.clone());
                 tracing::warn!(channel = %channel.id, "a claim's outcome is unknown and no chain reader is set");
@@ -606,63 +600,12 @@ impl Claimer {
             match result {
                 ClaimResult::Claimed { total_claimed } => {
                     report.claimed.push((channel.id.clone(), total_claimed));
-                    self.owe_sweep(channel);
+                    self.owe_sweep(channel, total_claimed.saturating_sub(channel.claimed));
                 }
                 _ => report.refused.push((
                     channel.id.clone(),
                     "not on chain when its lease ended".into(),
                 )),
-            }
-        }
-        Ok(())
-    }
-
-    fn owe_sweep(&self, channel: &Channel) {
-        self.rounds().sweeps.insert((
-            channel.network.to_string(),
-            channel.config.receiver.clone(),
-            channel.config.token.clone(),
-        ));
-    }
-
-    /// Sweeps every receiver and token claimed for and not swept yet. A sweep moves everything
-    /// claimed and unswept on chain, so sending one again after a lost answer moves nothing twice.
-    async fn sweep(&self, report: &mut ClaimReport) -> Result<(), ClaimError> {
-        let owed: Vec<(String, String, String)> = self.rounds().sweeps.iter().cloned().collect();
-        for (network_name, receiver, token) in owed {
-            let Ok(network) = network_name.parse::<Network>() else {
-                continue;
-            };
-            let payload = ServerPayload::Settle {
-                receiver: receiver.clone(),
-                token: token.clone(),
-            };
-            let request = request::settle_request(&network, &receiver, &token, &payload)?;
-            report.sweep_calls += 1;
-            let done = match self.facilitator.settle(&request).await {
-                Ok(answer) if answer.success => {
-                    report.swept.push((
-                        network.clone(),
-                        receiver.clone(),
-                        token.clone(),
-                        answer.amount.map(|amount| amount.get()),
-                    ));
-                    true
-                }
-                Ok(answer) if answer.error_reason.as_deref() == Some(NOTHING_TO_SETTLE) => true,
-                Ok(answer) => {
-                    tracing::warn!(reason = %reason_of(&answer), %receiver, "sweep refused");
-                    false
-                }
-                Err(error) => {
-                    tracing::warn!(%error, %receiver, "sweep answer lost: sweeping again later");
-                    false
-                }
-            };
-            if done {
-                self.rounds()
-                    .sweeps
-                    .remove(&(network_name, receiver, token));
             }
         }
         Ok(())
@@ -708,7 +651,7 @@ impl ClaimerTask {
         if let Err(error) = self.task.await {
             tracing::warn!(%error, "the claim loop ended abnormally");
         }
-        self.claimer.claim_all().await
+        self.claimer.finish().await
     }
 }
 

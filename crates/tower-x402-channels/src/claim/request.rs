@@ -23,7 +23,7 @@ pub(super) fn row(channel: &Channel, claim: &ClaimInFlight) -> VoucherClaim {
 
 /// `/settle` of `payload` on `network` for `receiver` in `token`: requirements with amount 0, no
 /// timeout and an empty `extra`, as the scheme's server-authored calls carry.
-pub(super) fn settle_request(
+pub(crate) fn settle_request(
     network: &Network,
     receiver: &str,
     token: &str,

@@ -8,6 +8,7 @@ mod payload;
 mod refund;
 mod response;
 mod signature;
+mod sweep;
 mod verify;
 
 use std::collections::HashMap;

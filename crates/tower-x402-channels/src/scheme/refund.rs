@@ -149,6 +149,11 @@ impl Inner {
                 };
             }
         };
+        // The refund's transaction claimed what was charged: swept to the receiver now.
+        if pending.base > pending.on_chain.total_claimed {
+            self.sweep_after_refund(&pending.network, buyer.config())
+                .await;
+        }
         self.refunded(pending, answer, None).await
     }
 
