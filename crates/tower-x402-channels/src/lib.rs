@@ -68,6 +68,7 @@ pub use conformance::check as check_conformance;
 pub use memory::MemoryChannelStore;
 pub use scheme::{
     BatchSettlement, ChannelOffer, ChannelOfferError, MAX_WITHDRAW_DELAY, MIN_WITHDRAW_DELAY,
+    WITHDRAWAL_MARGIN,
 };
 pub use store::{ChannelStore, StoreError};
 pub use typed::{BATCH_SETTLEMENT_ADDRESS, TypedDataError, claim_batch_digest};

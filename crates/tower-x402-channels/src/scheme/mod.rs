@@ -26,6 +26,13 @@ use flow::Pending;
 pub use offer::{ChannelOffer, ChannelOfferError, MAX_WITHDRAW_DELAY, MIN_WITHDRAW_DELAY};
 use payload::{BuyerPayload, Kind};
 
+/// [`BatchSettlement::claim_within`]'s default.
+const DEFAULT_CLAIM_WITHIN: Duration = Duration::from_secs(180);
+
+/// What a voucher's acceptance keeps between the claim it waits for and a pending withdrawal's
+/// finalization: a claim transaction's time to be mined, and the clocks' difference.
+pub const WITHDRAWAL_MARGIN: Duration = Duration::from_secs(60);
+
 /// The `batch-settlement` scheme (payment channels), server side: a buyer deposits once, then
 /// pays each request with a voucher the server checks locally — one ECDSA recovery against the
 /// channel's committed payer authorizer, no facilitator call — and counts once in its
@@ -102,6 +109,10 @@ struct Inner {
     owner: String,
     hold_lease: Duration,
     fresh_for: Option<Duration>,
+    /// How long this server may take to claim a channel (its claim interval, or its withdrawal
+    /// watch's period plus a claim's time): a voucher is accepted only while the channel's
+    /// pending withdrawal cannot finalize before that.
+    claim_within: Duration,
     /// The server's own receiver-authorizer key, when it has one.
     authorizer: Option<Arc<dyn ClaimAuthorizer>>,
     /// Reads the contract, to resolve a refund whose `/settle` answer was lost.
@@ -122,6 +133,7 @@ impl BatchSettlement {
                 owner: owner.iter().map(|byte| format!("{byte:02x}")).collect(),
                 hold_lease: Duration::from_secs(120),
                 fresh_for: None,
+                claim_within: DEFAULT_CLAIM_WITHIN,
                 authorizer: None,
                 chain: None,
                 pending: Mutex::default(),
@@ -148,6 +160,23 @@ impl BatchSettlement {
     /// past it, the voucher goes to the facilitator's `/verify`, whose answer refreshes it.
     pub fn fresh_for(self, ttl: Duration) -> Self {
         self.configure(|inner| inner.fresh_for = Some(ttl))
+    }
+
+    /// How long this server may take, at most, to claim a channel once it has charges on it
+    /// (default 3 minutes: the [`Claimer`](crate::Claimer)'s default interval of one minute plus
+    /// a claim's lease of two): its claim interval without a withdrawal watch, else the watch's
+    /// period plus the time a claim takes.
+    ///
+    /// A payer's timed withdrawal takes back, once its delay has passed, whatever the server has
+    /// not claimed. A voucher is therefore accepted only while the channel's pending withdrawal,
+    /// if any, cannot finalize before `now + within` (and a margin of
+    /// [`WITHDRAWAL_MARGIN`](crate::WITHDRAWAL_MARGIN)); past that it is refused with
+    /// `invalid_batch_settlement_evm_withdrawal_pending` and the channel, mirrored with its
+    /// withdrawal, is claimed by the next [`Claimer::tick`](crate::Claimer::tick). Vouchers
+    /// checked locally are also capped at the balance less the pending withdrawal (above it,
+    /// the facilitator's `/verify` decides).
+    pub fn claim_within(self, within: Duration) -> Self {
+        self.configure(|inner| inner.claim_within = within)
     }
 
     /// The server's own receiver-authorizer key: refunds of channels naming its address carry
