@@ -21,6 +21,18 @@
 //! the channels are kept in PostgreSQL (the table is created when missing), so several
 //! instances share them; otherwise in memory.
 //!
+//! Every server paid to one receiver must share one channel store: without `--database-url` the
+//! example warns, and holds an exclusive lock on its receiver (a file in the temporary
+//! directory), so that a second process paid to the same receiver with its own memory refuses
+//! to start instead of serving a voucher the first already counted.
+//!
+//! A payer may withdraw whatever the server has not claimed once the channel's withdrawal delay
+//! (900 s) has passed. A voucher is refused when the channel's pending withdrawal may finalize
+//! before the next claim could land; without `--rpc-url` the server learns of a withdrawal only
+//! from the facilitator's `/verify`, so a `--claim-every` that is not well inside the delay (at
+//! most half of it) is warned about at start: charges accepted before a withdrawal nobody sees
+//! are lost when it finalizes.
+//!
 //! Served with the limits of `examples/serve/mod.rs`; on SIGTERM or Ctrl-C the requests in
 //! progress finish, then every outstanding voucher is claimed and swept before the process
 //! exits 0. The first line on stdout is `listening on http://ADDR`.
@@ -42,8 +54,8 @@ use tower_x402::payment::Payments;
 use tower_x402::proto::{AtomicAmount, Network, ResourceInfo, UsdcDeployment};
 use tower_x402::{Charge, Offer, Price, SettlementMode, X402Layer};
 use tower_x402_channels::{
-    BatchSettlement, ChannelOffer, ChannelStore, ClaimPolicy, Claimer, MemoryChannelStore,
-    RpcChainReader,
+    BatchSettlement, ChannelOffer, ChannelStore, ClaimPolicy, Claimer, MIN_WITHDRAW_DELAY,
+    MemoryChannelStore, RpcChainReader,
 };
 use tower_x402_postgres::PostgresChannelStore;
 use tower_x402_sandbox::demo;
@@ -70,7 +82,8 @@ struct Args {
     )]
     pay_to: String,
     /// Keep the channels in this PostgreSQL database (shared by every instance using it);
-    /// in memory when absent.
+    /// in memory when absent. Every server paid to one receiver must share one channel store:
+    /// without it, a second process on the same receiver refuses to start.
     #[arg(long, value_name = "postgres://…")]
     database_url: Option<String>,
     /// An Ethereum JSON-RPC endpoint of Base, to watch the channels with unclaimed charges for a
@@ -78,7 +91,8 @@ struct Args {
     #[arg(long, value_name = "URL")]
     rpc_url: Option<String>,
     /// Seconds between two claims of every channel with unclaimed charges (each followed by a
-    /// sweep).
+    /// sweep). Without --rpc-url, keep it at most half the channels' withdrawal delay (900 s):
+    /// charges not claimed when a payer's withdrawal finalizes are lost.
     #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     claim_every: u64,
     #[command(flatten)]
@@ -101,17 +115,23 @@ async fn main() -> ExitCode {
 async fn run(args: Args) -> Result<(), String> {
     let (listener, address) = serve::listen(&args.listen).await?;
     let facilitator = demo::facilitator_or_sandbox(args.facilitator.as_deref())?;
+    // The facilitator's receiver authorizer signs the claims and refunds.
+    let terms = ChannelOffer::from_facilitator(&facilitator, &Network::BASE)
+        .await
+        .map_err(|e| format!("offer: {e}"))?;
     let store: Arc<dyn ChannelStore> = match &args.database_url {
         Some(url) => Arc::new(postgres(url).await?),
-        None => Arc::new(MemoryChannelStore::default()),
+        None => Arc::new(memory(&args.pay_to, terms.receiver_authorizer())?),
     };
+    let claim_within = claim_within(&args);
 
     let mut claimer = Claimer::new(Arc::clone(&store), Arc::clone(&facilitator)).policy(
         ClaimPolicy::default()
             .every(Duration::from_secs(args.claim_every))
             .on_withdrawal(args.rpc_url.is_some()),
     );
-    let mut scheme = BatchSettlement::new(Arc::clone(&store), Arc::clone(&facilitator));
+    let mut scheme = BatchSettlement::new(Arc::clone(&store), Arc::clone(&facilitator))
+        .claim_within(claim_within);
     if let Some(url) = &args.rpc_url {
         claimer = claimer.chain(RpcChainReader::new(url).map_err(|e| format!("--rpc-url: {e}"))?);
         // A refund whose answer is lost is resolved on the same chain.
@@ -119,10 +139,6 @@ async fn run(args: Args) -> Result<(), String> {
     }
 
     let payments = scheme.register(Payments::new(Arc::clone(&facilitator)));
-    // The facilitator's receiver authorizer signs the claims and refunds.
-    let terms = ChannelOffer::from_facilitator(&facilitator, &Network::BASE)
-        .await
-        .map_err(|e| format!("offer: {e}"))?;
     let offer = Offer::builder(ResourceInfo::new(format!("http://{address}/v1/rows")))
         .accept(terms.usdc(&UsdcDeployment::BASE, AtomicAmount(MAXIMUM), &args.pay_to))
         .settlement(SettlementMode::After)
@@ -178,6 +194,46 @@ async fn postgres(url: &str) -> Result<PostgresChannelStore, String> {
         .await
         .map_err(|e| format!("creating the tables: {e}"))?;
     Ok(PostgresChannelStore::new(pool))
+}
+
+/// The channels of `pay_to` in this process's memory, with the receiver's lock: a second
+/// process paid to the same receiver with its own memory would serve vouchers again.
+fn memory(pay_to: &str, receiver_authorizer: &str) -> Result<MemoryChannelStore, String> {
+    let store = MemoryChannelStore::exclusive(&Network::BASE, pay_to, receiver_authorizer)
+        .map_err(|e| {
+            format!(
+                "channel store: {e}; give every server of this receiver the same --database-url"
+            )
+        })?;
+    tracing::warn!(
+        lock = %store.lock_file().map(|path| path.display().to_string()).unwrap_or_default(),
+        "no --database-url: channels are kept in this process's memory, lost on exit (unclaimed vouchers are forfeited) and not shared: every server paid to {pay_to} must share one channel store, so no other process on this receiver may run"
+    );
+    Ok(store)
+}
+
+/// How long this server may take to claim a channel: the claim interval without a withdrawal
+/// watch, the watch's 30 s with one, plus a claim's lease (2 minutes). Warns when, without a
+/// watch, the interval is not well inside the channels' withdrawal delay.
+fn claim_within(args: &Args) -> Duration {
+    const CLAIM_LEASE: u64 = 120;
+    const WATCH_EVERY: u64 = 30;
+    let delay = MIN_WITHDRAW_DELAY;
+    if args.rpc_url.is_none() && args.claim_every.saturating_mul(2) > delay {
+        tracing::error!(
+            claim_every = args.claim_every,
+            withdraw_delay = delay,
+            "--claim-every {}s is not well inside the channels' withdrawal delay of {delay}s, and without --rpc-url no withdrawal is watched: a payer who starts a withdrawal after paying takes back, when it finalizes, whatever was not claimed by then. Use --claim-every {} or less, or --rpc-url",
+            args.claim_every,
+            delay / 2
+        );
+    }
+    let every = if args.rpc_url.is_some() {
+        WATCH_EVERY.min(args.claim_every)
+    } else {
+        args.claim_every
+    };
+    Duration::from_secs(every.saturating_add(CLAIM_LEASE))
 }
 
 /// Why a query names no count of rows this route sells.

@@ -48,6 +48,7 @@ mod claim;
 #[cfg(any(test, feature = "test-util"))]
 mod conformance;
 mod memory;
+mod receiver_lock;
 mod scheme;
 mod store;
 mod typed;

@@ -1,0 +1,147 @@
+//! What the `channels` example tells and refuses an operator, driven as real processes (the
+//! built `examples/channels` binary, in `CARGO_TARGET_DIR` when set) against a sandbox
+//! facilitator served from this test: a second process paid to the same receiver with a memory
+//! store of its own refuses to start (it would serve vouchers the first already counted) until
+//! the first has exited; without `--rpc-url`, a claim interval not well inside the channels'
+//! withdrawal delay is warned about at start, as is running without `--database-url`.
+
+use std::io::{BufRead as _, BufReader, Read as _};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use tower_x402_sandbox::SandboxFacilitator;
+
+const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
+
+/// The example binary of this test's profile: in `CARGO_TARGET_DIR` when it is set (the test
+/// executable may live in a separate build directory), else beside the test's own profile.
+fn binary() -> PathBuf {
+    let test = std::env::current_exe().unwrap();
+    let profile_dir = test.parent().and_then(|deps| deps.parent()).unwrap();
+    let profile = profile_dir.file_name().unwrap();
+    let binary = match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(target) => PathBuf::from(target).join(profile).join("examples/channels"),
+        None => profile_dir.join("examples/channels"),
+    };
+    assert!(
+        binary.exists(),
+        "{} is not built: run `cargo build --example channels` first",
+        binary.display()
+    );
+    binary
+}
+
+/// The example started with `args`, its stdout and stderr piped.
+fn spawn(args: &[&str]) -> Child {
+    Command::new(binary())
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The example started with `args`, once it printed its `listening on` line; and what it wrote
+/// on stderr until then (read on a thread of its own, whole once the process exits).
+async fn start(args: &[&str]) -> (Child, std::thread::JoinHandle<String>) {
+    let mut child = spawn(args);
+    let stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let errors = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).map(|_| line)
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(line.starts_with("listening on "), "channels printed {line:?}");
+    (child, errors)
+}
+
+/// Waits (up to 30 s) for `child` to exit.
+async fn exited(child: &mut Child) -> ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "still running after 30 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Sends SIGTERM and waits for the exit.
+async fn terminate(child: &mut Child) -> ExitStatus {
+    let sent = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill -TERM failed");
+    exited(child).await
+}
+
+async fn serve(sandbox: &SandboxFacilitator) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(sandbox.clone().serve(listener));
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_process_on_the_same_receiver_with_its_own_memory_refuses_to_start() {
+    let sandbox = SandboxFacilitator::new();
+    let facilitator = serve(&sandbox).await;
+    let args = ["--facilitator", &facilitator, "--pay-to", PAY_TO];
+    let (mut first, first_errors) = start(&args).await;
+
+    let mut second = spawn(&args);
+    let status = exited(&mut second).await;
+    let mut errors = String::new();
+    second
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut errors)
+        .unwrap();
+    assert!(!status.success(), "the second process ran: {errors}");
+    assert!(
+        errors.contains("another process keeps the channels of receiver")
+            && errors.contains("--database-url"),
+        "{errors}"
+    );
+
+    // The first serves on; once it exited, the receiver is free again.
+    assert!(first.try_wait().unwrap().is_none(), "the first stopped");
+    assert!(terminate(&mut first).await.success());
+    let warned = first_errors.join().unwrap();
+    assert!(warned.contains("no --database-url"), "{warned}");
+    let (mut again, _) = start(&args).await;
+    assert!(terminate(&mut again).await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_interval_beyond_the_withdrawal_delay_without_a_watch_is_warned_about() {
+    let sandbox = SandboxFacilitator::new();
+    let facilitator = serve(&sandbox).await;
+    let base = ["--facilitator", &facilitator, "--pay-to", PAY_TO];
+    let (mut long, errors) = start(&[&base[..], &["--claim-every", "3600"]].concat()).await;
+    assert!(terminate(&mut long).await.success());
+    let errors = errors.join().unwrap();
+    assert!(
+        errors.contains("is not well inside the channels' withdrawal delay of 900s"),
+        "{errors}"
+    );
+
+    let (mut short, errors) = start(&[&base[..], &["--claim-every", "60"]].concat()).await;
+    assert!(terminate(&mut short).await.success());
+    let errors = errors.join().unwrap();
+    assert!(!errors.contains("withdrawal delay"), "{errors}");
+}
