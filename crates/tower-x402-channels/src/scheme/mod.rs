@@ -66,7 +66,13 @@ pub const WITHDRAWAL_MARGIN: Duration = Duration::from_secs(60);
 ///
 /// A voucher signed on another cumulative than the channel's (a replay, a buyer out of step)
 /// is refused with the corrective 402: the accept carries `channelState` and `voucherState` so
-/// the buyer can re-sync. A request on a channel another request is being served on is refused
+/// the buyer can re-sync — only when the voucher is signed by the channel's payer authorizer;
+/// anyone else gets a plain refusal (`invalid_batch_settlement_evm_voucher_signature`) and
+/// nothing of the channel. A refund whose voucher is the one the server holds (the one a
+/// corrective 402 shows) is refused (`invalid_batch_settlement_evm_refund_voucher_not_fresh`):
+/// nothing the server ever sent is a refund's proof. A voucher on a channel whose pending
+/// withdrawal may finalize before a claim is refused: see [`claim_within`](Self::claim_within).
+/// The crate's README says where this goes beyond the specification. A request on a channel another request is being served on is refused
 /// at once with `invalid_batch_settlement_evm_channel_busy` (503, the same payment may be sent
 /// again).
 ///
