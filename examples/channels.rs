@@ -17,7 +17,10 @@
 //! verifies the deposits and settles the claims. Every `--claim-every` seconds (default 60) the
 //! latest voucher of every channel with unclaimed charges is claimed in one batch, then swept to
 //! `--pay-to`. With `--rpc-url` the channels with unclaimed charges are also watched on that
-//! chain for a pending withdrawal, and claimed at once when one starts. With `--database-url`
+//! chain for a pending withdrawal, and claimed at once when one starts, and a deposit whose
+//! `/settle` answer was lost is looked up on chain (the token's `authorizationState`) when the
+//! buyer sends it again: served once found, instead of 503 until the buyer deposits a second
+//! time (without `--rpc-url` it stays in doubt, 503). With `--database-url`
 //! the channels are kept in PostgreSQL (the table is created when missing), so several
 //! instances share them; otherwise in memory.
 //!
@@ -54,8 +57,8 @@ use tower_x402::payment::Payments;
 use tower_x402::proto::{AtomicAmount, Network, ResourceInfo, UsdcDeployment};
 use tower_x402::{Charge, Offer, Price, SettlementMode, X402Layer};
 use tower_x402_channels::{
-    BatchSettlement, ChannelOffer, ChannelStore, ClaimPolicy, Claimer, MIN_WITHDRAW_DELAY,
-    MemoryChannelStore, RpcChainReader,
+    BatchSettlement, ChannelOffer, ChannelStore, ClaimPolicy, Claimer, DepositReconciler,
+    MIN_WITHDRAW_DELAY, MemoryChannelStore, RpcChainReader,
 };
 use tower_x402_postgres::PostgresChannelStore;
 use tower_x402_sandbox::demo;
@@ -87,7 +90,8 @@ struct Args {
     #[arg(long, value_name = "postgres://…")]
     database_url: Option<String>,
     /// An Ethereum JSON-RPC endpoint of Base, to watch the channels with unclaimed charges for a
-    /// pending withdrawal (claimed at once) and to resolve a claim whose answer was lost.
+    /// pending withdrawal (claimed at once), to resolve a claim or refund whose answer was lost,
+    /// and to recover a deposit whose settlement answer was lost when the buyer sends it again.
     #[arg(long, value_name = "URL")]
     rpc_url: Option<String>,
     /// Seconds between two claims of every channel with unclaimed charges (each followed by a
@@ -138,7 +142,13 @@ async fn run(args: Args) -> Result<(), String> {
         scheme = scheme.chain(RpcChainReader::new(url).map_err(|e| format!("--rpc-url: {e}"))?);
     }
 
-    let payments = scheme.register(Payments::new(Arc::clone(&facilitator)));
+    let mut core = Payments::new(Arc::clone(&facilitator));
+    if let Some(url) = &args.rpc_url {
+        // A deposit whose `/settle` answer was lost is looked up on chain when the buyer sends it
+        // again: served once found, never left for the buyer to deposit a second time.
+        core = core.reconciler(DepositReconciler::new(url).map_err(|e| format!("--rpc-url: {e}"))?);
+    }
+    let payments = scheme.register(core);
     let offer = Offer::builder(ResourceInfo::new(format!("http://{address}/v1/rows")))
         .accept(terms.usdc(&UsdcDeployment::BASE, AtomicAmount(MAXIMUM), &args.pay_to))
         .settlement(SettlementMode::After)

@@ -24,6 +24,8 @@ use crate::store::ChannelStore;
 use crate::wire::BATCH_SETTLEMENT_SCHEME;
 use flow::Pending;
 pub use offer::{ChannelOffer, ChannelOfferError, MAX_WITHDRAW_DELAY, MIN_WITHDRAW_DELAY};
+#[cfg(feature = "rpc")]
+pub(crate) use payload::deposit_facts;
 use payload::{BuyerPayload, Kind};
 
 /// [`BatchSettlement::claim_within`]'s default.
