@@ -13,7 +13,9 @@ check's SIGTERM is what claims and sweeps every outstanding voucher.
 
 The environment (set by `run.sh`): `X402_CHANNELS` (the example's URL), `X402_CHANNELS_PID` (its
 process id, for the SIGTERM), `X402_CHANNELS_PAY_TO` (its `--pay-to`, a receiver no other
-service uses), `X402_SANDBOX_FACILITATOR`.
+service uses), `X402_SANDBOX_FACILITATOR`; `X402_CHANNELS_LOST` and `X402_CHANNELS_LOST_RPC`: a
+second `channels` example, with `--rpc-url`, against the faulty facilitator whose first `/settle`
+settles and loses its answer, and that facilitator's chain view.
 """
 
 from __future__ import annotations
@@ -361,6 +363,32 @@ def register(suite: Suite) -> None:
         expect_rows(more, 2)
         books.charged[channel_id] = charged + 2 * ROW
         expect_channel_response(more, 2 * ROW, charged + 2 * ROW, channel_id)
+
+    @suite.check("channels_a_lost_deposit_answer_ends_in_service_with_one_deposit")
+    async def _lost_deposit() -> None:
+        # The faulty facilitator settles the deposit and loses its answer: the example answers
+        # 503 (never 402); the same deposit sent again is found on chain (--rpc-url) and served.
+        lost_url = os.environ["X402_CHANNELS_LOST"]
+        lost_chain = Contract(os.environ["X402_CHANNELS_LOST_RPC"])
+        buyer = ChannelBuyer(os.environ["X402_CHANNELS_LOST_RPC"])
+        first = await buyer.buy(rows_url(lost_url, 2))
+        expect(first.response.status_code == 503,
+               f"the deposit whose answer was lost: HTTP {first.response.status_code}")
+        deposits = [p for p in first.signed if p.payload.get("type") == "deposit"]
+        expect(len(deposits) == 1, f"the client signed {[p.payload.get('type') for p in first.signed]}")
+        channel_id = channel_id_of(deposits[0])
+        deposited, _ = lost_chain.channel(channel_id)
+        expect(deposited > 0, "the deposit did not move")
+        headers = {"PAYMENT-SIGNATURE": encode_payment_signature_header(deposits[0])}
+        again = httpx.get(rows_url(lost_url, 2), headers=headers, timeout=TIMEOUT_SECONDS)
+        expect(again.status_code == 200 and again.json() == [{"row": 0}, {"row": 1}],
+               f"the same deposit sent again: HTTP {again.status_code} {again.text}")
+        # The buyer's client, which never saw the deposit's answer, buys on: the server re-syncs
+        # it rather than take a second deposit.
+        more = await buyer.buy(rows_url(lost_url, 1))
+        expect_rows(more, 1)
+        balance, _ = lost_chain.channel(channel_id)
+        expect(balance == deposited, f"channels({channel_id}).balance {balance}, one deposit of {deposited}")
 
     @suite.check("channels_sigterm_claims_and_sweeps_every_voucher", "channels_deposit_then_vouchers")
     def _sigterm() -> None:
