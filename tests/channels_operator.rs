@@ -39,21 +39,48 @@ fn binary() -> PathBuf {
     binary
 }
 
+/// A running example, killed when dropped (a failed assertion leaves no process behind).
+struct Example(Child);
+
+impl std::ops::Deref for Example {
+    type Target = Child;
+
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Example {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Example {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// The example started with `args`, its stdout and stderr piped.
-fn spawn(args: &[&str]) -> Child {
-    Command::new(binary())
+fn spawn(args: &[&str]) -> Example {
+    let child = Command::new(binary())
         .args(["--listen", "127.0.0.1:0"])
         .args(args)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap()
+        .unwrap();
+    Example(child)
 }
 
 /// The example started with `args`, once it printed its `listening on` line: the process, its
 /// base URL, and what it writes on stderr (read on a thread of its own, whole once it exits).
-async fn start(args: &[&str]) -> (Child, String, std::thread::JoinHandle<String>) {
+async fn start(args: &[&str]) -> (Example, String, std::thread::JoinHandle<String>) {
     let mut child = spawn(args);
     let stdout = child.stdout.take().unwrap();
     let mut stderr = child.stderr.take().unwrap();
