@@ -17,9 +17,24 @@
 //! verifies the deposits and settles the claims. Every `--claim-every` seconds (default 60) the
 //! latest voucher of every channel with unclaimed charges is claimed in one batch, then swept to
 //! `--pay-to`. With `--rpc-url` the channels with unclaimed charges are also watched on that
-//! chain for a pending withdrawal, and claimed at once when one starts. With `--database-url`
+//! chain for a pending withdrawal, and claimed at once when one starts, and a deposit whose
+//! `/settle` answer was lost is looked up on chain (the token's `authorizationState`) when the
+//! buyer sends it again: served once found, instead of 503 until the buyer deposits a second
+//! time (without `--rpc-url` it stays in doubt, 503). With `--database-url`
 //! the channels are kept in PostgreSQL (the table is created when missing), so several
 //! instances share them; otherwise in memory.
+//!
+//! Every server paid to one receiver must share one channel store: without `--database-url` the
+//! example warns, and holds an exclusive lock on its receiver (a file in the temporary
+//! directory), so that a second process paid to the same receiver with its own memory refuses
+//! to start instead of serving a voucher the first already counted.
+//!
+//! A payer may withdraw whatever the server has not claimed once the channel's withdrawal delay
+//! (900 s) has passed. A voucher is refused when the channel's pending withdrawal may finalize
+//! before the next claim could land; without `--rpc-url` the server learns of a withdrawal only
+//! from the facilitator's `/verify`, so a `--claim-every` that is not well inside the delay (at
+//! most half of it) is warned about at start: charges accepted before a withdrawal nobody sees
+//! are lost when it finalizes.
 //!
 //! Served with the limits of `examples/serve/mod.rs`; on SIGTERM or Ctrl-C the requests in
 //! progress finish, then every outstanding voucher is claimed and swept: a claim under another
@@ -48,7 +63,7 @@ use tower_x402::proto::{AtomicAmount, Network, ResourceInfo, UsdcDeployment};
 use tower_x402::{Charge, Offer, Price, SettlementMode, X402Layer};
 use tower_x402_channels::{
     BatchSettlement, ChannelOffer, ChannelStore, ClaimPolicy, ClaimReport, Claimer,
-    MemoryChannelStore, RpcChainReader,
+    DepositReconciler, MIN_WITHDRAW_DELAY, MemoryChannelStore, RpcChainReader,
 };
 use tower_x402_postgres::PostgresChannelStore;
 use tower_x402_sandbox::demo;
@@ -76,15 +91,18 @@ struct Args {
     )]
     pay_to: String,
     /// Keep the channels in this PostgreSQL database (shared by every instance using it);
-    /// in memory when absent.
+    /// in memory when absent. Every server paid to one receiver must share one channel store:
+    /// without it, a second process on the same receiver refuses to start.
     #[arg(long, value_name = "postgres://…")]
     database_url: Option<String>,
     /// An Ethereum JSON-RPC endpoint of Base, to watch the channels with unclaimed charges for a
-    /// pending withdrawal (claimed at once) and to resolve a claim whose answer was lost.
+    /// pending withdrawal (claimed at once), to resolve a claim or refund whose answer was lost,
+    /// and to recover a deposit whose settlement answer was lost when the buyer sends it again.
     #[arg(long, value_name = "URL")]
     rpc_url: Option<String>,
     /// Seconds between two claims of every channel with unclaimed charges (each followed by a
-    /// sweep).
+    /// sweep). Without --rpc-url, keep it at most half the channels' withdrawal delay (900 s):
+    /// charges not claimed when a payer's withdrawal finalizes are lost.
     #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     claim_every: u64,
     /// Seconds a claim is its instance's before another may resolve it (longer than a claim
@@ -112,10 +130,15 @@ async fn main() -> ExitCode {
 async fn run(args: Args) -> Result<(), String> {
     let (listener, address) = serve::listen(&args.listen).await?;
     let facilitator = demo::facilitator_or_sandbox(args.facilitator.as_deref())?;
+    // The facilitator's receiver authorizer signs the claims and refunds.
+    let terms = ChannelOffer::from_facilitator(&facilitator, &Network::BASE)
+        .await
+        .map_err(|e| format!("offer: {e}"))?;
     let store: Arc<dyn ChannelStore> = match &args.database_url {
         Some(url) => Arc::new(postgres(url).await?),
-        None => Arc::new(MemoryChannelStore::default()),
+        None => Arc::new(memory(&args.pay_to, terms.receiver_authorizer())?),
     };
+    let claim_within = claim_within(&args);
 
     let lease = Duration::from_secs(args.claim_lease);
     let mut claimer = Claimer::new(Arc::clone(&store), Arc::clone(&facilitator))
@@ -128,18 +151,21 @@ async fn run(args: Args) -> Result<(), String> {
         )
         // What cooperative refunds claimed is swept on the way out too.
         .sweeps_for(&Network::BASE, &args.pay_to, UsdcDeployment::BASE.asset);
-    let mut scheme = BatchSettlement::new(Arc::clone(&store), Arc::clone(&facilitator));
+    let mut scheme = BatchSettlement::new(Arc::clone(&store), Arc::clone(&facilitator))
+        .claim_within(claim_within);
     if let Some(url) = &args.rpc_url {
         claimer = claimer.chain(RpcChainReader::new(url).map_err(|e| format!("--rpc-url: {e}"))?);
         // A refund whose answer is lost is resolved on the same chain.
         scheme = scheme.chain(RpcChainReader::new(url).map_err(|e| format!("--rpc-url: {e}"))?);
     }
 
-    let payments = scheme.register(Payments::new(Arc::clone(&facilitator)));
-    // The facilitator's receiver authorizer signs the claims and refunds.
-    let terms = ChannelOffer::from_facilitator(&facilitator, &Network::BASE)
-        .await
-        .map_err(|e| format!("offer: {e}"))?;
+    let mut core = Payments::new(Arc::clone(&facilitator));
+    if let Some(url) = &args.rpc_url {
+        // A deposit whose `/settle` answer was lost is looked up on chain when the buyer sends it
+        // again: served once found, never left for the buyer to deposit a second time.
+        core = core.reconciler(DepositReconciler::new(url).map_err(|e| format!("--rpc-url: {e}"))?);
+    }
+    let payments = scheme.register(core);
     let offer = Offer::builder(ResourceInfo::new(format!("http://{address}/v1/rows")))
         .accept(terms.usdc(&UsdcDeployment::BASE, AtomicAmount(MAXIMUM), &args.pay_to))
         .settlement(SettlementMode::After)
@@ -213,6 +239,46 @@ async fn postgres(url: &str) -> Result<PostgresChannelStore, String> {
         .await
         .map_err(|e| format!("creating the tables: {e}"))?;
     Ok(PostgresChannelStore::new(pool))
+}
+
+/// The channels of `pay_to` in this process's memory, with the receiver's lock: a second
+/// process paid to the same receiver with its own memory would serve vouchers again.
+fn memory(pay_to: &str, receiver_authorizer: &str) -> Result<MemoryChannelStore, String> {
+    let store = MemoryChannelStore::exclusive(&Network::BASE, pay_to, receiver_authorizer)
+        .map_err(|e| {
+            format!(
+                "channel store: {e}; give every server of this receiver the same --database-url"
+            )
+        })?;
+    tracing::warn!(
+        lock = %store.lock_file().map(|path| path.display().to_string()).unwrap_or_default(),
+        "no --database-url: channels are kept in this process's memory, lost on exit (unclaimed vouchers are forfeited) and not shared: every server paid to {pay_to} must share one channel store, so no other process on this receiver may run"
+    );
+    Ok(store)
+}
+
+/// How long this server may take to claim a channel: the claim interval without a withdrawal
+/// watch, the watch's 30 s with one, plus a claim's lease (2 minutes). Warns when, without a
+/// watch, the interval is not well inside the channels' withdrawal delay.
+fn claim_within(args: &Args) -> Duration {
+    const CLAIM_LEASE: u64 = 120;
+    const WATCH_EVERY: u64 = 30;
+    let delay = MIN_WITHDRAW_DELAY;
+    if args.rpc_url.is_none() && args.claim_every.saturating_mul(2) > delay {
+        tracing::error!(
+            claim_every = args.claim_every,
+            withdraw_delay = delay,
+            "--claim-every {}s is not well inside the channels' withdrawal delay of {delay}s, and without --rpc-url no withdrawal is watched: a payer who starts a withdrawal after paying takes back, when it finalizes, whatever was not claimed by then. Use --claim-every {} or less, or --rpc-url",
+            args.claim_every,
+            delay / 2
+        );
+    }
+    let every = if args.rpc_url.is_some() {
+        WATCH_EVERY.min(args.claim_every)
+    } else {
+        args.claim_every
+    };
+    Duration::from_secs(every.saturating_add(CLAIM_LEASE))
 }
 
 /// Why a query names no count of rows this route sells.

@@ -17,7 +17,9 @@ every outstanding voucher.
 
 The environment (set by `run.sh`): `X402_CHANNELS` (the example's URL), `X402_CHANNELS_PID` (its
 process id, for the SIGTERM), `X402_CHANNELS_PAY_TO` (its `--pay-to`, a receiver no other
-service uses), `X402_SANDBOX_FACILITATOR`.
+service uses), `X402_SANDBOX_FACILITATOR`; `X402_CHANNELS_LOST` and `X402_CHANNELS_LOST_RPC`: a
+second `channels` example, with `--rpc-url`, against the faulty facilitator whose first `/settle`
+settles and loses its answer, and that facilitator's chain view.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from x402.http import (
     PAYMENT_RESPONSE_HEADER,
     decode_payment_required_header,
     decode_payment_response_header,
+    encode_payment_signature_header,
 )
 from x402.http.clients.httpx import x402HttpxClient
 from x402.mechanisms.evm.batch_settlement import (
@@ -46,8 +49,9 @@ from x402.mechanisms.evm.batch_settlement import (
 )
 from x402.mechanisms.evm.batch_settlement.abi import BATCH_SETTLEMENT_ABI
 from x402.mechanisms.evm.batch_settlement.client import BatchSettlementEvmScheme
+from x402.mechanisms.evm.batch_settlement.client.voucher import sign_voucher
 from x402.mechanisms.evm.batch_settlement.errors import ERR_CUMULATIVE_AMOUNT_MISMATCH
-from x402.mechanisms.evm.signers import EthAccountSignerWithRPC
+from x402.mechanisms.evm.signers import EthAccountSigner, EthAccountSignerWithRPC
 from x402.schemas import PaymentPayload, PaymentRequired, SettleResponse, SupportedResponse
 
 from ledger import BASE_USDC
@@ -330,6 +334,78 @@ def register(suite: Suite) -> None:
         expect(kinds == ["deposit"] and channel_id_of(paid.signed[0]) == channel_id,
                f"the client paid with {kinds} on {[channel_id_of(p) for p in paid.signed]}")
         expect_channel_response(paid, 3 * ROW, books.charged[channel_id], channel_id)
+
+    @suite.check("channels_a_stranger_gets_no_state_and_refunds_nothing", "channels_deposit_then_vouchers")
+    async def _stranger() -> None:
+        # A buyer pays a full-price request: the voucher the server holds is signed on exactly
+        # what was charged, as a refund's voucher is.
+        buyer = ChannelBuyer(rpc)
+        opened = await buyer.buy(rows_url(channels, 1))
+        expect_rows(opened, 1)
+        full = await buyer.buy(rows_url(channels, MOST_ROWS))
+        expect_rows(full, MOST_ROWS)
+        channel_id = channel_id_of(full.signed[-1])
+        charged = ROW + MOST_ROWS * ROW
+        books.charged[channel_id] = charged
+        held = full.signed[-1].payload["voucher"]
+        expect(held["maxClaimableAmount"] == str(charged), f"the full-price voucher {held}")
+        config = full.signed[-1].payload["channelConfig"]
+        accepted = full.signed[-1].accepted
+        before = contract.channel(channel_id)
+
+        def send(payload: dict[str, Any]) -> httpx.Response:
+            payment = PaymentPayload(x402_version=2, accepted=accepted, payload=payload)
+            headers = {"PAYMENT-SIGNATURE": encode_payment_signature_header(payment)}
+            return httpx.get(rows_url(channels, 1), headers=headers, timeout=TIMEOUT_SECONDS)
+
+        # A stranger's voucher on the buyer's channel: refused, and shown nothing of it.
+        stranger = EthAccountSigner(Account.create())
+        forged = sign_voucher(stranger, channel_id, MAXIMUM, BASE).to_dict()
+        probed = send({"type": "voucher", "channelConfig": config, "voucher": forged})
+        expect(probed.status_code == 402, f"a stranger's voucher: HTTP {probed.status_code}")
+        required = decode_payment_required_header(probed.headers[PAYMENT_REQUIRED_HEADER])
+        extra = required.accepts[0].extra or {}
+        expect("channelState" not in extra and "voucherState" not in extra,
+               f"a stranger was shown the channel: {extra}")
+        expect(required.error != ERR_CUMULATIVE_AMOUNT_MISMATCH, f"the stranger's 402: {required.error}")
+        # A refund carrying the voucher the server holds (what a corrective 402 used to hand
+        # anyone): refused, nothing moves.
+        refund = send({"type": "refund", "channelConfig": config, "voucher": held})
+        expect(refund.status_code == 402, f"a replayed refund: HTTP {refund.status_code}")
+        expect(PAYMENT_RESPONSE_HEADER not in refund.headers, f"a replayed refund settled: {dict(refund.headers)}")
+        expect(contract.channel(channel_id) == before,
+               f"channels({channel_id}) went from {before} to {contract.channel(channel_id)}")
+        # The buyer goes on.
+        more = await buyer.buy(rows_url(channels, 2))
+        expect_rows(more, 2)
+        books.charged[channel_id] = charged + 2 * ROW
+        expect_channel_response(more, 2 * ROW, charged + 2 * ROW, channel_id)
+
+    @suite.check("channels_a_lost_deposit_answer_ends_in_service_with_one_deposit")
+    async def _lost_deposit() -> None:
+        # The faulty facilitator settles the deposit and loses its answer: the example answers
+        # 503 (never 402); the same deposit sent again is found on chain (--rpc-url) and served.
+        lost_url = os.environ["X402_CHANNELS_LOST"]
+        lost_chain = Contract(os.environ["X402_CHANNELS_LOST_RPC"])
+        buyer = ChannelBuyer(os.environ["X402_CHANNELS_LOST_RPC"])
+        first = await buyer.buy(rows_url(lost_url, 2))
+        expect(first.response.status_code == 503,
+               f"the deposit whose answer was lost: HTTP {first.response.status_code}")
+        deposits = [p for p in first.signed if p.payload.get("type") == "deposit"]
+        expect(len(deposits) == 1, f"the client signed {[p.payload.get('type') for p in first.signed]}")
+        channel_id = channel_id_of(deposits[0])
+        deposited, _ = lost_chain.channel(channel_id)
+        expect(deposited > 0, "the deposit did not move")
+        headers = {"PAYMENT-SIGNATURE": encode_payment_signature_header(deposits[0])}
+        again = httpx.get(rows_url(lost_url, 2), headers=headers, timeout=TIMEOUT_SECONDS)
+        expect(again.status_code == 200 and again.json() == [{"row": 0}, {"row": 1}],
+               f"the same deposit sent again: HTTP {again.status_code} {again.text}")
+        # The buyer's client, which never saw the deposit's answer, buys on: the server re-syncs
+        # it rather than take a second deposit.
+        more = await buyer.buy(rows_url(lost_url, 1))
+        expect_rows(more, 1)
+        balance, _ = lost_chain.channel(channel_id)
+        expect(balance == deposited, f"channels({channel_id}).balance {balance}, one deposit of {deposited}")
 
     @suite.check("channels_a_payer_withdraws_what_was_charged", "channels_deposit_then_vouchers")
     async def _poison() -> None:

@@ -6,7 +6,8 @@
 #   - a Python facilitator made of the official SDK (facilitator.py),
 #   - three stores: embedded sandbox (demo), sandbox facilitator over HTTP (live),
 #     Python facilitator over HTTP (live),
-#   - the metered, paid_mcp and channels examples (and builds the x402-buyer package's siwx-proof, run by
+#   - the metered, paid_mcp and channels examples (channels twice: the second with --rpc-url
+#     against the faulty facilitator, whose first /settle loses its answer) (and builds the x402-buyer package's siwx-proof, run by
 #     siwx_checks.py),
 # runs the checks (checks.py), stops everything it started, and ends with the line
 # "N passed, M failed". Exits non-zero on any failure.
@@ -139,6 +140,26 @@ channels_pay_to="0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
 start channels "$target/release/examples/channels" --listen 127.0.0.1:0 --facilitator "$sandbox_url" \
   --pay-to "$channels_pay_to" --claim-every 86400
 export X402_CHANNELS="$started_url" X402_CHANNELS_PID="${pids[-1]}" X402_CHANNELS_PAY_TO="$channels_pay_to"
+# A deposit whose /settle answer is lost: a second channels example, with --rpc-url, against the
+# faulty facilitator (its first /settle settles and answers 504) and its ledger as a chain.
+(cd "$root" && cargo build --quiet --release --example faulty_facilitator) \
+  || setup_failed "cargo build --example faulty_facilitator"
+"$target/release/examples/faulty_facilitator" --listen 127.0.0.1:0 --rpc-listen 127.0.0.1:0 \
+  --fault answer-lost >"$work/faulty-facilitator.out" 2>"$work/faulty-facilitator.err" &
+pids+=("$!")
+names+=("faulty-facilitator")
+faulty_url=""
+faulty_rpc=""
+for _ in $(seq 1 300); do
+  faulty_url="$(grep -m1 '^facilitator http://' "$work/faulty-facilitator.out" | cut -d' ' -f2 || true)"
+  faulty_rpc="$(grep -m1 '^rpc http://' "$work/faulty-facilitator.out" | cut -d' ' -f2 || true)"
+  [[ -n "$faulty_url" && -n "$faulty_rpc" ]] && break
+  sleep 0.1
+done
+[[ -n "$faulty_url" && -n "$faulty_rpc" ]] || setup_failed "faulty_facilitator did not print its URLs within 30 s"
+start channels-lost "$target/release/examples/channels" --listen 127.0.0.1:0 --facilitator "$faulty_url" \
+  --rpc-url "$faulty_rpc" --pay-to "$channels_pay_to"
+export X402_CHANNELS_LOST="$started_url" X402_CHANNELS_LOST_RPC="$faulty_rpc"
 # Sign-in-with-x proofs of the sandbox wallet, checked by the official verification (siwx_checks.py).
 (cd "$root" && cargo build --quiet --release -p x402-buyer --bin siwx-proof) \
   || setup_failed "cargo build -p x402-buyer --bin siwx-proof"

@@ -130,6 +130,11 @@ pub struct OnChain {
     pub total_claimed: u128,
     /// When a timed withdrawal was started (unix seconds), 0 when none is pending.
     pub withdraw_requested_at: u64,
+    /// The pending withdrawal's amount (`pendingWithdrawals(id).amount`), 0 when none is
+    /// pending. A reading that names a withdrawal but not its amount (a facilitator's channel
+    /// snapshot) counts everything unclaimed as withdrawn.
+    #[serde(default, with = "amount")]
+    pub pending_withdrawal: u128,
     /// The refund nonce.
     #[serde(with = "amount")]
     pub refund_nonce: u128,
@@ -155,9 +160,46 @@ impl OnChain {
             balance: read.balance,
             total_claimed: read.total_claimed,
             withdraw_requested_at: read.withdraw_requested_at,
+            pending_withdrawal: read.pending_withdrawal,
             refund_nonce: read.refund_nonce,
             read_at,
         }
+    }
+
+    /// The same reading with a timed withdrawal of `amount` started at `requested_at` (unix
+    /// seconds) pending.
+    pub fn with_withdrawal(mut self, requested_at: u64, amount: u128) -> Self {
+        self.withdraw_requested_at = requested_at;
+        self.pending_withdrawal = amount;
+        self
+    }
+
+    /// When the pending withdrawal, if any, may be finalized (unix milliseconds): `delay`
+    /// seconds (the channel's `withdrawDelay`) after it was started. Until then the receiver can
+    /// still claim what it charged; after it, the payer takes back whatever is unclaimed.
+    ///
+    /// ```
+    /// use tower_x402_channels::OnChain;
+    ///
+    /// let reading = OnChain::new(50_000, 0, 0);
+    /// assert_eq!(reading.withdrawal_finalizes_at(900), None);
+    /// let withdrawing = reading.with_withdrawal(1_000, 20_000);
+    /// assert_eq!(withdrawing.withdrawal_finalizes_at(900), Some(1_900_000));
+    /// // What a voucher may still reach: the balance less the withdrawal.
+    /// assert_eq!(withdrawing.spendable(), 30_000);
+    /// ```
+    pub fn withdrawal_finalizes_at(&self, delay: u64) -> Option<u64> {
+        (self.withdraw_requested_at != 0).then(|| {
+            self.withdraw_requested_at
+                .saturating_add(delay)
+                .saturating_mul(1000)
+        })
+    }
+
+    /// The balance less the pending withdrawal: the most a voucher may be accepted for on this
+    /// reading.
+    pub fn spendable(&self) -> u128 {
+        self.balance.saturating_sub(self.pending_withdrawal)
     }
 }
 

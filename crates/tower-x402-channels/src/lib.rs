@@ -67,7 +67,10 @@ mod channel;
 mod claim;
 #[cfg(any(test, feature = "test-util"))]
 mod conformance;
+#[cfg(feature = "rpc")]
+mod deposit;
 mod memory;
+mod receiver_lock;
 mod scheme;
 mod store;
 mod typed;
@@ -85,9 +88,13 @@ pub use claim::{ClaimAuthorizer, ClaimError, ClaimPolicy, ClaimReport, Claimer, 
 #[cfg(any(test, feature = "test-util"))]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub use conformance::check as check_conformance;
+#[cfg(feature = "rpc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rpc")))]
+pub use deposit::DepositReconciler;
 pub use memory::MemoryChannelStore;
 pub use scheme::{
     BatchSettlement, ChannelOffer, ChannelOfferError, MAX_WITHDRAW_DELAY, MIN_WITHDRAW_DELAY,
+    WITHDRAWAL_MARGIN,
 };
 pub use store::{ChannelStore, StoreError};
 pub use typed::{BATCH_SETTLEMENT_ADDRESS, TypedDataError, claim_batch_digest};

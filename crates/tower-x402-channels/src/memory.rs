@@ -33,12 +33,75 @@ use crate::store::{ChannelStore, StoreError};
 /// # Ok::<_, Box<dyn std::error::Error>>(()) })?;
 /// # Ok::<_, Box<dyn std::error::Error>>(())
 /// ```
+///
+/// # One store per receiver
+///
+/// Every server paid to one receiver (under one receiver authorizer, on one network) must share
+/// one store: a second server with a memory store of its own does not know what the first
+/// counted, and accepts a voucher the first already served again. A memory store is for a single
+/// process; [`exclusive`](Self::exclusive) makes a second process on the same receiver refuse to
+/// start instead of serving vouchers twice.
 #[derive(Debug, Default)]
 pub struct MemoryChannelStore {
     channels: Mutex<HashMap<String, Channel>>,
+    /// The receiver's lock file, held open while the store lives.
+    lock: Option<(std::fs::File, std::path::PathBuf)>,
 }
 
 impl MemoryChannelStore {
+    /// A memory store that is the only one on this machine for the channels paid to `receiver`
+    /// under `receiver_authorizer` on `network`: it holds an exclusive OS file lock (`flock`, in
+    /// the temporary directory) until it is dropped or the process ends, however it ends.
+    ///
+    /// # Errors
+    ///
+    /// Another process holds the lock (its error names the lock file), or the lock file cannot
+    /// be opened.
+    ///
+    /// ```
+    /// use tower_x402_channels::MemoryChannelStore;
+    /// use x402_wire::Network;
+    ///
+    /// let receiver = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
+    /// let authorizer = "0x3f1Eae7D46d88F08fc2F8ed27FCb2AB183EB2d0E";
+    /// let store = MemoryChannelStore::exclusive(&Network::BASE, receiver, authorizer)?;
+    /// // While it lives, no other store takes the same receiver (on Unix).
+    /// # #[cfg(unix)]
+    /// assert!(MemoryChannelStore::exclusive(&Network::BASE, receiver, authorizer).is_err());
+    /// drop(store);
+    /// assert!(MemoryChannelStore::exclusive(&Network::BASE, receiver, authorizer).is_ok());
+    /// # Ok::<_, std::io::Error>(())
+    /// ```
+    pub fn exclusive(
+        network: &x402_wire::Network,
+        receiver: &str,
+        receiver_authorizer: &str,
+    ) -> std::io::Result<Self> {
+        let path = crate::receiver_lock::path(network, receiver, receiver_authorizer);
+        let file = crate::receiver_lock::take(&path).map_err(|error| {
+            if error.kind() == std::io::ErrorKind::WouldBlock {
+                std::io::Error::new(
+                    std::io::ErrorKind::WouldBlock,
+                    format!(
+                        "another process keeps the channels of receiver {receiver} (authorizer {receiver_authorizer}, {network}) in its own memory (it holds {}): every server paid to one receiver must share one channel store, or vouchers are served twice",
+                        path.display()
+                    ),
+                )
+            } else {
+                std::io::Error::new(error.kind(), format!("{}: {error}", path.display()))
+            }
+        })?;
+        Ok(Self {
+            channels: Mutex::default(),
+            lock: Some((file, path)),
+        })
+    }
+
+    /// The lock file this store holds, when made [`exclusive`](Self::exclusive).
+    pub fn lock_file(&self) -> Option<&std::path::Path> {
+        self.lock.as_ref().map(|(_, path)| path.as_path())
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Channel>> {
         self.channels.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -41,6 +41,13 @@ pub struct StoreError(#[source] pub BoxError);
 /// `PostgresChannelStore` in tower-x402-postgres (feature `channels`) shares them between
 /// instances.
 ///
+/// **One store per receiver**: every server paid to one receiver (under one receiver authorizer,
+/// on one network) must share one store. A server with a store of its own does not know what the
+/// others charged, and accepts again a voucher another already served: the channel is credited
+/// once and served twice. Instances share a durable store (PostgreSQL); a memory store is for a
+/// single process, and [`MemoryChannelStore::exclusive`](crate::MemoryChannelStore::exclusive)
+/// makes a second process on the same receiver fail to start.
+///
 /// A request's life on a channel, as a scheme serves it:
 ///
 /// ```

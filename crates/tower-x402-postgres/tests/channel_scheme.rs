@@ -3,6 +3,8 @@
 //! on one database share a channel without counting a voucher twice; a failing handler changes
 //! nothing in the database.
 
+#[path = "../../tower-x402-channels/tests/support/guard.rs"]
+mod guard;
 #[path = "../../../examples/store/tests/store/postgres_server.rs"]
 #[allow(dead_code)]
 mod postgres_server;
@@ -162,4 +164,29 @@ async fn a_failing_handler_changes_nothing_in_the_database() {
             .charged,
         3 * ROW
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn no_voucher_is_served_once_a_watched_withdrawal_may_finalize() {
+    postgres_server::require();
+    let database = postgres_server::fresh_database().await;
+    guard::no_voucher_is_served_once_a_watched_withdrawal_may_finalize(store(&database).await)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_withdrawal_seen_by_verify_refuses_the_voucher_and_is_claimed_first() {
+    postgres_server::require();
+    let database = postgres_server::fresh_database().await;
+    guard::a_withdrawal_seen_by_verify_refuses_the_voucher_and_is_claimed_first(
+        store(&database).await,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stranger_gets_no_channel_state_and_refunds_nothing() {
+    postgres_server::require();
+    let database = postgres_server::fresh_database().await;
+    guard::a_stranger_gets_no_channel_state_and_refunds_nothing(store(&database).await).await;
 }

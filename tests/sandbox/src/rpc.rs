@@ -35,7 +35,8 @@ impl SandboxFacilitator {
     /// `AuthorizationUsed` logs (an `upto` settlement: one transaction to the `upto` proxy whose
     /// receipt carries the token's `Transfer(payer, payTo, amount)`). Answers `eth_chainId`,
     /// `eth_blockNumber`, `eth_getLogs` (address, topics and block range),
-    /// `eth_getTransactionReceipt`, and `eth_call` of the token's `authorizationState`, of
+    /// `eth_getTransactionReceipt`, and `eth_call` of the token's `authorizationState` (a
+    /// nonce spent by a settlement or by a payment channel's deposit), of
     /// Permit2's `nonceBitmap`, and of the `x402BatchSettlement` views `channels`,
     /// `pendingWithdrawals`, `refundNonce` and `receivers`; and, for trying a server against a
     /// payer who withdraws, `sandbox_initiateWithdraw`, `sandbox_finalizeWithdraw` and
@@ -211,6 +212,12 @@ impl Chain {
                 && token.is_some_and(|token| parse_address(&settlement.asset) == Some(token))
                 && parse_address(&settlement.from) == Some(authorizer)
                 && settlement.nonce.parse::<B256>().ok() == Some(nonce)
+        }) || token.is_some_and(|token| {
+            // A nonce spent otherwise: a payment channel's deposit.
+            self.sandbox
+                .inner
+                .ledger
+                .nonce_used(&self.network, token, authorizer, nonce)
         });
         let answer = authorizationStateCall::abi_encode_returns(&used);
         Ok(json!(alloy_primitives::hex::encode_prefixed(answer)))

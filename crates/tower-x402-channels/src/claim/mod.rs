@@ -8,6 +8,7 @@ pub(crate) mod request;
 mod shutdown;
 mod split;
 mod sweep;
+mod withdrawal;
 
 pub use policy::ClaimPolicy;
 pub use report::ClaimReport;
@@ -318,6 +319,12 @@ impl Claimer {
         if interval_due || threshold_due {
             self.rounds().last_claim = Some(now);
             return self.claim_all().await.map(Some);
+        }
+        if let Some(report) = self
+            .claim_mirrored_withdrawals(&channels, now, watch_due)
+            .await?
+        {
+            return Ok(Some(report));
         }
         let Some(chain) = self
             .chain

@@ -25,7 +25,16 @@ use crate::store::ChannelStore;
 use crate::wire::BATCH_SETTLEMENT_SCHEME;
 use flow::Pending;
 pub use offer::{ChannelOffer, ChannelOfferError, MAX_WITHDRAW_DELAY, MIN_WITHDRAW_DELAY};
+#[cfg(feature = "rpc")]
+pub(crate) use payload::deposit_facts;
 use payload::{BuyerPayload, Kind};
+
+/// [`BatchSettlement::claim_within`]'s default.
+const DEFAULT_CLAIM_WITHIN: Duration = Duration::from_secs(180);
+
+/// What a voucher's acceptance keeps between the claim it waits for and a pending withdrawal's
+/// finalization: a claim transaction's time to be mined, and the clocks' difference.
+pub const WITHDRAWAL_MARGIN: Duration = Duration::from_secs(60);
 
 /// The `batch-settlement` scheme (payment channels), server side: a buyer deposits once, then
 /// pays each request with a voucher the server checks locally — one ECDSA recovery against the
@@ -60,7 +69,13 @@ use payload::{BuyerPayload, Kind};
 ///
 /// A voucher signed on another cumulative than the channel's (a replay, a buyer out of step)
 /// is refused with the corrective 402: the accept carries `channelState` and `voucherState` so
-/// the buyer can re-sync. A request on a channel another request is being served on is refused
+/// the buyer can re-sync — only when the voucher is signed by the channel's payer authorizer;
+/// anyone else gets a plain refusal (`invalid_batch_settlement_evm_voucher_signature`) and
+/// nothing of the channel. A refund whose voucher is the one the server holds (the one a
+/// corrective 402 shows) is refused (`invalid_batch_settlement_evm_refund_voucher_not_fresh`):
+/// nothing the server ever sent is a refund's proof. A voucher on a channel whose pending
+/// withdrawal may finalize before a claim is refused: see [`claim_within`](Self::claim_within).
+/// The crate's README says where this goes beyond the specification. A request on a channel another request is being served on is refused
 /// at once with `invalid_batch_settlement_evm_channel_busy` (503, the same payment may be sent
 /// again).
 ///
@@ -103,6 +118,10 @@ struct Inner {
     owner: String,
     hold_lease: Duration,
     fresh_for: Option<Duration>,
+    /// How long this server may take to claim a channel (its claim interval, or its withdrawal
+    /// watch's period plus a claim's time): a voucher is accepted only while the channel's
+    /// pending withdrawal cannot finalize before that.
+    claim_within: Duration,
     /// The server's own receiver-authorizer key, when it has one.
     authorizer: Option<Arc<dyn ClaimAuthorizer>>,
     /// Reads the contract, to resolve a refund whose `/settle` answer was lost.
@@ -123,6 +142,7 @@ impl BatchSettlement {
                 owner: owner.iter().map(|byte| format!("{byte:02x}")).collect(),
                 hold_lease: Duration::from_secs(120),
                 fresh_for: None,
+                claim_within: DEFAULT_CLAIM_WITHIN,
                 authorizer: None,
                 chain: None,
                 pending: Mutex::default(),
@@ -149,6 +169,23 @@ impl BatchSettlement {
     /// past it, the voucher goes to the facilitator's `/verify`, whose answer refreshes it.
     pub fn fresh_for(self, ttl: Duration) -> Self {
         self.configure(|inner| inner.fresh_for = Some(ttl))
+    }
+
+    /// How long this server may take, at most, to claim a channel once it has charges on it
+    /// (default 3 minutes: the [`Claimer`](crate::Claimer)'s default interval of one minute plus
+    /// a claim's lease of two): its claim interval without a withdrawal watch, else the watch's
+    /// period plus the time a claim takes.
+    ///
+    /// A payer's timed withdrawal takes back, once its delay has passed, whatever the server has
+    /// not claimed. A voucher is therefore accepted only while the channel's pending withdrawal,
+    /// if any, cannot finalize before `now + within` (and a margin of
+    /// [`WITHDRAWAL_MARGIN`](crate::WITHDRAWAL_MARGIN)); past that it is refused with
+    /// `invalid_batch_settlement_evm_withdrawal_pending` and the channel, mirrored with its
+    /// withdrawal, is claimed by the next [`Claimer::tick`](crate::Claimer::tick). Vouchers
+    /// checked locally are also capped at the balance less the pending withdrawal (above it,
+    /// the facilitator's `/verify` decides).
+    pub fn claim_within(self, within: Duration) -> Self {
+        self.configure(|inner| inner.claim_within = within)
     }
 
     /// The server's own receiver-authorizer key: refunds of channels naming its address carry

@@ -124,3 +124,42 @@ fn decimal<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u128, D:
     x402_wire::AtomicAmount::parse_u128(&text)
         .map_err(|_| serde::de::Error::custom(format!("`{text}` is not a decimal uint128")))
 }
+
+/// What identifies a deposit's ERC-3009 authorization on chain.
+#[cfg(feature = "rpc")]
+pub(crate) struct DepositFacts {
+    pub(crate) token: String,
+    pub(crate) payer: String,
+    pub(crate) channel_id: String,
+    pub(crate) salt: String,
+}
+
+/// The facts of `payment`'s deposit, when it is a `batch-settlement` deposit pulled with
+/// ERC-3009.
+#[cfg(feature = "rpc")]
+pub(crate) fn deposit_facts(payment: &PaymentPayload) -> Option<DepositFacts> {
+    if payment.accepted.scheme != crate::wire::BATCH_SETTLEMENT_SCHEME {
+        return None;
+    }
+    let buyer = BuyerPayload::read(payment)?;
+    let BuyerPayload::Deposit {
+        channel_config,
+        voucher,
+        deposit,
+    } = buyer
+    else {
+        return None;
+    };
+    let salt = deposit
+        .get("authorization")?
+        .get("erc3009Authorization")?
+        .get("salt")?
+        .as_str()?
+        .to_owned();
+    Some(DepositFacts {
+        token: channel_config.token,
+        payer: channel_config.payer,
+        channel_id: voucher.channel_id,
+        salt,
+    })
+}

@@ -182,7 +182,15 @@ impl Inner {
         let on_chain = read
             .or_else(|| snapshot(answer.extra.as_ref(), now))
             .unwrap_or(pending.on_chain);
-        let pending = pending.read(on_chain);
+        let mut pending = pending.read(on_chain);
+        // The channel keeps the latest voucher a request paid with, not the refund's: a voucher
+        // the server holds (and shows its payer in a corrective 402) is never a refund's proof.
+        if let Ok(Some(channel)) = self.store.load(&pending.id).await
+            && let Some(held) = channel.voucher
+            && held.max_claimable >= pending.base
+        {
+            pending.voucher = held;
+        }
         let emptied = on_chain.balance <= on_chain.total_claimed.max(pending.base);
         let kept = if emptied {
             self.store

@@ -9,6 +9,14 @@ use crate::channel::{Channel, OnChain, Voucher};
 /// The error of a voucher signed on another cumulative than the channel's (the corrective 402).
 pub(crate) const CUMULATIVE_MISMATCH: &str =
     "invalid_batch_settlement_evm_cumulative_amount_mismatch";
+/// The error of a voucher on a channel whose pending withdrawal may finalize before the server
+/// could claim it.
+pub(crate) const WITHDRAWAL_PENDING: &str = "invalid_batch_settlement_evm_withdrawal_pending";
+/// The error of a voucher not signed by the channel's payer authorizer.
+pub(crate) const BAD_SIGNATURE: &str = "invalid_batch_settlement_evm_voucher_signature";
+/// The error of a refund whose voucher is the one the server holds (and may have shown in a
+/// corrective 402): not a proof that the payer asks for this refund now.
+pub(crate) const REFUND_NOT_FRESH: &str = "invalid_batch_settlement_evm_refund_voucher_not_fresh";
 /// The error of a request on a channel another request is being served on.
 pub(crate) const CHANNEL_BUSY: &str = "invalid_batch_settlement_evm_channel_busy";
 
@@ -78,5 +86,11 @@ pub(crate) fn snapshot(extra: Option<&Map<String, Value>>, now: u64) -> Option<O
         .and_then(|at| u64::try_from(at).ok())
         .unwrap_or(0);
     on_chain.refund_nonce = amount("refundNonce").unwrap_or(0);
+    if on_chain.withdraw_requested_at != 0 {
+        // The snapshot names a withdrawal but (in the specification's `channelState`) not its
+        // amount: everything unclaimed may be withdrawn.
+        on_chain.pending_withdrawal = amount("pendingWithdrawal")
+            .unwrap_or_else(|| on_chain.balance.saturating_sub(on_chain.total_claimed));
+    }
     Some(on_chain)
 }

@@ -9,11 +9,15 @@ use tower_x402::payment::{Decision, PaymentContext, RefusalKind};
 use tower_x402::proto::{Network, PaymentRequirements, VerifyResponse};
 
 use super::Inner;
+use super::WITHDRAWAL_MARGIN;
 use super::flow::{Pending, ms, now_ms};
 use super::payload::{BuyerPayload, Kind, SignedVoucher};
-use super::response::{CHANNEL_BUSY, CUMULATIVE_MISMATCH, corrective_accept, snapshot};
+use super::response::{
+    BAD_SIGNATURE, CHANNEL_BUSY, CUMULATIVE_MISMATCH, REFUND_NOT_FRESH, WITHDRAWAL_PENDING,
+    corrective_accept, snapshot,
+};
 use super::signature::signed_by;
-use crate::channel::{Begin, Channel, Hold, Voucher, normalize_id};
+use crate::channel::{Begin, Channel, Hold, OnChain, Voucher, normalize_id};
 use crate::typed::voucher_digest;
 use crate::wire::ChannelConfig;
 
@@ -135,10 +139,20 @@ impl Inner {
         if let Some(channel) = &held {
             if channel.charged.checked_add(amount) != Some(voucher.max_claimable_amount) {
                 self.release(&id, &hold.id).await;
+                // The channel's state and the latest voucher go only to its payer.
+                if !self.payer_signed(payment, channel, voucher).await {
+                    return invalid(BAD_SIGNATURE);
+                }
                 return Decision::Abort(Refusal::Corrected {
                     reason: CUMULATIVE_MISMATCH.to_owned(),
                     accept: Box::new(corrective_accept(requirement, channel)),
                 });
+            }
+            if buyer.kind() == Kind::Refund
+                && let Some(reason) = refund_error(channel, voucher)
+            {
+                self.release(&id, &hold.id).await;
+                return invalid(reason);
             }
             if buyer.kind() == Kind::Voucher
                 && let Some(verified) = self.verify_locally(channel, voucher, now)
@@ -220,6 +234,16 @@ impl Inner {
                 accept: Box::new(corrective_accept(requirement, &shown)),
             });
         }
+        if buyer.kind() == Kind::Voucher && self.withdrawal_closes(&channel.config, &on_chain, now)
+        {
+            // Mirrored, so that the claimer claims the channel before the withdrawal finalizes.
+            if let Err(error) = self.store.mirror(&id, &on_chain).await {
+                tracing::warn!(%error, channel = %id, "channel store: mirroring a pending withdrawal");
+            }
+            self.release(&id, &hold.id).await;
+            tracing::info!(channel = %id, "voucher refused: the channel's withdrawal may finalize before it is claimed");
+            return invalid(WITHDRAWAL_PENDING);
+        }
         self.remember(
             payment.key,
             Pending {
@@ -268,9 +292,16 @@ impl Inner {
             return Some(refuse("invalid_batch_settlement_evm_channel_id_mismatch"));
         };
         if !signed_by(&digest, &voucher.signature, &authorizer) {
-            return Some(refuse("invalid_batch_settlement_evm_voucher_signature"));
+            return Some(refuse(BAD_SIGNATURE));
         }
-        if max > channel.on_chain.balance {
+        if self.withdrawal_closes(&channel.config, &channel.on_chain, now) {
+            return Some(refuse(WITHDRAWAL_PENDING));
+        }
+        if max > channel.on_chain.spendable() {
+            if channel.on_chain.pending_withdrawal > 0 && max <= channel.on_chain.balance {
+                // Above what the withdrawal leaves: the facilitator decides.
+                return None;
+            }
             return Some(refuse(
                 "invalid_batch_settlement_evm_cumulative_exceeds_balance",
             ));
@@ -286,4 +317,61 @@ impl Inner {
             ..VerifyResponse::default()
         })
     }
+}
+
+impl Inner {
+    /// Whether the pending withdrawal on `on_chain`, if any, may finalize before this server
+    /// could claim the channel: its finalization, less [`WITHDRAWAL_MARGIN`], is not after
+    /// `now` plus [`claim_within`](super::BatchSettlement::claim_within).
+    fn withdrawal_closes(&self, config: &ChannelConfig, on_chain: &OnChain, now: u64) -> bool {
+        on_chain
+            .withdrawal_finalizes_at(config.withdraw_delay)
+            .is_some_and(|at| {
+                at.saturating_sub(ms(WITHDRAWAL_MARGIN))
+                    <= now.saturating_add(ms(self.claim_within))
+            })
+    }
+
+    /// Whether `voucher` is signed by `channel`'s payer authorizer: one signature recovery for
+    /// an EOA, the facilitator's `/verify` for a smart-contract authorizer (EIP-1271).
+    async fn payer_signed(
+        &self,
+        payment: &PaymentContext<'_>,
+        channel: &Channel,
+        voucher: &SignedVoucher,
+    ) -> bool {
+        match channel.config.payer_authorizer.parse::<Address>() {
+            Ok(authorizer) if !authorizer.is_zero() => {
+                voucher_digest(&channel.network, &channel.id, voucher.max_claimable_amount)
+                    .is_ok_and(|digest| signed_by(&digest, &voucher.signature, &authorizer))
+            }
+            Ok(_) => self
+                .facilitator
+                .verify(payment.request)
+                .await
+                .is_ok_and(|verified| verified.is_valid),
+            Err(_) => false,
+        }
+    }
+}
+
+/// Why a refund's voucher cannot be the payer's proof that it asks for this refund: its
+/// signature is not the payer authorizer's (checked here for an EOA, by the facilitator
+/// otherwise), or it is the very voucher the server holds, which the server may have handed
+/// out in a corrective 402.
+fn refund_error(channel: &Channel, voucher: &SignedVoucher) -> Option<&'static str> {
+    if channel
+        .voucher
+        .as_ref()
+        .is_some_and(|held| held.signature.eq_ignore_ascii_case(&voucher.signature))
+    {
+        return Some(REFUND_NOT_FRESH);
+    }
+    let authorizer = channel.config.payer_authorizer.parse::<Address>().ok()?;
+    if authorizer.is_zero() {
+        return None;
+    }
+    let signed = voucher_digest(&channel.network, &channel.id, voucher.max_claimable_amount)
+        .is_ok_and(|digest| signed_by(&digest, &voucher.signature, &authorizer));
+    (!signed).then_some(BAD_SIGNATURE)
 }
