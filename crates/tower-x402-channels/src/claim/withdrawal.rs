@@ -33,7 +33,7 @@ impl Claimer {
             channels = withdrawing.len(),
             "withdrawal pending: claiming now"
         );
-        self.round(|channel| withdrawing.contains(&channel.id))
+        self.round(|channel| withdrawing.contains(&channel.id), false)
             .await
             .map(Some)
     }
