@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use http::Extensions;
 use tracing::Instrument as _;
 use x402_wire::{FacilitatorRequest, PaymentPayload, PaymentRequirements, VerifyResponse};
 
@@ -192,8 +193,9 @@ impl Payments {
 
             let digest = request.into_shared();
             let request = Arc::new(FacilitatorRequest::new(payload, Arc::clone(&requirement)));
+            let mut notes = Extensions::new();
             // Only the payer is kept of the facilitator's answer: the rest is not carried on.
-            let (verifier, payer) = match self.verify(offer, &key, &request).await {
+            let (verifier, payer) = match self.verify(offer, &key, &request, &mut notes).await {
                 Ok((verifier, verified)) => (verifier, verified.payer),
                 // Boxed: the failure's answer is not kept in every payment's future.
                 Err(failure) => {
@@ -216,6 +218,7 @@ impl Payments {
                 settlement: None,
                 replayed: false,
                 offer: Arc::clone(offer),
+                notes,
             };
             // The payment moves into the hooks' boxed future and back out: this future does not
             // carry it across their await.
@@ -252,19 +255,22 @@ impl Payments {
             // settlement, not the payment. The settlement is boxed: a payment settled after the work
             // (the default) does not carry its size in this future.
             let mut paid = Paid::new(payment, None);
-            let (outcome, guard) = Box::pin(settle::settle(
+            let notes = std::mem::take(&mut paid.payment_mut().notes);
+            let (outcome, guard, notes) = Box::pin(settle::settle(
                 self,
                 offer,
                 hold,
                 intent,
                 Attempt::First,
                 guard,
+                notes,
             ))
             .await;
             match outcome {
                 Ok(settlement) => {
                     let payment = paid.payment_mut();
                     payment.payer = payment.payer.take().or_else(|| settlement.payer.clone());
+                    payment.notes = notes;
                     paid.settled(settlement, guard);
                 }
                 Err(refusal) => return refused(refusal),
@@ -319,8 +325,9 @@ impl Payments {
         offer: &Offer,
         key: &PaymentKey,
         request: &FacilitatorRequest,
+        notes: &mut Extensions,
     ) -> Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed> {
-        let context = PaymentContext::new(offer, offer.resource_url(), key, request);
+        let context = PaymentContext::new(self, offer, offer.resource_url(), key, request);
         if self.hooks.take_part(HookStages::BEFORE_VERIFY) {
             match Box::pin(self.hooks.before_verify(&context)).await {
                 Decision::Continue => {}
@@ -330,6 +337,12 @@ impl Payments {
             }
         }
         let requirement = request.payment_requirements();
+        if let Some(scheme) = self.schemes.registered(&requirement.scheme) {
+            // Boxed: only a scheme registered from outside takes this path.
+            if let Some(verified) = Box::pin(scheme_verifies(scheme, &context, notes)).await {
+                return verified;
+            }
+        }
         let span = tracing::info_span!("x402.verify", network = %requirement.network, scheme = %requirement.scheme);
         let (verifier, verified) = self.facilitators.verify(request).instrument(span).await;
         let failed = match verified {
@@ -380,12 +393,16 @@ impl Payments {
         payment: VerifiedPayment,
         hold: &Hold,
     ) -> Result<VerifiedPayment, Refusal> {
+        let mut payment = payment;
         let refusal = match self.hooks.after_verify(&payment).await {
             Ok(()) => return Ok(payment),
             Err(refusal) => refusal,
         };
         ledger::release(self, hold).await;
         self.hooks.on_cancelled(&payment).await;
+        let notes = std::mem::take(&mut payment.notes);
+        self.release_step(&payment.requirement.scheme, &payment.key, notes)
+            .await;
         Err(refusal)
     }
 
@@ -420,8 +437,11 @@ impl Payments {
         tracing::info!(key = %hold.key, "recovering a payment in doubt: re-sending the identical /settle");
         let key = hold.key.clone();
         let attempt = Attempt::Recovery;
-        let (outcome, guard) =
-            settle::settle(self, offer, hold, intent.clone(), attempt, guard).await;
+        // What this core's scheme noted before the payment went in doubt (nothing after a
+        // restart).
+        let notes = self.doubtful.take(&key);
+        let (outcome, guard, notes) =
+            settle::settle(self, offer, hold, intent.clone(), attempt, guard, notes).await;
         let settlement = match outcome {
             Ok(settlement) => settlement,
             Err(refusal) => return refused(refusal),
@@ -438,6 +458,7 @@ impl Payments {
             settlement: Some(settlement),
             replayed: false,
             offer: Arc::clone(offer),
+            notes,
         };
         if self
             .schemes
@@ -479,9 +500,33 @@ impl Payments {
             settlement: Some(record.settlement),
             replayed: true,
             offer: Arc::clone(offer),
+            notes: Extensions::new(),
         };
         Outcome::Replayed(Paid::new(payment, Some(guard)))
     }
+}
+
+/// A payment of a scheme registered from outside: its [verify step](super::Scheme::verify)'s
+/// answer, or `None` when it has none (the core's facilitators verify it).
+async fn scheme_verifies(
+    scheme: &dyn super::Scheme,
+    context: &PaymentContext<'_>,
+    notes: &mut Extensions,
+) -> Option<Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed>> {
+    let verified = scheme.verify(context, notes)?.await;
+    let verifier = context.verifier.get().cloned();
+    Some(match verified {
+        Ok(verified) if verified.is_valid => Ok((verifier, verified)),
+        Ok(verified) => match verifier {
+            // Its nonce used, at the facilitator: possibly by this very payment.
+            Some(verifier) if settle::is_nonce_used(verified.invalid_reason.as_deref()) => {
+                Err(VerifyFailed::NonceUsed(verifier))
+            }
+            _ => Err(VerifyFailed::Invalid(verified)),
+        },
+        Err(Refusal::Facilitator(failure)) => Err(VerifyFailed::Facilitator(failure)),
+        Err(refusal) => Err(VerifyFailed::Hook(refusal)),
+    })
 }
 
 /// What a payment that did not verify still holds: what its recovery needs, its hold in the

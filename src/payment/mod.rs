@@ -112,6 +112,7 @@ mod scheme;
 mod settle;
 mod single_flight;
 mod stages;
+mod steps;
 mod uncancellable;
 mod verified;
 

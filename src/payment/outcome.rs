@@ -184,10 +184,12 @@ impl Cleared {
         // The payment goes into its `Paid` now, so that the settlement's future carries a
         // pointer to it rather than the payment.
         let mut paid = Paid::new(payment, None);
+        let notes = std::mem::take(&mut paid.0.payment.notes);
         let offer = &paid.payment().offer;
-        let (outcome, guard) =
-            settle::settle(&payments, offer, hold, intent, Attempt::First, guard).await;
+        let (outcome, guard, notes) =
+            settle::settle(&payments, offer, hold, intent, Attempt::First, guard, notes).await;
         paid.settled(outcome?, guard);
+        paid.0.payment.notes = notes;
         Ok(paid)
     }
 
@@ -221,17 +223,26 @@ impl Cleared {
         if amount.get() == 0 && !scheme.settles_zero() {
             let ClearedParts {
                 payments,
-                payment,
+                mut payment,
                 hold,
+                intent,
                 mut cancel,
                 _guard: guard,
-                ..
             } = *self.0;
             // Charged nothing, by the work's choice: served, not cancelled.
             cancel.disarm();
+            let notes = std::mem::take(&mut payment.notes);
             // Not carried across the release: the settlement's future stays small.
             let mut paid = Paid::new(payment, Some(guard));
             ledger::release(&payments, &hold).await;
+            // Never settled: the scheme lets go of what it held.
+            payments
+                .release_step(
+                    &intent.request.payment_requirements().scheme,
+                    &hold.key,
+                    notes,
+                )
+                .await;
             tracing::debug!(key = %hold.key, "metered charge of zero: nothing settled, the authorization stays unused");
             let payment = &mut paid.0.payment;
             payment.settlement = Some(SettleResponse {
@@ -346,25 +357,31 @@ struct Cancel(Option<Box<(Arc<Payments>, VerifiedPayment)>>);
 
 impl Cancel {
     fn new(payments: &Arc<Payments>, payment: &VerifiedPayment) -> Self {
-        Self(
-            payments
-                .hooks
-                .take_part(HookStages::CANCELLED)
-                .then(|| Box::new((Arc::clone(payments), payment.clone()))),
-        )
+        let told = payments.hooks.take_part(HookStages::CANCELLED) || !payment.notes.is_empty();
+        Self(told.then(|| Box::new((Arc::clone(payments), payment.clone()))))
     }
 
     fn disarm(&mut self) {
         self.0 = None;
     }
 
-    /// Tells the hooks now.
+    /// Tells the hooks and the payment's scheme now.
     async fn now(&mut self) {
         if let Some(cancelled) = self.0.take() {
             let (payments, payment) = *cancelled;
-            payments.hooks.on_cancelled(&payment).await;
+            cancelled_payment(&payments, payment).await;
         }
     }
+}
+
+/// Tells the hooks that take part that `payment` was cancelled, and has its scheme release it.
+async fn cancelled_payment(payments: &Payments, mut payment: VerifiedPayment) {
+    if payments.hooks.take_part(HookStages::CANCELLED) {
+        payments.hooks.on_cancelled(&payment).await;
+    }
+    let notes = std::mem::take(&mut payment.notes);
+    let scheme = &payment.requirement.scheme;
+    payments.release_step(scheme, &payment.key, notes).await;
 }
 
 impl Drop for Cancel {
@@ -375,7 +392,7 @@ impl Drop for Cancel {
         let (payments, payment) = *cancelled;
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                runtime.spawn(async move { payments.hooks.on_cancelled(&payment).await });
+                runtime.spawn(async move { cancelled_payment(&payments, payment).await });
             }
             Err(_) => {
                 tracing::warn!(key = %payment.key, "no runtime to tell the hooks of a cancelled payment on")

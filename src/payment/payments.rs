@@ -12,6 +12,7 @@ use super::refusal::Refusal;
 use super::refusals::RefusedPayments;
 use super::scheme::{Scheme, Schemes};
 use super::single_flight::Inflight;
+use super::steps::DoubtfulNotes;
 use crate::facilitator::{DEFAULT_LABEL, Facilitator, Facilitators};
 use crate::pricing::Offer;
 #[cfg(doc)]
@@ -75,6 +76,8 @@ pub struct Payments {
     pub(super) held_wait: Duration,
     /// Payments the facilitator recently found invalid.
     pub(super) refused: Arc<RefusedPayments>,
+    /// The scheme's notes of payments in doubt, for their recovery.
+    pub(super) doubtful: Arc<DoubtfulNotes>,
 }
 
 impl Payments {
@@ -100,6 +103,7 @@ impl Payments {
             pending_pause: Duration::from_secs(1),
             held_wait: Duration::from_secs(5),
             refused: Arc::new(RefusedPayments::new(DEFAULT_REFUSAL_MEMORY)),
+            doubtful: Arc::default(),
         }
     }
 

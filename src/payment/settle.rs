@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::Extensions;
+use serde_json::Map;
 use tracing::Instrument as _;
 use x402_wire::{FacilitatorRequest, SettleResponse};
 
@@ -11,6 +13,7 @@ use super::hooks::{Decision, PaymentContext};
 use super::ledger::{Hold, lease_until, now_ms, release};
 use super::payments::Payments;
 use super::refusal::Refusal;
+use super::scheme::Scheme;
 use super::single_flight::InflightGuard;
 use super::stages::HookStages;
 use super::uncancellable::{Panicked, Uncancellable};
@@ -54,10 +57,12 @@ pub(super) enum Attempt {
 }
 
 /// What `/settle` answered, after the one re-send `settlement_pending` calls for.
-enum SettleAnswer {
+pub(super) enum SettleAnswer {
     Settled(SettleResponse),
     Refused(SettleResponse),
     Failed(FacilitatorError),
+    /// The scheme's settlement step refused the payment without anything moving.
+    Declined(Box<Refusal>),
 }
 
 /// Settles the payment held by `hold` and records the outcome. In [`Attempt::First`] the
@@ -78,12 +83,20 @@ pub(super) fn settle<'a>(
     intent: SettlementIntent,
     attempt: Attempt,
     guard: InflightGuard,
-) -> impl Future<Output = (Result<SettleResponse, Refusal>, Option<InflightGuard>)> + Send + 'a {
+    mut notes: Extensions,
+) -> impl Future<
+    Output = (
+        Result<SettleResponse, Refusal>,
+        Option<InflightGuard>,
+        Extensions,
+    ),
+> + Send
++ 'a {
     async move {
         let intent = if attempt == Attempt::First {
-            match write_intent(config, offer, &mut hold, intent).await {
+            match write_intent(config, offer, &mut hold, intent, &mut notes).await {
                 Ok(intent) => intent,
-                Err(answer) => return (answer, Some(guard)),
+                Err(answer) => return (answer, Some(guard), notes),
             }
         } else {
             intent
@@ -93,25 +106,25 @@ pub(super) fn settle<'a>(
         let completion = {
             let (config, offer) = (Arc::clone(config), Arc::clone(offer));
             Box::pin(async move {
-                let outcome = complete(&config, &offer, hold, &intent, attempt).await;
-                (outcome, guard)
+                let outcome = complete(&config, &offer, hold, &intent, attempt, &mut notes).await;
+                (outcome, guard, notes)
             })
         };
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => match Uncancellable::new(completion, runtime).await {
-                Ok((outcome, guard)) => (outcome, Some(guard)),
+                Ok((outcome, guard, notes)) => (outcome, Some(guard), notes),
                 Err(Panicked(error)) => {
                     // The settlement panicked: the intent stands, and a retry recovers the payment.
                     tracing::error!(%error, "settlement panicked; the payment is left to recovery");
                     let reason = format!("settlement panicked: {error}");
                     let refusal = refuse(config, offer, Refusal::SettlementInDoubt { reason });
-                    (Err(refusal), None)
+                    (Err(refusal), None, Extensions::new())
                 }
             },
             // No runtime to outlive the request on: settle in place.
             Err(_) => {
-                let (outcome, guard) = completion.await;
-                (outcome, Some(guard))
+                let (outcome, guard, notes) = completion.await;
+                (outcome, Some(guard), notes)
             }
         }
     }
@@ -127,13 +140,14 @@ fn write_intent<'a>(
     offer: &'a Arc<Offer>,
     hold: &'a mut Hold,
     intent: SettlementIntent,
+    notes: &'a mut Extensions,
 ) -> impl Future<Output = Result<SettlementIntent, Result<SettleResponse, Refusal>>> + Send + 'a {
     async move {
         let intent = if !config.hooks.take_part(HookStages::BEFORE_SETTLE) {
             intent
         } else {
             // Boxed: a path only hooks take, kept out of the size of every settlement.
-            Box::pin(hooked(config, offer, hold, intent)).await?
+            Box::pin(hooked(config, offer, hold, intent, notes)).await?
         };
         // A new settlement goes to the facilitator that verified it (else the preferred one);
         // every retry of it goes to the same one.
@@ -182,14 +196,15 @@ async fn hooked(
     offer: &Offer,
     hold: &Hold,
     intent: SettlementIntent,
+    notes: &mut Extensions,
 ) -> Result<SettlementIntent, Result<SettleResponse, Refusal>> {
-    match before_settle(config, offer, hold, intent).await {
+    match before_settle(config, offer, hold, intent, notes).await {
         Ok(intent) => Ok(intent),
         Err(Skipped::Refused(refusal)) => Err(Err(refusal)),
         Err(Skipped::Settled(settlement, intent)) => {
             let attempt = Attempt::First;
             Err(Ok(settled(
-                config, offer, hold, &intent, settlement, attempt,
+                config, offer, hold, &intent, settlement, attempt, notes,
             )
             .await))
         }
@@ -213,13 +228,21 @@ async fn before_settle(
     offer: &Offer,
     hold: &Hold,
     mut intent: SettlementIntent,
+    notes: &mut Extensions,
 ) -> Result<SettlementIntent, Skipped> {
-    let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
+    let context = PaymentContext::new(config, offer, &intent.resource, &hold.key, &intent.request);
     match config.hooks.before_settle(&context).await {
         Decision::Continue => {}
         Decision::Handled(settlement) => return Err(Skipped::Settled(settlement, intent)),
         Decision::Abort(refusal) => {
             release(config, hold).await;
+            config
+                .release_step(
+                    &intent.request.payment_requirements().scheme,
+                    &hold.key,
+                    std::mem::take(notes),
+                )
+                .await;
             return Err(Skipped::Refused(refuse(config, offer, refusal)));
         }
     }
@@ -240,23 +263,31 @@ fn complete<'a>(
     hold: Hold,
     intent: &'a SettlementIntent,
     attempt: Attempt,
+    notes: &'a mut Extensions,
 ) -> impl Future<Output = Result<SettleResponse, Refusal>> + Send + 'a {
     async move {
         let recording = {
-            let mut answer = send(config, intent).await;
+            let scheme = &intent.request.payment_requirements().scheme;
+            let mut answer = match config.schemes.registered(scheme) {
+                None => send(config, intent).await,
+                // Boxed: only a scheme registered from outside takes this path.
+                Some(scheme) => {
+                    Box::pin(scheme_settles(config, scheme, offer, &hold, intent, notes)).await
+                }
+            };
             if config.hooks.take_part(HookStages::SETTLE_FAILURE) {
                 // Boxed, the answer moved in and back: a path only hooks take.
                 answer = Box::pin(after_settle_hooks(config, offer, &hold, intent, answer)).await;
             }
             match answer {
                 SettleAnswer::Settled(settlement) => {
-                    settled(config, offer, &hold, intent, settlement, attempt)
+                    settled(config, offer, &hold, intent, settlement, attempt, notes)
                 }
                 // Boxed: a path only a refused or lost `/settle` takes, kept out of every
                 // settlement's size.
                 unsettled => {
                     return Box::pin(not_settled(
-                        config, offer, &hold, intent, unsettled, attempt,
+                        config, offer, &hold, intent, unsettled, attempt, notes,
                     ))
                     .await;
                 }
@@ -275,11 +306,11 @@ async fn after_settle_hooks(
     answer: SettleAnswer,
 ) -> SettleAnswer {
     let failure = match &answer {
-        SettleAnswer::Settled(_) => return answer,
+        SettleAnswer::Settled(_) | SettleAnswer::Declined(_) => return answer,
         SettleAnswer::Refused(settlement) => Ok(settlement),
         SettleAnswer::Failed(failure) => Err(failure),
     };
-    let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
+    let context = PaymentContext::new(config, offer, &intent.resource, &hold.key, &intent.request);
     match config.hooks.on_settle_failure(&context, failure).await {
         Some(settlement) => SettleAnswer::Settled(settlement),
         None => answer,
@@ -295,22 +326,50 @@ async fn not_settled(
     intent: &SettlementIntent,
     answer: SettleAnswer,
     attempt: Attempt,
+    notes: &mut Extensions,
 ) -> Result<SettleResponse, Refusal> {
+    let requirement = intent.request.payment_requirements();
     let reason = match answer {
         // Answered before it comes here; recorded like any settlement if it did.
         SettleAnswer::Settled(settlement) => {
-            return Ok(settled(config, offer, hold, intent, settlement, attempt).await);
+            return Ok(settled(config, offer, hold, intent, settlement, attempt, notes).await);
         }
         SettleAnswer::Refused(settlement)
-            if attempt == Attempt::First && !is_uncertain(&settlement) =>
+            if attempt == Attempt::First
+                && !config
+                    .schemes
+                    .get(&requirement.scheme)
+                    .may_have_moved(&settlement) =>
         {
             release(config, hold).await;
+            let notes = std::mem::take(notes);
+            config
+                .release_step(
+                    &intent.request.payment_requirements().scheme,
+                    &hold.key,
+                    notes,
+                )
+                .await;
             return Err(refuse(
                 config,
                 offer,
                 Refusal::SettlementRefused(Box::new(settlement)),
             ));
         }
+        // The scheme settled nothing, and said why.
+        SettleAnswer::Declined(refusal) if attempt == Attempt::First => {
+            release(config, hold).await;
+            let notes = std::mem::take(notes);
+            config
+                .release_step(
+                    &intent.request.payment_requirements().scheme,
+                    &hold.key,
+                    notes,
+                )
+                .await;
+            return Err(refuse(config, offer, *refusal));
+        }
+        SettleAnswer::Declined(refusal) => format!("the scheme did not settle it: {refusal}"),
         SettleAnswer::Refused(settlement) => {
             let reason = settlement
                 .error_reason
@@ -322,7 +381,7 @@ async fn not_settled(
         SettleAnswer::Failed(failure) if attempt == Attempt::First => {
             tracing::warn!(error = %failure, key = %hold.key, "facilitator settle failed; the payment may or may not have moved");
             let reason = failure.to_string();
-            return Err(Box::pin(in_doubt(config, offer, hold, intent, reason)).await);
+            return Err(Box::pin(in_doubt(config, offer, hold, intent, reason, notes)).await);
         }
         SettleAnswer::Failed(failure) => failure.to_string(),
     };
@@ -333,22 +392,58 @@ async fn not_settled(
         intent,
         reason,
         attempt,
+        notes,
     ))
     .await
 }
 
+/// A payment of a scheme registered from outside: its [settlement step](Scheme::settle),
+/// else `/settle` as for any payment.
+async fn scheme_settles(
+    config: &Payments,
+    scheme: &dyn Scheme,
+    offer: &Offer,
+    hold: &Hold,
+    intent: &SettlementIntent,
+    notes: &mut Extensions,
+) -> SettleAnswer {
+    let mut context =
+        PaymentContext::new(config, offer, &intent.resource, &hold.key, &intent.request);
+    context.facilitator = intent.facilitator.as_deref();
+    let Some(step) = scheme.settle(&context, notes) else {
+        return send(config, intent).await;
+    };
+    match step.await {
+        Ok(settlement) if settlement.success => SettleAnswer::Settled(settlement),
+        Ok(settlement) => SettleAnswer::Refused(settlement),
+        Err(Refusal::SettlementRefused(settlement)) => SettleAnswer::Refused(*settlement),
+        Err(Refusal::Facilitator(failure)) => SettleAnswer::Failed(failure),
+        Err(refusal) => SettleAnswer::Declined(Box::new(refusal)),
+    }
+}
+
 /// `/settle`, re-sent once (identically, after a pause) when it answers `settlement_pending`.
 async fn send(config: &Payments, intent: &SettlementIntent) -> SettleAnswer {
-    let Some(member) = config.facilitators.named(intent.facilitator.as_deref()) else {
+    send_to(config, intent.facilitator.as_deref(), &intent.request).await
+}
+
+/// `request` sent to `/settle` at the facilitator labelled `facilitator` (the preferred one
+/// when `None`), re-sent once (identically, after a pause) when it answers
+/// `settlement_pending`.
+pub(super) async fn send_to(
+    config: &Payments,
+    facilitator: Option<&str>,
+    request: &FacilitatorRequest,
+) -> SettleAnswer {
+    let Some(member) = config.facilitators.named(facilitator) else {
         // The facilitator that received `/settle` is no longer configured: nobody else may be
         // asked, as a second facilitator could settle the payment again.
-        let label = intent.facilitator.as_deref().unwrap_or_default();
+        let label = facilitator.unwrap_or_default();
         return SettleAnswer::Failed(FacilitatorError::Unreachable {
             endpoint: crate::facilitator::Endpoint::Settle,
             source: Arc::new(UnknownFacilitator(label.to_owned())),
         });
     };
-    let request = &intent.request;
     {
         let first = settle_once(config, member, request).await;
         let pending = matches!(&first, SettleAnswer::Refused(settlement)
@@ -396,7 +491,7 @@ async fn settle_once(
     }
 }
 
-fn is_uncertain(settlement: &SettleResponse) -> bool {
+pub(super) fn is_uncertain(settlement: &SettleResponse) -> bool {
     settlement
         .error_reason
         .as_deref()
@@ -411,30 +506,39 @@ async fn reconcile(
     intent: &SettlementIntent,
     reason: String,
     attempt: Attempt,
+    notes: &mut Extensions,
 ) -> Result<SettleResponse, Refusal> {
     let Some(reconciler) = &config.reconciler else {
         let reason = format!("{reason}; no reconciler to ask the chain");
-        return Err(in_doubt(config, offer, &hold, intent, reason).await);
+        return Err(in_doubt(config, offer, &hold, intent, reason, notes).await);
     };
     let span = tracing::info_span!("x402.reconcile", key = %hold.key);
     match reconciler.reconcile(&intent.request).instrument(span).await {
         Reconciliation::Settled { transaction } => {
             let settlement = reconciled_settlement(&intent.request, transaction);
-            Ok(settled(config, offer, &hold, intent, settlement, attempt).await)
+            Ok(settled(config, offer, &hold, intent, settlement, attempt, notes).await)
         }
         Reconciliation::NotSettled if authorization_expired(&intent.request) => {
             release(config, &hold).await;
+            let notes = std::mem::take(notes);
+            config
+                .release_step(
+                    &intent.request.payment_requirements().scheme,
+                    &hold.key,
+                    notes,
+                )
+                .await;
             tracing::warn!(key = %hold.key, "payment never settled and its authorization expired; released");
             config.hooks.on_doubt_resolved(offer, &hold.key, None);
             Err(refuse(config, offer, Refusal::AuthorizationExpired))
         }
         Reconciliation::NotSettled => {
             let reason = format!("{reason}; not on chain yet and the authorization is still valid");
-            Err(in_doubt(config, offer, &hold, intent, reason).await)
+            Err(in_doubt(config, offer, &hold, intent, reason, notes).await)
         }
         Reconciliation::Unknown { reason: unknown } => {
             let reason = format!("{reason}; reconciler: {unknown}");
-            Err(in_doubt(config, offer, &hold, intent, reason).await)
+            Err(in_doubt(config, offer, &hold, intent, reason, notes).await)
         }
     }
 }
@@ -484,12 +588,18 @@ fn settled<'a>(
     intent: &'a SettlementIntent,
     mut settlement: SettleResponse,
     attempt: Attempt,
+    notes: &'a Extensions,
 ) -> impl Future<Output = SettleResponse> + Send + 'a {
     let requirement = intent.request.payment_requirements();
-    if settlement.amount.is_none()
-        && !settlement.transaction.is_empty()
-        && config.schemes.metered(&requirement.scheme)
-    {
+    let scheme = config.schemes.get(&requirement.scheme);
+    if !notes.is_empty() {
+        let context =
+            PaymentContext::new(config, offer, &intent.resource, &hold.key, &intent.request);
+        if let Some(extra) = scheme.settlement_extra(&context, notes, &settlement) {
+            settlement.extra.get_or_insert_with(Map::new).extend(extra);
+        }
+    }
+    if settlement.amount.is_none() && !settlement.transaction.is_empty() && scheme.metered() {
         // The amount sent is the amount settled; recorded so that a repeat is answered with it.
         // A settlement without a transaction (a payment-channel voucher) moved nothing on chain
         // and keeps the amount its plug-in gave.
@@ -508,7 +618,8 @@ fn settled<'a>(
             return reconciled_settlement(&intent.request, String::new());
         };
         if !config.hooks.is_empty() {
-            let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
+            let context =
+                PaymentContext::new(config, offer, &intent.resource, &hold.key, &intent.request);
             config.hooks.enrich(&context, &mut record.settlement);
             if config.hooks.take_part(HookStages::AFTER_SETTLE) {
                 Box::pin(config.hooks.after_settle(&context, &record.settlement)).await;
@@ -632,7 +743,10 @@ async fn in_doubt(
     hold: &Hold,
     intent: &SettlementIntent,
     reason: String,
+    notes: &mut Extensions,
 ) -> Refusal {
+    // The scheme's notes wait in memory for the payment's recovery by this core.
+    config.doubtful.keep(&hold.key, std::mem::take(notes));
     let request = &intent.request;
     let requirement = request.payment_requirements();
     let authorization = request

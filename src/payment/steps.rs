@@ -1,0 +1,130 @@
+//! What the core gives a [scheme's steps](super::Scheme): its facilitators, reached through the
+//! payment's [`PaymentContext`], the notes of payments in doubt kept for their recovery, and
+//! the release step asked for a payment that ends unsettled.
+//!
+//! # How a scheme owns its payments
+//!
+//! The core runs every payment through the same walk — single-flight, the ledger's claim,
+//! verification, the write-ahead *settling* intent, settlement, the record, and *in doubt*
+//! when an answer is lost — and asks the payment's [`Scheme`](super::Scheme) at each step
+//! that is the scheme's to decide: only the scheme its requirement names, never another's.
+//!
+//! | step | the scheme's method | the default (`exact`, `upto`) |
+//! |---|---|---|
+//! | verify | [`verify`](super::Scheme::verify) | the core's facilitators' `/verify` |
+//! | the request settled | [`settle_request`](super::Scheme::settle_request) | the charge set as the amount |
+//! | settle, once the intent is written | [`settle`](super::Scheme::settle) | `/settle` at the facilitator that verified |
+//! | a `success: false` | [`may_have_moved`](super::Scheme::may_have_moved) | in doubt for the uncertain reasons, else released |
+//! | the settlement's `extra` | [`settlement_extra`](super::Scheme::settlement_extra) | nothing added |
+//! | ended unsettled | [`release`](super::Scheme::release) | nothing held |
+//!
+//! A step that needs the facilitator calls it through the core, on the payment's
+//! [`PaymentContext`]: [`verify_at_facilitator`](PaymentContext::verify_at_facilitator) and
+//! [`settle_at_facilitator`](PaymentContext::settle_at_facilitator) go through the core's pool
+//! (its order, circuit breakers, failover and deadlines), and the settlement is the request the
+//! ledger's intent holds, sent to the facilitator the intent names — so a lost answer leaves the
+//! payment *in doubt* in the ledger and the log, recovered by a retry or the reconciler, as any
+//! `exact` payment is. What a scheme learns of a payment it keeps on the payment, in its notes
+//! ([`VerifiedPayment::notes`](super::VerifiedPayment::notes)): written by the verify step,
+//! read by the settlement, the `extra` and the release; kept in memory by the core while the
+//! payment is in doubt, and handed back to the step that settles its recovery.
+//!
+//! A payment channel, for one, is a scheme on these steps: a deposit verified and settled
+//! through the core (its notes: the channel held and the voucher to commit once the deposit
+//! moved), a voucher accepted locally or sent to `/verify` through the core, and settled by
+//! committing it to the channel's store (a settlement with no transaction), a refund settled
+//! through the core; the channel's state in the settlement's `extra`, and its hold released
+//! by the release step.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use http::Extensions;
+use tracing::Instrument as _;
+use x402_wire::{SettleResponse, VerifyResponse};
+
+use super::hooks::PaymentContext;
+use super::payments::Payments;
+use super::refusal::Refusal;
+use super::settle::{self, SettleAnswer};
+use crate::settlement::PaymentKey;
+
+/// How many payments in doubt keep their notes in memory, at most.
+const DOUBTFUL_NOTES: usize = 4096;
+
+impl PaymentContext<'_> {
+    /// `/verify` for this payment at the core's facilitators: the first admitting one, moving
+    /// on while they give no answer. The facilitator that answered is the one the payment's
+    /// `/settle` is sent to. For a [scheme's verify step](super::Scheme::verify).
+    pub async fn verify_at_facilitator(&self) -> Result<VerifyResponse, Refusal> {
+        let requirement = self.request.payment_requirements();
+        let span = tracing::info_span!("x402.verify", network = %requirement.network, scheme = %requirement.scheme);
+        let (verifier, verified) = self
+            .core
+            .facilitators
+            .verify(self.request)
+            .instrument(span)
+            .await;
+        // Only the first facilitator's label is kept: a payment is verified once.
+        let _ = self.verifier.set(verifier);
+        verified.map_err(Refusal::Facilitator)
+    }
+
+    /// `/settle` for this payment: the request its *settling* intent holds in the ledger, sent
+    /// to the facilitator the intent names (re-sent once on `settlement_pending`). A settlement
+    /// with `success: true` is `Ok`; `success: false` is [`Refusal::SettlementRefused`]; a lost
+    /// answer is [`Refusal::Facilitator`]. For a [scheme's settle step](super::Scheme::settle),
+    /// which answers the core with it.
+    pub async fn settle_at_facilitator(&self) -> Result<SettleResponse, Refusal> {
+        match settle::send_to(self.core, self.facilitator, self.request).await {
+            SettleAnswer::Settled(settlement) => Ok(settlement),
+            SettleAnswer::Refused(settlement) => {
+                Err(Refusal::SettlementRefused(Box::new(settlement)))
+            }
+            SettleAnswer::Failed(failure) => Err(Refusal::Facilitator(failure)),
+            SettleAnswer::Declined(refusal) => Err(*refusal),
+        }
+    }
+}
+
+impl Payments {
+    /// Asks the scheme named `scheme` to let go of what it holds for the payment `key`, ended
+    /// unsettled with `notes` (asked only when it has some).
+    pub(super) async fn release_step(&self, scheme: &str, key: &PaymentKey, notes: Extensions) {
+        if notes.is_empty() {
+            return;
+        }
+        let scheme = self.schemes.get(scheme);
+        if let Some(release) = scheme.release(key, notes) {
+            release.await;
+        }
+    }
+}
+
+/// The notes of payments in doubt, kept for their recovery by this core.
+#[derive(Default)]
+pub(super) struct DoubtfulNotes(Mutex<HashMap<PaymentKey, Extensions>>);
+
+impl DoubtfulNotes {
+    /// Keeps `notes` for the payment `key` (nothing when there are none).
+    pub(super) fn keep(&self, key: &PaymentKey, notes: Extensions) {
+        if notes.is_empty() {
+            return;
+        }
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.len() >= DOUBTFUL_NOTES {
+            tracing::warn!(%key, "too many payments in doubt to keep their scheme's notes; this one's are dropped");
+            return;
+        }
+        kept.insert(key.clone(), notes);
+    }
+
+    /// The notes kept for the payment `key`, taken (empty when none were).
+    pub(super) fn take(&self, key: &PaymentKey) -> Extensions {
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.is_empty() {
+            return Extensions::new();
+        }
+        kept.remove(key).unwrap_or_default()
+    }
+}
