@@ -8,12 +8,13 @@ use http::Extensions;
 use tracing::Instrument as _;
 use x402_wire::{FacilitatorRequest, PaymentPayload, PaymentRequirements, VerifyResponse};
 
+use super::decision::{Considering, Decision, Opening, PaymentContext, Prelude};
 use super::delivery::{self, RequestDigest};
-use super::hooks::{Considering, Decision, Opening, PaymentContext, Prelude, ProtectedRequest};
 use super::ledger::{self, Claim, Hold};
 use super::outcome::{Cleared, Outcome, Paid, refused};
 use super::payments::Payments;
 use super::refusal::Refusal;
+use super::request::ProtectedRequest;
 use super::settle::{self, Attempt};
 use super::single_flight::InflightGuard;
 use super::stages::HookStages;

@@ -100,15 +100,20 @@
 //! ```
 
 pub(crate) mod charge;
+mod decision;
 mod delivery;
+mod dispatch;
+mod doubt;
 mod flow;
 mod hooks;
 mod ledger;
 mod missing;
 mod outcome;
 mod payments;
+mod record;
 mod refusal;
 mod refusals;
+mod request;
 mod scheme;
 mod settle;
 mod single_flight;
@@ -118,14 +123,16 @@ mod uncancellable;
 mod verified;
 
 pub use charge::Charge;
+pub(crate) use decision::{Considering, Opening, Prelude};
+pub use decision::{Decision, PaymentContext};
 pub use delivery::RequestDigest;
-pub(crate) use hooks::{Considering, Opening, Prelude};
-pub use hooks::{Decision, PaymentContext, PaymentHooks, ProtectedRequest};
+pub use hooks::PaymentHooks;
 pub use missing::MissingPayment;
 pub use outcome::{Cleared, Outcome, Paid};
 pub(crate) use outcome::{Conclusion, Pass};
 pub use payments::Payments;
 pub use refusal::{Refusal, RefusalKind};
+pub use request::ProtectedRequest;
 pub use scheme::Scheme;
 pub use stages::HookStages;
 pub use verified::{SettledPayment, VerifiedPayment};

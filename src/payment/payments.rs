@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::charge::Charge;
-use super::hooks::{Hooks, PaymentHooks};
+use super::dispatch::Hooks;
+use super::hooks::PaymentHooks;
 use super::refusal::Refusal;
 use super::refusals::RefusedPayments;
 use super::scheme::{Scheme, Schemes};

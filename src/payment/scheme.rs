@@ -11,7 +11,7 @@ use x402_wire::{
     VerifyResponse,
 };
 
-use super::hooks::PaymentContext;
+use super::decision::PaymentContext;
 use super::refusal::Refusal;
 #[cfg(doc)]
 use super::verified::VerifiedPayment;

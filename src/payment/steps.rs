@@ -43,7 +43,7 @@ use http::Extensions;
 use tracing::Instrument as _;
 use x402_wire::{SettleResponse, VerifyResponse};
 
-use super::hooks::PaymentContext;
+use super::decision::PaymentContext;
 use super::payments::Payments;
 use super::refusal::Refusal;
 use super::settle::{self, SettleAnswer};
