@@ -10,6 +10,7 @@ use x402_wire::{PaymentPayload, SettleResponse, VerifyResponse};
 
 use super::decision::{Considering, Decision, Opening, PaymentContext, Prelude};
 use super::hooks::PaymentHooks;
+use super::missing::MissingPayment;
 use super::refusal::Refusal;
 use super::request::ProtectedRequest;
 use super::stages::HookStages;
@@ -182,7 +183,13 @@ impl Hooks {
     ) -> Prelude {
         let offer = request.offer;
         match self.on_protected_request(request, considering).await {
-            Decision::Handled(extensions) => Prelude::Granted(extensions),
+            Decision::Handled(mut extensions) => {
+                // Every grant says so: the work learns how the request got in, never a 500.
+                if extensions.get::<MissingPayment>().is_none() {
+                    extensions.insert(MissingPayment::HOOK_GRANT);
+                }
+                Prelude::Granted(extensions)
+            }
             Decision::Abort(refusal) => Prelude::Refused(Arc::clone(offer), refusal),
             Decision::Continue => Prelude::Continue(Arc::clone(offer)),
         }

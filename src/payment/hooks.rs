@@ -61,26 +61,36 @@ use crate::settlement::{PaymentKey, SettlementRecord};
 /// ledger like any other: a granted request is the only one that bypasses the ledger.
 ///
 /// ```
-/// use std::sync::atomic::{AtomicUsize, Ordering};
-/// use tower_x402::BoxFuture;
+/// use std::collections::HashSet;
+/// use std::sync::Mutex;
 /// use tower_x402::payment::{PaymentContext, PaymentHooks};
 /// use tower_x402::proto::SettleResponse;
+/// use tower_x402::{BoxFuture, PaymentKey};
 ///
-/// /// Counts settlements, once per payment key.
+/// /// Counts settlements, once per payment key: a settlement heard again (a crash between the
+/// /// call and the record brings the payment back) is not counted twice.
 /// #[derive(Default)]
-/// struct Revenue(AtomicUsize);
+/// struct Revenue(Mutex<HashSet<PaymentKey>>);
+///
+/// impl Revenue {
+///     fn settlements(&self) -> usize {
+///         self.0.lock().unwrap().len()
+///     }
+/// }
 ///
 /// impl PaymentHooks for Revenue {
 ///     fn after_settle<'a>(
 ///         &'a self,
-///         _payment: &'a PaymentContext<'a>,
+///         payment: &'a PaymentContext<'a>,
 ///         _settlement: &'a SettleResponse,
 ///     ) -> BoxFuture<'a, ()> {
-///         self.0.fetch_add(1, Ordering::Relaxed);
+///         self.0.lock().unwrap().insert(payment.key.clone());
 ///         Box::pin(async {})
 ///     }
 /// }
-/// # let _ = tower_x402::payment::Payments::new(tower_x402::HttpFacilitator::new("https://x402.org/facilitator").unwrap()).hook(Revenue::default());
+/// # let revenue = Revenue::default();
+/// # assert_eq!(revenue.settlements(), 0);
+/// # let _ = tower_x402::payment::Payments::new(tower_x402::HttpFacilitator::new("https://x402.org/facilitator").unwrap()).hook(revenue);
 /// ```
 pub trait PaymentHooks: Send + Sync + 'static {
     /// A priced request arrived; nothing of its payment has been read yet.
