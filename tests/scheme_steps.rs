@@ -194,11 +194,15 @@ fn requirement(scheme: &str) -> PaymentRequirements {
 
 /// Tickets, or `exact` at the same price, settled before the work.
 fn offer() -> Arc<Offer> {
+    offer_settled(SettlementMode::Before)
+}
+
+fn offer_settled(mode: SettlementMode) -> Arc<Offer> {
     Arc::new(
         Offer::builder(ResourceInfo::new(URL))
             .accept(requirement("ticket"))
             .accept(requirement("exact"))
-            .settlement(SettlementMode::Before)
+            .settlement(mode)
             .build()
             .unwrap(),
     )
@@ -343,4 +347,29 @@ async fn a_scheme_settles_once_under_a_lost_settle_answer_and_a_restart() {
     assert_eq!(status, 200);
     assert_eq!(restarted.settled.load(Ordering::SeqCst), 1);
     assert_eq!(facilitator.transfers(), 1, "one transfer in all");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payment_the_work_failed_is_released_by_its_scheme_with_its_notes() {
+    let facilitator = Facilitator::default();
+    let facilitator_url = serve_facilitator(&facilitator).await;
+    let seen = Arc::new(Seen::default());
+    let payments = Payments::new(HttpFacilitator::new(&facilitator_url).unwrap())
+        .scheme(Ticket(Arc::clone(&seen)));
+    let layer = X402Layer::with_payments(payments, offer_settled(SettlementMode::After));
+    let failing = || async { (http::StatusCode::SERVICE_UNAVAILABLE, "sold out") };
+    let app = Router::new().route("/show", get(failing).layer(layer));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let ticket = payment("ticket", json!({ "code": "C3" }));
+    let (status, settlement, _) = buy(&format!("http://{addr}/show"), &ticket).await;
+    assert_eq!(status, 503);
+    assert!(settlement.is_none());
+    // Released with the seat it noted (the step asserts it), never settled.
+    assert_eq!(seen.verified.load(Ordering::SeqCst), 1);
+    assert_eq!(seen.released.load(Ordering::SeqCst), 1);
+    assert_eq!(seen.settled.load(Ordering::SeqCst), 0);
+    assert_eq!(facilitator.transfers(), 0);
 }
