@@ -194,10 +194,9 @@ impl Payments {
 
             let digest = request.into_shared();
             let request = Arc::new(FacilitatorRequest::new(payload, Arc::clone(&requirement)));
-            let mut notes = Extensions::new();
             // Only the payer is kept of the facilitator's answer: the rest is not carried on.
-            let (verifier, payer) = match self.verify(offer, &key, &request, &mut notes).await {
-                Ok((verifier, verified)) => (verifier, verified.payer),
+            let (verifier, payer, notes) = match self.verify(offer, &key, &request).await {
+                Ok((verifier, verified, notes)) => (verifier, verified.payer, notes),
                 // Boxed: the failure's answer is not kept in every payment's future.
                 Err(failure) => {
                     let failed = Failed {
@@ -326,28 +325,32 @@ impl Payments {
         offer: &Offer,
         key: &PaymentKey,
         request: &FacilitatorRequest,
-        notes: &mut Extensions,
-    ) -> Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed> {
+    ) -> Result<(Option<Arc<str>>, VerifyResponse, Extensions), VerifyFailed> {
         let context = PaymentContext::new(self, offer, offer.resource_url(), key, request);
         if self.hooks.take_part(HookStages::BEFORE_VERIFY) {
             match Box::pin(self.hooks.before_verify(&context)).await {
                 Decision::Continue => {}
-                Decision::Handled(verified) if verified.is_valid => return Ok((None, verified)),
+                Decision::Handled(verified) if verified.is_valid => {
+                    return Ok((None, verified, Extensions::new()));
+                }
                 Decision::Handled(verified) => return Err(VerifyFailed::Invalid(verified)),
                 Decision::Abort(refusal) => return Err(VerifyFailed::Hook(refusal)),
             }
         }
         let requirement = request.payment_requirements();
-        if let Some(scheme) = self.schemes.registered(&requirement.scheme) {
+        let registered = self.schemes.registered(&requirement.scheme).is_some();
+        if registered {
             // Boxed: only a scheme registered from outside takes this path.
-            if let Some(verified) = Box::pin(scheme_verifies(scheme, &context, notes)).await {
+            if let Some(verified) = Box::pin(scheme_verifies(&context)).await {
                 return verified;
             }
         }
         let span = tracing::info_span!("x402.verify", network = %requirement.network, scheme = %requirement.scheme);
         let (verifier, verified) = self.facilitators.verify(request).instrument(span).await;
         let failed = match verified {
-            Ok(verified) if verified.is_valid => return Ok((Some(verifier), verified)),
+            Ok(verified) if verified.is_valid => {
+                return Ok((Some(verifier), verified, Extensions::new()));
+            }
             Ok(verified) if settle::is_nonce_used(verified.invalid_reason.as_deref()) => {
                 tracing::warn!(%key, reason = ?verified.invalid_reason, "verify says the payment's nonce is used; treating it as in doubt");
                 return Err(VerifyFailed::NonceUsed(verifier));
@@ -372,14 +375,14 @@ impl Payments {
         context: &PaymentContext<'_>,
         verifier: Arc<str>,
         failed: VerifyFailed,
-    ) -> Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed> {
+    ) -> Result<(Option<Arc<str>>, VerifyResponse, Extensions), VerifyFailed> {
         let failure = match &failed {
             VerifyFailed::Invalid(verified) => Ok(verified),
             VerifyFailed::Facilitator(failure) => Err(failure),
             VerifyFailed::Hook(_) | VerifyFailed::NonceUsed(_) => return Err(failed),
         };
         match self.hooks.on_verify_failure(context, failure).await {
-            Some(verified) => Ok((Some(verifier), verified)),
+            Some(verified) => Ok((Some(verifier), verified, Extensions::new())),
             None => Err(failed),
         }
     }
@@ -508,16 +511,20 @@ impl Payments {
 }
 
 /// A payment of a scheme registered from outside: its [verify step](super::Scheme::verify)'s
-/// answer, or `None` when it has none (the core's facilitators verify it).
+/// answer, with the notes it wrote, or `None` when it has none (the core's facilitators verify
+/// it).
 async fn scheme_verifies(
-    scheme: &dyn super::Scheme,
     context: &PaymentContext<'_>,
-    notes: &mut Extensions,
-) -> Option<Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed>> {
-    let verified = scheme.verify(context, notes)?.await;
+) -> Option<Result<(Option<Arc<str>>, VerifyResponse, Extensions), VerifyFailed>> {
+    let scheme = context
+        .core
+        .schemes
+        .get(&context.request.payment_requirements().scheme);
+    let mut notes = Extensions::new();
+    let verified = scheme.verify(context, &mut notes)?.await;
     let verifier = context.verifier.get().cloned();
     Some(match verified {
-        Ok(verified) if verified.is_valid => Ok((verifier, verified)),
+        Ok(verified) if verified.is_valid => Ok((verifier, verified, notes)),
         Ok(verified) => match verifier {
             // Its nonce used, at the facilitator: possibly by this very payment.
             Some(verifier) if settle::is_nonce_used(verified.invalid_reason.as_deref()) => {

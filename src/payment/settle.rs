@@ -13,7 +13,6 @@ use super::ledger::{Hold, lease_until, release};
 use super::payments::Payments;
 use super::record::settled;
 use super::refusal::Refusal;
-use super::scheme::Scheme;
 use super::single_flight::InflightGuard;
 use super::stages::HookStages;
 use super::uncancellable::{Panicked, Uncancellable};
@@ -267,13 +266,15 @@ fn complete<'a>(
 ) -> impl Future<Output = Result<SettleResponse, Refusal>> + Send + 'a {
     async move {
         let recording = {
-            let scheme = &intent.request.payment_requirements().scheme;
-            let mut answer = match config.schemes.registered(scheme) {
-                None => send(config, intent).await,
+            let registered = config
+                .schemes
+                .registered(&intent.request.payment_requirements().scheme)
+                .is_some();
+            let mut answer = if registered {
                 // Boxed: only a scheme registered from outside takes this path.
-                Some(scheme) => {
-                    Box::pin(scheme_settles(config, scheme, offer, &hold, intent, notes)).await
-                }
+                Box::pin(scheme_settles(config, offer, &hold, intent, notes)).await
+            } else {
+                send(config, intent).await
             };
             if config.hooks.take_part(HookStages::SETTLE_FAILURE) {
                 // Boxed, the answer moved in and back: a path only hooks take.
@@ -397,11 +398,10 @@ async fn not_settled(
     .await
 }
 
-/// A payment of a scheme registered from outside: its [settlement step](Scheme::settle),
+/// A payment of a scheme registered from outside: its [settlement step](super::Scheme::settle),
 /// else `/settle` as for any payment.
 async fn scheme_settles(
     config: &Payments,
-    scheme: &dyn Scheme,
     offer: &Offer,
     hold: &Hold,
     intent: &SettlementIntent,
@@ -410,6 +410,9 @@ async fn scheme_settles(
     let mut context =
         PaymentContext::new(config, offer, &intent.resource, &hold.key, &intent.request);
     context.facilitator = intent.facilitator.as_deref();
+    let scheme = config
+        .schemes
+        .get(&intent.request.payment_requirements().scheme);
     let Some(step) = scheme.settle(&context, notes) else {
         return send(config, intent).await;
     };
