@@ -373,3 +373,29 @@ async fn a_payment_the_work_failed_is_released_by_its_scheme_with_its_notes() {
     assert_eq!(seen.settled.load(Ordering::SeqCst), 0);
     assert_eq!(facilitator.transfers(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_core_holds_a_scheme_s_notes_while_its_payment_is_in_doubt() {
+    let facilitator = Facilitator::default();
+    let facilitator_url = serve_facilitator(&facilitator).await;
+    let store = postgres_store().await;
+    let seen = Arc::new(Seen::default());
+    let url = start(&facilitator_url, &store, &seen).await;
+    let ticket = payment("ticket", json!({ "code": "D4" }));
+
+    facilitator.lose_answer.store(true, Ordering::SeqCst);
+    let (status, _, _) = buy(&url, &ticket).await;
+    assert_eq!(status, 503);
+    facilitator.lose_answer.store(false, Ordering::SeqCst);
+
+    // The same process recovers it: its settle step finds the seat the verify step noted, and
+    // so do the settlement's extra and the work.
+    let (status, settlement, body) = buy(&url, &ticket).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(seen.verified.load(Ordering::SeqCst), 1);
+    assert_eq!(seen.settled.load(Ordering::SeqCst), 2);
+    assert_eq!(seen.settled_with_seat.load(Ordering::SeqCst), 2);
+    assert_eq!(settlement.unwrap().extra.unwrap()["seat"], "row-D4");
+    assert_eq!(body, json!({ "scheme": "ticket", "seat": "row-D4" }));
+    assert_eq!(facilitator.transfers(), 1);
+}

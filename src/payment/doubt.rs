@@ -106,7 +106,7 @@ pub(super) async fn in_doubt(
     notes: &mut Extensions,
 ) -> Refusal {
     // The scheme's notes wait in memory for the payment's recovery by this core.
-    config.doubtful.keep(&hold.key, std::mem::take(notes));
+    config.held_notes.keep(&hold.key, std::mem::take(notes));
     let request = &intent.request;
     let requirement = request.payment_requirements();
     let authorization = request

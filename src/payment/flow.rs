@@ -255,22 +255,24 @@ impl Payments {
             // settlement, not the payment. The settlement is boxed: a payment settled after the work
             // (the default) does not carry its size in this future.
             let mut paid = Paid::new(payment, None);
-            let notes = std::mem::take(&mut paid.payment_mut().notes);
-            let (outcome, guard, notes) = Box::pin(settle::settle(
+            let noted = self.hold_notes(paid.payment_mut());
+            let (outcome, guard) = Box::pin(settle::settle(
                 self,
                 offer,
                 hold,
                 intent,
                 Attempt::First,
                 guard,
-                notes,
             ))
             .await;
+            let outcome = match noted {
+                true => Box::pin(self.notes_back(paid.payment_mut(), outcome)).await,
+                false => outcome,
+            };
             match outcome {
                 Ok(settlement) => {
                     let payment = paid.payment_mut();
                     payment.payer = payment.payer.take().or_else(|| settlement.payer.clone());
-                    payment.notes = notes;
                     paid.settled(settlement, guard);
                 }
                 Err(refusal) => return refused(refusal),
@@ -443,9 +445,10 @@ impl Payments {
         let attempt = Attempt::Recovery;
         // What this core's scheme noted before the payment went in doubt (nothing after a
         // restart).
-        let notes = self.doubtful.take(&key);
-        let (outcome, guard, notes) =
-            settle::settle(self, offer, hold, intent.clone(), attempt, guard, notes).await;
+        // What this core's scheme noted before the doubt stays held for the settle step.
+        let (outcome, guard) =
+            settle::settle(self, offer, hold, intent.clone(), attempt, guard).await;
+        let notes = self.held_notes.take(&key);
         let settlement = match outcome {
             Ok(settlement) => settlement,
             Err(refusal) => return refused(refusal),

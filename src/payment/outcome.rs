@@ -182,12 +182,16 @@ impl Cleared {
         // The payment goes into its `Paid` now, so that the settlement's future carries a
         // pointer to it rather than the payment.
         let mut paid = Paid::new(payment, None);
-        let notes = std::mem::take(&mut paid.0.payment.notes);
+        // The scheme's notes are held by the core while the payment settles.
+        let noted = payments.hold_notes(&mut paid.0.payment);
         let offer = &paid.payment().offer;
-        let (outcome, guard, notes) =
-            settle::settle(&payments, offer, hold, intent, Attempt::First, guard, notes).await;
+        let (outcome, guard) =
+            settle::settle(&payments, offer, hold, intent, Attempt::First, guard).await;
+        let outcome = match noted {
+            true => Box::pin(payments.notes_back(&mut paid.0.payment, outcome)).await,
+            false => outcome,
+        };
         paid.settled(outcome?, guard);
-        paid.0.payment.notes = notes;
         Ok(paid)
     }
 

@@ -13,7 +13,7 @@ use super::refusal::Refusal;
 use super::refusals::RefusedPayments;
 use super::scheme::{Scheme, Schemes};
 use super::single_flight::Inflight;
-use super::steps::DoubtfulNotes;
+use super::steps::HeldNotes;
 use crate::facilitator::{DEFAULT_LABEL, Facilitator, Facilitators};
 use crate::pricing::Offer;
 #[cfg(doc)]
@@ -78,7 +78,7 @@ pub struct Payments {
     /// Payments the facilitator recently found invalid.
     pub(super) refused: Arc<RefusedPayments>,
     /// The scheme's notes of payments in doubt, for their recovery.
-    pub(super) doubtful: Arc<DoubtfulNotes>,
+    pub(super) held_notes: Arc<HeldNotes>,
 }
 
 impl Payments {
@@ -104,7 +104,7 @@ impl Payments {
             pending_pause: Duration::from_secs(1),
             held_wait: Duration::from_secs(5),
             refused: Arc::new(RefusedPayments::new(DEFAULT_REFUSAL_MEMORY)),
-            doubtful: Arc::default(),
+            held_notes: Arc::default(),
         }
     }
 

@@ -30,8 +30,8 @@ pub(super) fn settled<'a>(
     intent: &'a SettlementIntent,
     mut settlement: SettleResponse,
     attempt: Attempt,
-    notes: &'a Extensions,
-) -> impl Future<Output = SettleResponse> + Send + 'a {
+    notes: &Extensions,
+) -> impl Future<Output = SettleResponse> + Send + use<'a> {
     let requirement = intent.request.payment_requirements();
     let scheme = config.schemes.get(&requirement.scheme);
     if !notes.is_empty() {

@@ -82,20 +82,12 @@ pub(super) fn settle<'a>(
     intent: SettlementIntent,
     attempt: Attempt,
     guard: InflightGuard,
-    mut notes: Extensions,
-) -> impl Future<
-    Output = (
-        Result<SettleResponse, Refusal>,
-        Option<InflightGuard>,
-        Extensions,
-    ),
-> + Send
-+ 'a {
+) -> impl Future<Output = (Result<SettleResponse, Refusal>, Option<InflightGuard>)> + Send + 'a {
     async move {
         let intent = if attempt == Attempt::First {
-            match write_intent(config, offer, &mut hold, intent, &mut notes).await {
+            match write_intent(config, offer, &mut hold, intent).await {
                 Ok(intent) => intent,
-                Err(answer) => return (answer, Some(guard), notes),
+                Err(answer) => return (answer, Some(guard)),
             }
         } else {
             intent
@@ -105,25 +97,25 @@ pub(super) fn settle<'a>(
         let completion = {
             let (config, offer) = (Arc::clone(config), Arc::clone(offer));
             Box::pin(async move {
-                let outcome = complete(&config, &offer, hold, &intent, attempt, &mut notes).await;
-                (outcome, guard, notes)
+                let outcome = complete(&config, &offer, hold, &intent, attempt).await;
+                (outcome, guard)
             })
         };
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => match Uncancellable::new(completion, runtime).await {
-                Ok((outcome, guard, notes)) => (outcome, Some(guard), notes),
+                Ok((outcome, guard)) => (outcome, Some(guard)),
                 Err(Panicked(error)) => {
                     // The settlement panicked: the intent stands, and a retry recovers the payment.
                     tracing::error!(%error, "settlement panicked; the payment is left to recovery");
                     let reason = format!("settlement panicked: {error}");
                     let refusal = refuse(config, offer, Refusal::SettlementInDoubt { reason });
-                    (Err(refusal), None, Extensions::new())
+                    (Err(refusal), None)
                 }
             },
             // No runtime to outlive the request on: settle in place.
             Err(_) => {
-                let (outcome, guard, notes) = completion.await;
-                (outcome, Some(guard), notes)
+                let (outcome, guard) = completion.await;
+                (outcome, Some(guard))
             }
         }
     }
@@ -139,14 +131,13 @@ fn write_intent<'a>(
     offer: &'a Arc<Offer>,
     hold: &'a mut Hold,
     intent: SettlementIntent,
-    notes: &'a mut Extensions,
 ) -> impl Future<Output = Result<SettlementIntent, Result<SettleResponse, Refusal>>> + Send + 'a {
     async move {
         let intent = if !config.hooks.take_part(HookStages::BEFORE_SETTLE) {
             intent
         } else {
             // Boxed: a path only hooks take, kept out of the size of every settlement.
-            Box::pin(hooked(config, offer, hold, intent, notes)).await?
+            Box::pin(hooked(config, offer, hold, intent)).await?
         };
         // A new settlement goes to the facilitator that verified it (else the preferred one);
         // every retry of it goes to the same one.
@@ -195,17 +186,20 @@ async fn hooked(
     offer: &Offer,
     hold: &Hold,
     intent: SettlementIntent,
-    notes: &mut Extensions,
 ) -> Result<SettlementIntent, Result<SettleResponse, Refusal>> {
-    match before_settle(config, offer, hold, intent, notes).await {
-        Ok(intent) => Ok(intent),
+    // The scheme's notes, held by the core while the payment settles.
+    let mut notes = config.held_notes.take(&hold.key);
+    match before_settle(config, offer, hold, intent, &mut notes).await {
+        Ok(intent) => {
+            config.held_notes.keep(&hold.key, notes);
+            Ok(intent)
+        }
         Err(Skipped::Refused(refusal)) => Err(Err(refusal)),
         Err(Skipped::Settled(settlement, intent)) => {
             let attempt = Attempt::First;
-            Err(Ok(settled(
-                config, offer, hold, &intent, settlement, attempt, notes,
-            )
-            .await))
+            let recording = settled(config, offer, hold, &intent, settlement, attempt, &notes);
+            config.held_notes.keep(&hold.key, notes);
+            Err(Ok(recording.await))
         }
     }
 }
@@ -262,14 +256,20 @@ fn complete<'a>(
     hold: Hold,
     intent: &'a SettlementIntent,
     attempt: Attempt,
-    notes: &'a mut Extensions,
 ) -> impl Future<Output = Result<SettleResponse, Refusal>> + Send + 'a {
     async move {
+        let registered = config
+            .schemes
+            .registered(&intent.request.payment_requirements().scheme)
+            .is_some();
+        // The scheme's notes, held by the core while the payment settles (none for `exact`
+        // and `upto`).
+        let mut notes = match registered {
+            true => config.held_notes.take(&hold.key),
+            false => Extensions::new(),
+        };
+        let notes = &mut notes;
         let recording = {
-            let registered = config
-                .schemes
-                .registered(&intent.request.payment_requirements().scheme)
-                .is_some();
             let mut answer = if registered {
                 // Boxed: only a scheme registered from outside takes this path.
                 Box::pin(scheme_settles(config, offer, &hold, intent, notes)).await
@@ -282,7 +282,11 @@ fn complete<'a>(
             }
             match answer {
                 SettleAnswer::Settled(settlement) => {
-                    settled(config, offer, &hold, intent, settlement, attempt, notes)
+                    let recording =
+                        settled(config, offer, &hold, intent, settlement, attempt, notes);
+                    // Back with the payment, for the work to read.
+                    config.held_notes.keep(&hold.key, std::mem::take(notes));
+                    recording
                 }
                 // Boxed: a path only a refused or lost `/settle` takes, kept out of every
                 // settlement's size.

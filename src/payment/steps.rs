@@ -47,6 +47,7 @@ use super::decision::PaymentContext;
 use super::payments::Payments;
 use super::refusal::Refusal;
 use super::settle::{self, SettleAnswer};
+use super::verified::VerifiedPayment;
 use crate::settlement::PaymentKey;
 
 /// How many payments in doubt keep their notes in memory, at most.
@@ -101,11 +102,44 @@ impl Payments {
     }
 }
 
-/// The notes of payments in doubt, kept for their recovery by this core.
-#[derive(Default)]
-pub(super) struct DoubtfulNotes(Mutex<HashMap<PaymentKey, Extensions>>);
+impl Payments {
+    /// Holds `payment`'s notes while it settles; whether it had any.
+    pub(super) fn hold_notes(&self, payment: &mut VerifiedPayment) -> bool {
+        if payment.notes.is_empty() {
+            return false;
+        }
+        let notes = std::mem::take(&mut payment.notes);
+        self.held_notes.keep(&payment.key, notes);
+        true
+    }
 
-impl DoubtfulNotes {
+    /// After `payment`'s settlement: its notes back on it when it settled, left held when it is
+    /// in doubt (for its recovery), else released — a settlement that never reached the
+    /// scheme's step (its intent not written) settled nothing.
+    pub(super) async fn notes_back(
+        &self,
+        payment: &mut VerifiedPayment,
+        outcome: Result<SettleResponse, Refusal>,
+    ) -> Result<SettleResponse, Refusal> {
+        match &outcome {
+            Ok(_) => payment.notes = self.held_notes.take(&payment.key),
+            Err(Refusal::SettlementInDoubt { .. }) => {}
+            Err(_) => {
+                let notes = self.held_notes.take(&payment.key);
+                self.release_step(&payment.requirement.scheme, &payment.key, notes)
+                    .await;
+            }
+        }
+        outcome
+    }
+}
+
+/// The notes of payments being settled or in doubt, held by the core: handed to the scheme's
+/// settle step (that of a recovery too), and back to the payment once it settled.
+#[derive(Default)]
+pub(super) struct HeldNotes(Mutex<HashMap<PaymentKey, Extensions>>);
+
+impl HeldNotes {
     /// Keeps `notes` for the payment `key` (nothing when there are none).
     pub(super) fn keep(&self, key: &PaymentKey, notes: Extensions) {
         if notes.is_empty() {
