@@ -85,19 +85,14 @@ pub struct PaymentContext<'a> {
     pub key: &'a PaymentKey,
     /// The payment and the server's requirement it matched, as sent to the facilitator.
     pub request: &'a FacilitatorRequest,
-    /// The core, whose facilitators a [scheme's steps](super::Scheme) reach through this
-    /// context ([`verify_at_facilitator`](Self::verify_at_facilitator),
-    /// [`settle_at_facilitator`](Self::settle_at_facilitator)).
-    pub(super) core: &'a super::Payments,
-    /// The facilitator the payment's *settling* intent names (while it settles).
-    pub(super) facilitator: Option<&'a str>,
-    /// The facilitator that verified the payment through this context.
-    pub(super) verifier: std::sync::OnceLock<Arc<str>>,
+    /// The core, as a [scheme's steps](super::Scheme) reach it through this context
+    /// ([`verify_at_facilitator`](Self::verify_at_facilitator),
+    /// [`settle_at_facilitator`](Self::settle_at_facilitator)); `None` for the hooks.
+    pub(super) core: Option<&'a super::steps::CoreHandle<'a>>,
 }
 
 impl<'a> PaymentContext<'a> {
     pub(super) fn new(
-        core: &'a super::Payments,
         offer: &'a Offer,
         resource: &'a str,
         key: &'a PaymentKey,
@@ -108,9 +103,7 @@ impl<'a> PaymentContext<'a> {
             resource,
             key,
             request,
-            core,
-            facilitator: None,
-            verifier: std::sync::OnceLock::new(),
+            core: None,
         }
     }
 }

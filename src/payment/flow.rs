@@ -18,6 +18,7 @@ use super::request::ProtectedRequest;
 use super::settle::{self, Attempt};
 use super::single_flight::InflightGuard;
 use super::stages::HookStages;
+use super::steps::CoreHandle;
 use super::verified::VerifiedPayment;
 use crate::facilitator::FacilitatorError;
 use crate::pricing::Offer;
@@ -328,9 +329,10 @@ impl Payments {
         key: &PaymentKey,
         request: &FacilitatorRequest,
     ) -> Result<(Option<Arc<str>>, VerifyResponse, Extensions), VerifyFailed> {
-        let context = PaymentContext::new(self, offer, offer.resource_url(), key, request);
+        // Made for each step that asks for it: not carried across `/verify`.
+        let context = || PaymentContext::new(offer, offer.resource_url(), key, request);
         if self.hooks.take_part(HookStages::BEFORE_VERIFY) {
-            match Box::pin(self.hooks.before_verify(&context)).await {
+            match Box::pin(self.hooks.before_verify(&context())).await {
                 Decision::Continue => {}
                 Decision::Handled(verified) if verified.is_valid => {
                     return Ok((None, verified, Extensions::new()));
@@ -343,7 +345,7 @@ impl Payments {
         let registered = self.schemes.registered(&requirement.scheme).is_some();
         if registered {
             // Boxed: only a scheme registered from outside takes this path.
-            if let Some(verified) = Box::pin(scheme_verifies(&context)).await {
+            if let Some(verified) = Box::pin(scheme_verifies(self, context())).await {
                 return verified;
             }
         }
@@ -367,7 +369,7 @@ impl Payments {
             return Err(failed);
         }
         // Boxed: the failure and the hooks' answer are not carried in every payment's future.
-        Box::pin(self.verify_failed(&context, verifier, failed)).await
+        Box::pin(self.verify_failed(&context(), verifier, failed)).await
     }
 
     /// Asks the hooks to recover a verification that failed (a hook that verifies the
@@ -517,15 +519,17 @@ impl Payments {
 /// answer, with the notes it wrote, or `None` when it has none (the core's facilitators verify
 /// it).
 async fn scheme_verifies(
-    context: &PaymentContext<'_>,
+    payments: &Payments,
+    mut context: PaymentContext<'_>,
 ) -> Option<Result<(Option<Arc<str>>, VerifyResponse, Extensions), VerifyFailed>> {
-    let scheme = context
-        .core
+    let scheme = payments
         .schemes
         .get(&context.request.payment_requirements().scheme);
+    let core = CoreHandle::new(payments, None);
+    context.core = Some(&core);
     let mut notes = Extensions::new();
-    let verified = scheme.verify(context, &mut notes)?.await;
-    let verifier = context.verifier.get().cloned();
+    let verified = scheme.verify(&context, &mut notes)?.await;
+    let verifier = core.verifier();
     Some(match verified {
         Ok(verified) if verified.is_valid => Ok((verifier, verified, notes)),
         Ok(verified) => match verifier {

@@ -35,8 +35,7 @@ pub(super) fn settled<'a>(
     let requirement = intent.request.payment_requirements();
     let scheme = config.schemes.get(&requirement.scheme);
     if !notes.is_empty() {
-        let context =
-            PaymentContext::new(config, offer, &intent.resource, &hold.key, &intent.request);
+        let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
         if let Some(extra) = scheme.settlement_extra(&context, notes, &settlement) {
             settlement.extra.get_or_insert_with(Map::new).extend(extra);
         }
@@ -60,8 +59,7 @@ pub(super) fn settled<'a>(
             return reconciled_settlement(&intent.request, String::new());
         };
         if !config.hooks.is_empty() {
-            let context =
-                PaymentContext::new(config, offer, &intent.resource, &hold.key, &intent.request);
+            let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
             config.hooks.enrich(&context, &mut record.settlement);
             if config.hooks.take_part(HookStages::AFTER_SETTLE) {
                 Box::pin(config.hooks.after_settle(&context, &record.settlement)).await;

@@ -15,6 +15,7 @@ use super::record::settled;
 use super::refusal::Refusal;
 use super::single_flight::InflightGuard;
 use super::stages::HookStages;
+use super::steps::CoreHandle;
 use super::uncancellable::{Panicked, Uncancellable};
 use crate::facilitator::{FacilitatorError, Member};
 use crate::pricing::Offer;
@@ -223,7 +224,7 @@ async fn before_settle(
     mut intent: SettlementIntent,
     notes: &mut Extensions,
 ) -> Result<SettlementIntent, Skipped> {
-    let context = PaymentContext::new(config, offer, &intent.resource, &hold.key, &intent.request);
+    let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
     match config.hooks.before_settle(&context).await {
         Decision::Continue => {}
         Decision::Handled(settlement) => return Err(Skipped::Settled(settlement, intent)),
@@ -315,7 +316,7 @@ async fn after_settle_hooks(
         SettleAnswer::Refused(settlement) => Ok(settlement),
         SettleAnswer::Failed(failure) => Err(failure),
     };
-    let context = PaymentContext::new(config, offer, &intent.resource, &hold.key, &intent.request);
+    let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
     match config.hooks.on_settle_failure(&context, failure).await {
         Some(settlement) => SettleAnswer::Settled(settlement),
         None => answer,
@@ -411,9 +412,9 @@ async fn scheme_settles(
     intent: &SettlementIntent,
     notes: &mut Extensions,
 ) -> SettleAnswer {
-    let mut context =
-        PaymentContext::new(config, offer, &intent.resource, &hold.key, &intent.request);
-    context.facilitator = intent.facilitator.as_deref();
+    let mut context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
+    let core = CoreHandle::new(config, intent.facilitator.as_deref());
+    context.core = Some(&core);
     let scheme = config
         .schemes
         .get(&intent.request.payment_requirements().scheme);

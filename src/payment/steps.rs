@@ -37,7 +37,8 @@
 //! by the release step.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use http::Extensions;
 use tracing::Instrument as _;
@@ -45,7 +46,7 @@ use x402_wire::{SettleResponse, VerifyResponse};
 
 use super::decision::PaymentContext;
 use super::payments::Payments;
-use super::refusal::Refusal;
+use super::refusal::{Refusal, RefusalKind};
 use super::settle::{self, SettleAnswer};
 use super::verified::VerifiedPayment;
 use crate::settlement::PaymentKey;
@@ -53,21 +54,63 @@ use crate::settlement::PaymentKey;
 /// How many payments in doubt keep their notes in memory, at most.
 const DOUBTFUL_NOTES: usize = 4096;
 
+/// What a scheme's step reaches the core through: its facilitators, the facilitator the
+/// payment's intent names while it settles, and the one that verified it.
+pub(super) struct CoreHandle<'a> {
+    core: &'a Payments,
+    facilitator: Option<&'a str>,
+    verifier: OnceLock<Arc<str>>,
+}
+
+impl<'a> CoreHandle<'a> {
+    pub(super) fn new(core: &'a Payments, facilitator: Option<&'a str>) -> Self {
+        Self {
+            core,
+            facilitator,
+            verifier: OnceLock::new(),
+        }
+    }
+
+    /// The facilitator that verified the payment through this handle, if one did.
+    pub(super) fn verifier(&self) -> Option<Arc<str>> {
+        self.verifier.get().cloned()
+    }
+}
+
+impl fmt::Debug for CoreHandle<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CoreHandle")
+            .field("facilitator", &self.facilitator)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Asked of a context a hook was given: only a scheme's steps reach the facilitators.
+fn not_a_step() -> Refusal {
+    Refusal::Hook {
+        kind: RefusalKind::ServerFault,
+        reason: "the facilitators are reached through the core only from a scheme's steps"
+            .to_owned(),
+    }
+}
+
 impl PaymentContext<'_> {
     /// `/verify` for this payment at the core's facilitators: the first admitting one, moving
     /// on while they give no answer. The facilitator that answered is the one the payment's
-    /// `/settle` is sent to. For a [scheme's verify step](super::Scheme::verify).
+    /// `/settle` is sent to. For a [scheme's verify step](super::Scheme::verify) (a hook's
+    /// context answers a [`RefusalKind::ServerFault`]).
     pub async fn verify_at_facilitator(&self) -> Result<VerifyResponse, Refusal> {
+        let core = self.core.ok_or_else(not_a_step)?;
         let requirement = self.request.payment_requirements();
         let span = tracing::info_span!("x402.verify", network = %requirement.network, scheme = %requirement.scheme);
-        let (verifier, verified) = self
+        let (verifier, verified) = core
             .core
             .facilitators
             .verify(self.request)
             .instrument(span)
             .await;
         // Only the first facilitator's label is kept: a payment is verified once.
-        let _ = self.verifier.set(verifier);
+        let _ = core.verifier.set(verifier);
         verified.map_err(Refusal::Facilitator)
     }
 
@@ -77,7 +120,8 @@ impl PaymentContext<'_> {
     /// answer is [`Refusal::Facilitator`]. For a [scheme's settle step](super::Scheme::settle),
     /// which answers the core with it.
     pub async fn settle_at_facilitator(&self) -> Result<SettleResponse, Refusal> {
-        match settle::send_to(self.core, self.facilitator, self.request).await {
+        let core = self.core.ok_or_else(not_a_step)?;
+        match settle::send_to(core.core, core.facilitator, self.request).await {
             SettleAnswer::Settled(settlement) => Ok(settlement),
             SettleAnswer::Refused(settlement) => {
                 Err(Refusal::SettlementRefused(Box::new(settlement)))
