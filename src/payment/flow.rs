@@ -196,8 +196,8 @@ impl Payments {
             let digest = request.into_shared();
             let request = Arc::new(FacilitatorRequest::new(payload, Arc::clone(&requirement)));
             // Only the payer is kept of the facilitator's answer: the rest is not carried on.
-            let (verifier, payer, notes) = match self.verify(offer, &key, &request).await {
-                Ok((verifier, verified, notes)) => (verifier, verified.payer, notes),
+            let (verifier, payer) = match self.verify(offer, &key, &request).await {
+                Ok((verifier, verified)) => (verifier, verified.payer),
                 // Boxed: the failure's answer is not kept in every payment's future.
                 Err(failure) => {
                     let failed = Failed {
@@ -211,6 +211,11 @@ impl Payments {
                 }
             };
 
+            // What a registered scheme's verify step noted, held by the core until now.
+            let notes = match self.schemes.registered(&requirement.scheme) {
+                Some(_) => self.held_notes.take(&key),
+                None => Extensions::new(),
+            };
             let payment = VerifiedPayment {
                 key,
                 payer,
@@ -328,15 +333,13 @@ impl Payments {
         offer: &Offer,
         key: &PaymentKey,
         request: &FacilitatorRequest,
-    ) -> Result<(Option<Arc<str>>, VerifyResponse, Extensions), VerifyFailed> {
+    ) -> Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed> {
         // Made for each step that asks for it: not carried across `/verify`.
         let context = || PaymentContext::new(offer, offer.resource_url(), key, request);
         if self.hooks.take_part(HookStages::BEFORE_VERIFY) {
             match Box::pin(self.hooks.before_verify(&context())).await {
                 Decision::Continue => {}
-                Decision::Handled(verified) if verified.is_valid => {
-                    return Ok((None, verified, Extensions::new()));
-                }
+                Decision::Handled(verified) if verified.is_valid => return Ok((None, verified)),
                 Decision::Handled(verified) => return Err(VerifyFailed::Invalid(verified)),
                 Decision::Abort(refusal) => return Err(VerifyFailed::Hook(refusal)),
             }
@@ -352,9 +355,7 @@ impl Payments {
         let span = tracing::info_span!("x402.verify", network = %requirement.network, scheme = %requirement.scheme);
         let (verifier, verified) = self.facilitators.verify(request).instrument(span).await;
         let failed = match verified {
-            Ok(verified) if verified.is_valid => {
-                return Ok((Some(verifier), verified, Extensions::new()));
-            }
+            Ok(verified) if verified.is_valid => return Ok((Some(verifier), verified)),
             Ok(verified) if settle::is_nonce_used(verified.invalid_reason.as_deref()) => {
                 tracing::warn!(%key, reason = ?verified.invalid_reason, "verify says the payment's nonce is used; treating it as in doubt");
                 return Err(VerifyFailed::NonceUsed(verifier));
@@ -379,14 +380,14 @@ impl Payments {
         context: &PaymentContext<'_>,
         verifier: Arc<str>,
         failed: VerifyFailed,
-    ) -> Result<(Option<Arc<str>>, VerifyResponse, Extensions), VerifyFailed> {
+    ) -> Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed> {
         let failure = match &failed {
             VerifyFailed::Invalid(verified) => Ok(verified),
             VerifyFailed::Facilitator(failure) => Err(failure),
             VerifyFailed::Hook(_) | VerifyFailed::NonceUsed(_) => return Err(failed),
         };
         match self.hooks.on_verify_failure(context, failure).await {
-            Some(verified) => Ok((Some(verifier), verified, Extensions::new())),
+            Some(verified) => Ok((Some(verifier), verified)),
             None => Err(failed),
         }
     }
@@ -516,12 +517,12 @@ impl Payments {
 }
 
 /// A payment of a scheme registered from outside: its [verify step](super::Scheme::verify)'s
-/// answer, with the notes it wrote, or `None` when it has none (the core's facilitators verify
-/// it).
+/// answer, or `None` when it has none (the core's facilitators verify it). The notes it wrote
+/// on a valid payment are held by the core until the payment is made.
 async fn scheme_verifies(
     payments: &Payments,
     mut context: PaymentContext<'_>,
-) -> Option<Result<(Option<Arc<str>>, VerifyResponse, Extensions), VerifyFailed>> {
+) -> Option<Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed>> {
     let scheme = payments
         .schemes
         .get(&context.request.payment_requirements().scheme);
@@ -531,7 +532,10 @@ async fn scheme_verifies(
     let verified = scheme.verify(&context, &mut notes)?.await;
     let verifier = core.verifier();
     Some(match verified {
-        Ok(verified) if verified.is_valid => Ok((verifier, verified, notes)),
+        Ok(verified) if verified.is_valid => {
+            payments.held_notes.keep(context.key, notes);
+            Ok((verifier, verified))
+        }
         Ok(verified) => match verifier {
             // Its nonce used, at the facilitator: possibly by this very payment.
             Some(verifier) if settle::is_nonce_used(verified.invalid_reason.as_deref()) => {
