@@ -198,9 +198,10 @@ pub trait Scheme: Send + Sync + 'static {
     /// Lets go of what the scheme holds for the payment `key`, which ended without settling:
     /// cancelled (the work failed, a hook refused it after verification, it was dropped),
     /// refused by the settlement, or found never settled once in doubt. Given the payment's
-    /// `notes` (empty for a doubt resolved by a process that did not verify the payment); asked
-    /// only for payments with notes, once. The future returned is run to its end, on a task of
-    /// its own when the payment was dropped.
+    /// `notes`, and asked only when it has some (a scheme that noted nothing holds nothing),
+    /// once: a payment in doubt recovered by a process that did not verify it carries none, and
+    /// what the scheme held for it is the scheme's to expire. The future returned is run to its
+    /// end, on a task of its own when the payment was dropped.
     fn release(&self, key: &PaymentKey, notes: Extensions) -> Option<BoxFuture<'static, ()>> {
         let _ = (key, notes);
         None

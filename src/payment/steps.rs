@@ -26,8 +26,10 @@
 //! payment *in doubt* in the ledger and the log, recovered by a retry or the reconciler, as any
 //! `exact` payment is. What a scheme learns of a payment it keeps on the payment, in its notes
 //! ([`VerifiedPayment::notes`](super::VerifiedPayment::notes)): written by the verify step,
-//! read by the settlement, the `extra` and the release; kept in memory by the core while the
-//! payment is in doubt, and handed back to the step that settles its recovery.
+//! read by the settlement, the `extra` and the release; held in memory by the core while the
+//! payment settles or is in doubt (not carried by the settlement's future, so a payment of
+//! `exact` or `upto` pays nothing for them), and handed back to the step that settles its
+//! recovery.
 //!
 //! A payment channel, for one, is a scheme on these steps: a deposit verified and settled
 //! through the core (its notes: the channel held and the voucher to commit once the deposit

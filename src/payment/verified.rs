@@ -37,8 +37,10 @@ pub struct VerifiedPayment {
     /// verification on ([`Scheme::verify`](super::Scheme::verify)) and read until the payment
     /// ends (settled, or [released](super::Scheme::release)), so that a scheme keeps what it
     /// knows of a payment on the payment. Empty for the built-in schemes, and for a payment
-    /// answered from its record. Kept in memory only: a payment recovered by another process
-    /// (or after a restart) carries none.
+    /// answered from its record. While the payment settles, and while it is in doubt, the core
+    /// holds them for the scheme's steps and puts them back once it settled (the work behind
+    /// [`SettlementMode::Before`](crate::SettlementMode::Before) sees them then). Kept in memory
+    /// only: a payment recovered by another process (or after a restart) carries none.
     pub notes: Extensions,
 }
 
