@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use http::Extensions;
 use tracing::Instrument as _;
 use x402_wire::{FacilitatorRequest, SettleResponse};
 
@@ -23,27 +22,21 @@ pub(super) async fn reconcile(
     intent: &SettlementIntent,
     reason: String,
     attempt: Attempt,
-    notes: &mut Extensions,
 ) -> Result<SettleResponse, Refusal> {
     let Some(reconciler) = &config.reconciler else {
         let reason = format!("{reason}; no reconciler to ask the chain");
-        return Err(in_doubt(config, offer, &hold, intent, reason, notes).await);
+        return Err(in_doubt(config, offer, &hold, intent, reason).await);
     };
     let span = tracing::info_span!("x402.reconcile", key = %hold.key);
     match reconciler.reconcile(&intent.request).instrument(span).await {
         Reconciliation::Settled { transaction } => {
             let settlement = reconciled_settlement(&intent.request, transaction);
-            Ok(settled(config, offer, &hold, intent, settlement, attempt, notes).await)
+            Ok(settled(config, offer, &hold, intent, settlement, attempt).await)
         }
         Reconciliation::NotSettled if authorization_expired(&intent.request) => {
             release(config, &hold).await;
-            let notes = std::mem::take(notes);
             config
-                .release_step(
-                    &intent.request.payment_requirements().scheme,
-                    &hold.key,
-                    notes,
-                )
+                .release_held(&intent.request.payment_requirements().scheme, &hold.key)
                 .await;
             tracing::warn!(key = %hold.key, "payment never settled and its authorization expired; released");
             config.hooks.on_doubt_resolved(offer, &hold.key, None);
@@ -51,11 +44,11 @@ pub(super) async fn reconcile(
         }
         Reconciliation::NotSettled => {
             let reason = format!("{reason}; not on chain yet and the authorization is still valid");
-            Err(in_doubt(config, offer, &hold, intent, reason, notes).await)
+            Err(in_doubt(config, offer, &hold, intent, reason).await)
         }
         Reconciliation::Unknown { reason: unknown } => {
             let reason = format!("{reason}; reconciler: {unknown}");
-            Err(in_doubt(config, offer, &hold, intent, reason, notes).await)
+            Err(in_doubt(config, offer, &hold, intent, reason).await)
         }
     }
 }
@@ -103,10 +96,8 @@ pub(super) async fn in_doubt(
     hold: &Hold,
     intent: &SettlementIntent,
     reason: String,
-    notes: &mut Extensions,
 ) -> Refusal {
-    // The scheme's notes wait in memory for the payment's recovery by this core.
-    config.held_notes.keep(&hold.key, std::mem::take(notes));
+    // The scheme's notes stay held by the core, for the payment's recovery by it.
     let request = &intent.request;
     let requirement = request.payment_requirements();
     let authorization = request

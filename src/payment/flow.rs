@@ -271,10 +271,9 @@ impl Payments {
                 guard,
             ))
             .await;
-            let outcome = match noted {
-                true => Box::pin(self.notes_back(paid.payment_mut(), outcome)).await,
-                false => outcome,
-            };
+            if noted {
+                Box::pin(self.notes_back(paid.payment_mut(), &outcome)).await;
+            }
             match outcome {
                 Ok(settlement) => {
                     let payment = paid.payment_mut();

@@ -187,10 +187,9 @@ impl Cleared {
         let offer = &paid.payment().offer;
         let (outcome, guard) =
             settle::settle(&payments, offer, hold, intent, Attempt::First, guard).await;
-        let outcome = match noted {
-            true => Box::pin(payments.notes_back(&mut paid.0.payment, outcome)).await,
-            false => outcome,
-        };
+        if noted {
+            Box::pin(payments.notes_back(&mut paid.0.payment, &outcome)).await;
+        }
         paid.settled(outcome?, guard);
         Ok(paid)
     }

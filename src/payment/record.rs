@@ -4,8 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::Extensions;
-use serde_json::Map;
 use x402_wire::SettleResponse;
 
 use super::decision::PaymentContext;
@@ -30,16 +28,9 @@ pub(super) fn settled<'a>(
     intent: &'a SettlementIntent,
     mut settlement: SettleResponse,
     attempt: Attempt,
-    notes: &Extensions,
-) -> impl Future<Output = SettleResponse> + Send + use<'a> {
+) -> impl Future<Output = SettleResponse> + Send + 'a {
     let requirement = intent.request.payment_requirements();
     let scheme = config.schemes.get(&requirement.scheme);
-    if !notes.is_empty() {
-        let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
-        if let Some(extra) = scheme.settlement_extra(&context, notes, &settlement) {
-            settlement.extra.get_or_insert_with(Map::new).extend(extra);
-        }
-    }
     if settlement.amount.is_none() && !settlement.transaction.is_empty() && scheme.metered() {
         // The amount sent is the amount settled; recorded so that a repeat is answered with it.
         // A settlement without a transaction (a payment-channel voucher) moved nothing on chain

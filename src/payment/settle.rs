@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use http::Extensions;
+use serde_json::Map;
 use tracing::Instrument as _;
 use x402_wire::{FacilitatorRequest, SettleResponse};
 
@@ -198,9 +199,11 @@ async fn hooked(
         Err(Skipped::Refused(refusal)) => Err(Err(refusal)),
         Err(Skipped::Settled(settlement, intent)) => {
             let attempt = Attempt::First;
-            let recording = settled(config, offer, hold, &intent, settlement, attempt, &notes);
             config.held_notes.keep(&hold.key, notes);
-            Err(Ok(recording.await))
+            Err(Ok(settled(
+                config, offer, hold, &intent, settlement, attempt,
+            )
+            .await))
         }
     }
 }
@@ -263,17 +266,10 @@ fn complete<'a>(
             .schemes
             .registered(&intent.request.payment_requirements().scheme)
             .is_some();
-        // The scheme's notes, held by the core while the payment settles (none for `exact`
-        // and `upto`).
-        let mut notes = match registered {
-            true => config.held_notes.take(&hold.key),
-            false => Extensions::new(),
-        };
-        let notes = &mut notes;
         let recording = {
             let mut answer = if registered {
                 // Boxed: only a scheme registered from outside takes this path.
-                Box::pin(scheme_settles(config, offer, &hold, intent, notes)).await
+                Box::pin(scheme_settles(config, offer, &hold, intent)).await
             } else {
                 send(config, intent).await
             };
@@ -283,17 +279,13 @@ fn complete<'a>(
             }
             match answer {
                 SettleAnswer::Settled(settlement) => {
-                    let recording =
-                        settled(config, offer, &hold, intent, settlement, attempt, notes);
-                    // Back with the payment, for the work to read.
-                    config.held_notes.keep(&hold.key, std::mem::take(notes));
-                    recording
+                    settled(config, offer, &hold, intent, settlement, attempt)
                 }
                 // Boxed: a path only a refused or lost `/settle` takes, kept out of every
                 // settlement's size.
                 unsettled => {
                     return Box::pin(not_settled(
-                        config, offer, &hold, intent, unsettled, attempt, notes,
+                        config, offer, &hold, intent, unsettled, attempt,
                     ))
                     .await;
                 }
@@ -332,13 +324,12 @@ async fn not_settled(
     intent: &SettlementIntent,
     answer: SettleAnswer,
     attempt: Attempt,
-    notes: &mut Extensions,
 ) -> Result<SettleResponse, Refusal> {
     let requirement = intent.request.payment_requirements();
     let reason = match answer {
         // Answered before it comes here; recorded like any settlement if it did.
         SettleAnswer::Settled(settlement) => {
-            return Ok(settled(config, offer, hold, intent, settlement, attempt, notes).await);
+            return Ok(settled(config, offer, hold, intent, settlement, attempt).await);
         }
         SettleAnswer::Refused(settlement)
             if attempt == Attempt::First
@@ -348,14 +339,7 @@ async fn not_settled(
                     .may_have_moved(&settlement) =>
         {
             release(config, hold).await;
-            let notes = std::mem::take(notes);
-            config
-                .release_step(
-                    &intent.request.payment_requirements().scheme,
-                    &hold.key,
-                    notes,
-                )
-                .await;
+            config.release_held(&requirement.scheme, &hold.key).await;
             return Err(refuse(
                 config,
                 offer,
@@ -365,14 +349,7 @@ async fn not_settled(
         // The scheme settled nothing, and said why.
         SettleAnswer::Declined(refusal) if attempt == Attempt::First => {
             release(config, hold).await;
-            let notes = std::mem::take(notes);
-            config
-                .release_step(
-                    &intent.request.payment_requirements().scheme,
-                    &hold.key,
-                    notes,
-                )
-                .await;
+            config.release_held(&requirement.scheme, &hold.key).await;
             return Err(refuse(config, offer, *refusal));
         }
         SettleAnswer::Declined(refusal) => format!("the scheme did not settle it: {refusal}"),
@@ -387,7 +364,7 @@ async fn not_settled(
         SettleAnswer::Failed(failure) if attempt == Attempt::First => {
             tracing::warn!(error = %failure, key = %hold.key, "facilitator settle failed; the payment may or may not have moved");
             let reason = failure.to_string();
-            return Err(Box::pin(in_doubt(config, offer, hold, intent, reason, notes)).await);
+            return Err(Box::pin(in_doubt(config, offer, hold, intent, reason)).await);
         }
         SettleAnswer::Failed(failure) => failure.to_string(),
     };
@@ -398,7 +375,6 @@ async fn not_settled(
         intent,
         reason,
         attempt,
-        notes,
     ))
     .await
 }
@@ -410,7 +386,6 @@ async fn scheme_settles(
     offer: &Offer,
     hold: &Hold,
     intent: &SettlementIntent,
-    notes: &mut Extensions,
 ) -> SettleAnswer {
     let mut context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
     let core = CoreHandle::new(config, intent.facilitator.as_deref());
@@ -418,16 +393,30 @@ async fn scheme_settles(
     let scheme = config
         .schemes
         .get(&intent.request.payment_requirements().scheme);
-    let Some(step) = scheme.settle(&context, notes) else {
-        return send(config, intent).await;
+    // The notes the core held for the payment, back with it once the step answered (kept
+    // for its recovery, or its release).
+    let mut notes = config.held_notes.take(&hold.key);
+    let answer = match scheme.settle(&context, &mut notes) {
+        Some(step) => match step.await {
+            Ok(settlement) if settlement.success => SettleAnswer::Settled(settlement),
+            Ok(settlement) => SettleAnswer::Refused(settlement),
+            Err(Refusal::SettlementRefused(settlement)) => SettleAnswer::Refused(*settlement),
+            Err(Refusal::Facilitator(failure)) => SettleAnswer::Failed(failure),
+            Err(refusal) => SettleAnswer::Declined(Box::new(refusal)),
+        },
+        None => send(config, intent).await,
     };
-    match step.await {
-        Ok(settlement) if settlement.success => SettleAnswer::Settled(settlement),
-        Ok(settlement) => SettleAnswer::Refused(settlement),
-        Err(Refusal::SettlementRefused(settlement)) => SettleAnswer::Refused(*settlement),
-        Err(Refusal::Facilitator(failure)) => SettleAnswer::Failed(failure),
-        Err(refusal) => SettleAnswer::Declined(Box::new(refusal)),
-    }
+    let answer = match answer {
+        SettleAnswer::Settled(mut settlement) => {
+            if let Some(extra) = scheme.settlement_extra(&context, &notes, &settlement) {
+                settlement.extra.get_or_insert_with(Map::new).extend(extra);
+            }
+            SettleAnswer::Settled(settlement)
+        }
+        other => other,
+    };
+    config.held_notes.keep(&hold.key, notes);
+    answer
 }
 
 /// `/settle`, re-sent once (identically, after a pause) when it answers `settlement_pending`.

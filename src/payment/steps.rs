@@ -149,6 +149,15 @@ impl Payments {
 }
 
 impl Payments {
+    /// Has the scheme named `scheme` release the notes held for the payment `key`, if any.
+    pub(super) async fn release_held(&self, scheme: &str, key: &PaymentKey) {
+        if self.schemes.registered(scheme).is_none() {
+            return;
+        }
+        let notes = self.held_notes.take(key);
+        self.release_step(scheme, key, notes).await;
+    }
+
     /// Holds `payment`'s notes while it settles; whether it had any.
     pub(super) fn hold_notes(&self, payment: &mut VerifiedPayment) -> bool {
         if payment.notes.is_empty() {
@@ -165,9 +174,9 @@ impl Payments {
     pub(super) async fn notes_back(
         &self,
         payment: &mut VerifiedPayment,
-        outcome: Result<SettleResponse, Refusal>,
-    ) -> Result<SettleResponse, Refusal> {
-        match &outcome {
+        outcome: &Result<SettleResponse, Refusal>,
+    ) {
+        match outcome {
             Ok(_) => payment.notes = self.held_notes.take(&payment.key),
             Err(Refusal::SettlementInDoubt { .. }) => {}
             Err(_) => {
@@ -176,7 +185,6 @@ impl Payments {
                     .await;
             }
         }
-        outcome
     }
 }
 
