@@ -183,8 +183,9 @@ pub trait Scheme: Send + Sync + 'static {
     }
 
     /// Fields the scheme adds to a settlement's `extra` (a payment channel's state after the
-    /// request), from the payment's `notes`; merged before the hooks' and before the
-    /// settlement is recorded, so a repeat answered from the record carries them too.
+    /// request), from the payment's `notes`: asked once its settle step (or the facilitator)
+    /// answered a settlement, before the hooks' additions and the record, so a repeat answered
+    /// from the record carries them too. A settlement the reconciler proved has none.
     fn settlement_extra(
         &self,
         payment: &PaymentContext<'_>,
