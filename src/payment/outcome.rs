@@ -238,13 +238,11 @@ impl Cleared {
             let mut paid = Paid::new(payment, Some(guard));
             ledger::release(&payments, &hold).await;
             // Never settled: the scheme lets go of what it held.
-            payments
-                .release_step(
-                    &intent.request.payment_requirements().scheme,
-                    &hold.key,
-                    notes,
-                )
-                .await;
+            if !notes.is_empty() {
+                // Boxed: a path only a scheme's payment with notes takes.
+                let scheme = &intent.request.payment_requirements().scheme;
+                Box::pin(payments.release_step(scheme, &hold.key, notes)).await;
+            }
             tracing::debug!(key = %hold.key, "metered charge of zero: nothing settled, the authorization stays unused");
             let payment = &mut paid.0.payment;
             payment.settlement = Some(SettleResponse {
