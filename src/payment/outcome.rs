@@ -225,23 +225,21 @@ impl Cleared {
         if amount.get() == 0 && !scheme.settles_zero() {
             let ClearedParts {
                 payments,
-                mut payment,
+                payment,
                 hold,
-                intent,
                 mut cancel,
                 _guard: guard,
+                ..
             } = *self.0;
             // Charged nothing, by the work's choice: served, not cancelled.
             cancel.disarm();
-            let notes = std::mem::take(&mut payment.notes);
             // Not carried across the release: the settlement's future stays small.
             let mut paid = Paid::new(payment, Some(guard));
             ledger::release(&payments, &hold).await;
-            // Never settled: the scheme lets go of what it held.
-            if !notes.is_empty() {
-                // Boxed: a path only a scheme's payment with notes takes.
-                let scheme = &intent.request.payment_requirements().scheme;
-                Box::pin(payments.release_step(scheme, &hold.key, notes)).await;
+            // Never settled: the scheme lets go of what it held (boxed: only a scheme's payment
+            // with notes takes this path).
+            if !paid.0.payment.notes.is_empty() {
+                Box::pin(payments.release_notes(&mut paid.0.payment)).await;
             }
             tracing::debug!(key = %hold.key, "metered charge of zero: nothing settled, the authorization stays unused");
             let payment = &mut paid.0.payment;

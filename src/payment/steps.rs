@@ -158,6 +158,13 @@ impl Payments {
         self.release_step(scheme, key, notes).await;
     }
 
+    /// Has `payment`'s scheme release it with its notes (taken from it).
+    pub(super) async fn release_notes(&self, payment: &mut VerifiedPayment) {
+        let notes = std::mem::take(&mut payment.notes);
+        self.release_step(&payment.requirement.scheme, &payment.key, notes)
+            .await;
+    }
+
     /// Holds `payment`'s notes while it settles; whether it had any.
     pub(super) fn hold_notes(&self, payment: &mut VerifiedPayment) -> bool {
         if payment.notes.is_empty() {
