@@ -1,4 +1,5 @@
-//! `VerifiedPayment` as an axum extractor.
+//! `VerifiedPayment` and the crate's other axum extractors, and how a request behind hooks got
+//! in.
 
 mod common;
 
@@ -8,7 +9,8 @@ use axum::routing::get;
 use common::*;
 use http::{Request, Response, StatusCode};
 use tower::ServiceExt;
-use tower_x402::{SettlementMode, VerifiedPayment, X402Layer};
+use tower_x402::payment::{Decision, MissingPayment, PaymentHooks, Payments, ProtectedRequest};
+use tower_x402::{BoxFuture, Charge, SettledPayment, SettlementMode, VerifiedPayment, X402Layer};
 
 async fn handler(payment: VerifiedPayment) -> String {
     format!("paid by {}", payment.payer.unwrap_or_default())
@@ -96,4 +98,99 @@ async fn settled_payment_is_refused_before_settlement_exists() {
         "{body}"
     );
     assert_eq!(facilitator.settle_calls(), 0);
+}
+
+/// Grants requests carrying `x-pass: member` without payment, saying nothing of why.
+struct Members;
+
+impl PaymentHooks for Members {
+    fn considers_request(&self, request: &ProtectedRequest<'_>) -> bool {
+        request.field("x-pass").is_some()
+    }
+
+    fn on_protected_request<'a>(
+        &'a self,
+        request: &'a ProtectedRequest<'a>,
+    ) -> BoxFuture<'a, Decision<http::Extensions>> {
+        let member = request.field("x-pass") == Some(b"member");
+        Box::pin(async move {
+            match member {
+                true => Decision::Handled(http::Extensions::new()),
+                false => Decision::Continue,
+            }
+        })
+    }
+}
+
+/// How the request got in, as the crate's optional extractors tell it.
+async fn how_it_got_in(
+    payment: Option<VerifiedPayment>,
+    settled: Option<SettledPayment>,
+    charge: Option<Charge>,
+    granted: Option<MissingPayment>,
+) -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({
+        "paid": payment.is_some(),
+        "settled": settled.is_some(),
+        "metered": charge.is_some(),
+        "granted": granted.map(|granted| granted.reason()),
+    }))
+}
+
+#[tokio::test]
+async fn a_handler_behind_hooks_learns_how_a_request_got_in_without_a_500() {
+    let facilitator = accepting();
+    let offer = offer("https://shop.example/report", SettlementMode::Before);
+    let payments = Payments::new(facilitator.clone()).hook(Members);
+    let app = Router::new().route(
+        "/report",
+        get(how_it_got_in).layer(X402Layer::with_payments(payments, offer.clone())),
+    );
+
+    let member = Request::get("/report")
+        .header("x-pass", "member")
+        .body(Body::empty())
+        .unwrap();
+    let response = app.clone().oneshot(member).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = body_json(response).await;
+    assert_eq!(
+        (&body["paid"], &body["settled"], &body["metered"]),
+        (&false.into(), &false.into(), &false.into()),
+        "{body}"
+    );
+    assert!(
+        body["granted"].as_str().unwrap().contains("payment hook"),
+        "{body}"
+    );
+
+    let paid = paid_get("/report", &payment(&offer, 3)).map(Body::new);
+    let response = app.clone().oneshot(paid).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = body_json(response).await;
+    assert_eq!(
+        body,
+        serde_json::json!({ "paid": true, "settled": true, "metered": false, "granted": null })
+    );
+
+    // A handler that requires a payment is told why there is none, rather than the message
+    // for a missing layer.
+    let strict = Router::new().route(
+        "/report",
+        get(handler).layer(X402Layer::with_payments(
+            Payments::new(facilitator).hook(Members),
+            offer,
+        )),
+    );
+    let member = Request::get("/report")
+        .header("x-pass", "member")
+        .body(Body::empty())
+        .unwrap();
+    let response = strict.oneshot(member).await.unwrap();
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let body = body_json(response).await;
+    assert!(
+        body["error"].as_str().unwrap().contains("payment hook"),
+        "{body}"
+    );
 }

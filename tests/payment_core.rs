@@ -69,7 +69,7 @@ async fn cleared_payments_settle_after_the_work_or_are_released() {
     else {
         panic!("expected a cleared payment");
     };
-    let paid = cleared.settle().await.unwrap();
+    let paid = cleared.conclude(true, None, None).await.unwrap().unwrap();
     assert!(paid.payment().settlement.as_ref().unwrap().success);
     drop(paid);
     assert!(matches!(

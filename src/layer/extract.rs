@@ -63,6 +63,48 @@ impl<S: Send + Sync> axum_core::extract::OptionalFromRequestParts<S> for Verifie
     }
 }
 
+/// `None` when the request carries no settled payment (granted without payment, free, or
+/// settled after the work).
+impl<S: Send + Sync> axum_core::extract::OptionalFromRequestParts<S> for SettledPayment {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _state: &S,
+    ) -> Result<Option<Self>, Self::Rejection> {
+        let payment = parts.extensions.get::<VerifiedPayment>().cloned();
+        Ok(payment.and_then(|payment| SettledPayment::try_from(payment).ok()))
+    }
+}
+
+/// `None` when the request carries no metered payment (granted without payment, free, or paid
+/// at a fixed price).
+impl<S: Send + Sync> axum_core::extract::OptionalFromRequestParts<S> for Charge {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _state: &S,
+    ) -> Result<Option<Self>, Self::Rejection> {
+        Ok(parts.extensions.get::<Charge>().cloned())
+    }
+}
+
+/// How a request got in without payment: `Some` with the granting hook's reason when a
+/// [payment hook](crate::payment::PaymentHooks) (sign-in, a subscription) let it in, `None`
+/// when it was paid or free. With `Option<VerifiedPayment>`, a handler behind hooks tells a
+/// paid request from a granted one without a 500.
+impl<S: Send + Sync> axum_core::extract::OptionalFromRequestParts<S> for MissingPayment {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _state: &S,
+    ) -> Result<Option<Self>, Self::Rejection> {
+        Ok(parts.extensions.get::<MissingPayment>().copied())
+    }
+}
+
 impl<S: Send + Sync> FromRequestParts<S> for Charge {
     type Rejection = MissingPayment;
 
@@ -71,6 +113,6 @@ impl<S: Send + Sync> FromRequestParts<S> for Charge {
             .extensions
             .get::<Charge>()
             .cloned()
-            .ok_or(MissingPayment::CHARGE)
+            .ok_or_else(|| missing(parts, MissingPayment::CHARGE))
     }
 }

@@ -153,9 +153,10 @@ async fn settle(unsettled: Unsettled) -> Option<HeaderMap> {
         charge,
         from_header,
     } = unsettled;
-    let outcome = cleared.settle_charged(charge.as_ref(), from_header).await;
+    // Served: never released, so settled or refused.
+    let outcome = cleared.conclude(true, charge.as_ref(), from_header).await;
     let settlement = match outcome {
-        Ok(paid) => paid.payment().settlement.clone(),
+        Ok(paid) => paid.and_then(|paid| paid.payment().settlement.clone()),
         Err(Refusal::SettlementRefused(settlement)) => Some(*settlement),
         Err(refusal) => {
             tracing::warn!(%refusal, "a metered body was served but its payment did not settle");

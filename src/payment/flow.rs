@@ -4,18 +4,21 @@
 
 use std::sync::Arc;
 
+use http::Extensions;
 use tracing::Instrument as _;
 use x402_wire::{FacilitatorRequest, PaymentPayload, PaymentRequirements, VerifyResponse};
 
+use super::decision::{Considering, Decision, Opening, PaymentContext, Prelude};
 use super::delivery::{self, RequestDigest};
-use super::hooks::{Considering, Decision, Opening, PaymentContext, Prelude, ProtectedRequest};
 use super::ledger::{self, Claim, Hold};
 use super::outcome::{Cleared, Outcome, Paid, refused};
 use super::payments::Payments;
 use super::refusal::Refusal;
+use super::request::ProtectedRequest;
 use super::settle::{self, Attempt};
 use super::single_flight::InflightGuard;
 use super::stages::HookStages;
+use super::steps::CoreHandle;
 use super::verified::VerifiedPayment;
 use crate::facilitator::FacilitatorError;
 use crate::pricing::Offer;
@@ -208,6 +211,11 @@ impl Payments {
                 }
             };
 
+            // What a registered scheme's verify step noted, held by the core until now.
+            let notes = match self.schemes.registered(&requirement.scheme) {
+                Some(_) => self.held_notes.take(&key),
+                None => Extensions::new(),
+            };
             let payment = VerifiedPayment {
                 key,
                 payer,
@@ -216,6 +224,7 @@ impl Payments {
                 settlement: None,
                 replayed: false,
                 offer: Arc::clone(offer),
+                notes,
             };
             // The payment moves into the hooks' boxed future and back out: this future does not
             // carry it across their await.
@@ -252,6 +261,7 @@ impl Payments {
             // settlement, not the payment. The settlement is boxed: a payment settled after the work
             // (the default) does not carry its size in this future.
             let mut paid = Paid::new(payment, None);
+            let noted = self.hold_notes(paid.payment_mut());
             let (outcome, guard) = Box::pin(settle::settle(
                 self,
                 offer,
@@ -261,6 +271,9 @@ impl Payments {
                 guard,
             ))
             .await;
+            if noted {
+                Box::pin(self.notes_back(paid.payment_mut(), &outcome)).await;
+            }
             match outcome {
                 Ok(settlement) => {
                     let payment = paid.payment_mut();
@@ -320,9 +333,10 @@ impl Payments {
         key: &PaymentKey,
         request: &FacilitatorRequest,
     ) -> Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed> {
-        let context = PaymentContext::new(offer, offer.resource_url(), key, request);
+        // Made for each step that asks for it: not carried across `/verify`.
+        let context = || PaymentContext::new(offer, offer.resource_url(), key, request);
         if self.hooks.take_part(HookStages::BEFORE_VERIFY) {
-            match Box::pin(self.hooks.before_verify(&context)).await {
+            match Box::pin(self.hooks.before_verify(&context())).await {
                 Decision::Continue => {}
                 Decision::Handled(verified) if verified.is_valid => return Ok((None, verified)),
                 Decision::Handled(verified) => return Err(VerifyFailed::Invalid(verified)),
@@ -330,6 +344,13 @@ impl Payments {
             }
         }
         let requirement = request.payment_requirements();
+        let registered = self.schemes.registered(&requirement.scheme).is_some();
+        if registered {
+            // Boxed: only a scheme registered from outside takes this path.
+            if let Some(verified) = Box::pin(scheme_verifies(self, context())).await {
+                return verified;
+            }
+        }
         let span = tracing::info_span!("x402.verify", network = %requirement.network, scheme = %requirement.scheme);
         let (verifier, verified) = self.facilitators.verify(request).instrument(span).await;
         let failed = match verified {
@@ -348,7 +369,7 @@ impl Payments {
             return Err(failed);
         }
         // Boxed: the failure and the hooks' answer are not carried in every payment's future.
-        Box::pin(self.verify_failed(&context, verifier, failed)).await
+        Box::pin(self.verify_failed(&context(), verifier, failed)).await
     }
 
     /// Asks the hooks to recover a verification that failed (a hook that verifies the
@@ -380,12 +401,16 @@ impl Payments {
         payment: VerifiedPayment,
         hold: &Hold,
     ) -> Result<VerifiedPayment, Refusal> {
+        let mut payment = payment;
         let refusal = match self.hooks.after_verify(&payment).await {
             Ok(()) => return Ok(payment),
             Err(refusal) => refusal,
         };
         ledger::release(self, hold).await;
         self.hooks.on_cancelled(&payment).await;
+        let notes = std::mem::take(&mut payment.notes);
+        self.release_step(&payment.requirement.scheme, &payment.key, notes)
+            .await;
         Err(refusal)
     }
 
@@ -420,8 +445,12 @@ impl Payments {
         tracing::info!(key = %hold.key, "recovering a payment in doubt: re-sending the identical /settle");
         let key = hold.key.clone();
         let attempt = Attempt::Recovery;
+        // What this core's scheme noted before the payment went in doubt (nothing after a
+        // restart).
+        // What this core's scheme noted before the doubt stays held for the settle step.
         let (outcome, guard) =
             settle::settle(self, offer, hold, intent.clone(), attempt, guard).await;
+        let notes = self.held_notes.take(&key);
         let settlement = match outcome {
             Ok(settlement) => settlement,
             Err(refusal) => return refused(refusal),
@@ -438,6 +467,7 @@ impl Payments {
             settlement: Some(settlement),
             replayed: false,
             offer: Arc::clone(offer),
+            notes,
         };
         if self
             .schemes
@@ -479,9 +509,42 @@ impl Payments {
             settlement: Some(record.settlement),
             replayed: true,
             offer: Arc::clone(offer),
+            notes: Extensions::new(),
         };
         Outcome::Replayed(Paid::new(payment, Some(guard)))
     }
+}
+
+/// A payment of a scheme registered from outside: its [verify step](super::Scheme::verify)'s
+/// answer, or `None` when it has none (the core's facilitators verify it). The notes it wrote
+/// on a valid payment are held by the core until the payment is made.
+async fn scheme_verifies(
+    payments: &Payments,
+    mut context: PaymentContext<'_>,
+) -> Option<Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed>> {
+    let scheme = payments
+        .schemes
+        .get(&context.request.payment_requirements().scheme);
+    let core = CoreHandle::new(payments, None);
+    context.core = Some(&core);
+    let mut notes = Extensions::new();
+    let verified = scheme.verify(&context, &mut notes)?.await;
+    let verifier = core.verifier();
+    Some(match verified {
+        Ok(verified) if verified.is_valid => {
+            payments.held_notes.keep(context.key, notes);
+            Ok((verifier, verified))
+        }
+        Ok(verified) => match verifier {
+            // Its nonce used, at the facilitator: possibly by this very payment.
+            Some(verifier) if settle::is_nonce_used(verified.invalid_reason.as_deref()) => {
+                Err(VerifyFailed::NonceUsed(verifier))
+            }
+            _ => Err(VerifyFailed::Invalid(verified)),
+        },
+        Err(Refusal::Facilitator(failure)) => Err(VerifyFailed::Facilitator(failure)),
+        Err(refusal) => Err(VerifyFailed::Hook(refusal)),
+    })
 }
 
 /// What a payment that did not verify still holds: what its recovery needs, its hold in the

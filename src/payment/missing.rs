@@ -11,7 +11,9 @@
 /// A [hook](super::PaymentHooks) that [grants](super::Decision::Handled) a request without
 /// payment (a sign-in, a subscription) puts one in the request's extensions, with
 /// [`granted`](Self::granted): why there is no payment, and what a handler behind that hook
-/// takes instead. A handler that asks for a `VerifiedPayment` (or a `SettledPayment`) on such
+/// takes instead; the core puts one there for a hook that did not. So it is also how a request
+/// got in: with the `axum` feature, `Option<MissingPayment>` is `Some` for a request a hook
+/// granted, `None` for one paid (`Option<VerifiedPayment>`, `Option<Charge>`) or free. A handler that asks for a `VerifiedPayment` (or a `SettledPayment`) on such
 /// a request is answered with that reason rather than with the message for a missing layer.
 ///
 /// ```
@@ -36,6 +38,12 @@ impl MissingPayment {
     pub const fn granted(reason: &'static str) -> Self {
         Self { reason }
     }
+
+    /// A request a hook granted without saying why.
+    pub(crate) const HOOK_GRANT: Self = Self {
+        reason: "this request was granted without payment by a payment hook: take \
+             `Option<VerifiedPayment>` (or `Option<Charge>`) to serve it",
+    };
 
     /// No verified payment: no layer in front of the handler.
     #[cfg(feature = "axum")]

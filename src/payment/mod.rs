@@ -6,7 +6,7 @@
 //! the ledger claim in its [`SettlementStore`](crate::settlement::SettlementStore), the replay of a payment that already settled,
 //! the recovery of payments in doubt, verification, and settlement — before the work in
 //! [`SettlementMode::Before`](crate::pricing::SettlementMode::Before), after it
-//! ([`Cleared::settle`]) in [`SettlementMode::After`](crate::pricing::SettlementMode::After).
+//! ([`Cleared::conclude`]) in [`SettlementMode::After`](crate::pricing::SettlementMode::After).
 //!
 //! **A payment buys one delivery of one request.** Every adapter names the request a payment
 //! comes with ([`RequestDigest`]: HTTP method, path and query; MCP tool and arguments) and the
@@ -21,7 +21,8 @@
 //! crashes or lost answers happen, and every refusal is a [`Refusal`] to answer in its own
 //! terms. Give it the layer's [`Payments`] ([`X402Layer::payments`](crate::X402Layer::payments))
 //! and both share one ledger. An adapter decodes the payment in its own terms and hands it to
-//! [`Payments::pay`]; after the work, [`Cleared::settle_charged`] settles what it charged.
+//! [`Payments::pay`]; after the work, [`Cleared::conclude`] settles what it charged (or releases
+//! the payment when the work failed).
 //!
 //! A payment scheme is a plug-in too ([`Scheme`]): how a payment of the scheme is matched and
 //! identified, what amount is settled and what `/settle` is asked; `exact` and `upto` are its
@@ -99,31 +100,39 @@
 //! ```
 
 pub(crate) mod charge;
+mod decision;
 mod delivery;
+mod dispatch;
+mod doubt;
 mod flow;
 mod hooks;
 mod ledger;
 mod missing;
 mod outcome;
 mod payments;
+mod record;
 mod refusal;
 mod refusals;
+mod request;
 mod scheme;
 mod settle;
 mod single_flight;
 mod stages;
+mod steps;
 mod uncancellable;
 mod verified;
 
 pub use charge::Charge;
+pub(crate) use decision::{Considering, Opening, Prelude};
+pub use decision::{Decision, PaymentContext};
 pub use delivery::RequestDigest;
-pub(crate) use hooks::{Considering, Opening, Prelude};
-pub use hooks::{Decision, PaymentContext, PaymentHooks, ProtectedRequest};
+pub use hooks::PaymentHooks;
 pub use missing::MissingPayment;
 pub use outcome::{Cleared, Outcome, Paid};
 pub(crate) use outcome::{Conclusion, Pass};
 pub use payments::Payments;
 pub use refusal::{Refusal, RefusalKind};
+pub use request::ProtectedRequest;
 pub use scheme::Scheme;
 pub use stages::HookStages;
 pub use verified::{SettledPayment, VerifiedPayment};

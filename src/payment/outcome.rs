@@ -23,7 +23,7 @@ use crate::settlement::SettlementIntent;
 #[non_exhaustive]
 pub enum Outcome {
     /// Verified and held, not settled yet ([`SettlementMode::After`]): do the work, then
-    /// [`Cleared::settle`] — or [`Cleared::release`] when the work failed.
+    /// [`Cleared::conclude`] — or [`Cleared::release`] when the work failed.
     Cleared(Cleared),
     /// Settled ([`SettlementMode::Before`], or a payment in doubt whose settlement was proven):
     /// deliver.
@@ -126,8 +126,11 @@ impl Paid {
 /// A verified payment held in the ledger, to settle after the work ([`SettlementMode::After`]).
 /// Holds the payment's single-flight lock until settled, released or dropped.
 ///
-/// Dropping it without [`settle`](Self::settle) or [`release`](Self::release) leaves the hold to
-/// expire after the [lease](Payments::settlement_lease).
+/// It ends one way, once the work answered: [`conclude`](Self::conclude) (settled for what the
+/// work charged, or released when it failed), or [`release`](Self::release) /
+/// [`refuse`](Self::refuse) without the work's answer. Dropping it without either leaves the
+/// hold to expire after the [lease](Payments::settlement_lease), and has the hooks and the
+/// payment's scheme hear it was cancelled.
 pub struct Cleared(Box<ClearedParts>);
 
 struct ClearedParts {
@@ -164,13 +167,8 @@ impl Cleared {
         &self.0.payment
     }
 
-    /// Settles the payment and records the outcome: [`Paid`] once settled, or the refusal
-    /// ([`Refusal::SettlementInDoubt`] when the outcome is unknown).
-    ///
-    /// Once the *settling* intent is written, `/settle` and the recording of its outcome run on
-    /// a task of their own: dropping this future (a client that hung up) cancels neither, and
-    /// the same payment presented again waits for that outcome and is answered from it.
-    pub async fn settle(self) -> Result<Paid, Refusal> {
+    /// Settles the requirement's amount: [`conclude`](Self::conclude) for a served fixed price.
+    pub(crate) async fn settle(self) -> Result<Paid, Refusal> {
         let ClearedParts {
             payments,
             payment,
@@ -184,14 +182,20 @@ impl Cleared {
         // The payment goes into its `Paid` now, so that the settlement's future carries a
         // pointer to it rather than the payment.
         let mut paid = Paid::new(payment, None);
+        // The scheme's notes are held by the core while the payment settles.
+        let noted = payments.hold_notes(&mut paid.0.payment);
         let offer = &paid.payment().offer;
         let (outcome, guard) =
             settle::settle(&payments, offer, hold, intent, Attempt::First, guard).await;
+        if noted {
+            Box::pin(payments.notes_back(&mut paid.0.payment, &outcome)).await;
+        }
         paid.settled(outcome?, guard);
         Ok(paid)
     }
 
-    /// Settles `amount` (atomic units) of a metered (`upto`) payment: the `/settle` request —
+    /// Settles `amount` (atomic units) of a metered (`upto`) payment ([`conclude`](Self::conclude)
+    /// for a served charge): the `/settle` request —
     /// and the *settling* intent written before it — is the one its [scheme](super::Scheme)
     /// makes for the charge (for `upto`, the server's requirement with `amount` set to it), so a retry after a lost answer re-sends exactly it, and a
     /// repeat of the settled payment is answered from its record.
@@ -203,7 +207,7 @@ impl Cleared {
     /// settlement of `amount: "0"` with no transaction — unless the scheme
     /// [settles zero](super::Scheme::settles_zero), which settles it like any other amount. For any other scheme the amount must
     /// be the requirement's.
-    pub async fn settle_amount(self, amount: AtomicAmount) -> Result<Paid, Refusal> {
+    pub(crate) async fn settle_amount(self, amount: AtomicAmount) -> Result<Paid, Refusal> {
         let maximum = self.0.payment.requirement.amount;
         let scheme = self
             .0
@@ -232,6 +236,11 @@ impl Cleared {
             // Not carried across the release: the settlement's future stays small.
             let mut paid = Paid::new(payment, Some(guard));
             ledger::release(&payments, &hold).await;
+            // Never settled: the scheme lets go of what it held (boxed: only a scheme's payment
+            // with notes takes this path).
+            if !paid.0.payment.notes.is_empty() {
+                Box::pin(payments.release_notes(&mut paid.0.payment)).await;
+            }
             tracing::debug!(key = %hold.key, "metered charge of zero: nothing settled, the authorization stays unused");
             let payment = &mut paid.0.payment;
             payment.settlement = Some(SettleResponse {
@@ -259,25 +268,26 @@ impl Cleared {
         cleared.settle().await
     }
 
-    /// Settles what the work charged: for a metered (`upto`) payment, the amount set on its
-    /// `charge`, else the amount the work `named` another way (an HTTP handler's
-    /// `Settlement-Overrides`), else zero — an untouched charge settles nothing, never the
-    /// maximum; for any other payment, the requirement's amount.
-    pub async fn settle_charged(
-        self,
-        charge: Option<&Charge>,
-        named: Option<AtomicAmount>,
-    ) -> Result<Paid, Refusal> {
-        match Conclusion::of(true, charge, named) {
-            Conclusion::SettleAmount(amount) => self.settle_amount(amount).await,
-            // Served work is never released.
-            Conclusion::Settle | Conclusion::Release => self.settle().await,
-        }
-    }
-
-    /// Resolves the payment once the work answered: released when the work was not `served`
-    /// (it failed: nothing is charged, and the payment can be used again; `None`), else settled
-    /// for what it charged ([`settle_charged`](Self::settle_charged)).
+    /// Resolves the payment once the work answered — the one way every adapter ends a cleared
+    /// payment (besides [`release`](Self::release) and [`refuse`](Self::refuse)): released when
+    /// the work was not `served` (it failed: nothing is charged, and the payment can be used
+    /// again; `Ok(None)`), else settled for what it charged, [`Paid`] once settled or the
+    /// refusal ([`Refusal::SettlementInDoubt`] when the outcome is unknown):
+    ///
+    /// - a metered (`upto`) payment settles the amount set on its `charge`, else the amount the
+    ///   work `named` another way (an HTTP handler's `Settlement-Overrides`), else zero — an
+    ///   untouched charge settles nothing, never the maximum. Never more than the buyer signed:
+    ///   an amount above the requirement's settles nothing, releases the payment and answers
+    ///   [`Refusal::ChargeAboveMaximum`]. Zero settles nothing either (no `/settle`, the payment
+    ///   released, its authorization usable again; the answer a settlement of `amount: "0"`
+    ///   with no transaction), unless the scheme [settles zero](super::Scheme::settles_zero).
+    ///   The `/settle` request is the one its [scheme](super::Scheme::settle_request) makes for
+    ///   the charge, written into the ledger first.
+    /// - any other payment settles the requirement's amount.
+    ///
+    /// Once the *settling* intent is written, `/settle` and the recording of its outcome run on
+    /// a task of their own: dropping this future (a client that hung up) cancels neither, and
+    /// the same payment presented again waits for that outcome and is answered from it.
     pub async fn conclude(
         self,
         served: bool,
@@ -346,25 +356,31 @@ struct Cancel(Option<Box<(Arc<Payments>, VerifiedPayment)>>);
 
 impl Cancel {
     fn new(payments: &Arc<Payments>, payment: &VerifiedPayment) -> Self {
-        Self(
-            payments
-                .hooks
-                .take_part(HookStages::CANCELLED)
-                .then(|| Box::new((Arc::clone(payments), payment.clone()))),
-        )
+        let told = payments.hooks.take_part(HookStages::CANCELLED) || !payment.notes.is_empty();
+        Self(told.then(|| Box::new((Arc::clone(payments), payment.clone()))))
     }
 
     fn disarm(&mut self) {
         self.0 = None;
     }
 
-    /// Tells the hooks now.
+    /// Tells the hooks and the payment's scheme now.
     async fn now(&mut self) {
         if let Some(cancelled) = self.0.take() {
             let (payments, payment) = *cancelled;
-            payments.hooks.on_cancelled(&payment).await;
+            cancelled_payment(&payments, payment).await;
         }
     }
+}
+
+/// Tells the hooks that take part that `payment` was cancelled, and has its scheme release it.
+async fn cancelled_payment(payments: &Payments, mut payment: VerifiedPayment) {
+    if payments.hooks.take_part(HookStages::CANCELLED) {
+        payments.hooks.on_cancelled(&payment).await;
+    }
+    let notes = std::mem::take(&mut payment.notes);
+    let scheme = &payment.requirement.scheme;
+    payments.release_step(scheme, &payment.key, notes).await;
 }
 
 impl Drop for Cancel {
@@ -375,7 +391,7 @@ impl Drop for Cancel {
         let (payments, payment) = *cancelled;
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                runtime.spawn(async move { payments.hooks.on_cancelled(&payment).await });
+                runtime.spawn(async move { cancelled_payment(&payments, payment).await });
             }
             Err(_) => {
                 tracing::warn!(key = %payment.key, "no runtime to tell the hooks of a cancelled payment on")

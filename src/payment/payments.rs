@@ -7,11 +7,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::charge::Charge;
-use super::hooks::{Hooks, PaymentHooks};
+use super::dispatch::Hooks;
+use super::hooks::PaymentHooks;
 use super::refusal::Refusal;
 use super::refusals::RefusedPayments;
 use super::scheme::{Scheme, Schemes};
 use super::single_flight::Inflight;
+use super::steps::HeldNotes;
 use crate::facilitator::{DEFAULT_LABEL, Facilitator, Facilitators};
 use crate::pricing::Offer;
 #[cfg(doc)]
@@ -75,6 +77,8 @@ pub struct Payments {
     pub(super) held_wait: Duration,
     /// Payments the facilitator recently found invalid.
     pub(super) refused: Arc<RefusedPayments>,
+    /// The scheme's notes of payments in doubt, for their recovery.
+    pub(super) held_notes: Arc<HeldNotes>,
 }
 
 impl Payments {
@@ -100,6 +104,7 @@ impl Payments {
             pending_pause: Duration::from_secs(1),
             held_wait: Duration::from_secs(5),
             refused: Arc::new(RefusedPayments::new(DEFAULT_REFUSAL_MEMORY)),
+            held_notes: Arc::default(),
         }
     }
 

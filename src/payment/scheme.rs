@@ -4,9 +4,19 @@
 use std::fmt;
 use std::sync::Arc;
 
+use http::Extensions;
+use serde_json::{Map, Value};
+use x402_wire::{
+    AtomicAmount, FacilitatorRequest, PaymentPayload, PaymentRequirements, SettleResponse,
+    VerifyResponse,
+};
+
+use super::decision::PaymentContext;
 use super::refusal::Refusal;
-use crate::settlement::Fingerprint;
-use x402_wire::{AtomicAmount, FacilitatorRequest, PaymentPayload, PaymentRequirements};
+#[cfg(doc)]
+use super::verified::VerifiedPayment;
+use crate::boxed::BoxFuture;
+use crate::settlement::{Fingerprint, PaymentKey};
 
 /// A payment scheme, as the payment core on the server's side sees it: how a payment is
 /// matched against an offer's requirement of the scheme and identified, what amount is settled,
@@ -119,6 +129,84 @@ pub trait Scheme: Send + Sync + 'static {
             verified.with_requirements(charged)
         })
     }
+
+    /// The scheme's verification of a new payment, or `None` (the default) for the core's:
+    /// the payment sent to the core's facilitators' `/verify`.
+    ///
+    /// A scheme that verifies some payments itself (a payment-channel voucher checked
+    /// locally) answers here, and reaches the facilitator, when it needs it, through the core:
+    /// [`payment.verify_at_facilitator()`](PaymentContext::verify_at_facilitator). What the
+    /// scheme must remember about the payment until its end it writes into `notes`, the
+    /// payment's own slot ([`VerifiedPayment::notes`]). An `isValid: false` answer refuses the
+    /// payment with its reason (402); an `Err` refuses it as it says
+    /// ([`Refusal::Facilitator`] like a facilitator that failed). A payment that does not
+    /// verify is never settled nor released: the step undoes what it took before it answers.
+    fn verify<'a>(
+        &'a self,
+        payment: &'a PaymentContext<'a>,
+        notes: &'a mut Extensions,
+    ) -> Option<BoxFuture<'a, Result<VerifyResponse, Refusal>>> {
+        let _ = (payment, notes);
+        None
+    }
+
+    /// The scheme's settlement of a verified payment, or `None` (the default) for the core's:
+    /// `payment.request` sent to `/settle` at the facilitator the payment's intent names.
+    ///
+    /// Asked once the *settling* intent is written to the ledger — for the payment's first
+    /// settlement and for the recovery of one in doubt (then `notes` holds what this process
+    /// noted before the doubt, or nothing after a restart). A scheme that settles through the
+    /// facilitator calls
+    /// [`payment.settle_at_facilitator()`](PaymentContext::settle_at_facilitator), which
+    /// sends the request written ahead, to that facilitator. What the step answers decides the
+    /// payment's end, as the facilitator's answer does: a settlement with `success: true` is
+    /// recorded and delivered; `success: false` (or [`Refusal::SettlementRefused`]) is released
+    /// — unless the scheme says [it may have moved](Self::may_have_moved) — or kept in doubt on a
+    /// recovery; [`Refusal::Facilitator`] is an answer lost, the payment kept *in doubt* (503,
+    /// never 402) until a retry or the reconciler resolves it; any other refusal says nothing
+    /// moved: the payment is released and refused with it (kept in doubt on a recovery).
+    fn settle<'a>(
+        &'a self,
+        payment: &'a PaymentContext<'a>,
+        notes: &'a mut Extensions,
+    ) -> Option<BoxFuture<'a, Result<SettleResponse, Refusal>>> {
+        let _ = (payment, notes);
+        None
+    }
+
+    /// Whether a settlement answered `success: false` leaves it open that money moved: the
+    /// payment is then kept in doubt and recovered, never released. By default, the reasons
+    /// that say a transaction may be on its way or the authorization was used already
+    /// (`settlement_pending`, a used nonce, `unexpected_settle_error`, ...).
+    fn may_have_moved(&self, refused: &SettleResponse) -> bool {
+        super::settle::is_uncertain(refused)
+    }
+
+    /// Fields the scheme adds to a settlement's `extra` (a payment channel's state after the
+    /// request), from the payment's `notes`: asked once its settle step (or the facilitator)
+    /// answered a settlement, before the hooks' additions and the record, so a repeat answered
+    /// from the record carries them too. A settlement the reconciler proved has none.
+    fn settlement_extra(
+        &self,
+        payment: &PaymentContext<'_>,
+        notes: &Extensions,
+        settlement: &SettleResponse,
+    ) -> Option<Map<String, Value>> {
+        let _ = (payment, notes, settlement);
+        None
+    }
+
+    /// Lets go of what the scheme holds for the payment `key`, which ended without settling:
+    /// cancelled (the work failed, a hook refused it after verification, it was dropped),
+    /// refused by the settlement, or found never settled once in doubt. Given the payment's
+    /// `notes`, and asked only when it has some (a scheme that noted nothing holds nothing),
+    /// once: a payment in doubt recovered by a process that did not verify it carries none, and
+    /// what the scheme held for it is the scheme's to expire. The future returned is run to its
+    /// end, on a task of its own when the payment was dropped.
+    fn release(&self, key: &PaymentKey, notes: Extensions) -> Option<BoxFuture<'static, ()>> {
+        let _ = (key, notes);
+        None
+    }
 }
 
 /// `exact`: a fixed price, paid with an EIP-3009 authorization (on EVM networks), the
@@ -183,6 +271,19 @@ impl Scheme for Unregistered {
     }
 }
 
+/// How many schemes every core starts with (`exact`, `upto`), first in [`Schemes`].
+const BUILT_IN: usize = 2;
+
+/// A built-in scheme replaced by one registered under its name: matches no requirement.
+struct Replaced;
+
+impl Scheme for Replaced {
+    fn name(&self) -> &str {
+        // No requirement names it.
+        "\0"
+    }
+}
+
 /// The schemes registered on a core, `exact` and `upto` first.
 #[derive(Clone)]
 pub(super) struct Schemes(Vec<Arc<dyn Scheme>>);
@@ -194,10 +295,15 @@ impl Default for Schemes {
 }
 
 impl Schemes {
-    /// Registers `scheme`, in place of one registered under its name before.
+    /// Registers `scheme`, in place of one registered under its name before. One named as a
+    /// built-in scheme is put after the built-ins, which then no longer answer for that name.
     pub(super) fn register(&mut self, scheme: Arc<dyn Scheme>) {
-        match self.0.iter_mut().find(|own| own.name() == scheme.name()) {
-            Some(own) => *own = scheme,
+        match self.0.iter().position(|own| own.name() == scheme.name()) {
+            Some(at) if at >= BUILT_IN => self.0[at] = scheme,
+            Some(at) => {
+                self.0[at] = Arc::new(Replaced);
+                self.0.push(scheme);
+            }
             None => self.0.push(scheme),
         }
     }
@@ -209,6 +315,17 @@ impl Schemes {
             .iter()
             .find(|scheme| scheme.name() == name)
             .map_or(&Unregistered, |scheme| &**scheme)
+    }
+
+    /// The scheme named `name` when it was registered from outside (not `exact`, `upto` nor
+    /// an unregistered name): only such a scheme has steps of its own to ask.
+    #[inline]
+    pub(super) fn registered(&self, name: &str) -> Option<&dyn Scheme> {
+        self.0
+            .iter()
+            .skip(BUILT_IN)
+            .find(|scheme| scheme.name() == name)
+            .map(|scheme| &**scheme)
     }
 
     /// Whether payments of the scheme named `name` are metered.

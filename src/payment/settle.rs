@@ -2,21 +2,25 @@
 //! write-ahead intent, the re-send on `settlement_pending`, the reconciler, and *in doubt*.
 
 use std::sync::Arc;
-use std::time::Duration;
 
+use http::Extensions;
+use serde_json::Map;
 use tracing::Instrument as _;
 use x402_wire::{FacilitatorRequest, SettleResponse};
 
-use super::hooks::{Decision, PaymentContext};
-use super::ledger::{Hold, lease_until, now_ms, release};
+use super::decision::{Decision, PaymentContext};
+use super::doubt::{in_doubt, reconcile};
+use super::ledger::{Hold, lease_until, release};
 use super::payments::Payments;
+use super::record::settled;
 use super::refusal::Refusal;
 use super::single_flight::InflightGuard;
 use super::stages::HookStages;
+use super::steps::CoreHandle;
 use super::uncancellable::{Panicked, Uncancellable};
 use crate::facilitator::{FacilitatorError, Member};
 use crate::pricing::Offer;
-use crate::settlement::{PaymentState, Reconciliation, SettlementIntent, SettlementRecord};
+use crate::settlement::{PaymentState, SettlementIntent};
 
 /// `success: false` reasons that do not prove nothing moved: the transaction may be on its way
 /// (`settlement_pending`), or the authorization was used — possibly by this very payment.
@@ -54,10 +58,12 @@ pub(super) enum Attempt {
 }
 
 /// What `/settle` answered, after the one re-send `settlement_pending` calls for.
-enum SettleAnswer {
+pub(super) enum SettleAnswer {
     Settled(SettleResponse),
     Refused(SettleResponse),
     Failed(FacilitatorError),
+    /// The scheme's settlement step refused the payment without anything moving.
+    Declined(Box<Refusal>),
 }
 
 /// Settles the payment held by `hold` and records the outcome. In [`Attempt::First`] the
@@ -183,11 +189,17 @@ async fn hooked(
     hold: &Hold,
     intent: SettlementIntent,
 ) -> Result<SettlementIntent, Result<SettleResponse, Refusal>> {
-    match before_settle(config, offer, hold, intent).await {
-        Ok(intent) => Ok(intent),
+    // The scheme's notes, held by the core while the payment settles.
+    let mut notes = config.held_notes.take(&hold.key);
+    match before_settle(config, offer, hold, intent, &mut notes).await {
+        Ok(intent) => {
+            config.held_notes.keep(&hold.key, notes);
+            Ok(intent)
+        }
         Err(Skipped::Refused(refusal)) => Err(Err(refusal)),
         Err(Skipped::Settled(settlement, intent)) => {
             let attempt = Attempt::First;
+            config.held_notes.keep(&hold.key, notes);
             Err(Ok(settled(
                 config, offer, hold, &intent, settlement, attempt,
             )
@@ -213,6 +225,7 @@ async fn before_settle(
     offer: &Offer,
     hold: &Hold,
     mut intent: SettlementIntent,
+    notes: &mut Extensions,
 ) -> Result<SettlementIntent, Skipped> {
     let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
     match config.hooks.before_settle(&context).await {
@@ -220,6 +233,13 @@ async fn before_settle(
         Decision::Handled(settlement) => return Err(Skipped::Settled(settlement, intent)),
         Decision::Abort(refusal) => {
             release(config, hold).await;
+            config
+                .release_step(
+                    &intent.request.payment_requirements().scheme,
+                    &hold.key,
+                    std::mem::take(notes),
+                )
+                .await;
             return Err(Skipped::Refused(refuse(config, offer, refusal)));
         }
     }
@@ -242,8 +262,17 @@ fn complete<'a>(
     attempt: Attempt,
 ) -> impl Future<Output = Result<SettleResponse, Refusal>> + Send + 'a {
     async move {
+        let registered = config
+            .schemes
+            .registered(&intent.request.payment_requirements().scheme)
+            .is_some();
         let recording = {
-            let mut answer = send(config, intent).await;
+            let mut answer = if registered {
+                // Boxed: only a scheme registered from outside takes this path.
+                Box::pin(scheme_settles(config, offer, &hold, intent)).await
+            } else {
+                send(config, intent).await
+            };
             if config.hooks.take_part(HookStages::SETTLE_FAILURE) {
                 // Boxed, the answer moved in and back: a path only hooks take.
                 answer = Box::pin(after_settle_hooks(config, offer, &hold, intent, answer)).await;
@@ -275,7 +304,7 @@ async fn after_settle_hooks(
     answer: SettleAnswer,
 ) -> SettleAnswer {
     let failure = match &answer {
-        SettleAnswer::Settled(_) => return answer,
+        SettleAnswer::Settled(_) | SettleAnswer::Declined(_) => return answer,
         SettleAnswer::Refused(settlement) => Ok(settlement),
         SettleAnswer::Failed(failure) => Err(failure),
     };
@@ -296,21 +325,34 @@ async fn not_settled(
     answer: SettleAnswer,
     attempt: Attempt,
 ) -> Result<SettleResponse, Refusal> {
+    let requirement = intent.request.payment_requirements();
     let reason = match answer {
         // Answered before it comes here; recorded like any settlement if it did.
         SettleAnswer::Settled(settlement) => {
             return Ok(settled(config, offer, hold, intent, settlement, attempt).await);
         }
         SettleAnswer::Refused(settlement)
-            if attempt == Attempt::First && !is_uncertain(&settlement) =>
+            if attempt == Attempt::First
+                && !config
+                    .schemes
+                    .get(&requirement.scheme)
+                    .may_have_moved(&settlement) =>
         {
             release(config, hold).await;
+            config.release_held(&requirement.scheme, &hold.key).await;
             return Err(refuse(
                 config,
                 offer,
                 Refusal::SettlementRefused(Box::new(settlement)),
             ));
         }
+        // The scheme settled nothing, and said why.
+        SettleAnswer::Declined(refusal) if attempt == Attempt::First => {
+            release(config, hold).await;
+            config.release_held(&requirement.scheme, &hold.key).await;
+            return Err(refuse(config, offer, *refusal));
+        }
+        SettleAnswer::Declined(refusal) => format!("the scheme did not settle it: {refusal}"),
         SettleAnswer::Refused(settlement) => {
             let reason = settlement
                 .error_reason
@@ -337,18 +379,68 @@ async fn not_settled(
     .await
 }
 
+/// A payment of a scheme registered from outside: its [settlement step](super::Scheme::settle),
+/// else `/settle` as for any payment.
+async fn scheme_settles(
+    config: &Payments,
+    offer: &Offer,
+    hold: &Hold,
+    intent: &SettlementIntent,
+) -> SettleAnswer {
+    let mut context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
+    let core = CoreHandle::new(config, intent.facilitator.as_deref());
+    context.core = Some(&core);
+    let scheme = config
+        .schemes
+        .get(&intent.request.payment_requirements().scheme);
+    // The notes the core held for the payment, back with it once the step answered (kept
+    // for its recovery, or its release).
+    let mut notes = config.held_notes.take(&hold.key);
+    let answer = match scheme.settle(&context, &mut notes) {
+        Some(step) => match step.await {
+            Ok(settlement) if settlement.success => SettleAnswer::Settled(settlement),
+            Ok(settlement) => SettleAnswer::Refused(settlement),
+            Err(Refusal::SettlementRefused(settlement)) => SettleAnswer::Refused(*settlement),
+            Err(Refusal::Facilitator(failure)) => SettleAnswer::Failed(failure),
+            Err(refusal) => SettleAnswer::Declined(Box::new(refusal)),
+        },
+        None => send(config, intent).await,
+    };
+    let answer = match answer {
+        SettleAnswer::Settled(mut settlement) => {
+            if let Some(extra) = scheme.settlement_extra(&context, &notes, &settlement) {
+                settlement.extra.get_or_insert_with(Map::new).extend(extra);
+            }
+            SettleAnswer::Settled(settlement)
+        }
+        other => other,
+    };
+    config.held_notes.keep(&hold.key, notes);
+    answer
+}
+
 /// `/settle`, re-sent once (identically, after a pause) when it answers `settlement_pending`.
 async fn send(config: &Payments, intent: &SettlementIntent) -> SettleAnswer {
-    let Some(member) = config.facilitators.named(intent.facilitator.as_deref()) else {
+    send_to(config, intent.facilitator.as_deref(), &intent.request).await
+}
+
+/// `request` sent to `/settle` at the facilitator labelled `facilitator` (the preferred one
+/// when `None`), re-sent once (identically, after a pause) when it answers
+/// `settlement_pending`.
+pub(super) async fn send_to(
+    config: &Payments,
+    facilitator: Option<&str>,
+    request: &FacilitatorRequest,
+) -> SettleAnswer {
+    let Some(member) = config.facilitators.named(facilitator) else {
         // The facilitator that received `/settle` is no longer configured: nobody else may be
         // asked, as a second facilitator could settle the payment again.
-        let label = intent.facilitator.as_deref().unwrap_or_default();
+        let label = facilitator.unwrap_or_default();
         return SettleAnswer::Failed(FacilitatorError::Unreachable {
             endpoint: crate::facilitator::Endpoint::Settle,
             source: Arc::new(UnknownFacilitator(label.to_owned())),
         });
     };
-    let request = &intent.request;
     {
         let first = settle_once(config, member, request).await;
         let pending = matches!(&first, SettleAnswer::Refused(settlement)
@@ -396,351 +488,15 @@ async fn settle_once(
     }
 }
 
-fn is_uncertain(settlement: &SettleResponse) -> bool {
+pub(super) fn is_uncertain(settlement: &SettleResponse) -> bool {
     settlement
         .error_reason
         .as_deref()
         .is_some_and(|reason| UNCERTAIN_REASONS.contains(&reason))
 }
 
-/// Asks the reconciler; without one, or when it cannot tell, the payment stays in doubt.
-async fn reconcile(
-    config: &Arc<Payments>,
-    offer: &Offer,
-    hold: Hold,
-    intent: &SettlementIntent,
-    reason: String,
-    attempt: Attempt,
-) -> Result<SettleResponse, Refusal> {
-    let Some(reconciler) = &config.reconciler else {
-        let reason = format!("{reason}; no reconciler to ask the chain");
-        return Err(in_doubt(config, offer, &hold, intent, reason).await);
-    };
-    let span = tracing::info_span!("x402.reconcile", key = %hold.key);
-    match reconciler.reconcile(&intent.request).instrument(span).await {
-        Reconciliation::Settled { transaction } => {
-            let settlement = reconciled_settlement(&intent.request, transaction);
-            Ok(settled(config, offer, &hold, intent, settlement, attempt).await)
-        }
-        Reconciliation::NotSettled if authorization_expired(&intent.request) => {
-            release(config, &hold).await;
-            tracing::warn!(key = %hold.key, "payment never settled and its authorization expired; released");
-            config.hooks.on_doubt_resolved(offer, &hold.key, None);
-            Err(refuse(config, offer, Refusal::AuthorizationExpired))
-        }
-        Reconciliation::NotSettled => {
-            let reason = format!("{reason}; not on chain yet and the authorization is still valid");
-            Err(in_doubt(config, offer, &hold, intent, reason).await)
-        }
-        Reconciliation::Unknown { reason: unknown } => {
-            let reason = format!("{reason}; reconciler: {unknown}");
-            Err(in_doubt(config, offer, &hold, intent, reason).await)
-        }
-    }
-}
-
-/// The settlement the reconciler proved, in the facilitator's terms.
-fn reconciled_settlement(request: &FacilitatorRequest, transaction: String) -> SettleResponse {
-    let requirement = request.payment_requirements();
-    SettleResponse {
-        success: true,
-        error_reason: None,
-        error_message: None,
-        transaction,
-        network: requirement.network.clone(),
-        payer: request.payment_payload().payer(),
-        amount: Some(requirement.amount),
-        extensions: None,
-        extra: None,
-    }
-}
-
-/// Whether the payment's authorization can no longer be used (EIP-3009 `validBefore` or the
-/// Permit2 `deadline` of an `upto` permit passed). Payments of other schemes never count as
-/// expired, so they are never released on a reconciler's word alone.
-fn authorization_expired(request: &FacilitatorRequest) -> bool {
-    let payload = request.payment_payload();
-    let last_second = match payload.exact_evm() {
-        Ok(evm) => evm.authorization.valid_before.parse::<u64>().ok(),
-        // Permit2 accepts the permit while `block.timestamp <= deadline`.
-        Err(_) => payload.upto_evm().ok().and_then(|upto| {
-            let deadline = upto.permit2_authorization.deadline.parse::<u64>().ok()?;
-            deadline.checked_add(1)
-        }),
-    };
-    last_second.is_some_and(|end| end.saturating_mul(1000) <= now_ms())
-}
-
-/// Records a settlement and reports it. The money has moved: the buyer is served whatever the
-/// store says. When the record cannot be written (the store is down, its pool exhausted), the
-/// in-memory recent settlements recognise a retry here, and a background task keeps writing the
-/// record, with pauses growing to a second, until the store takes it — so that every process sharing the
-/// store, and this one after a restart, reads the payment as settled. The hooks hear of the
-/// settlement (and may add to its extensions) before it is recorded.
-fn settled<'a>(
-    config: &'a Arc<Payments>,
-    offer: &'a Offer,
-    hold: &'a Hold,
-    intent: &'a SettlementIntent,
-    mut settlement: SettleResponse,
-    attempt: Attempt,
-) -> impl Future<Output = SettleResponse> + Send + 'a {
-    let requirement = intent.request.payment_requirements();
-    if settlement.amount.is_none()
-        && !settlement.transaction.is_empty()
-        && config.schemes.metered(&requirement.scheme)
-    {
-        // The amount sent is the amount settled; recorded so that a repeat is answered with it.
-        // A settlement without a transaction (a payment-channel voucher) moved nothing on chain
-        // and keeps the amount its plug-in gave.
-        settlement.amount = Some(requirement.amount);
-    }
-    // The settlement moves into its record (the hooks see it there) before the future that
-    // records it is made, and back out once recorded: not copied. An `async` block, not an
-    // `async fn`, so that the future holds the record once (an `async fn` keeps a second copy
-    // of an argument moved into its body).
-    let mut state = PaymentState::Settled {
-        record: SettlementRecord::of_intent(hold.key.clone(), intent, settlement),
-    };
-    async move {
-        let PaymentState::Settled { record } = &mut state else {
-            // Never taken (built as settled just above); answered without panicking.
-            return reconciled_settlement(&intent.request, String::new());
-        };
-        if !config.hooks.is_empty() {
-            let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
-            config.hooks.enrich(&context, &mut record.settlement);
-            if config.hooks.take_part(HookStages::AFTER_SETTLE) {
-                Box::pin(config.hooks.after_settle(&context, &record.settlement)).await;
-            }
-        }
-        if attempt == Attempt::Recovery {
-            tracing::info!(key = %hold.key, transaction = %record.settlement.transaction, "payment in doubt settled");
-            config
-                .hooks
-                .on_doubt_resolved(offer, &hold.key, Some(&record.settlement));
-        }
-        if let Some(recent) = &config.recent_settlements {
-            recent.remember(record);
-        }
-        let recorded = record_settled(config, &hold.key, Some(hold.version), &state).await;
-        let PaymentState::Settled { record } = state else {
-            // Never taken (built as settled just above); answered without panicking.
-            return reconciled_settlement(&intent.request, String::new());
-        };
-        if let Err(error) = recorded {
-            let settlement = record.settlement.clone();
-            tracing::error!(%error, key = %hold.key, transaction = %settlement.transaction, "settled payment could not be recorded yet; writing it again in the background until the store takes it");
-            keep_recording(config, hold.key.clone(), PaymentState::Settled { record });
-            return settlement;
-        }
-        record.settlement
-    }
-}
-
-/// The first pause before writing a settlement record again, doubled up to
-/// [`RECORD_RETRY_MAX`].
-const RECORD_RETRY_FIRST: Duration = Duration::from_millis(100);
-/// Short: until the record is written, every other process sharing the store finds the payment
-/// *settling* under this one's lease and answers it 503, so the record must land within a second
-/// of the store coming back, however long it was away. One row per unrecorded settlement, and
-/// each attempt already waits for the store's own connection timeout.
-const RECORD_RETRY_MAX: Duration = Duration::from_secs(1);
-
-/// Writes `state` (a *settled* record) under `key`, at `version` when known. Proof of settlement
-/// wins over whatever another process wrote meanwhile (its lease ran out and it recovered the
-/// payment, perhaps into doubt): it is recorded over any unsettled state.
-async fn record_settled(
-    config: &Payments,
-    key: &crate::settlement::PaymentKey,
-    version: Option<u64>,
-    state: &PaymentState,
-) -> Result<(), String> {
-    let Some(version) = version else {
-        return Box::pin(record_settled_as_read(config, key, state, 3)).await;
-    };
-    // The common case, at the version this layer holds; an entry that changed meanwhile is read
-    // again (the write counted as the first of three), boxed out of every settlement's size.
-    match config.store.replace(key, version, state).await {
-        Ok(true) => Ok(()),
-        Ok(false) => Box::pin(record_settled_as_read(config, key, state, 2)).await,
-        Err(error) => Err(error.to_string()),
-    }
-}
-
-/// [`record_settled`] at the version read each time: up to `attempts` writes.
-async fn record_settled_as_read(
-    config: &Payments,
-    key: &crate::settlement::PaymentKey,
-    state: &PaymentState,
-    attempts: usize,
-) -> Result<(), String> {
-    for _ in 0..attempts {
-        let current = match config.store.load(key).await {
-            Ok(Some(entry)) if matches!(entry.state, PaymentState::Settled { .. }) => {
-                return Ok(());
-            }
-            Ok(Some(entry)) => entry.version,
-            Ok(None) => match config.store.insert(key, state).await {
-                Ok(true) => return Ok(()),
-                Ok(false) => continue,
-                Err(error) => return Err(error.to_string()),
-            },
-            Err(error) => return Err(error.to_string()),
-        };
-        match config.store.replace(key, current, state).await {
-            Ok(true) => return Ok(()),
-            Ok(false) => {}
-            Err(error) => return Err(error.to_string()),
-        }
-    }
-    Err("its entry kept changing".to_owned())
-}
-
-/// Writes a settlement record in the background until the store takes it.
-fn keep_recording(config: &Arc<Payments>, key: crate::settlement::PaymentKey, state: PaymentState) {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        tracing::error!(%key, "no runtime to keep writing the settlement record on; it is kept in memory only");
-        return;
-    };
-    let config = Arc::clone(config);
-    runtime.spawn(async move {
-        let mut pause = RECORD_RETRY_FIRST;
-        let mut attempts = 1_u32;
-        loop {
-            tokio::time::sleep(pause).await;
-            attempts += 1;
-            match record_settled(&config, &key, None, &state).await {
-                Ok(()) => {
-                    tracing::info!(%key, attempts, "settled payment recorded");
-                    return;
-                }
-                Err(error) => {
-                    tracing::warn!(%error, %key, attempts, "settled payment still not recorded; trying again");
-                }
-            }
-            pause = (pause * 2).min(RECORD_RETRY_MAX);
-        }
-    });
-}
-
-/// Marks the payment *in doubt*, logs everything an operator needs to settle it by hand, and
-/// answers 503 (retry the same payment).
-async fn in_doubt(
-    config: &Payments,
-    offer: &Offer,
-    hold: &Hold,
-    intent: &SettlementIntent,
-    reason: String,
-) -> Refusal {
-    let request = &intent.request;
-    let requirement = request.payment_requirements();
-    let authorization = request
-        .payment_payload()
-        .exact_evm()
-        .ok()
-        .map(|evm| evm.authorization)
-        .or_else(|| {
-            // A Permit2 permit, in the same terms: its deadline is the authorization's end.
-            let upto = request
-                .payment_payload()
-                .upto_evm()
-                .ok()?
-                .permit2_authorization;
-            Some(x402_wire::Eip3009Authorization {
-                from: upto.from,
-                to: upto.witness.to,
-                value: upto.permitted.amount,
-                valid_after: upto.witness.valid_after,
-                valid_before: upto.deadline,
-                nonce: upto.nonce,
-            })
-        });
-    tracing::error!(
-        key = %hold.key,
-        resource = %intent.resource,
-        network = %requirement.network,
-        asset = %requirement.asset,
-        pay_to = %requirement.pay_to,
-        amount = %requirement.amount,
-        payer = authorization.as_ref().map_or("", |a| a.from.as_str()),
-        nonce = authorization.as_ref().map_or("", |a| a.nonce.as_str()),
-        valid_before = authorization.as_ref().map_or("", |a| a.valid_before.as_str()),
-        %reason,
-        "payment in doubt: /settle may have moved money but its outcome is unknown; a retry of the same payment recovers it"
-    );
-    let state = PaymentState::InDoubt {
-        intent: intent.clone(),
-        since: now_ms(),
-        reason: reason.clone(),
-    };
-    match config.store.replace(&hold.key, hold.version, &state).await {
-        Ok(true) => {}
-        // The *settling* intent stays; once its lease runs out it is recovered the same way.
-        Ok(false) => {
-            tracing::warn!(key = %hold.key, "payment changed before it could be marked in doubt")
-        }
-        Err(error) => {
-            tracing::error!(%error, key = %hold.key, "payment could not be marked in doubt; its settling intent stands")
-        }
-    }
-    config.hooks.on_in_doubt(offer, &hold.key, &reason);
-    refuse(config, offer, Refusal::SettlementInDoubt { reason })
-}
-
 /// Reports `refusal` and returns it.
-fn refuse(config: &Payments, offer: &Offer, refusal: Refusal) -> Refusal {
+pub(super) fn refuse(config: &Payments, offer: &Offer, refusal: Refusal) -> Refusal {
     config.report_refusal(offer, &refusal);
     refusal
-}
-
-#[cfg(test)]
-mod expiry_tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn request(payload: serde_json::Value, scheme: &str) -> FacilitatorRequest {
-        let requirements: x402_wire::PaymentRequirements = serde_json::from_value(json!({
-            "scheme": scheme, "network": "eip155:8453", "amount": "1000",
-            "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
-            "payTo": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C", "maxTimeoutSeconds": 60
-        }))
-        .unwrap();
-        let payment = x402_wire::PaymentPayload {
-            x402_version: x402_wire::X402Version::V2,
-            resource: None,
-            accepted: requirements.clone(),
-            payload: serde_json::value::to_raw_value(&payload).unwrap(),
-            extensions: None,
-        };
-        FacilitatorRequest::new(payment, requirements)
-    }
-
-    fn permit(deadline: u64) -> FacilitatorRequest {
-        request(
-            json!({"signature": "0x", "permit2Authorization": {
-                "from": "0x857b06519E91e3A54538791bDbb0E22373e36b66",
-                "permitted": {"token": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", "amount": "1000"},
-                "spender": x402_wire::UPTO_PROXY_ADDRESS, "nonce": "1",
-                "deadline": deadline.to_string(),
-                "witness": {"to": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
-                            "facilitator": "0x1111111111111111111111111111111111111111", "validAfter": "0"}
-            }}),
-            "upto",
-        )
-    }
-
-    #[test]
-    fn a_permit_expires_after_its_deadline() {
-        let now = now_ms() / 1000;
-        assert!(authorization_expired(&permit(now - 2)));
-        assert!(!authorization_expired(&permit(now + 60)));
-        let settled = reconciled_settlement(&permit(now), "0xab".into());
-        assert_eq!(
-            settled.payer.as_deref(),
-            Some("0x857b06519E91e3A54538791bDbb0E22373e36b66")
-        );
-        assert!(!authorization_expired(&request(json!({}), "upto")));
-    }
 }

@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use http::Extensions;
+
 use x402_wire::{PaymentPayload, PaymentRequirements, SettleResponse};
 
 use crate::pricing::Offer;
@@ -31,6 +33,15 @@ pub struct VerifiedPayment {
     pub replayed: bool,
     /// The offer that was paid.
     pub offer: Arc<Offer>,
+    /// The payment's [scheme](super::Scheme)'s notes on it: a typed map its steps write from
+    /// verification on ([`Scheme::verify`](super::Scheme::verify)) and read until the payment
+    /// ends (settled, or [released](super::Scheme::release)), so that a scheme keeps what it
+    /// knows of a payment on the payment. Empty for the built-in schemes, and for a payment
+    /// answered from its record. While the payment settles, and while it is in doubt, the core
+    /// holds them for the scheme's steps and puts them back once it settled (the work behind
+    /// [`SettlementMode::Before`](crate::SettlementMode::Before) sees them then). Kept in memory
+    /// only: a payment recovered by another process (or after a restart) carries none.
+    pub notes: Extensions,
 }
 
 /// A payment whose settlement exists: the [`VerifiedPayment`] of a request behind
