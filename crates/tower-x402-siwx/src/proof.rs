@@ -6,8 +6,10 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::rejection::{Code, Rejection};
-use crate::sign_in::MAX_HEADER_LEN;
 use tower_x402::pricing::Offer;
+
+/// The largest `SIGN-IN-WITH-X` value read, in encoded bytes.
+pub(crate) const MAX_HEADER_LEN: usize = 8 * 1024;
 
 /// A sign-in proof as sent.
 #[derive(Debug, Deserialize)]

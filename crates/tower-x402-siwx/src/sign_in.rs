@@ -31,9 +31,6 @@ pub(crate) const DEFAULT_ENTITLEMENT_LIFETIME: Duration = Duration::from_secs(36
 /// How far in the future an `issuedAt` may be, for clocks of instances that differ a little.
 pub(crate) const CLOCK_SKEW: Duration = Duration::from_secs(5);
 
-/// The largest `SIGN-IN-WITH-X` value read, in encoded bytes.
-pub(crate) const MAX_HEADER_LEN: usize = 8 * 1024;
-
 /// The longest request path a sign-in challenge is issued for, in bytes: its URI appears twice
 /// in every 402, which must stay small enough for a reverse proxy to read.
 pub(crate) const MAX_PATH_LEN: usize = 512;
