@@ -85,15 +85,17 @@ pub(crate) const DECODE_AND_MATCH: u64 = 16_700;
 /// layer boxing one future per way a payment resolves rather than `Cleared::conclude`'s, the
 /// verification's failure path and the claim's *in progress* write boxed out of the core's
 /// `pay`, 1,168 → 928 bytes — and the memory store answering a write or an absent entry with a
-/// future of no size, boxed without an allocation).
-pub(crate) const PAID_PATH: u64 = 43_500;
+/// future of no size, boxed without an allocation; 43,480 with a paid request's body bound to
+/// its payment — a bodiless request reads nothing — and the schemes' own verification and
+/// settlement steps asked of registered schemes only).
+pub(crate) const PAID_PATH: u64 = 43_800;
 /// The paid request of `PAID_PATH` with one hook observing it, as a metrics hook does: it counts
 /// the payments received and settled, and declares only the settlement's end among the
 /// asynchronous stages (measured 44,049; 49,932 for the same hook taking part in every stage,
 /// as every hook did before hooks declared their stages: a boxed future per stage and hook at
 /// the verification's and the settlement's start, and a copy of the payment kept for its
-/// cancellation).
-pub(crate) const PAID_OBSERVED_PATH: u64 = 44_500;
+/// cancellation; 44,474 with the body binding and the scheme steps, as `PAID_PATH`'s).
+pub(crate) const PAID_OBSERVED_PATH: u64 = 44_800;
 /// A paid metered (`upto`) request: a Permit2 payment verified, the inner service setting its
 /// charge, and that amount settled by the in-process facilitator that answers at once (measured
 /// 136,486 with the shared settling request and the sign-in gate merged; 139,033 once the
