@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Channel, amount};
 
-/// A channel's claim refused when sent alone ([`ClaimResult::Refused`]).
+/// A channel's claim refused when sent alone ([`ClaimResult::Refused`](super::ClaimResult::Refused)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]

@@ -41,7 +41,7 @@ pub fn seconds_or_for_ever(text: &str) -> Result<Lifetime, String> {
     whole_seconds(text).map(|lifetime| (!lifetime.is_zero()).then_some(lifetime))
 }
 
-/// A secret's bytes, checked by [`Config::checked`] so that no refusal shows them.
+/// A secret's bytes, checked by [`Config::checked`](super::Config::checked) so that no refusal shows them.
 pub fn secret(text: &str) -> Result<Secret, String> {
     Ok(text.as_bytes().to_vec())
 }
