@@ -11,7 +11,9 @@ server claims is read back from the sandbox facilitator's chain view (Ethereum J
 landed on chain. What a cooperative refund claims is swept right after it. A payer who withdraws
 what was charged behind the server's back (`sandbox_initiateWithdraw`, `evm_increaseTime`,
 `sandbox_finalizeWithdraw` on the sandbox's JSON-RPC) poisons the claim batch: the honest channels
-beside it are still claimed and swept on SIGTERM. The example is started
+beside it are still claimed and swept on SIGTERM. A server that watches the chain (`--rpc-url`)
+claims a channel as soon as its payer starts a withdrawal, and serves no voucher on it once the
+withdrawal has finalized. The example is started
 with a claim interval longer than the suite, so the last check's SIGTERM is what claims and sweeps
 every outstanding voucher.
 
@@ -19,7 +21,9 @@ The environment (set by `run.sh`): `X402_CHANNELS` (the example's URL), `X402_CH
 process id, for the SIGTERM), `X402_CHANNELS_PAY_TO` (its `--pay-to`, a receiver no other
 service uses), `X402_SANDBOX_FACILITATOR`; `X402_CHANNELS_LOST` and `X402_CHANNELS_LOST_RPC`: a
 second `channels` example, with `--rpc-url`, against the faulty facilitator whose first `/settle`
-settles and loses its answer, and that facilitator's chain view.
+settles and loses its answer, and that facilitator's chain view; `X402_CHANNELS_WATCH` and
+`X402_CHANNELS_WATCH_PAY_TO`: a third `channels` example, with `--rpc-url` against the sandbox
+facilitator's chain view, and its receiver.
 """
 
 from __future__ import annotations
@@ -407,6 +411,39 @@ def register(suite: Suite) -> None:
         balance, _ = lost_chain.channel(channel_id)
         expect(balance == deposited, f"channels({channel_id}).balance {balance}, one deposit of {deposited}")
 
+    @suite.check("channels_a_watched_withdrawal_is_claimed_at_once")
+    async def _withdrawing() -> None:
+        # Against the example that watches the chain (--rpc-url): a buyer deposits and buys, then
+        # starts a withdrawal of the whole deposit. The server sees it and claims what was
+        # charged at once; once the delay passes the payer takes back the rest, and the buyer's
+        # next voucher (signed on the channel as the official client signs it) is refused, not
+        # served. Bought before the poison check moves the sandbox's clock (a deposit signed after
+        # it is expired on the sandbox's chain); finalized after it.
+        watched = os.environ["X402_CHANNELS_WATCH"]
+        receiver = os.environ["X402_CHANNELS_WATCH_PAY_TO"]
+        buyer = ChannelBuyer(rpc)
+        counts = [3, 4]
+        last: PaymentPayload | None = None
+        config: dict[str, Any] = {}
+        for count in counts:
+            paid = await buyer.buy(rows_url(watched, count))
+            expect_rows(paid, count)
+            last = paid.signed[-1]
+            config = last.payload.get("channelConfig") or config
+        expect(last is not None and bool(config), "no payment carried a channelConfig")
+        channel_id = channel_id_of(last)
+        charged = sum(counts) * ROW
+        deposited, claimed = contract.channel(channel_id)
+        expect(claimed == 0 and deposited > charged, f"channels({channel_id}) is {(deposited, claimed)} before the withdrawal")
+        chain_call(rpc, "sandbox_initiateWithdraw", [config, str(deposited), buyer.address])
+        # The server watches its channels every 30 s and claims one with a pending withdrawal.
+        deadline = time.monotonic() + 60
+        while contract.channel(channel_id)[1] != charged:
+            expect(time.monotonic() < deadline,
+                   f"channels({channel_id}) is {contract.channel(channel_id)} 60 s after the withdrawal started; charged {charged}")
+            await asyncio.sleep(0.5)
+        state["withdrawing"] = (buyer, last, config, channel_id, charged, deposited)
+
     @suite.check("channels_a_payer_withdraws_what_was_charged", "channels_deposit_then_vouchers")
     async def _poison() -> None:
         # A payer buys 30 rows, then withdraws the whole deposit on chain behind the server's
@@ -430,6 +467,38 @@ def register(suite: Suite) -> None:
         expect(returned == str(deposited), f"finalizeWithdraw returned {returned!r} of {deposited}")
         expect(contract.channel(channel_id) == (0, 0), f"channels({channel_id}) after the withdrawal")
         books.poisoned[channel_id] = 3 * MAXIMUM
+
+    @suite.check("channels_no_voucher_is_served_after_a_withdrawal_finalizes", "channels_a_watched_withdrawal_is_claimed_at_once")
+    async def _withdrawn() -> None:
+        watched = os.environ["X402_CHANNELS_WATCH"]
+        receiver = os.environ["X402_CHANNELS_WATCH_PAY_TO"]
+        buyer, last, config, channel_id, charged, deposited = state["withdrawing"]
+        chain_call(rpc, "evm_increaseTime", [int(config["withdrawDelay"])])
+        returned = chain_call(rpc, "sandbox_finalizeWithdraw", [config, buyer.address])
+        expect(returned == str(deposited - charged), f"finalizeWithdraw returned {returned!r}: deposited {deposited}, claimed {charged}")
+        after = contract.channel(channel_id)
+        expect(after == (charged, charged), f"channels({channel_id}) is {after} after the withdrawal")
+        # The buyer's next voucher: the official client's signature on the channel, one request on.
+        voucher = sign_voucher(EthAccountSigner(buyer.account), channel_id, charged + MAXIMUM, BASE).to_dict()
+        payment = PaymentPayload(x402_version=2, accepted=last.accepted,
+                                 payload={"type": "voucher", "channelConfig": config, "voucher": voucher})
+        headers = {"PAYMENT-SIGNATURE": encode_payment_signature_header(payment)}
+        refused = httpx.get(rows_url(watched, 1), headers=headers, timeout=TIMEOUT_SECONDS)
+        expect(refused.status_code == 402, f"a voucher after the withdrawal: HTTP {refused.status_code} {refused.text[:300]}")
+        expect(PAYMENT_RESPONSE_HEADER not in refused.headers, f"a refused voucher settled: {dict(refused.headers)}")
+        body = refused.json()
+        expect(isinstance(body, dict) and isinstance(body.get("error"), str), f"the 402's body {body}")
+        # The buyer's client buys on: it is never served on the withdrawn channel without paying.
+        again = await buyer.buy(rows_url(watched, 1))
+        if again.response.status_code == 200:
+            kinds = [p.payload.get("type") for p in again.signed]
+            expect("deposit" in kinds, f"served after the withdrawal on {kinds}, no new deposit")
+        else:
+            expect(again.response.status_code == 402, f"the client after the withdrawal: HTTP {again.response.status_code}")
+        balance, total = contract.channel(channel_id)
+        expect(total == charged and balance >= charged, f"channels({channel_id}) is {(balance, total)}; claimed {charged}")
+        swept = contract.receiver(receiver)
+        expect(swept[0] == charged, f"receivers({receiver}) is (claimed, settled) {swept}; charged {charged}")
 
     @suite.check("channels_sigterm_claims_and_sweeps_every_voucher", "channels_deposit_then_vouchers")
     def _sigterm() -> None:

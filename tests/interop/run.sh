@@ -6,8 +6,9 @@
 #   - a Python facilitator made of the official SDK (facilitator.py),
 #   - three stores: embedded sandbox (demo), sandbox facilitator over HTTP (live),
 #     Python facilitator over HTTP (live),
-#   - the metered, paid_mcp and channels examples (channels twice: the second with --rpc-url
-#     against the faulty facilitator, whose first /settle loses its answer) (and builds the x402-buyer package's siwx-proof, run by
+#   - the metered, paid_mcp and channels examples (channels three times: the second with --rpc-url
+#     against the faulty facilitator, whose first /settle loses its answer; the third with --rpc-url
+#     against the sandbox facilitator's chain view, watching withdrawals) (and builds the x402-buyer package's siwx-proof, run by
 #     siwx_checks.py),
 # runs the checks (checks.py), stops everything it started, and ends with the line
 # "N passed, M failed". Exits non-zero on any failure.
@@ -160,6 +161,13 @@ done
 start channels-lost "$target/release/examples/channels" --listen 127.0.0.1:0 --facilitator "$faulty_url" \
   --rpc-url "$faulty_rpc" --pay-to "$channels_pay_to"
 export X402_CHANNELS_LOST="$started_url" X402_CHANNELS_LOST_RPC="$faulty_rpc"
+# A payer's withdrawal seen on chain: a third channels example, with --rpc-url against the sandbox
+# facilitator's chain view, so that it watches its channels for withdrawals (and claims them at
+# once); its own receiver, and no claim on an interval within the suite.
+channels_watch_pay_to="0x6813Eb9362372EEF6200f3b1dbC3f819671cBA69"
+start channels-watch "$target/release/examples/channels" --listen 127.0.0.1:0 --facilitator "$sandbox_url" \
+  --rpc-url "$sandbox_url/rpc" --pay-to "$channels_watch_pay_to" --claim-every 86400
+export X402_CHANNELS_WATCH="$started_url" X402_CHANNELS_WATCH_PAY_TO="$channels_watch_pay_to"
 # Sign-in-with-x proofs of the sandbox wallet, checked by the official verification (siwx_checks.py).
 (cd "$root" && cargo build --quiet --release -p x402-buyer --bin siwx-proof) \
   || setup_failed "cargo build -p x402-buyer --bin siwx-proof"
