@@ -35,6 +35,7 @@ def main() -> int:
         import siwx_checks
         import upto_checks
         import channels_checks
+        import channels_crash_checks
 
         services = store_checks.Services.from_env()
         sandbox_checks.register(suite, services.sandbox_facilitator)
@@ -42,6 +43,9 @@ def main() -> int:
         upto_checks.register(suite)  # metered payments: the example `metered`
         mcp_checks.register(suite)  # paid MCP tools: the example `paid_mcp`
         siwx_checks.register(suite, services)  # sign-in-with-x, both ways: the `siwx-proof` binary of `x402-buyer`
+        # A channels example killed mid-claim, restarted and stopped; before the checks below,
+        # which move the sandbox chain's clock.
+        channels_crash_checks.register(suite)
         # Payment channels: the example `channels`; last, as its final check stops the example.
         channels_checks.register(suite)
     wanted = [part for part in os.environ.get("X402_INTEROP_ONLY", "").split(",") if part]

@@ -6,6 +6,7 @@
 #   - a Python facilitator made of the official SDK (facilitator.py),
 #   - three stores: embedded sandbox (demo), sandbox facilitator over HTTP (live),
 #     Python facilitator over HTTP (live),
+#   - a throwaway PostgreSQL server, for a channels example the checks kill and restart,
 #   - the metered, paid_mcp and channels examples (channels three times: the second with --rpc-url
 #     against the faulty facilitator, whose first /settle loses its answer; the third with --rpc-url
 #     against the sandbox facilitator's chain view, watching withdrawals) (and builds the x402-buyer package's siwx-proof, run by
@@ -27,8 +28,12 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/x402-interop.XXXXXX")"
 pids=()
 names=()
 
+pg_ctl_cmd=()
 cleanup() {
   local pid
+  if [[ ${#pg_ctl_cmd[@]} -gt 0 ]]; then
+    "${pg_ctl_cmd[@]}" stop -m immediate -D "$work/pg/data" >/dev/null 2>&1 || true
+  fi
   for pid in "${pids[@]}"; do
     kill "$pid" 2>/dev/null || true
   done
@@ -168,6 +173,29 @@ channels_watch_pay_to="0x6813Eb9362372EEF6200f3b1dbC3f819671cBA69"
 start channels-watch "$target/release/examples/channels" --listen 127.0.0.1:0 --facilitator "$sandbox_url" \
   --rpc-url "$sandbox_url/rpc" --pay-to "$channels_watch_pay_to" --claim-every 86400
 export X402_CHANNELS_WATCH="$started_url" X402_CHANNELS_WATCH_PAY_TO="$channels_watch_pay_to"
+# A channels example killed while its claim is in flight, restarted and stopped: started by
+# channels_crash_checks.py itself (it kills and restarts it), on a throwaway PostgreSQL server
+# (its data in $work; as root, initdb and the server run as the postgres user).
+pg_bin="${PG_BIN:-$(compgen -G "/usr/lib/postgresql/*/bin" | sort -V | tail -n 1 || true)}"
+[[ -x "$pg_bin/initdb" ]] || setup_failed "no PostgreSQL: initdb not under /usr/lib/postgresql/*/bin (set PG_BIN; tests/run.sh installs it)"
+as_postgres=()
+if [[ "$(id -u)" -eq 0 ]]; then
+  as_postgres=(runuser -u postgres --)
+  chmod 755 "$work"
+  mkdir -p "$work/pg"
+  chown postgres:postgres "$work/pg"
+else
+  mkdir -p "$work/pg"
+fi
+"${as_postgres[@]}" "$pg_bin/initdb" --auth=trust --username=postgres --encoding=UTF8 --no-sync \
+  -D "$work/pg/data" >"$work/pg.out" 2>&1 || setup_failed "initdb: $(tail -n 5 "$work/pg.out")"
+pg_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+pg_ctl_cmd=("${as_postgres[@]}" "$pg_bin/pg_ctl")
+"${pg_ctl_cmd[@]}" start -w -t 60 -D "$work/pg/data" -l "$work/pg/server.log" \
+  -o "-p $pg_port -h 127.0.0.1 -c unix_socket_directories= -c fsync=off" >>"$work/pg.out" 2>&1 \
+  || setup_failed "PostgreSQL did not start: $(tail -n 5 "$work/pg.out")"
+export X402_CHANNELS_BIN="$target/release/examples/channels"
+export X402_CHANNELS_DATABASE="postgres://postgres@127.0.0.1:$pg_port/postgres"
 # Sign-in-with-x proofs of the sandbox wallet, checked by the official verification (siwx_checks.py).
 (cd "$root" && cargo build --quiet --release -p x402-buyer --bin siwx-proof) \
   || setup_failed "cargo build -p x402-buyer --bin siwx-proof"
