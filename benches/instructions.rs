@@ -211,11 +211,8 @@ fn voucher_case() -> Case {
         .build()
         .expect("runtime");
     let sandbox = SandboxFacilitator::new();
-    let payments = BatchSettlement::new(
-        std::sync::Arc::new(MemoryChannelStore::default()),
-        sandbox.clone(),
-    )
-    .register(Payments::new(sandbox.clone()));
+    let payments = BatchSettlement::new(std::sync::Arc::new(MemoryChannelStore::default()))
+        .register(Payments::new(sandbox.clone()));
     let accept = ChannelOffer::new(sandbox.receiver_authorizer()).usdc(
         &UsdcDeployment::BASE,
         AtomicAmount(10_000),

@@ -151,8 +151,7 @@ async fn run(args: Args) -> Result<(), String> {
         )
         // What cooperative refunds claimed is swept on the way out too.
         .sweeps_for(&Network::BASE, &args.pay_to, UsdcDeployment::BASE.asset);
-    let mut scheme = BatchSettlement::new(Arc::clone(&store), Arc::clone(&facilitator))
-        .claim_within(claim_within);
+    let mut scheme = BatchSettlement::new(Arc::clone(&store)).claim_within(claim_within);
     if let Some(url) = &args.rpc_url {
         claimer = claimer.chain(RpcChainReader::new(url).map_err(|e| format!("--rpc-url: {e}"))?);
         // A refund whose answer is lost is resolved on the same chain.

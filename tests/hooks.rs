@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use tower::{ServiceBuilder, ServiceExt};
 use tower_x402::payment::{
     Decision, HookStages, PaymentContext, PaymentHooks, Payments, ProtectedRequest, Refusal,
-    RefusalKind,
+    RefusalKind, Scheme,
 };
 use tower_x402::settlement::PaymentKey;
 use tower_x402::{
@@ -43,7 +43,6 @@ struct Scripted {
     abort_before_verify: bool,
     recover_verify: bool,
     abort_before_settle: Arc<AtomicBool>,
-    recover_settle: bool,
     enrich: bool,
     /// The stages it declares; every one when `None`.
     stages: Option<HookStages>,
@@ -131,33 +130,6 @@ impl PaymentHooks for Scripted {
         })
     }
 
-    fn settle_request_fields(&self, _: &PaymentContext<'_>) -> Option<Map<String, Value>> {
-        self.enrich.then(|| {
-            let mut fields = Map::new();
-            fields.insert("voucher".to_owned(), json!({ "id": 7 }));
-            fields
-        })
-    }
-
-    fn on_settle_failure<'a>(
-        &'a self,
-        payment: &'a PaymentContext<'a>,
-        failure: Result<&'a SettleResponse, &'a FacilitatorError>,
-    ) -> BoxFuture<'a, Option<SettleResponse>> {
-        self.seen.settle_failures.fetch_add(1, Ordering::SeqCst);
-        let recovered = self.recover_settle && failure.is_ok();
-        let network = payment.request.payment_requirements().network.clone();
-        Box::pin(async move {
-            recovered.then(|| {
-                let mut settled = SettleResponse::failure(network, "");
-                settled.success = true;
-                settled.error_reason = None;
-                settled.transaction = "0xsettled-by-the-hook".to_owned();
-                settled
-            })
-        })
-    }
-
     fn settlement_extensions(
         &self,
         _: &PaymentContext<'_>,
@@ -178,10 +150,81 @@ impl PaymentHooks for Scripted {
         self.seen.settled.lock().unwrap().push(payment.key.clone());
         Box::pin(async {})
     }
+}
 
-    fn on_cancelled<'a>(&'a self, _: &'a VerifiedPayment) -> BoxFuture<'a, ()> {
-        self.seen.cancelled.fetch_add(1, Ordering::SeqCst);
-        Box::pin(async {})
+/// What the [`Stepped`] scheme notes on a payment it verified.
+#[derive(Clone)]
+struct Noted;
+
+/// `exact` registered again with steps of its own, in place of the hook methods that once did
+/// this: it notes each payment it verifies, completes the `/settle` request from that note
+/// (when `enrich`), answers a settlement of its own after a refused `/settle` (when
+/// `recover_settle`), and counts the payments it releases.
+#[derive(Clone, Default)]
+struct Stepped {
+    seen: Arc<Seen>,
+    recover_settle: bool,
+    enrich: bool,
+}
+
+impl Scheme for Stepped {
+    fn name(&self) -> &str {
+        "exact"
+    }
+
+    fn verify<'a>(
+        &'a self,
+        payment: &'a PaymentContext<'a>,
+        notes: &'a mut http::Extensions,
+    ) -> Option<BoxFuture<'a, Result<VerifyResponse, Refusal>>> {
+        Some(Box::pin(async move {
+            let verified = payment.verify_at_facilitator().await?;
+            notes.insert(Noted);
+            Ok(verified)
+        }))
+    }
+
+    fn completed_request(
+        &self,
+        request: &FacilitatorRequest,
+        notes: &http::Extensions,
+    ) -> Option<FacilitatorRequest> {
+        (self.enrich && notes.get::<Noted>().is_some()).then(|| {
+            let mut fields = Map::new();
+            fields.insert("voucher".to_owned(), json!({ "id": 7 }));
+            request.with_fields(fields)
+        })
+    }
+
+    fn settle<'a>(
+        &'a self,
+        payment: &'a PaymentContext<'a>,
+        _: &'a mut http::Extensions,
+    ) -> Option<BoxFuture<'a, Result<SettleResponse, Refusal>>> {
+        Some(Box::pin(async move {
+            match payment.settle_at_facilitator().await {
+                Err(Refusal::SettlementRefused(refused)) => {
+                    self.seen.settle_failures.fetch_add(1, Ordering::SeqCst);
+                    if !self.recover_settle {
+                        return Err(Refusal::SettlementRefused(refused));
+                    }
+                    let mut settled = SettleResponse::failure(refused.network.clone(), "");
+                    settled.success = true;
+                    settled.error_reason = None;
+                    settled.transaction = "0xsettled-by-the-scheme".to_owned();
+                    Ok(settled)
+                }
+                answered => answered,
+            }
+        }))
+    }
+
+    fn release(&self, _: &PaymentKey, notes: http::Extensions) -> Option<BoxFuture<'static, ()>> {
+        notes.get::<Noted>()?;
+        let seen = Arc::clone(&self.seen);
+        Some(Box::pin(async move {
+            seen.cancelled.fetch_add(1, Ordering::SeqCst);
+        }))
     }
 }
 
@@ -558,45 +601,50 @@ async fn after_settle_is_called_once_for_a_payment_recovered_after_a_restart() {
 }
 
 #[tokio::test]
-async fn a_settle_failure_is_recovered_by_the_hook() {
+async fn a_settle_failure_is_recovered_by_the_schemes_settle_step() {
     let sandbox = scripted(Step::Trust, Step::Refuse("insufficient_funds".to_owned()));
     let seen = Arc::new(Seen::default());
     let hook = Scripted {
         seen: Arc::clone(&seen),
-        recover_settle: true,
         ..Scripted::default()
     };
-    let payments = Payments::new(sandbox.clone()).hook(hook);
+    let scheme = Stepped {
+        seen: Arc::clone(&seen),
+        recover_settle: true,
+        ..Stepped::default()
+    };
+    let payments = Payments::new(sandbox.clone()).scheme(scheme).hook(hook);
     let offer = offer(URL, SettlementMode::After);
     let paid = payment(&offer, 1);
     let response = send(&payments, &offer, paid_get("/report", &paid)).await;
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(
         decode_settlement(&response).transaction,
-        "0xsettled-by-the-hook"
+        "0xsettled-by-the-scheme"
     );
     assert_eq!(calls(&sandbox), (1, 1), "(/verify, /settle)");
     assert_eq!(seen.settle_failures.load(Ordering::SeqCst), 1);
-    assert_eq!(*seen.settled.lock().unwrap(), [PaymentKey::of(&paid)]);
+    // The scheme's own key (its default identity), heard once by the hook.
+    assert_eq!(seen.settled.lock().unwrap().len(), 1);
 
-    // Recorded: the repeat is answered with the hook's settlement, nothing sent.
+    // Recorded: the repeat is answered with the scheme's settlement, nothing sent.
     let again = send(&payments, &offer, paid_get("/report", &paid)).await;
     assert_eq!(
         decode_settlement(&again).transaction,
-        "0xsettled-by-the-hook"
+        "0xsettled-by-the-scheme"
     );
     assert_eq!(calls(&sandbox), (1, 1));
 }
 
 #[tokio::test]
-async fn cancelled_is_called_when_the_handler_fails_under_settle_after() {
+async fn the_scheme_releases_a_payment_whose_handler_fails_under_settle_after() {
     let sandbox = accepting();
     let seen = Arc::new(Seen::default());
-    let hook = Scripted {
+    let scheme = Stepped {
         seen: Arc::clone(&seen),
-        ..Scripted::default()
+        ..Stepped::default()
     };
-    let payments = Payments::new(sandbox.clone()).hook(hook);
+    let payments = Payments::new(sandbox.clone()).scheme(scheme);
     let offer = offer(URL, SettlementMode::After);
     let response = send(&payments, &offer, failing(&offer, 1)).await;
     assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
@@ -611,14 +659,14 @@ async fn cancelled_is_called_when_the_handler_fails_under_settle_after() {
 }
 
 #[tokio::test]
-async fn cancelled_is_called_when_the_client_goes_away_before_settlement() {
+async fn the_scheme_releases_a_payment_whose_client_goes_away_before_settlement() {
     let sandbox = accepting();
     let seen = Arc::new(Seen::default());
-    let hook = Scripted {
+    let scheme = Stepped {
         seen: Arc::clone(&seen),
-        ..Scripted::default()
+        ..Stepped::default()
     };
-    let payments = Payments::new(sandbox.clone()).hook(hook);
+    let payments = Payments::new(sandbox.clone()).scheme(scheme);
     let offer = offer(URL, SettlementMode::After);
     let slow = tower::service_fn(|_: Request<Full<Bytes>>| async {
         tokio::time::sleep(Duration::from_secs(30)).await;
@@ -655,7 +703,12 @@ async fn enrichment_reaches_the_challenge_the_settle_request_and_the_payment_res
         enrich: true,
         ..Scripted::default()
     };
-    let payments = Payments::new(recording.clone()).hook(hook);
+    // The hook decorates the challenge and the response; the scheme completes the request.
+    let scheme = Stepped {
+        enrich: true,
+        ..Stepped::default()
+    };
+    let payments = Payments::new(recording.clone()).scheme(scheme).hook(hook);
     let offer = offer(URL, SettlementMode::Before);
 
     let challenge = send(&payments, &offer, get("/report?x=1")).await;
@@ -695,8 +748,8 @@ async fn a_hook_is_asked_only_at_the_stages_it_declares() {
             settle_fields: Arc::default(),
         };
         let seen = Arc::new(Seen::default());
-        // It would refuse every payment before `/verify` and before `/settle`, and add fields
-        // to `/settle`, but declares only the settlement's end: none of that is asked.
+        // It would refuse every payment before `/verify` and before `/settle`, but declares only
+        // the settlement's end: none of that is asked.
         let hook = Scripted {
             seen: Arc::clone(&seen),
             abort_before_verify: true,
@@ -718,7 +771,7 @@ async fn a_hook_is_asked_only_at_the_stages_it_declares() {
         assert_eq!(seen.settled.lock().unwrap().len(), 1, "after_settle asked");
     }
 
-    // Declaring no stage: a failing handler's payment is cancelled without asking it, and a
+    // Declaring no stage: a failing handler's payment is released without asking it, and a
     // settled one is not reported to it.
     let sandbox = accepting();
     let seen = Arc::new(Seen::default());
@@ -734,6 +787,5 @@ async fn a_hook_is_asked_only_at_the_stages_it_declares() {
     let response = send(&payments, &offer, paid_get("/report", &payment(&offer, 2))).await;
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(calls(&sandbox), (2, 1), "(/verify, /settle)");
-    assert_eq!(seen.cancelled.load(Ordering::SeqCst), 0);
     assert!(seen.settled.lock().unwrap().is_empty());
 }

@@ -63,8 +63,8 @@ const PRICE: u128 = 10_000;
 /// `/channel/charged/{id}` reading that store.
 pub(crate) async fn routes(facilitator: &Arc<HttpFacilitator>) -> Result<Router, String> {
     let store = Arc::new(MemoryChannelStore::default());
-    let payments = BatchSettlement::new(Arc::clone(&store), Arc::clone(facilitator))
-        .register(Payments::new(Arc::clone(facilitator)));
+    let payments =
+        BatchSettlement::new(Arc::clone(&store)).register(Payments::new(Arc::clone(facilitator)));
     let terms = ChannelOffer::from_facilitator(facilitator, &Network::BASE)
         .await
         .map_err(|e| format!("channel offer: {e}"))?;

@@ -121,11 +121,8 @@ async fn app(facilitator: &Arc<HttpFacilitator>) -> Result<Router, String> {
             .build()
             .map_err(|e| format!("exact offer: {e}"))?,
     );
-    let payments = BatchSettlement::new(
-        Arc::new(MemoryChannelStore::default()),
-        Arc::clone(facilitator),
-    )
-    .register(Payments::new(Arc::clone(facilitator)));
+    let payments = BatchSettlement::new(Arc::new(MemoryChannelStore::default()))
+        .register(Payments::new(Arc::clone(facilitator)));
     let terms = ChannelOffer::from_facilitator(facilitator, &Network::BASE)
         .await
         .map_err(|e| format!("channel offer: {e}"))?;

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use http::Extensions;
+use serde_json::Map;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
 use x402_wire::{PaymentPayload, SettleResponse, VerifyResponse};
 
 use super::decision::{Considering, Decision, Opening, PaymentContext, Prelude};
@@ -293,35 +293,7 @@ impl Hooks {
         Decision::Continue
     }
 
-    pub(super) fn settle_request_fields(
-        &self,
-        payment: &PaymentContext<'_>,
-    ) -> Option<Map<String, Value>> {
-        let mut fields: Option<Map<String, Value>> = None;
-        for hook in self.at(HookStages::BEFORE_SETTLE) {
-            if let Some(more) = hook.settle_request_fields(payment) {
-                fields.get_or_insert_with(Map::new).extend(more);
-            }
-        }
-        fields
-    }
-
-    pub(super) async fn on_settle_failure(
-        &self,
-        payment: &PaymentContext<'_>,
-        failure: Result<&SettleResponse, &FacilitatorError>,
-    ) -> Option<SettleResponse> {
-        for hook in self.at(HookStages::SETTLE_FAILURE) {
-            if let Some(settled) = hook.on_settle_failure(payment, failure).await
-                && settled.success
-            {
-                return Some(settled);
-            }
-        }
-        None
-    }
-
-    /// The hooks' `extensions` and `extra` added to `settlement`.
+    /// The hooks' `extensions` added to `settlement`.
     pub(super) fn enrich(&self, payment: &PaymentContext<'_>, settlement: &mut SettleResponse) {
         for hook in &self.list {
             if let Some(extensions) = hook.settlement_extensions(payment, settlement) {
@@ -329,11 +301,6 @@ impl Hooks {
                     .extensions
                     .get_or_insert_with(Map::new)
                     .extend(extensions);
-            }
-        }
-        for hook in &self.list {
-            if let Some(extra) = hook.settlement_extra(payment, settlement) {
-                settlement.extra.get_or_insert_with(Map::new).extend(extra);
             }
         }
     }
@@ -345,12 +312,6 @@ impl Hooks {
     ) {
         for hook in self.at(HookStages::AFTER_SETTLE) {
             hook.after_settle(payment, settlement).await;
-        }
-    }
-
-    pub(super) async fn on_cancelled(&self, payment: &VerifiedPayment) {
-        for hook in self.at(HookStages::CANCELLED) {
-            hook.on_cancelled(payment).await;
         }
     }
 

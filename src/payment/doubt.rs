@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tracing::Instrument as _;
 use x402_wire::{FacilitatorRequest, SettleResponse};
 
+use super::decision::PaymentContext;
 use super::ledger::{Hold, now_ms, release};
 use super::payments::Payments;
 use super::record::settled;
@@ -30,7 +31,14 @@ pub(super) async fn reconcile(
     let span = tracing::info_span!("x402.reconcile", key = %hold.key);
     match reconciler.reconcile(&intent.request).instrument(span).await {
         Reconciliation::Settled { transaction } => {
-            let settlement = reconciled_settlement(&intent.request, transaction);
+            let mut settlement = reconciled_settlement(&intent.request, transaction);
+            if config
+                .schemes
+                .registered(&intent.request.payment_requirements().scheme)
+                .is_some()
+            {
+                Box::pin(proven(config, offer, &hold, intent, &mut settlement)).await;
+            }
             Ok(settled(config, offer, &hold, intent, settlement, attempt).await)
         }
         Reconciliation::NotSettled if authorization_expired(&intent.request) => {
@@ -51,6 +59,26 @@ pub(super) async fn reconcile(
             Err(in_doubt(config, offer, &hold, intent, reason).await)
         }
     }
+}
+
+/// Tells the payment's scheme (one registered from outside) of the settlement the reconciler
+/// proved, with the notes the core held for the payment (kept for its end).
+async fn proven(
+    config: &Payments,
+    offer: &Offer,
+    hold: &Hold,
+    intent: &SettlementIntent,
+    settlement: &mut SettleResponse,
+) {
+    let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
+    let scheme = config
+        .schemes
+        .get(&intent.request.payment_requirements().scheme);
+    let mut notes = config.held_notes.take(&hold.key);
+    if let Some(step) = scheme.proven(&context, &mut notes, settlement) {
+        step.await;
+    }
+    config.held_notes.keep(&hold.key, notes);
 }
 
 /// The settlement the reconciler proved, in the facilitator's terms.

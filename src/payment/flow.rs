@@ -393,8 +393,7 @@ impl Payments {
 
     /// Reports `refusal` and returns it as the outcome.
     /// Asks the hooks whether a verified payment goes on to the work. A refusal releases the
-    /// payment, never settled, and every hook hears it was cancelled, also those that let it
-    /// pass (one may hold something for it). One future, boxed by the caller, so a payment
+    /// payment, never settled, and its scheme releases what it held for it. One future, boxed by the caller, so a payment
     /// with no hooks carries none of it; the payment goes in and, let pass, comes back out.
     async fn after_verify(
         &self,
@@ -407,7 +406,6 @@ impl Payments {
             Err(refusal) => refusal,
         };
         ledger::release(self, hold).await;
-        self.hooks.on_cancelled(&payment).await;
         let notes = std::mem::take(&mut payment.notes);
         self.release_step(&payment.requirement.scheme, &payment.key, notes)
             .await;

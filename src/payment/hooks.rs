@@ -34,14 +34,10 @@ use crate::settlement::{PaymentKey, SettlementRecord};
 /// | [`challenge_extension_template`](Self::challenge_extension_template), [`challenge_extension_rest`](Self::challenge_extension_rest) | the same, for an extension mostly the same in every 402 | add it, with only its changing part written per request |
 /// | [`before_verify`](Self::before_verify) | a new payment is about to be sent to `/verify` | abort, or skip verification (it verified the payment itself) |
 /// | [`on_verify_failure`](Self::on_verify_failure) | `/verify` failed or found the payment invalid | recover with a verification of its own |
-/// | [`after_verify`](Self::after_verify) | the payment is verified, before the work runs | abort: the payment is released, never settled (every hook's `on_cancelled` is called) |
+/// | [`after_verify`](Self::after_verify) | the payment is verified, before the work runs | abort: the payment is released, never settled (its scheme [releases](super::Scheme::release) it) |
 /// | [`before_settle`](Self::before_settle) | before the *settling* intent is written | abort (released, never settled), or skip: it settled the payment itself |
-/// | [`settle_request_fields`](Self::settle_request_fields) | the same | add fields to the request sent to `/settle` |
-/// | [`on_settle_failure`](Self::on_settle_failure) | `/settle` failed or refused | recover with a settlement of its own |
 /// | [`settlement_extensions`](Self::settlement_extensions) | a settlement is known, before it is recorded | add extension data to `PAYMENT-RESPONSE` |
-/// | [`settlement_extra`](Self::settlement_extra) | the same | add scheme data to the settlement's `extra` |
 /// | [`after_settle`](Self::after_settle) | a settlement is known, before it is recorded | observe it |
-/// | [`on_cancelled`](Self::on_cancelled) | a verified payment will never be settled | observe it |
 /// | [`on_payment_received`](Self::on_payment_received) | a request carried a decodable payment | observe it |
 /// | [`on_replayed`](Self::on_replayed) | a settled payment was answered again from its record | observe it |
 /// | [`on_in_doubt`](Self::on_in_doubt), [`on_doubt_resolved`](Self::on_doubt_resolved) | a payment entered or left doubt | observe it |
@@ -131,10 +127,8 @@ pub trait PaymentHooks: Send + Sync + 'static {
 
     /// The asynchronous stages this hook takes part in. The core calls
     /// [`before_verify`](Self::before_verify), [`on_verify_failure`](Self::on_verify_failure),
-    /// [`after_verify`](Self::after_verify), [`before_settle`](Self::before_settle) with
-    /// [`settle_request_fields`](Self::settle_request_fields),
-    /// [`on_settle_failure`](Self::on_settle_failure), [`after_settle`](Self::after_settle) and
-    /// [`on_cancelled`](Self::on_cancelled) only on the hooks that declared the method's stage,
+    /// [`after_verify`](Self::after_verify), [`before_settle`](Self::before_settle) and
+    /// [`after_settle`](Self::after_settle) only on the hooks that declared the method's stage,
     /// and builds no future at all for a stage no hook declared. Asked once, when the hook is
     /// registered. The default is [`HookStages::ALL`]; a hook that overrides some of those
     /// methods declares their stages, and one that overrides none declares
@@ -229,8 +223,8 @@ pub trait PaymentHooks: Send + Sync + 'static {
     }
 
     /// The payment is verified and the work has not run. An `Err` refuses the request with
-    /// it: the payment is released, never settled, and every hook's
-    /// [`on_cancelled`](Self::on_cancelled) is called.
+    /// it: the payment is released, never settled, and its scheme
+    /// [releases](super::Scheme::release) what it held for it.
     fn after_verify<'a>(
         &'a self,
         payment: &'a VerifiedPayment,
@@ -251,40 +245,9 @@ pub trait PaymentHooks: Send + Sync + 'static {
         Box::pin(ready(Decision::Continue))
     }
 
-    /// Fields added to the request sent to `/settle` (beside `x402Version`, `paymentPayload`
-    /// and `paymentRequirements`). They are part of the *settling* intent, so a re-sent
-    /// `/settle` carries them too.
-    fn settle_request_fields(&self, payment: &PaymentContext<'_>) -> Option<Map<String, Value>> {
-        let _ = payment;
-        None
-    }
-
-    /// `/settle` refused the payment (`Ok`, its answer with `success: false`) or gave no
-    /// usable answer (`Err`: the money may or may not have moved). A settlement returned here
-    /// (`success: true`) is recorded as the payment's: the plug-in vouches that the money moved.
-    fn on_settle_failure<'a>(
-        &'a self,
-        payment: &'a PaymentContext<'a>,
-        failure: Result<&'a SettleResponse, &'a FacilitatorError>,
-    ) -> BoxFuture<'a, Option<SettleResponse>> {
-        let _ = (payment, failure);
-        Box::pin(ready(None))
-    }
-
     /// Extension data added to the settlement's `extensions` (sent in `PAYMENT-RESPONSE` and
     /// recorded, so a repeat of the payment is answered with it).
     fn settlement_extensions(
-        &self,
-        payment: &PaymentContext<'_>,
-        settlement: &SettleResponse,
-    ) -> Option<Map<String, Value>> {
-        let _ = (payment, settlement);
-        None
-    }
-
-    /// Scheme data added to the settlement's `extra` (sent in `PAYMENT-RESPONSE` and recorded
-    /// with it): a payment channel's charge and channel state, for instance.
-    fn settlement_extra(
         &self,
         payment: &PaymentContext<'_>,
         settlement: &SettleResponse,
@@ -300,14 +263,6 @@ pub trait PaymentHooks: Send + Sync + 'static {
         settlement: &'a SettleResponse,
     ) -> BoxFuture<'a, ()> {
         let _ = (payment, settlement);
-        Box::pin(ready(()))
-    }
-
-    /// A verified payment will never be settled: a hook refused it in
-    /// [`after_verify`](Self::after_verify), the work failed, broke a metering rule, or the
-    /// request was dropped (the client went away) before the payment settled after it.
-    fn on_cancelled<'a>(&'a self, payment: &'a VerifiedPayment) -> BoxFuture<'a, ()> {
-        let _ = payment;
         Box::pin(ready(()))
     }
 

@@ -12,7 +12,6 @@ use super::payments::Payments;
 use super::refusal::Refusal;
 use super::settle::{self, Attempt};
 use super::single_flight::InflightGuard;
-use super::stages::HookStages;
 use super::verified::VerifiedPayment;
 #[cfg(doc)]
 use crate::pricing::SettlementMode;
@@ -348,15 +347,15 @@ impl Conclusion {
     }
 }
 
-/// A payment's cancellation, told to the hooks once: when the payment is released, or
-/// dropped before it settled. Holds nothing when no hook takes part in
-/// [`HookStages::CANCELLED`], and a pointer when one does, so that a payment no hook hears the
-/// cancellation of carries one word for it.
+/// A payment's cancellation, told to its scheme once: when the payment is released, or
+/// dropped before it settled. Holds nothing when the scheme noted nothing on the payment (it
+/// holds nothing to release), and a pointer when it did, so that a payment of `exact` or `upto`
+/// carries one word for it.
 struct Cancel(Option<Box<(Arc<Payments>, VerifiedPayment)>>);
 
 impl Cancel {
     fn new(payments: &Arc<Payments>, payment: &VerifiedPayment) -> Self {
-        let told = payments.hooks.take_part(HookStages::CANCELLED) || !payment.notes.is_empty();
+        let told = !payment.notes.is_empty();
         Self(told.then(|| Box::new((Arc::clone(payments), payment.clone()))))
     }
 
@@ -364,7 +363,7 @@ impl Cancel {
         self.0 = None;
     }
 
-    /// Tells the hooks and the payment's scheme now.
+    /// Tells the payment's scheme now.
     async fn now(&mut self) {
         if let Some(cancelled) = self.0.take() {
             let (payments, payment) = *cancelled;
@@ -373,11 +372,8 @@ impl Cancel {
     }
 }
 
-/// Tells the hooks that take part that `payment` was cancelled, and has its scheme release it.
+/// Has the scheme of `payment`, cancelled, release it.
 async fn cancelled_payment(payments: &Payments, mut payment: VerifiedPayment) {
-    if payments.hooks.take_part(HookStages::CANCELLED) {
-        payments.hooks.on_cancelled(&payment).await;
-    }
     let notes = std::mem::take(&mut payment.notes);
     let scheme = &payment.requirement.scheme;
     payments.release_step(scheme, &payment.key, notes).await;
@@ -394,7 +390,7 @@ impl Drop for Cancel {
                 runtime.spawn(async move { cancelled_payment(&payments, payment).await });
             }
             Err(_) => {
-                tracing::warn!(key = %payment.key, "no runtime to tell the hooks of a cancelled payment on")
+                tracing::warn!(key = %payment.key, "no runtime to release a cancelled payment's scheme notes on")
             }
         }
     }

@@ -130,6 +130,22 @@ pub trait Scheme: Send + Sync + 'static {
         })
     }
 
+    /// The request written ahead into the payment's *settling* intent and sent to `/settle`,
+    /// completed from the payment's `notes` (what its [verify step](Self::verify) wrote), or
+    /// `None` (the default) to send `request` as it is. Asked once, before the intent is
+    /// written, for the payment's first settlement: a retry after a lost answer sends the
+    /// request written ahead again, unchanged. A payment channel's refund is completed here
+    /// with its amount, the channel's refund nonce, the claim of what was charged and the
+    /// receiver authorizer's signatures.
+    fn completed_request(
+        &self,
+        request: &FacilitatorRequest,
+        notes: &Extensions,
+    ) -> Option<FacilitatorRequest> {
+        let _ = (request, notes);
+        None
+    }
+
     /// The scheme's verification of a new payment, or `None` (the default) for the core's:
     /// the payment sent to the core's facilitators' `/verify`.
     ///
@@ -171,6 +187,22 @@ pub trait Scheme: Send + Sync + 'static {
         notes: &'a mut Extensions,
     ) -> Option<BoxFuture<'a, Result<SettleResponse, Refusal>>> {
         let _ = (payment, notes);
+        None
+    }
+
+    /// A settlement the core proved without the scheme's [settle step](Self::settle)
+    /// answering it: the [reconciler](crate::settlement::Reconciler) found on chain that a
+    /// payment in doubt settled. The scheme completes what its settle step would have done on
+    /// a success (a payment channel's deposit commits the request's voucher), and may add to
+    /// `settlement`'s `extra`. Given the payment's `notes` (empty after a restart, when the
+    /// step works from the payment alone). By default (`None`) nothing is done.
+    fn proven<'a>(
+        &'a self,
+        payment: &'a PaymentContext<'a>,
+        notes: &'a mut Extensions,
+        settlement: &'a mut SettleResponse,
+    ) -> Option<BoxFuture<'a, ()>> {
+        let _ = (payment, notes, settlement);
         None
     }
 

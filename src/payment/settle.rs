@@ -141,6 +141,23 @@ fn write_intent<'a>(
             // Boxed: a path only hooks take, kept out of the size of every settlement.
             Box::pin(hooked(config, offer, hold, intent)).await?
         };
+        // The request a scheme registered from outside completes from its notes (a payment
+        // channel's refund), written ahead with the intent so that a re-sent `/settle` carries it.
+        let intent = match config
+            .schemes
+            .registered(&intent.request.payment_requirements().scheme)
+        {
+            Some(scheme) => config.held_notes.read(&hold.key, |notes| {
+                match scheme.completed_request(&intent.request, notes) {
+                    Some(request) => SettlementIntent {
+                        request: Arc::new(request),
+                        ..intent
+                    },
+                    None => intent,
+                }
+            }),
+            None => intent,
+        };
         // A new settlement goes to the facilitator that verified it (else the preferred one);
         // every retry of it goes to the same one.
         let intent = match intent.facilitator {
@@ -219,12 +236,12 @@ enum Skipped {
 }
 
 /// Asks the hooks before a first settlement: abort (the payment is released), skip (a hook
-/// settled it), or go on with the request carrying the hooks' extra fields.
+/// settled it), or go on.
 async fn before_settle(
     config: &Payments,
     offer: &Offer,
     hold: &Hold,
-    mut intent: SettlementIntent,
+    intent: SettlementIntent,
     notes: &mut Extensions,
 ) -> Result<SettlementIntent, Skipped> {
     let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
@@ -242,9 +259,6 @@ async fn before_settle(
                 .await;
             return Err(Skipped::Refused(refuse(config, offer, refusal)));
         }
-    }
-    if let Some(fields) = config.hooks.settle_request_fields(&context) {
-        intent.request = Arc::new(intent.request.with_fields(fields));
     }
     Ok(intent)
 }
@@ -267,16 +281,12 @@ fn complete<'a>(
             .registered(&intent.request.payment_requirements().scheme)
             .is_some();
         let recording = {
-            let mut answer = if registered {
+            let answer = if registered {
                 // Boxed: only a scheme registered from outside takes this path.
                 Box::pin(scheme_settles(config, offer, &hold, intent)).await
             } else {
                 send(config, intent).await
             };
-            if config.hooks.take_part(HookStages::SETTLE_FAILURE) {
-                // Boxed, the answer moved in and back: a path only hooks take.
-                answer = Box::pin(after_settle_hooks(config, offer, &hold, intent, answer)).await;
-            }
             match answer {
                 SettleAnswer::Settled(settlement) => {
                     settled(config, offer, &hold, intent, settlement, attempt)
@@ -292,26 +302,6 @@ fn complete<'a>(
             }
         };
         Ok(recording.await)
-    }
-}
-
-/// What `/settle` answered, or the settlement a hook recovered a failed one with.
-async fn after_settle_hooks(
-    config: &Payments,
-    offer: &Offer,
-    hold: &Hold,
-    intent: &SettlementIntent,
-    answer: SettleAnswer,
-) -> SettleAnswer {
-    let failure = match &answer {
-        SettleAnswer::Settled(_) | SettleAnswer::Declined(_) => return answer,
-        SettleAnswer::Refused(settlement) => Ok(settlement),
-        SettleAnswer::Failed(failure) => Err(failure),
-    };
-    let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
-    match config.hooks.on_settle_failure(&context, failure).await {
-        Some(settlement) => SettleAnswer::Settled(settlement),
-        None => answer,
     }
 }
 

@@ -15,24 +15,22 @@ use std::ops::{BitOr, BitOrAssign};
 /// ```
 /// use tower_x402::payment::HookStages;
 ///
-/// let observer = HookStages::AFTER_SETTLE | HookStages::CANCELLED;
+/// let observer = HookStages::AFTER_VERIFY | HookStages::AFTER_SETTLE;
 /// assert!(observer.contains(HookStages::AFTER_SETTLE));
 /// assert!(!observer.contains(HookStages::BEFORE_VERIFY));
 /// assert!(HookStages::ALL.contains(observer));
-/// assert_eq!(format!("{observer:?}"), "HookStages(AFTER_SETTLE | CANCELLED)");
+/// assert_eq!(format!("{observer:?}"), "HookStages(AFTER_VERIFY | AFTER_SETTLE)");
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct HookStages(u8);
 
 /// Each stage's name, for `Debug`.
-const NAMES: [(HookStages, &str); 7] = [
+const NAMES: [(HookStages, &str); 5] = [
     (HookStages::BEFORE_VERIFY, "BEFORE_VERIFY"),
     (HookStages::VERIFY_FAILURE, "VERIFY_FAILURE"),
     (HookStages::AFTER_VERIFY, "AFTER_VERIFY"),
     (HookStages::BEFORE_SETTLE, "BEFORE_SETTLE"),
-    (HookStages::SETTLE_FAILURE, "SETTLE_FAILURE"),
     (HookStages::AFTER_SETTLE, "AFTER_SETTLE"),
-    (HookStages::CANCELLED, "CANCELLED"),
 ];
 
 impl HookStages {
@@ -44,18 +42,18 @@ impl HookStages {
     pub const VERIFY_FAILURE: Self = Self(1 << 1);
     /// [`after_verify`](super::PaymentHooks::after_verify).
     pub const AFTER_VERIFY: Self = Self(1 << 2);
-    /// [`before_settle`](super::PaymentHooks::before_settle) and
-    /// [`settle_request_fields`](super::PaymentHooks::settle_request_fields), asked together
-    /// before a first `/settle`.
+    /// [`before_settle`](super::PaymentHooks::before_settle), before a first `/settle`.
     pub const BEFORE_SETTLE: Self = Self(1 << 3);
-    /// [`on_settle_failure`](super::PaymentHooks::on_settle_failure).
-    pub const SETTLE_FAILURE: Self = Self(1 << 4);
     /// [`after_settle`](super::PaymentHooks::after_settle).
     pub const AFTER_SETTLE: Self = Self(1 << 5);
-    /// [`on_cancelled`](super::PaymentHooks::on_cancelled).
-    pub const CANCELLED: Self = Self(1 << 6);
     /// Every stage: what a hook that does not declare its stages takes part in.
-    pub const ALL: Self = Self((1 << 7) - 1);
+    pub const ALL: Self = Self(
+        Self::BEFORE_VERIFY.0
+            | Self::VERIFY_FAILURE.0
+            | Self::AFTER_VERIFY.0
+            | Self::BEFORE_SETTLE.0
+            | Self::AFTER_SETTLE.0,
+    );
 
     /// The stages of both.
     #[must_use]
@@ -113,6 +111,6 @@ mod tests {
         assert_eq!(union, HookStages::ALL);
         assert_eq!(format!("{:?}", HookStages::NONE), "HookStages(NONE)");
         assert!(HookStages::NONE.contains(HookStages::NONE));
-        assert!(!HookStages::NONE.contains(HookStages::CANCELLED));
+        assert!(!HookStages::NONE.contains(HookStages::AFTER_SETTLE));
     }
 }

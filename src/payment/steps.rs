@@ -13,8 +13,10 @@
 //! |---|---|---|
 //! | verify | [`verify`](super::Scheme::verify) | the core's facilitators' `/verify` |
 //! | the request settled | [`settle_request`](super::Scheme::settle_request) | the charge set as the amount |
+//! | the request written ahead | [`completed_request`](super::Scheme::completed_request) | as it is |
 //! | settle, once the intent is written | [`settle`](super::Scheme::settle) | `/settle` at the facilitator that verified |
 //! | a `success: false` | [`may_have_moved`](super::Scheme::may_have_moved) | in doubt for the uncertain reasons, else released |
+//! | a settlement the reconciler proved | [`proven`](super::Scheme::proven) | nothing to do |
 //! | the settlement's `extra` | [`settlement_extra`](super::Scheme::settlement_extra) | nothing added |
 //! | ended unsettled | [`release`](super::Scheme::release) | nothing held |
 //!
@@ -36,7 +38,8 @@
 //! moved), a voucher accepted locally or sent to `/verify` through the core, and settled by
 //! committing it to the channel's store (a settlement with no transaction), a refund settled
 //! through the core; the channel's state in the settlement's `extra`, and its hold released
-//! by the release step.
+//! by the release step. A deposit whose `/settle` answer was lost and that the reconciler
+//! proved settled reaches the scheme through its `proven` step, which commits its voucher.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -134,6 +137,29 @@ impl PaymentContext<'_> {
     }
 }
 
+impl PaymentContext<'_> {
+    /// `/settle` for another `request` than the payment's that a [scheme's settle
+    /// step](super::Scheme::settle) sends beside it (a payment channel's sweep of what its
+    /// refund claimed), at the facilitator the payment's intent names, through the core's pool
+    /// (its breaker and deadlines). Not written ahead: nothing the ledger recovers, so only for
+    /// a request that is safe to lose and send again later. Answered as
+    /// [`settle_at_facilitator`](Self::settle_at_facilitator) is.
+    pub async fn settle_beside_at_facilitator(
+        &self,
+        request: &x402_wire::FacilitatorRequest,
+    ) -> Result<SettleResponse, Refusal> {
+        let core = self.core.ok_or_else(not_a_step)?;
+        match settle::send_to(core.core, core.facilitator, request).await {
+            SettleAnswer::Settled(settlement) => Ok(settlement),
+            SettleAnswer::Refused(settlement) => {
+                Err(Refusal::SettlementRefused(Box::new(settlement)))
+            }
+            SettleAnswer::Failed(failure) => Err(Refusal::Facilitator(failure)),
+            SettleAnswer::Declined(refusal) => Err(*refusal),
+        }
+    }
+}
+
 impl Payments {
     /// Asks the scheme named `scheme` to let go of what it holds for the payment `key`, ended
     /// unsettled with `notes` (asked only when it has some).
@@ -212,6 +238,18 @@ impl HeldNotes {
             return;
         }
         kept.insert(key.clone(), notes);
+    }
+
+    /// `read` asked with the notes kept for the payment `key` (empty when none were), left kept.
+    pub(super) fn read<T>(&self, key: &PaymentKey, read: impl FnOnce(&Extensions) -> T) -> T {
+        let kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match kept.get(key) {
+            Some(notes) => read(notes),
+            None => {
+                drop(kept);
+                read(&Extensions::new())
+            }
+        }
     }
 
     /// The notes kept for the payment `key`, taken (empty when none were).

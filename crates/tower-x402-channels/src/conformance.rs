@@ -10,6 +10,8 @@
 //! # }
 //! ```
 
+mod states;
+
 use std::sync::Arc;
 
 use x402_wire::Network;
@@ -37,7 +39,9 @@ const RACERS: usize = 16;
 /// one wins per channel, an expired claim included) and finished once; `remove` needs the hold;
 /// of concurrent `begin`s one holds, and of concurrent commits from one base one applies; a
 /// claim asks no more than the balance last read, and a claim refused alone marks the channel
-/// (kept, listed, round-tripped) until a claim succeeds.
+/// (kept, listed, round-tripped) until a claim succeeds; a pending withdrawal is kept as read;
+/// a refund in doubt keeps its channel held until its lease ends, the chain mirrored meanwhile,
+/// and a refund that emptied the channel removes it under its hold.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -441,7 +445,8 @@ pub async fn check(store: Arc<dyn ChannelStore>) {
     assert_eq!(load(&*store, &id).await, None, "a removed channel is gone");
 
     refused_claims(&*store, fresh()).await;
-    check_withdrawal(&*store, &fresh()).await;
+    states::withdrawal(&*store, &fresh()).await;
+    states::refund_in_doubt(&*store, &fresh(), &fresh()).await;
 }
 
 /// A claim is capped at the balance last read; a claim refused alone marks the channel, which
@@ -531,39 +536,6 @@ async fn refused_claims(store: &dyn ChannelStore, id: String) {
     assert_eq!(
         load(store, &id).await.map(|channel| channel.unclaimed()),
         Some(0)
-    );
-}
-
-/// A pending withdrawal is kept as read: mirrored, handed to the request that holds the
-/// channel, and cleared by a newer reading without it.
-async fn check_withdrawal(store: &dyn ChannelStore, id: &str) {
-    let channel = Channel::new(id, Network::BASE, config(), OnChain::new(90_000, 0, 10));
-    assert!(ok(store.open(&channel).await), "open of a new channel");
-    let big = u128::from(u64::MAX) + 11;
-    let withdrawing = OnChain::new(big + 5, 0, 20).with_withdrawal(1_750_000_000, big);
-    assert!(
-        ok(store.mirror(id, &withdrawing).await),
-        "a reading with a pending withdrawal is mirrored"
-    );
-    let hold = Hold::new("w", 1_000);
-    let Begin::Held(held) = ok(store.begin(id, &hold, 30).await) else {
-        panic!("begin on a free channel with a pending withdrawal")
-    };
-    assert_eq!(
-        (held.on_chain, held.on_chain.spendable()),
-        (withdrawing, 5),
-        "a request holding the channel sees its pending withdrawal, beyond 64 bits"
-    );
-    assert!(ok(store.release(id, &hold.id).await), "release");
-    let finalized = OnChain::new(5, 0, 40);
-    assert!(
-        ok(store.mirror(id, &finalized).await),
-        "a newer reading is mirrored"
-    );
-    assert_eq!(
-        load(store, id).await.map(|channel| channel.on_chain),
-        Some(finalized),
-        "a newer reading without a withdrawal clears it"
     );
 }
 

@@ -1,34 +1,27 @@
-//! The scheme's lifecycle hooks: a request holds its channel and is checked before the work
-//! (`before_verify`), its charge is committed after it (`before_settle` for a voucher,
-//! `after_settle` for a deposit, once the deposit moved), and its hold is released when the
-//! payment will never be settled (`on_cancelled`: the work failed, or another hook refused the
-//! payment after verification) or the deposit did not settle (`on_settle_failure`). A deposit
-//! whose `/settle` answer was lost keeps its hold until the core resolves it: committed by
-//! `after_settle` when it settled, released by `on_doubt_resolved` when it never did.
-
-use std::sync::{Arc, PoisonError};
+//! The scheme's settle steps: a voucher's charge committed to the channel's store (nothing sent
+//! on chain), a deposit sent to `/settle` through the core and its voucher committed once it
+//! moved (by the settle step, or by the `proven` step when the core's reconciler proved a
+//! deposit in doubt settled), a refund sent through the core (see `refund`). What a request
+//! holds between its verification and its settlement ([`Pending`]) travels in the payment's
+//! notes; the core's release step lets its channel go when the payment ends unsettled.
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde_json::{Map, Value};
-use tower_x402::BoxFuture;
-use tower_x402::payment::{
-    Decision, HookStages, PaymentContext, PaymentHooks, ProtectedRequest, RefusalKind,
-    VerifiedPayment,
-};
-use tower_x402::proto::{Network, SettleResponse, VerifyResponse};
-use tower_x402::{PaymentKey, Refusal};
+use http::Extensions;
+use tower_x402::Refusal;
+use tower_x402::payment::{PaymentContext, RefusalKind};
+use tower_x402::proto::{Network, SettleResponse};
 
 use super::Inner;
 use super::payload::{BuyerPayload, Kind};
 use super::response::{channel_state, settlement_extra, snapshot};
 use crate::channel::{Commit, Committed, OnChain, Voucher};
-use crate::wire::BATCH_SETTLEMENT_SCHEME;
 
 /// How often a commit is sent again after the store gave no answer (it is recognized when it
 /// had applied).
 const COMMIT_ATTEMPTS: usize = 3;
 
-/// A request between its verification and its settlement.
+/// A request between its verification and its settlement: the payment's note.
 #[derive(Clone, Debug)]
 pub(super) struct Pending {
     pub(super) kind: Kind,
@@ -42,9 +35,6 @@ pub(super) struct Pending {
     /// The chain as the request saw it (a facilitator's answer), to mirror with the commit.
     pub(super) on_chain: OnChain,
     pub(super) fresh_reading: bool,
-    /// A deposit whose `/settle` answer was lost: it may have moved, so its hold and voucher are
-    /// kept for the settlement the core may still learn of.
-    pub(super) answer_lost: bool,
 }
 
 impl Pending {
@@ -55,9 +45,6 @@ impl Pending {
         self
     }
 }
-
-/// The hooks' part of the scheme.
-pub(super) struct Hooks(pub(super) Arc<Inner>);
 
 pub(super) fn now_ms() -> u64 {
     SystemTime::now()
@@ -72,33 +59,13 @@ pub(super) fn ms(duration: Duration) -> u64 {
 }
 
 impl Inner {
-    pub(super) fn remember(&self, key: &PaymentKey, pending: Pending) {
-        self.pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key.clone(), pending);
-    }
-
-    pub(super) fn take(&self, key: &PaymentKey) -> Option<Pending> {
-        self.pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(key)
-    }
-
-    pub(super) fn peek(&self, key: &PaymentKey) -> Option<Pending> {
-        self.pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(key)
-            .cloned()
-    }
-
     pub(super) async fn release(&self, id: &str, hold: &str) {
         if let Err(error) = self.store.release(id, hold).await {
             tracing::warn!(%error, channel = %id, "channel hold could not be released; it expires with its lease");
         }
     }
+
+    /// Commits the request's voucher for `charged`, sent again when the store gave no
     /// answer, where it is recognized if it had applied.
     pub(super) async fn commit(
         &self,
@@ -123,16 +90,108 @@ impl Inner {
         Err(last)
     }
 
-    /// A voucher's settlement: its charge committed, nothing sent on chain.
+    /// The settle step: by the kind of request the payment's note says it is. A payment
+    /// without a note was verified by another process (this one restarted while it was in
+    /// doubt, or another instance).
+    pub(super) async fn settle(
+        self: Arc<Self>,
+        payment: &PaymentContext<'_>,
+        notes: &mut Extensions,
+    ) -> Result<SettleResponse, Refusal> {
+        let Some(pending) = notes.get::<Pending>().cloned() else {
+            return Box::pin(self.settle_unnoted(payment)).await;
+        };
+        match pending.kind {
+            Kind::Voucher => self.settle_voucher(payment, pending, notes).await,
+            Kind::Refund => Box::pin(self.settle_refund(payment, pending, notes)).await,
+            Kind::Deposit => {
+                let mut settlement = payment.settle_at_facilitator().await?;
+                self.deposit_settled(payment, notes, &mut settlement).await;
+                Ok(settlement)
+            }
+        }
+    }
+
+    /// A payment in doubt recovered without its note: a deposit or a refund sent to `/settle`
+    /// again as written ahead (a deposit's voucher then committed from its payload, a refund's
+    /// record mirroring the chain the answer shows); a voucher, whose hold is gone, settles
+    /// nothing.
+    async fn settle_unnoted(
+        self: Arc<Self>,
+        payment: &PaymentContext<'_>,
+    ) -> Result<SettleResponse, Refusal> {
+        let kind = BuyerPayload::read(payment.request.payment_payload()).map(|buyer| buyer.kind());
+        match kind {
+            Some(Kind::Deposit) => {
+                let mut settlement = payment.settle_at_facilitator().await?;
+                self.deposit_settled(payment, &mut Extensions::new(), &mut settlement)
+                    .await;
+                Ok(settlement)
+            }
+            Some(Kind::Refund) => {
+                let settlement = payment.settle_at_facilitator().await?;
+                self.refund_recovered(payment, &settlement).await;
+                Ok(settlement)
+            }
+            _ => Err(Refusal::Hook {
+                kind: RefusalKind::RetrySamePayment,
+                reason: "this channel request is no longer held; nothing was charged".to_owned(),
+            }),
+        }
+    }
+
+    /// A deposit that moved (answered by `/settle`, or proven by the core's reconciler): the
+    /// request's voucher committed, mirroring the chain it answered, and the channel's state in
+    /// the settlement's `extra`. Without a note, committed from the payload
+    /// ([`commit_recovered`](Self::commit_recovered)).
+    pub(super) async fn deposit_settled(
+        self: Arc<Self>,
+        payment: &PaymentContext<'_>,
+        notes: &mut Extensions,
+        settlement: &mut SettleResponse,
+    ) {
+        let Some(mut pending) = notes.remove::<Pending>() else {
+            Box::pin(self.commit_recovered(payment, settlement)).await;
+            return;
+        };
+        if let Some(on_chain) = snapshot(settlement.extra.as_ref(), now_ms())
+            .or_else(|| recovered_reading(payment, &pending))
+        {
+            pending.on_chain = on_chain;
+            pending.fresh_reading = true;
+        }
+        let charged = payment.request.payment_requirements().amount.0;
+        let state = channel_state(
+            &pending.id,
+            &pending.on_chain,
+            pending.base.saturating_add(charged),
+        );
+        settlement
+            .extra
+            .get_or_insert_with(Default::default)
+            .extend(settlement_extra(charged, state));
+        match self.commit(&pending, charged).await {
+            Ok(Committed::Done) => {}
+            outcome => {
+                tracing::error!(channel = %pending.id, ?outcome, "a deposit settled but its voucher could not be committed; this request's charge is forfeited");
+                self.release(&pending.id, &pending.hold).await;
+            }
+        }
+    }
+
+    /// A voucher's settlement: its charge committed, nothing sent on chain. The note is taken
+    /// when the channel is let go here (or was taken over): the core's release step has nothing
+    /// left to release then.
     async fn settle_voucher(
         &self,
         payment: &PaymentContext<'_>,
         pending: Pending,
-    ) -> Decision<SettleResponse> {
+        notes: &mut Extensions,
+    ) -> Result<SettleResponse, Refusal> {
         let requirement = payment.request.payment_requirements();
         let charged = requirement.amount.0;
         let refuse = |kind, reason: &str| {
-            Decision::Abort(Refusal::Hook {
+            Err(Refusal::Hook {
                 kind,
                 reason: reason.to_owned(),
             })
@@ -141,7 +200,7 @@ impl Inner {
             Ok(Committed::Done) => {
                 let total = pending.base.saturating_add(charged);
                 let state = channel_state(&pending.id, &pending.on_chain, total);
-                Decision::Handled(SettleResponse {
+                Ok(SettleResponse {
                     success: true,
                     error_reason: None,
                     error_message: None,
@@ -155,6 +214,7 @@ impl Inner {
             }
             Ok(Committed::Invalid(reason)) => {
                 tracing::error!(channel = %pending.id, %reason, "voucher commit refused");
+                notes.remove::<Pending>();
                 self.release(&pending.id, &pending.hold).await;
                 refuse(
                     RefusalKind::ServerFault,
@@ -163,6 +223,7 @@ impl Inner {
             }
             Ok(other) => {
                 tracing::warn!(channel = %pending.id, outcome = ?other, "voucher not committed: the channel moved on under this request");
+                notes.remove::<Pending>();
                 refuse(
                     RefusalKind::RetrySamePayment,
                     "the channel was taken over by another request; nothing was charged",
@@ -170,6 +231,7 @@ impl Inner {
             }
             Err(error) => {
                 tracing::error!(channel = %pending.id, %error, "voucher commit unanswered");
+                notes.remove::<Pending>();
                 refuse(
                     RefusalKind::RetrySamePayment,
                     "channel records are unavailable, retry the same payment later",
@@ -192,7 +254,7 @@ impl Inner {
     /// committed again. While the channel is held by the stopped process, the commit waits for
     /// that hold's lease in a task of its own (the channel stays busy meanwhile, so no voucher is
     /// accepted on a base without this one).
-    async fn commit_recovered(
+    pub(super) async fn commit_recovered(
         self: Arc<Self>,
         payment: &PaymentContext<'_>,
         settlement: &SettleResponse,
@@ -283,7 +345,6 @@ impl Inner {
             payer: recovered.payer.clone(),
             on_chain,
             fresh_reading: true,
-            answer_lost: false,
         };
         match self.commit(&pending, recovered.charged).await {
             Ok(Committed::Done) => {
@@ -313,22 +374,6 @@ struct Recovered {
     reading: Option<OnChain>,
 }
 
-/// Whether a `/settle` refusal leaves it open whether the deposit moved (the core then goes on
-/// to re-send or reconcile it, not to release it).
-fn may_have_moved(failure: Result<&SettleResponse, &tower_x402::FacilitatorError>) -> bool {
-    failure.is_ok_and(|settlement| {
-        matches!(
-            settlement.error_reason.as_deref(),
-            Some(
-                "settlement_pending"
-                    | "unexpected_settle_error"
-                    | "invalid_transaction_state"
-                    | "duplicate_settlement"
-            )
-        )
-    })
-}
-
 /// The chain after a deposit whose settlement carries no channel state (one the core recovered:
 /// the reconciler's names only its transaction): the deposit moved its amount onto the balance
 /// the request was verified against.
@@ -338,168 +383,4 @@ fn recovered_reading(payment: &PaymentContext<'_>, pending: &Pending) -> Option<
     on_chain.balance = on_chain.balance.saturating_add(deposited);
     on_chain.read_at = now_ms();
     Some(on_chain)
-}
-
-fn is_ours(payment: &PaymentContext<'_>) -> bool {
-    payment.request.payment_requirements().scheme == BATCH_SETTLEMENT_SCHEME
-}
-
-impl PaymentHooks for Hooks {
-    /// Acts on payments only: never asked about a request before its payment.
-    fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
-        false
-    }
-
-    /// Verifies vouchers itself, settles them and refunds itself, commits a request's voucher
-    /// once its payment settled, keeps or releases the channel a deposit's failed `/settle`
-    /// held, and releases a channel whose payment was cancelled: no part in `after_verify` nor
-    /// in a failed `/verify`.
-    fn stages(&self) -> HookStages {
-        HookStages::BEFORE_VERIFY
-            | HookStages::BEFORE_SETTLE
-            | HookStages::SETTLE_FAILURE
-            | HookStages::AFTER_SETTLE
-            | HookStages::CANCELLED
-    }
-
-    fn before_verify<'a>(
-        &'a self,
-        payment: &'a PaymentContext<'a>,
-    ) -> BoxFuture<'a, Decision<VerifyResponse>> {
-        Box::pin(async move {
-            if !is_ours(payment) {
-                return Decision::Continue;
-            }
-            self.0.admit(payment).await
-        })
-    }
-
-    fn before_settle<'a>(
-        &'a self,
-        payment: &'a PaymentContext<'a>,
-    ) -> BoxFuture<'a, Decision<SettleResponse>> {
-        Box::pin(async move {
-            if !is_ours(payment) {
-                return Decision::Continue;
-            }
-            match self.0.peek(payment.key) {
-                Some(pending) if pending.kind == Kind::Voucher => {
-                    let pending = self.0.take(payment.key).unwrap_or(pending);
-                    self.0.settle_voucher(payment, pending).await
-                }
-                Some(pending) if pending.kind == Kind::Refund => {
-                    let pending = self.0.take(payment.key).unwrap_or(pending);
-                    self.0.settle_refund(payment, pending).await
-                }
-                // A deposit settles at the facilitator; its voucher is committed after.
-                Some(_) => Decision::Continue,
-                None => Decision::Abort(Refusal::Hook {
-                    kind: RefusalKind::RetrySamePayment,
-                    reason: "this channel request is no longer held; nothing was charged"
-                        .to_owned(),
-                }),
-            }
-        })
-    }
-
-    fn settlement_extra(
-        &self,
-        payment: &PaymentContext<'_>,
-        settlement: &SettleResponse,
-    ) -> Option<Map<String, Value>> {
-        if !is_ours(payment) {
-            return None;
-        }
-        let pending = self.0.peek(payment.key)?;
-        let charged = payment.request.payment_requirements().amount.0;
-        let on_chain = snapshot(settlement.extra.as_ref(), now_ms())
-            .or_else(|| recovered_reading(payment, &pending))
-            .unwrap_or(pending.on_chain);
-        let state = channel_state(&pending.id, &on_chain, pending.base.saturating_add(charged));
-        Some(settlement_extra(charged, state))
-    }
-
-    fn after_settle<'a>(
-        &'a self,
-        payment: &'a PaymentContext<'a>,
-        settlement: &'a SettleResponse,
-    ) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            if !is_ours(payment) {
-                return;
-            }
-            // A deposit moved: commit the request's voucher, mirroring the chain it answered.
-            let Some(mut pending) = self.0.take(payment.key) else {
-                // Not verified by this process: a deposit in doubt recovered after a restart.
-                Box::pin(Arc::clone(&self.0).commit_recovered(payment, settlement)).await;
-                return;
-            };
-            if let Some(on_chain) = snapshot(settlement.extra.as_ref(), now_ms()) {
-                pending.on_chain = on_chain;
-                pending.fresh_reading = true;
-            } else if let Some(on_chain) = recovered_reading(payment, &pending) {
-                pending.on_chain = on_chain;
-                pending.fresh_reading = true;
-            }
-            let charged = payment.request.payment_requirements().amount.0;
-            match self.0.commit(&pending, charged).await {
-                Ok(Committed::Done) => {}
-                outcome => {
-                    tracing::error!(channel = %pending.id, ?outcome, "a deposit settled but its voucher could not be committed; this request's charge is forfeited");
-                    self.0.release(&pending.id, &pending.hold).await;
-                }
-            }
-        })
-    }
-
-    fn on_settle_failure<'a>(
-        &'a self,
-        payment: &'a PaymentContext<'a>,
-        failure: Result<&'a SettleResponse, &'a tower_x402::FacilitatorError>,
-    ) -> BoxFuture<'a, Option<SettleResponse>> {
-        Box::pin(async move {
-            if !is_ours(payment) {
-                return None;
-            }
-            // Only a deposit reaches `/settle` through the core (a voucher and a refund are
-            // settled by `before_settle`).
-            let mut pending = self.0.take(payment.key)?;
-            if failure.is_err() || pending.answer_lost || may_have_moved(failure) {
-                // The deposit may have moved: the core keeps the payment in doubt and may learn
-                // of its settlement (a re-sent `/settle`, the reconciler), when `after_settle`
-                // commits the request's voucher. Until then the channel stays held (at most its
-                // lease), so that no other voucher is accepted on a base missing this one.
-                pending.answer_lost = true;
-                self.0.remember(payment.key, pending);
-            } else {
-                self.0.release(&pending.id, &pending.hold).await;
-            }
-            None
-        })
-    }
-
-    fn on_doubt_resolved(
-        &self,
-        offer: &tower_x402::Offer,
-        key: &PaymentKey,
-        settlement: Option<&SettleResponse>,
-    ) {
-        let _ = offer;
-        // Never settled (released by the core): the channel is freed now.
-        if settlement.is_none()
-            && let Some(pending) = self.0.take(key)
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            let inner = Arc::clone(&self.0);
-            runtime.spawn(async move { inner.release(&pending.id, &pending.hold).await });
-        }
-    }
-
-    fn on_cancelled<'a>(&'a self, payment: &'a VerifiedPayment) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            if let Some(pending) = self.0.take(&payment.key) {
-                self.0.release(&pending.id, &pending.hold).await;
-            }
-        })
-    }
 }

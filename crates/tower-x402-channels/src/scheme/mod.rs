@@ -1,5 +1,5 @@
 //! The `batch-settlement` scheme on the server's side, as a plug-in of the payment core:
-//! [`BatchSettlement`] registers the scheme and its lifecycle hooks on a
+//! [`BatchSettlement`] is one [`Scheme`], registered on a
 //! [`Payments`](tower_x402::payment::Payments) in one call.
 
 mod flow;
@@ -11,13 +11,14 @@ mod signature;
 mod sweep;
 mod verify;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tower_x402::payment::{Payments, Refusal, Scheme};
-use tower_x402::proto::PaymentPayload;
-use tower_x402::{Facilitator, PaymentKey};
+use http::Extensions;
+use tower_x402::BoxFuture;
+use tower_x402::PaymentKey;
+use tower_x402::payment::{PaymentContext, Payments, Refusal, Scheme};
+use tower_x402::proto::{FacilitatorRequest, PaymentPayload, SettleResponse, VerifyResponse};
 
 use crate::chain::ChainReader;
 use crate::claim::ClaimAuthorizer;
@@ -28,6 +29,7 @@ pub use offer::{ChannelOffer, ChannelOfferError, MAX_WITHDRAW_DELAY, MIN_WITHDRA
 #[cfg(feature = "rpc")]
 pub(crate) use payload::deposit_facts;
 use payload::{BuyerPayload, Kind};
+use refund::CompletedRefund;
 
 /// [`BatchSettlement::claim_within`]'s default.
 const DEFAULT_CLAIM_WITHIN: Duration = Duration::from_secs(180);
@@ -41,7 +43,14 @@ pub const WITHDRAWAL_MARGIN: Duration = Duration::from_secs(60);
 /// channel's committed payer authorizer, no facilitator call — and counts once in its
 /// [`ChannelStore`].
 ///
-/// Registered on a core with [`register`](Self::register); offer it with
+/// One [`Scheme`] on the core's steps: the core asks it only about `batch-settlement`
+/// payments, and it reaches the facilitator only through the core
+/// ([`PaymentContext::verify_at_facilitator`], [`PaymentContext::settle_at_facilitator`]), so
+/// deposits, vouchers sent to `/verify` and refunds go through the core's facilitator pool,
+/// circuit breakers, failover and deadlines, the ledger's write-ahead intent and its in-doubt
+/// log, like any payment. What it keeps of a request between verification and settlement
+/// travels with the payment, in its notes. Registered on a core with
+/// [`register`](Self::register); offer it with
 /// [`ChannelOffer::usdc`] in an offer settled [after the work](tower_x402::SettlementMode::After).
 /// The handler decides each request's charge with a [`Charge`](tower_x402::Charge) (zero up to
 /// the accept's amount); the channel's cumulative grows by it, committed durably before the
@@ -51,7 +60,7 @@ pub const WITHDRAWAL_MARGIN: Duration = Duration::from_secs(60);
 /// |---|---|---|
 /// | `deposit` | facilitator `/verify` | facilitator `/settle` (the deposit moves on chain); the voucher committed after it |
 /// | `voucher` | locally, while the mirrored chain is fresh and the payer authorizer an EOA; else `/verify` | committed in the store; nothing sent |
-/// | `refund` | its zero-charge voucher (`maxClaimableAmount == chargedCumulativeAmount`), then facilitator `/verify` | completed (amount, `refundNonce`, the claim of what was charged) and sent to `/settle`; the handler is not run; the record removed on a full refund |
+/// | `refund` | its zero-charge voucher (`maxClaimableAmount == chargedCumulativeAmount`), then facilitator `/verify`; completed (amount, `refundNonce`, the claim of what was charged, the server's signatures) | the completed refund, written ahead in the ledger's intent, sent to `/settle`; the handler is not run; the record removed on a full refund |
 ///
 /// The receiver authorizer may be the facilitator's (claims and refunds signed by it) or the
 /// server's own: vouchers and deposits need no signature of it, and the
@@ -81,16 +90,18 @@ pub const WITHDRAWAL_MARGIN: Duration = Duration::from_secs(60);
 ///
 /// A deposit whose `/settle` answer is lost is left *in doubt* by the core (503) and its
 /// channel stays held (until the doubt resolves, at most the hold's lease of 120 s): when the
-/// core learns it settled (the same payment sent again, the reconciler), the request's voucher
+/// core learns it settled (the same payment sent again, the core's reconciler — a
+/// [`DepositReconciler`](crate::DepositReconciler) with the `rpc` feature), the request's voucher
 /// is committed, the balance mirrored as the verified one plus the deposit; when it learns it
 /// never did, the channel is released. A deposit recovered by a process that did not verify it
 /// (this one restarted while it was in doubt, or another instance) commits its voucher from the
 /// payload itself, on the base it was verified on (`maxClaimableAmount` less the accept's
 /// amount), and only while the channel's charge is still that base: never twice. While the
 /// stopped process's hold has not run out (at most its lease), the commit waits for it in a task
-/// of its own, the channel busy meanwhile. A refund whose `/settle` answer is lost (the scheme,
-/// not the core's ledger, sends the completed refund) is resolved against the chain read with
-/// [`chain`](Self::chain), never sent again by the server and never answered 402: see there.
+/// of its own, the channel busy meanwhile. A refund whose `/settle` answer is lost is resolved
+/// against the chain read with [`chain`](Self::chain); when it cannot be, it is *in doubt* in
+/// the core's ledger and log, never answered 402, and the same refund sent again re-sends the
+/// completed request written ahead (its refund nonce makes it run at most once): see there.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -101,8 +112,7 @@ pub const WITHDRAWAL_MARGIN: Duration = Duration::from_secs(60);
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let facilitator = HttpFacilitator::new("https://facilitator.example")?;
 /// let channels = Arc::new(MemoryChannelStore::default());
-/// let payments = BatchSettlement::new(Arc::clone(&channels), facilitator.clone())
-///     .register(Payments::new(facilitator));
+/// let payments = BatchSettlement::new(Arc::clone(&channels)).register(Payments::new(facilitator));
 /// # let _ = payments;
 /// # Ok(()) }
 /// ```
@@ -114,7 +124,6 @@ pub struct BatchSettlement {
 
 struct Inner {
     store: Arc<dyn ChannelStore>,
-    facilitator: Arc<dyn Facilitator>,
     owner: String,
     hold_lease: Duration,
     fresh_for: Option<Duration>,
@@ -126,26 +135,22 @@ struct Inner {
     authorizer: Option<Arc<dyn ClaimAuthorizer>>,
     /// Reads the contract, to resolve a refund whose `/settle` answer was lost.
     chain: Option<Arc<dyn ChainReader>>,
-    /// The requests between verification and settlement, by payment key.
-    pending: Mutex<HashMap<PaymentKey, Pending>>,
 }
 
 impl BatchSettlement {
-    /// The scheme keeping channels in `store`, asking `facilitator` to verify and settle
-    /// deposits (and vouchers it cannot check locally).
-    pub fn new(store: impl ChannelStore, facilitator: impl Facilitator) -> Self {
+    /// The scheme keeping channels in `store`. Deposits, refunds and the vouchers it cannot
+    /// check locally go to the facilitators of the core it is [registered](Self::register) on.
+    pub fn new(store: impl ChannelStore) -> Self {
         let owner: [u8; 8] = rand::random();
         Self {
             inner: Arc::new(Inner {
                 store: Arc::new(store),
-                facilitator: Arc::new(facilitator),
                 owner: owner.iter().map(|byte| format!("{byte:02x}")).collect(),
                 hold_lease: Duration::from_secs(120),
                 fresh_for: None,
                 claim_within: DEFAULT_CLAIM_WITHIN,
                 authorizer: None,
                 chain: None,
-                pending: Mutex::default(),
             }),
         }
     }
@@ -200,16 +205,18 @@ impl BatchSettlement {
     /// resolve a refund whose `/settle` answer was lost: the channel's refund nonce past the one
     /// sent means it ran (answered as settled, the record following the chain), the same nonce
     /// that it did not (the channel released unchanged, the buyer told to send it again).
-    /// Without a reader, or when it cannot be read, the refund stays in doubt: the channel stays
-    /// held until its lease ends and the buyer is told to send it again then.
+    /// Without a reader, or when it cannot be read, the refund stays *in doubt* in the core's
+    /// ledger (503, logged and counted like any payment in doubt): the channel stays held until
+    /// its lease ends, and the same refund sent again re-sends the completed request.
     pub fn chain(self, chain: impl ChainReader) -> Self {
         let chain: Arc<dyn ChainReader> = Arc::new(chain);
         self.configure(|inner| inner.chain = Some(chain))
     }
 
-    /// Registers the scheme and its hooks on `payments`.
+    /// Registers the scheme on `payments`: the same as
+    /// [`payments.scheme(self)`](Payments::scheme).
     pub fn register(self, payments: Payments) -> Payments {
-        payments.scheme(SchemePart).hook(flow::Hooks(self.inner))
+        payments.scheme(self)
     }
 }
 
@@ -222,10 +229,7 @@ impl std::fmt::Debug for BatchSettlement {
     }
 }
 
-/// The scheme's part: identity, metering.
-struct SchemePart;
-
-impl Scheme for SchemePart {
+impl Scheme for BatchSettlement {
     fn name(&self) -> &str {
         BATCH_SETTLEMENT_SCHEME
     }
@@ -289,5 +293,57 @@ impl Scheme for SchemePart {
 
     fn settles_zero(&self) -> bool {
         true
+    }
+
+    /// A deposit and a refund are verified by the facilitator, through the core; a voucher
+    /// locally when it can be. The request's channel is held, and noted on the payment.
+    fn verify<'a>(
+        &'a self,
+        payment: &'a PaymentContext<'a>,
+        notes: &'a mut Extensions,
+    ) -> Option<BoxFuture<'a, Result<VerifyResponse, Refusal>>> {
+        Some(Box::pin(self.inner.admit(payment, notes)))
+    }
+
+    /// A refund, completed when it was verified.
+    fn completed_request(
+        &self,
+        _: &FacilitatorRequest,
+        notes: &Extensions,
+    ) -> Option<FacilitatorRequest> {
+        notes
+            .get::<CompletedRefund>()
+            .map(|refund| FacilitatorRequest::clone(&refund.request))
+    }
+
+    /// A voucher committed to the channel's store; a deposit and a refund sent to `/settle`
+    /// through the core, and the channel's record following their settlement.
+    fn settle<'a>(
+        &'a self,
+        payment: &'a PaymentContext<'a>,
+        notes: &'a mut Extensions,
+    ) -> Option<BoxFuture<'a, Result<SettleResponse, Refusal>>> {
+        Some(Box::pin(Arc::clone(&self.inner).settle(payment, notes)))
+    }
+
+    /// A deposit in doubt the reconciler proved settled: its voucher committed.
+    fn proven<'a>(
+        &'a self,
+        payment: &'a PaymentContext<'a>,
+        notes: &'a mut Extensions,
+        settlement: &'a mut SettleResponse,
+    ) -> Option<BoxFuture<'a, ()>> {
+        Some(Box::pin(
+            Arc::clone(&self.inner).deposit_settled(payment, notes, settlement),
+        ))
+    }
+
+    /// The request's channel hold released.
+    fn release(&self, _: &PaymentKey, notes: Extensions) -> Option<BoxFuture<'static, ()>> {
+        let pending = notes.get::<Pending>()?.clone();
+        let inner = Arc::clone(&self.inner);
+        Some(Box::pin(async move {
+            inner.release(&pending.id, &pending.hold).await;
+        }))
     }
 }

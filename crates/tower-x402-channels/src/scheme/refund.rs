@@ -1,22 +1,25 @@
-//! A cooperative refund: the handler is not run; the payload is completed (the amount, the
-//! refund nonce, the claim of what was charged, and the server's own authorizer signatures) and
-//! sent to the facilitator's `/settle`; the channel's record follows the answer.
+//! A cooperative refund: the handler is not run; the payload is completed when the refund is
+//! verified (the amount, the refund nonce, the claim of what was charged, and the server's own
+//! authorizer signatures), and that completed request is what the core writes ahead in the
+//! payment's *settling* intent and sends to `/settle`, through its facilitators; the channel's
+//! record follows the answer.
 //!
-//! The refund is sent by the scheme, not through the core's settlement ledger (which re-sends
-//! only the request's own payment payload; fields added to `/settle` cannot replace it). A lost
-//! answer is resolved here, never by sending the refund again: the contract's refund nonce, read
-//! with the scheme's [`ChainReader`](crate::ChainReader), tells whether the refund sent with it
-//! ran (the nonce moved past it: answered as settled, with no transaction, the record following
-//! the chain) or not (the nonce unchanged: the channel released unchanged, the buyer told to send
-//! the same refund again, which is completed from the chain then and cannot run twice, as both
-//! would carry the same nonce). Without a reader, or when the chain cannot be read, the channel
-//! stays held until its lease ends — no voucher is accepted on a balance the refund may have
-//! emptied — and the buyer is told to send the same refund again then. Never a 402: the money is
-//! the payer's either way (a refund moves nothing to the server).
+//! A lost answer is first resolved here: the contract's refund nonce, read with the scheme's
+//! [`ChainReader`](crate::ChainReader), tells whether the refund sent with it ran (the nonce
+//! moved past it: answered as settled, with no transaction, the record following the chain) or
+//! not (the nonce unchanged: the channel released unchanged, the buyer told to send the same
+//! refund again, which is completed from the chain then and cannot run twice, as both would
+//! carry the same nonce). Without a reader, or when the chain cannot be read, the refund is *in
+//! doubt* in the core's ledger and log (503, never 402: the money is the payer's either way),
+//! the channel held — no voucher is accepted on a balance the refund may have emptied — until
+//! the same refund sent again re-sends the request written ahead, or the hold's lease ends.
 
+use std::sync::Arc;
+
+use http::Extensions;
 use serde_json::{Map, Value};
 use tower_x402::Refusal;
-use tower_x402::payment::{Decision, PaymentContext, RefusalKind};
+use tower_x402::payment::{PaymentContext, RefusalKind};
 use tower_x402::proto::{
     AtomicAmount, FacilitatorRequest, PaymentPayload, PaymentRequirements, SettleResponse,
 };
@@ -24,29 +27,43 @@ use tower_x402::proto::{
 use super::Inner;
 use super::flow::{Pending, now_ms};
 use super::payload::BuyerPayload;
+use super::payload::Kind;
 use super::response::{channel_state, snapshot};
 use crate::channel::OnChain;
 use crate::wire::{ChannelConfig, ClaimedVoucher, VoucherClaim};
 
+/// A refund completed when it was verified: the request the core writes ahead and sends to
+/// `/settle`, and the amount it refunds. The payment's note, beside its [`Pending`].
+#[derive(Clone, Debug)]
+pub(super) struct CompletedRefund {
+    pub(super) request: Arc<FacilitatorRequest>,
+    pub(super) amount: u128,
+}
+
+fn invalid_refund(reason: &str) -> Refusal {
+    Refusal::InvalidPayment {
+        reason: reason.to_owned(),
+    }
+}
+
 impl Inner {
-    /// A cooperative refund: the payload completed with the amount (everything left when it
-    /// names none), the channel's refund nonce and the claim of what was charged, and sent to
-    /// the facilitator's `/settle` (claim and refund in one transaction); the record mirrored,
-    /// or removed when nothing is left.
-    pub(super) async fn settle_refund(
+    /// A cooperative refund completed: the payload with the amount (everything left when it
+    /// names none), the channel's refund nonce and the claim of what was charged (claim and
+    /// refund in one transaction), signed by the server's receiver authorizer when it has one.
+    /// The caller lets the channel go on an `Err`.
+    pub(super) async fn complete_refund(
         &self,
         payment: &PaymentContext<'_>,
-        pending: Pending,
-    ) -> Decision<SettleResponse> {
+        pending: &Pending,
+    ) -> Result<CompletedRefund, Refusal> {
         let request = payment.request;
         let (Some(buyer), Ok(mut payload)) = (
             BuyerPayload::read(request.payment_payload()),
             serde_json::from_str::<Value>(request.payment_payload().payload.get()),
         ) else {
-            self.release(&pending.id, &pending.hold).await;
-            return Decision::Abort(Refusal::InvalidPayment {
-                reason: "invalid_batch_settlement_evm_refund_payload".to_owned(),
-            });
+            return Err(invalid_refund(
+                "invalid_batch_settlement_evm_refund_payload",
+            ));
         };
         let claimed_after = pending.base.max(pending.on_chain.total_claimed);
         let left = pending.on_chain.balance.saturating_sub(claimed_after);
@@ -54,10 +71,9 @@ impl Inner {
             Some(Some(amount)) if amount <= left => amount,
             Some(None) if left > 0 => left,
             _ => {
-                self.release(&pending.id, &pending.hold).await;
-                return Decision::Abort(Refusal::InvalidPayment {
-                    reason: "invalid_batch_settlement_evm_refund_amount_invalid".to_owned(),
-                });
+                return Err(invalid_refund(
+                    "invalid_batch_settlement_evm_refund_amount_invalid",
+                ));
             }
         };
         let claims = if pending.base > pending.on_chain.total_claimed {
@@ -73,14 +89,13 @@ impl Inner {
             Vec::new()
         };
         let signatures = match self
-            .sign_refund(&pending, buyer.config(), &claims, amount)
+            .sign_refund(pending, buyer.config(), &claims, amount)
             .await
         {
             Ok(signatures) => signatures,
             Err(error) => {
                 tracing::warn!(channel = %pending.id, %error, "the receiver authorizer did not sign the refund");
-                self.release(&pending.id, &pending.hold).await;
-                return Decision::Abort(Refusal::Hook {
+                return Err(Refusal::Hook {
                     kind: RefusalKind::RetrySamePayment,
                     reason: "the refund could not be authorized, retry the same payment later"
                         .to_owned(),
@@ -100,26 +115,36 @@ impl Inner {
             );
         }
         let mut completed = PaymentPayload::clone(request.payment_payload());
-        completed.payload = match serde_json::value::to_raw_value(&payload) {
-            Ok(raw) => raw,
-            Err(_) => {
-                self.release(&pending.id, &pending.hold).await;
-                return Decision::Abort(Refusal::InvalidPayment {
-                    reason: "invalid_batch_settlement_evm_refund_payload".to_owned(),
-                });
-            }
-        };
+        completed.payload = serde_json::value::to_raw_value(&payload)
+            .map_err(|_| invalid_refund("invalid_batch_settlement_evm_refund_payload"))?;
         let completed = FacilitatorRequest::new(
             completed,
             PaymentRequirements::clone(request.payment_requirements()),
         );
-        let answer = match self.facilitator.settle(&completed).await {
-            Ok(answer) if answer.success => answer,
-            Ok(refused) => {
-                self.release(&pending.id, &pending.hold).await;
-                return Decision::Abort(Refusal::SettlementRefused(Box::new(refused)));
-            }
-            Err(error) => {
+        Ok(CompletedRefund {
+            request: Arc::new(completed),
+            amount,
+        })
+    }
+
+    /// The refund's settle step: the completed request the core wrote ahead, sent to `/settle`
+    /// through the core; the channel's record following the answer (removed when nothing is
+    /// left), and what was claimed with it swept to the receiver. A lost answer is resolved
+    /// against the chain when it can be, else left in doubt to the core (the note kept, the
+    /// channel held). The note is taken when the channel is let go here.
+    pub(super) async fn settle_refund(
+        &self,
+        payment: &PaymentContext<'_>,
+        pending: Pending,
+        notes: &mut Extensions,
+    ) -> Result<SettleResponse, Refusal> {
+        let request = payment.request;
+        let amount = notes
+            .get::<CompletedRefund>()
+            .map_or(0, |completed| completed.amount);
+        let answer = match payment.settle_at_facilitator().await {
+            Ok(answer) => answer,
+            Err(Refusal::Facilitator(error)) => {
                 tracing::warn!(channel = %pending.id, %error, "refund /settle unanswered; reading the chain");
                 return match self.lost_refund(&pending).await {
                     Some(on_chain) if on_chain.refund_nonce > pending.on_chain.refund_nonce => {
@@ -135,26 +160,56 @@ impl Inner {
                             extensions: None,
                             extra: None,
                         };
-                        self.refunded(pending, answer, Some(on_chain)).await
+                        notes.remove::<Pending>();
+                        Ok(self.refunded(pending, answer, Some(on_chain)).await)
                     }
                     Some(_) => {
                         // Not run: the same refund sent again carries the same nonce.
+                        notes.remove::<Pending>();
                         self.release(&pending.id, &pending.hold).await;
-                        retry("the refund did not reach the chain; send the same refund again")
+                        Err(retry(
+                            "the refund did not reach the chain; send the same refund again",
+                        ))
                     }
-                    // In doubt: the channel stays held until its lease ends.
-                    None => retry(
-                        "the refund's outcome is not known yet; send the same refund again in a few minutes",
-                    ),
+                    // In doubt, in the core's ledger: the channel stays held (at most its lease).
+                    None => Err(Refusal::Facilitator(error)),
                 };
             }
+            // Refused: the core releases the channel (or keeps the refund in doubt when the
+            // refusal leaves it open that it ran).
+            Err(refusal) => return Err(refusal),
         };
+        notes.remove::<Pending>();
         // The refund's transaction claimed what was charged: swept to the receiver now.
-        if pending.base > pending.on_chain.total_claimed {
-            self.sweep_after_refund(&pending.network, buyer.config())
+        if pending.base > pending.on_chain.total_claimed
+            && let Some(buyer) = BuyerPayload::read(request.payment_payload())
+        {
+            self.sweep_after_refund(payment, &pending.network, buyer.config())
                 .await;
         }
-        self.refunded(pending, answer, None).await
+        Ok(self.refunded(pending, answer, None).await)
+    }
+
+    /// A refund in doubt that settled, recovered by a process that did not verify it (no
+    /// note, no hold): the channel's record mirrors the chain the answer shows, if it shows it;
+    /// else the record is left to its next read of the chain.
+    pub(super) async fn refund_recovered(
+        &self,
+        payment: &PaymentContext<'_>,
+        settlement: &SettleResponse,
+    ) {
+        let Some(buyer) = BuyerPayload::read(payment.request.payment_payload()) else {
+            return;
+        };
+        if buyer.kind() != Kind::Refund {
+            return;
+        }
+        let id = crate::channel::normalize_id(&buyer.voucher().channel_id);
+        if let Some(on_chain) = snapshot(settlement.extra.as_ref(), now_ms())
+            && let Err(error) = self.store.mirror(&id, &on_chain).await
+        {
+            tracing::warn!(%error, channel = %id, "channel store: mirroring a recovered refund");
+        }
     }
 
     /// The channel as the chain shows it after a refund's lost answer, if the scheme has a
@@ -177,7 +232,7 @@ impl Inner {
         pending: Pending,
         answer: SettleResponse,
         read: Option<OnChain>,
-    ) -> Decision<SettleResponse> {
+    ) -> SettleResponse {
         let now = now_ms();
         let on_chain = read
             .or_else(|| snapshot(answer.extra.as_ref(), now))
@@ -211,20 +266,20 @@ impl Inner {
             "channelState".into(),
             channel_state(&pending.id, &on_chain, pending.base),
         );
-        Decision::Handled(SettleResponse {
+        SettleResponse {
             extra: Some(extra),
             payer: answer.payer.clone().or(Some(pending.payer.clone())),
             ..answer
-        })
+        }
     }
 }
 
 /// A refund to send again, as the same payment.
-fn retry(reason: &str) -> Decision<SettleResponse> {
-    Decision::Abort(Refusal::Hook {
+fn retry(reason: &str) -> Refusal {
+    Refusal::Hook {
         kind: RefusalKind::RetrySamePayment,
         reason: reason.to_owned(),
-    })
+    }
 }
 
 impl Inner {

@@ -2,6 +2,8 @@
 //! channel for the receiver (`claims` of the refund payload) but moves nothing to it; the
 //! receiver's claimed funds are swept at once (`/settle` of `type: "settle"`).
 
+use tower_x402::Refusal;
+use tower_x402::payment::PaymentContext;
 use x402_wire::Network;
 
 use super::Inner;
@@ -12,11 +14,17 @@ use crate::wire::{ChannelConfig, ServerPayload};
 const NOTHING_TO_SETTLE: &str = "invalid_batch_settlement_evm_nothing_to_settle";
 
 impl Inner {
-    /// Sweeps `config`'s receiver and token on `network` after a refund that claimed for it.
-    /// Best effort: a sweep refused or unanswered is logged, and a
-    /// [`Claimer`](crate::Claimer) sweeps the receiver on shutdown
-    /// ([`Claimer::sweeps_for`](crate::Claimer::sweeps_for)) or after its next claim.
-    pub(super) async fn sweep_after_refund(&self, network: &Network, config: &ChannelConfig) {
+    /// Sweeps `config`'s receiver and token on `network` after `payment`'s refund, which
+    /// claimed for it, through the core's facilitator that settled the refund. Best effort: a
+    /// sweep refused or unanswered is logged, and a [`Claimer`](crate::Claimer) sweeps the
+    /// receiver on shutdown ([`Claimer::sweeps_for`](crate::Claimer::sweeps_for)) or after its
+    /// next claim.
+    pub(super) async fn sweep_after_refund(
+        &self,
+        payment: &PaymentContext<'_>,
+        network: &Network,
+        config: &ChannelConfig,
+    ) {
         let payload = ServerPayload::Settle {
             receiver: config.receiver.clone(),
             token: config.token.clone(),
@@ -28,15 +36,16 @@ impl Inner {
                 return;
             }
         };
-        match self.facilitator.settle(&request).await {
-            Ok(answer) if answer.success => tracing::info!(
+        match payment.settle_beside_at_facilitator(&request).await {
+            Ok(answer) => tracing::info!(
                 receiver = %config.receiver,
                 amount = ?answer.amount,
                 transaction = %answer.transaction,
                 "swept after a refund"
             ),
-            Ok(answer) if answer.error_reason.as_deref() == Some(NOTHING_TO_SETTLE) => {}
-            Ok(answer) => tracing::warn!(
+            Err(Refusal::SettlementRefused(answer))
+                if answer.error_reason.as_deref() == Some(NOTHING_TO_SETTLE) => {}
+            Err(Refusal::SettlementRefused(answer)) => tracing::warn!(
                 receiver = %config.receiver,
                 reason = ?answer.error_reason,
                 "the sweep after a refund was refused: the claimer sweeps on shutdown"

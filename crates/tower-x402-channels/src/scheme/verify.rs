@@ -3,9 +3,10 @@
 //! against the channel's committed payer authorizer — or by the facilitator.
 
 use alloy_primitives::Address;
+use http::Extensions;
 use serde_json::Value;
 use tower_x402::Refusal;
-use tower_x402::payment::{Decision, PaymentContext, RefusalKind};
+use tower_x402::payment::{PaymentContext, RefusalKind};
 use tower_x402::proto::{Network, PaymentRequirements, VerifyResponse};
 
 use super::Inner;
@@ -21,8 +22,8 @@ use crate::channel::{Begin, Channel, Hold, OnChain, Voucher, normalize_id};
 use crate::typed::voucher_digest;
 use crate::wire::ChannelConfig;
 
-pub(super) fn invalid(reason: &str) -> Decision<VerifyResponse> {
-    Decision::Abort(Refusal::InvalidPayment {
+pub(super) fn invalid(reason: &str) -> Result<VerifyResponse, Refusal> {
+    Err(Refusal::InvalidPayment {
         reason: reason.to_owned(),
     })
 }
@@ -82,10 +83,15 @@ impl Inner {
         )
     }
 
-    /// Holds the payment's channel and checks it: the corrective 402 for a voucher signed on
-    /// another cumulative, the voucher's signature locally when it can be, else the
-    /// facilitator's `/verify`.
-    pub(super) async fn admit(&self, payment: &PaymentContext<'_>) -> Decision<VerifyResponse> {
+    /// The verify step: holds the payment's channel and checks it — the corrective 402 for a
+    /// voucher signed on another cumulative, the voucher's signature locally when it can be,
+    /// else the facilitator's `/verify` through the core — and notes the hold on the payment
+    /// (a refund completed with it). Whatever it took is let go before a refusal.
+    pub(super) async fn admit(
+        &self,
+        payment: &PaymentContext<'_>,
+        notes: &mut Extensions,
+    ) -> Result<VerifyResponse, Refusal> {
         let request = payment.request;
         let requirement = request.payment_requirements();
         let Some(buyer) = BuyerPayload::read(request.payment_payload()) else {
@@ -121,12 +127,12 @@ impl Inner {
                 if let Some(reason) = id_error(config, &voucher.channel_id, network) {
                     return invalid(reason);
                 }
-                return Decision::Abort(Refusal::Hook {
+                return Err(Refusal::Hook {
                     kind: RefusalKind::RetrySamePayment,
                     reason: CHANNEL_BUSY.to_owned(),
                 });
             }
-            Err(error) => return Decision::Abort(store_down("begin", &error)),
+            Err(error) => return Err(store_down("begin", &error)),
         };
         // A paid request adds up to the accept's amount; a refund's voucher charges nothing.
         let amount = match buyer.kind() {
@@ -143,7 +149,7 @@ impl Inner {
                 if !self.payer_signed(payment, channel, voucher).await {
                     return invalid(BAD_SIGNATURE);
                 }
-                return Decision::Abort(Refusal::Corrected {
+                return Err(Refusal::Corrected {
                     reason: CUMULATIVE_MISMATCH.to_owned(),
                     accept: Box::new(corrective_accept(requirement, channel)),
                 });
@@ -159,35 +165,31 @@ impl Inner {
             {
                 if !verified.is_valid {
                     self.release(&id, &hold.id).await;
-                    return Decision::Handled(verified);
+                    return Ok(verified);
                 }
-                self.remember(
-                    payment.key,
-                    Pending {
-                        kind: Kind::Voucher,
-                        id,
-                        network: requirement.network.clone(),
-                        hold: hold.id,
-                        base: channel.charged,
-                        voucher: Voucher::new(voucher.max_claimable_amount, &voucher.signature),
-                        payer: config.payer.to_ascii_lowercase(),
-                        on_chain: channel.on_chain,
-                        fresh_reading: false,
-                        answer_lost: false,
-                    },
-                );
-                return Decision::Handled(verified);
+                notes.insert(Pending {
+                    kind: Kind::Voucher,
+                    id,
+                    network: requirement.network.clone(),
+                    hold: hold.id,
+                    base: channel.charged,
+                    voucher: Voucher::new(voucher.max_claimable_amount, &voucher.signature),
+                    payer: config.payer.to_ascii_lowercase(),
+                    on_chain: channel.on_chain,
+                    fresh_reading: false,
+                });
+                return Ok(verified);
             }
         }
         // The facilitator verifies: a deposit, a voucher it must (EIP-1271, stale mirror), or a
         // channel this server does not know.
-        let verified = match self.facilitator.verify(request).await {
+        let verified = match payment.verify_at_facilitator().await {
             Ok(verified) => verified,
-            Err(error) => {
+            Err(refusal) => {
                 if held.is_some() {
                     self.release(&id, &hold.id).await;
                 }
-                return Decision::Abort(Refusal::Facilitator(error));
+                return Err(refusal);
             }
         };
         let reading = snapshot(verified.extra.as_ref(), now);
@@ -195,7 +197,7 @@ impl Inner {
             if held.is_some() {
                 self.release(&id, &hold.id).await;
             }
-            return Decision::Handled(verified);
+            return Ok(verified);
         }
         let Some(on_chain) = reading else {
             if held.is_some() {
@@ -210,18 +212,18 @@ impl Inner {
                 let channel =
                     Channel::new(&id, requirement.network.clone(), config.clone(), on_chain);
                 if let Err(error) = self.store.open(&channel).await {
-                    return Decision::Abort(store_down("open", &error));
+                    return Err(store_down("open", &error));
                 }
                 match self.store.begin(&id, &hold, now).await {
                     Ok(Begin::Held(channel)) => *channel,
                     Ok(Begin::Busy { .. }) => {
-                        return Decision::Abort(Refusal::Hook {
+                        return Err(Refusal::Hook {
                             kind: RefusalKind::RetrySamePayment,
                             reason: CHANNEL_BUSY.to_owned(),
                         });
                     }
                     Ok(_) => return invalid("invalid_batch_settlement_evm_channel_not_found"),
-                    Err(error) => return Decision::Abort(store_down("begin", &error)),
+                    Err(error) => return Err(store_down("begin", &error)),
                 }
             }
         };
@@ -229,7 +231,7 @@ impl Inner {
             self.release(&id, &hold.id).await;
             let mut shown = channel;
             shown.mirror(on_chain);
-            return Decision::Abort(Refusal::Corrected {
+            return Err(Refusal::Corrected {
                 reason: CUMULATIVE_MISMATCH.to_owned(),
                 accept: Box::new(corrective_accept(requirement, &shown)),
             });
@@ -244,22 +246,31 @@ impl Inner {
             tracing::info!(channel = %id, "voucher refused: the channel's withdrawal may finalize before it is claimed");
             return invalid(WITHDRAWAL_PENDING);
         }
-        self.remember(
-            payment.key,
-            Pending {
-                kind: buyer.kind(),
-                id,
-                network: requirement.network.clone(),
-                hold: hold.id,
-                base: channel.charged,
-                voucher: Voucher::new(voucher.max_claimable_amount, &voucher.signature),
-                payer: config.payer.to_ascii_lowercase(),
-                on_chain,
-                fresh_reading: true,
-                answer_lost: false,
-            },
-        );
-        Decision::Handled(VerifyResponse {
+        let pending = Pending {
+            kind: buyer.kind(),
+            id,
+            network: requirement.network.clone(),
+            hold: hold.id,
+            base: channel.charged,
+            voucher: Voucher::new(voucher.max_claimable_amount, &voucher.signature),
+            payer: config.payer.to_ascii_lowercase(),
+            on_chain,
+            fresh_reading: true,
+        };
+        if buyer.kind() == Kind::Refund {
+            // Completed now, so that the request written ahead is the one sent.
+            match self.complete_refund(payment, &pending).await {
+                Ok(completed) => {
+                    notes.insert(completed);
+                }
+                Err(refusal) => {
+                    self.release(&pending.id, &pending.hold).await;
+                    return Err(refusal);
+                }
+            }
+        }
+        notes.insert(pending);
+        Ok(VerifyResponse {
             payer: verified
                 .payer
                 .or_else(|| Some(config.payer.to_ascii_lowercase())),
@@ -345,9 +356,8 @@ impl Inner {
                 voucher_digest(&channel.network, &channel.id, voucher.max_claimable_amount)
                     .is_ok_and(|digest| signed_by(&digest, &voucher.signature, &authorizer))
             }
-            Ok(_) => self
-                .facilitator
-                .verify(payment.request)
+            Ok(_) => payment
+                .verify_at_facilitator()
                 .await
                 .is_ok_and(|verified| verified.is_valid),
             Err(_) => false,

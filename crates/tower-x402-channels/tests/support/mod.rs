@@ -216,11 +216,8 @@ impl Server {
                 .unwrap(),
         };
         let accept = terms.usdc(&usdc, AtomicAmount(AMOUNT), PAY_TO);
-        let payments = configure(BatchSettlement::new(
-            Arc::clone(&channels),
-            facilitator.clone(),
-        ))
-        .register(Payments::new(facilitator));
+        let payments = configure(BatchSettlement::new(Arc::clone(&channels)))
+            .register(Payments::new(facilitator));
         let payments = match after {
             Some(after) => after(payments),
             None => payments,

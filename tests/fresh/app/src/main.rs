@@ -19,7 +19,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let facilitator = HttpFacilitator::new("https://facilitator.example")?;
     // The channels' state: one store for every server paid to this receiver (see below).
     let channels = Arc::new(MemoryChannelStore::default());
-    let payments = BatchSettlement::new(Arc::clone(&channels), facilitator.clone())
+    let payments = BatchSettlement::new(Arc::clone(&channels))
         .register(Payments::new(facilitator.clone()));
 
     // Up to 0.01 USDC a request, on Base.

@@ -21,7 +21,7 @@ async fn row(charge: Charge) -> &'static str {
 /// The app under test, on the facilitator it is given.
 async fn app(facilitator: impl Facilitator + Clone) -> Result<Router, Box<dyn std::error::Error>> {
     let channels = Arc::new(MemoryChannelStore::default());
-    let payments = BatchSettlement::new(channels, facilitator.clone()).register(Payments::new(facilitator.clone()));
+    let payments = BatchSettlement::new(channels).register(Payments::new(facilitator.clone()));
     let terms = ChannelOffer::from_facilitator(&facilitator, &Network::BASE).await?;
     let offer = Offer::builder(ResourceInfo::new("https://api.example.com/row"))
         .accept(terms.usdc(&UsdcDeployment::BASE, AtomicAmount(10_000), "0x209693Bc6afc0C5328bA36FaF03C514EF312287C"))
