@@ -52,8 +52,8 @@ pub(crate) enum Opening {
     Ask(Arc<Offer>, Considering),
 }
 
-/// Where the hooks' decision starts: the first hook that considers the request. The hooks
-/// before it do not; those after it are not asked yet, so that each is asked once.
+/// Where the hooks' decision starts: the first hook taking part in the request's stage that
+/// considers the request (its index among those hooks). The hooks before it do not; those after it are not asked yet, so that each is asked once.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Considering(pub(super) usize);
 

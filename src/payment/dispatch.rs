@@ -6,9 +6,10 @@ use std::sync::Arc;
 use http::Extensions;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use x402_wire::{PaymentPayload, SettleResponse, VerifyResponse};
+use x402_wire::{SettleResponse, VerifyResponse};
 
 use super::decision::{Considering, Decision, Opening, PaymentContext, Prelude};
+use super::event::PaymentEvent;
 use super::hooks::PaymentHooks;
 use super::missing::MissingPayment;
 use super::refusal::Refusal;
@@ -17,7 +18,6 @@ use super::stages::HookStages;
 use super::verified::VerifiedPayment;
 use crate::facilitator::FacilitatorError;
 use crate::pricing::{Cached, Offer, header_budget, with_rest_buffer};
-use crate::settlement::{PaymentKey, SettlementRecord};
 
 /// The hooks registered on a core, asked in order.
 #[derive(Clone)]
@@ -164,9 +164,11 @@ impl Hooks {
             .decorate(request)
             .unwrap_or_else(|| Arc::clone(request.offer));
         let decorated = request.with_offer(&offer);
+        if !self.take_part(HookStages::REQUEST) {
+            return Opening::Continue(offer);
+        }
         match self
-            .list
-            .iter()
+            .at(HookStages::REQUEST)
             .position(|hook| hook.considers_request(&decorated))
         {
             Some(first) => Opening::Ask(offer, Considering(first)),
@@ -200,7 +202,7 @@ impl Hooks {
         request: &ProtectedRequest<'_>,
         Considering(first): Considering,
     ) -> Decision<Extensions> {
-        for (index, hook) in self.list.iter().enumerate().skip(first) {
+        for (index, hook) in self.at(HookStages::REQUEST).enumerate().skip(first) {
             if index > first && !hook.considers_request(request) {
                 continue;
             }
@@ -354,38 +356,10 @@ impl Hooks {
         }
     }
 
-    pub(super) fn on_payment_received(&self, offer: &Offer, payload: &PaymentPayload) {
+    /// Tells every hook of `event` ([`PaymentHooks::observe`]).
+    pub(super) fn observe(&self, event: &PaymentEvent<'_>) {
         for hook in &self.list {
-            hook.on_payment_received(offer, payload);
-        }
-    }
-
-    pub(super) fn on_replayed(&self, offer: &Offer, record: &SettlementRecord) {
-        for hook in &self.list {
-            hook.on_replayed(offer, record);
-        }
-    }
-
-    pub(super) fn on_in_doubt(&self, offer: &Offer, key: &PaymentKey, reason: &str) {
-        for hook in &self.list {
-            hook.on_in_doubt(offer, key, reason);
-        }
-    }
-
-    pub(super) fn on_doubt_resolved(
-        &self,
-        offer: &Offer,
-        key: &PaymentKey,
-        settlement: Option<&SettleResponse>,
-    ) {
-        for hook in &self.list {
-            hook.on_doubt_resolved(offer, key, settlement);
-        }
-    }
-
-    pub(super) fn on_refusal(&self, offer: &Offer, refusal: &Refusal) {
-        for hook in &self.list {
-            hook.on_refusal(offer, refusal);
+            hook.observe(event);
         }
     }
 }

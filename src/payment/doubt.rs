@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tracing::Instrument as _;
 use x402_wire::{FacilitatorRequest, SettleResponse};
 
+use super::event::PaymentEvent;
 use super::ledger::{Hold, now_ms, release};
 use super::payments::Payments;
 use super::record::settled;
@@ -39,7 +40,11 @@ pub(super) async fn reconcile(
                 .release_held(&intent.request.payment_requirements().scheme, &hold.key)
                 .await;
             tracing::warn!(key = %hold.key, "payment never settled and its authorization expired; released");
-            config.hooks.on_doubt_resolved(offer, &hold.key, None);
+            config.hooks.observe(&PaymentEvent::DoubtResolved {
+                offer,
+                key: &hold.key,
+                settlement: None,
+            });
             Err(refuse(config, offer, Refusal::AuthorizationExpired))
         }
         Reconciliation::NotSettled => {
@@ -149,7 +154,11 @@ pub(super) async fn in_doubt(
             tracing::error!(%error, key = %hold.key, "payment could not be marked in doubt; its settling intent stands")
         }
     }
-    config.hooks.on_in_doubt(offer, &hold.key, &reason);
+    config.hooks.observe(&PaymentEvent::InDoubt {
+        offer,
+        key: &hold.key,
+        reason: &reason,
+    });
     refuse(config, offer, Refusal::SettlementInDoubt { reason })
 }
 

@@ -10,6 +10,7 @@ use x402_wire::{FacilitatorRequest, PaymentPayload, PaymentRequirements, VerifyR
 
 use super::decision::{Considering, Decision, Opening, PaymentContext, Prelude};
 use super::delivery::{self, RequestDigest};
+use super::event::PaymentEvent;
 use super::ledger::{self, Claim, Hold};
 use super::outcome::{Cleared, Outcome, Paid, refused};
 use super::payments::Payments;
@@ -113,7 +114,10 @@ impl Payments {
         request: RequestDigest,
     ) -> impl Future<Output = Outcome> + Send + 'a {
         async move {
-            self.hooks.on_payment_received(offer, &payload);
+            self.hooks.observe(&PaymentEvent::Received {
+                offer,
+                payload: &payload,
+            });
             let requirement = match self.accepted(offer, &payload) {
                 Ok(requirement) => Arc::clone(requirement),
                 Err(refusal) => return self.refuse(offer, refusal),
@@ -128,7 +132,7 @@ impl Payments {
     /// settles them. `requirement` is the offer's accept the payment matched
     /// ([`accepted`](Self::accepted)); `request` is the request the payment comes with, recorded
     /// with it: a payment buys one delivery of one request (see [`RequestDigest`] for what a
-    /// repeat is answered). Refusals are reported to the hooks ([`PaymentHooks::on_refusal`](super::PaymentHooks::on_refusal)) before they are returned.
+    /// repeat is answered). Refusals are reported to the hooks ([`PaymentHooks::observe`](super::PaymentHooks::observe)) before they are returned.
     ///
     /// The payload is taken shared, as by [`pay`](Self::pay).
     pub fn authorize<'a>(
@@ -500,7 +504,10 @@ impl Payments {
         if let Err(refusal) = delivery::redelivery(&record, request, metered) {
             return self.refuse(offer, refusal);
         }
-        self.hooks.on_replayed(offer, &record);
+        self.hooks.observe(&PaymentEvent::Replayed {
+            offer,
+            record: &record,
+        });
         let payment = VerifiedPayment {
             key: record.key,
             payer: record.settlement.payer.clone(),

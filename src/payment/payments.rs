@@ -212,11 +212,13 @@ impl Payments {
         !self.hooks.is_empty()
     }
 
-    /// Reports `refusal` to the hooks ([`PaymentHooks::on_refusal`]; a 402 challenge is
+    /// Reports `refusal` to the hooks ([`PaymentHooks::observe`], a
+    /// [`PaymentEvent::Refused`](super::PaymentEvent::Refused); a 402 challenge is
     /// [`Refusal::PaymentMissing`]). Every refusal an adapter answers passes here.
     #[inline]
     pub fn report_refusal(&self, offer: &Offer, refusal: &Refusal) {
-        self.hooks.on_refusal(offer, refusal);
+        self.hooks
+            .observe(&super::PaymentEvent::Refused { offer, refusal });
     }
 }
 

@@ -8,6 +8,7 @@ use x402_wire::SettleResponse;
 
 use super::decision::PaymentContext;
 use super::doubt::reconciled_settlement;
+use super::event::PaymentEvent;
 use super::ledger::Hold;
 use super::payments::Payments;
 use super::settle::Attempt;
@@ -58,9 +59,11 @@ pub(super) fn settled<'a>(
         }
         if attempt == Attempt::Recovery {
             tracing::info!(key = %hold.key, transaction = %record.settlement.transaction, "payment in doubt settled");
-            config
-                .hooks
-                .on_doubt_resolved(offer, &hold.key, Some(&record.settlement));
+            config.hooks.observe(&PaymentEvent::DoubtResolved {
+                offer,
+                key: &hold.key,
+                settlement: Some(&record.settlement),
+            });
         }
         if let Some(recent) = &config.recent_settlements {
             recent.remember(record);

@@ -4,7 +4,8 @@
 //! payment will never be settled (`on_cancelled`: the work failed, or another hook refused the
 //! payment after verification) or the deposit did not settle (`on_settle_failure`). A deposit
 //! whose `/settle` answer was lost keeps its hold until the core resolves it: committed by
-//! `after_settle` when it settled, released by `on_doubt_resolved` when it never did.
+//! `after_settle` when it settled, released when the core tells it the doubt resolved unsettled
+//! ([`PaymentEvent::DoubtResolved`]).
 
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -12,8 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Map, Value};
 use tower_x402::BoxFuture;
 use tower_x402::payment::{
-    Decision, HookStages, PaymentContext, PaymentHooks, ProtectedRequest, RefusalKind,
-    VerifiedPayment,
+    Decision, HookStages, PaymentContext, PaymentEvent, PaymentHooks, RefusalKind, VerifiedPayment,
 };
 use tower_x402::proto::{Network, SettleResponse, VerifyResponse};
 use tower_x402::{PaymentKey, Refusal};
@@ -345,11 +345,6 @@ fn is_ours(payment: &PaymentContext<'_>) -> bool {
 }
 
 impl PaymentHooks for Hooks {
-    /// Acts on payments only: never asked about a request before its payment.
-    fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
-        false
-    }
-
     /// Verifies vouchers itself, settles them and refunds itself, commits a request's voucher
     /// once its payment settled, keeps or releases the channel a deposit's failed `/settle`
     /// held, and releases a channel whose payment was cancelled: no part in `after_verify` nor
@@ -478,15 +473,13 @@ impl PaymentHooks for Hooks {
         })
     }
 
-    fn on_doubt_resolved(
-        &self,
-        offer: &tower_x402::Offer,
-        key: &PaymentKey,
-        settlement: Option<&SettleResponse>,
-    ) {
-        let _ = offer;
+    fn observe(&self, event: &PaymentEvent<'_>) {
         // Never settled (released by the core): the channel is freed now.
-        if settlement.is_none()
+        if let PaymentEvent::DoubtResolved {
+            key,
+            settlement: None,
+            ..
+        } = *event
             && let Some(pending) = self.0.take(key)
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
