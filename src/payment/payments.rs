@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use super::charge::Charge;
 use super::dispatch::Hooks;
@@ -241,9 +241,7 @@ fn new_owner_id() -> Arc<str> {
     format!(
         "pid{}-{:x}-{}",
         std::process::id(),
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.as_nanos()),
+        x402_wire::unix_time().as_nanos(),
         CORES.fetch_add(1, Ordering::Relaxed)
     )
     .into()

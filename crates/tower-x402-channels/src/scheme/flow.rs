@@ -8,7 +8,7 @@
 //! ([`PaymentEvent::DoubtResolved`]).
 
 use std::sync::{Arc, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 use tower_x402::BoxFuture;
@@ -59,12 +59,9 @@ impl Pending {
 /// The hooks' part of the scheme.
 pub(super) struct Hooks(pub(super) Arc<Inner>);
 
+/// Unix milliseconds ([`x402_wire::unix_time`]).
 pub(super) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| {
-            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
-        })
+    u64::try_from(x402_wire::unix_time().as_millis()).unwrap_or(u64::MAX)
 }
 
 pub(super) fn ms(duration: Duration) -> u64 {
