@@ -122,6 +122,7 @@ mod config;
 #[cfg(feature = "axum")]
 mod extract;
 mod future;
+mod gate;
 mod metered;
 mod paid_body;
 mod responses;

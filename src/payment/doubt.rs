@@ -8,10 +8,9 @@ use x402_wire::{FacilitatorRequest, SettleResponse};
 
 use super::event::PaymentEvent;
 use super::ledger::{Hold, now_ms, release};
-use super::payments::Payments;
-use super::record::settled;
+use super::payments::{Payments, refuse};
+use super::record::{Attempt, reconciled_settlement, settled};
 use super::refusal::Refusal;
-use super::settle::{Attempt, refuse};
 use crate::pricing::Offer;
 use crate::settlement::{PaymentState, Reconciliation, SettlementIntent};
 
@@ -55,25 +54,6 @@ pub(super) async fn reconcile(
             let reason = format!("{reason}; reconciler: {unknown}");
             Err(in_doubt(config, offer, &hold, intent, reason).await)
         }
-    }
-}
-
-/// The settlement the reconciler proved, in the facilitator's terms.
-pub(super) fn reconciled_settlement(
-    request: &FacilitatorRequest,
-    transaction: String,
-) -> SettleResponse {
-    let requirement = request.payment_requirements();
-    SettleResponse {
-        success: true,
-        error_reason: None,
-        error_message: None,
-        transaction,
-        network: requirement.network.clone(),
-        payer: request.payment_payload().payer(),
-        amount: Some(requirement.amount),
-        extensions: None,
-        extra: None,
     }
 }
 

@@ -2,13 +2,11 @@
 
 use x402_wire::{PaymentPayload, SettleResponse};
 
-#[cfg(doc)]
-use super::hooks::PaymentHooks;
 use super::refusal::Refusal;
 use crate::pricing::Offer;
 use crate::settlement::{PaymentKey, SettlementRecord};
 
-/// Something that happened to a payment, as [`PaymentHooks::observe`] hears of it. Every event
+/// Something that happened to a payment, as [`PaymentHooks::observe`](super::PaymentHooks::observe) hears of it. Every event
 /// names the offer of the request it happened on.
 ///
 /// More events may be added: match the ones a hook counts and ignore the rest.

@@ -9,7 +9,8 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use x402_wire::{SettleResponse, VerifyResponse};
 
-use super::decision::{Decision, PaymentContext};
+use super::context::PaymentContext;
+use super::decision::Decision;
 use super::event::PaymentEvent;
 use super::refusal::Refusal;
 use super::request::ProtectedRequest;

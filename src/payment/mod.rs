@@ -100,6 +100,7 @@
 //! ```
 
 pub(crate) mod charge;
+mod context;
 mod decision;
 mod delivery;
 mod dispatch;
@@ -109,6 +110,7 @@ mod flow;
 mod hooks;
 mod ledger;
 mod missing;
+mod notes;
 mod outcome;
 mod payments;
 mod record;
@@ -124,8 +126,9 @@ mod uncancellable;
 mod verified;
 
 pub use charge::Charge;
+pub use context::PaymentContext;
+pub use decision::Decision;
 pub(crate) use decision::{Considering, Opening, Prelude};
-pub use decision::{Decision, PaymentContext};
 pub use delivery::RequestDigest;
 pub use event::PaymentEvent;
 pub use hooks::PaymentHooks;

@@ -9,11 +9,11 @@ use std::time::Duration;
 use super::charge::Charge;
 use super::dispatch::Hooks;
 use super::hooks::PaymentHooks;
+use super::notes::HeldNotes;
 use super::refusal::Refusal;
 use super::refusals::RefusedPayments;
 use super::scheme::{Scheme, Schemes};
 use super::single_flight::Inflight;
-use super::steps::HeldNotes;
 use crate::facilitator::{DEFAULT_LABEL, Facilitator, Facilitators};
 use crate::pricing::Offer;
 #[cfg(doc)]
@@ -162,7 +162,8 @@ impl Payments {
 
     /// Adds `hook` to the [lifecycle hooks](PaymentHooks), after those added before.
     pub fn hook(mut self, hook: impl PaymentHooks) -> Self {
-        self.hooks.push(Arc::new(hook));
+        let hook = Arc::new(hook);
+        self.hooks.push(hook.clone(), hook);
         self
     }
 
@@ -245,4 +246,10 @@ fn new_owner_id() -> Arc<str> {
         CORES.fetch_add(1, Ordering::Relaxed)
     )
     .into()
+}
+
+/// Reports `refusal` and returns it.
+pub(super) fn refuse(config: &Payments, offer: &Offer, refusal: Refusal) -> Refusal {
+    config.report_refusal(offer, &refusal);
+    refusal
 }
