@@ -18,7 +18,7 @@ use bytes::Bytes;
 use http::{HeaderValue, Request, Response};
 use http_body_util::Full;
 use tower_x402::BoxFuture;
-use tower_x402::payment::{HookStages, PaymentContext, PaymentHooks, ProtectedRequest};
+use tower_x402::payment::{HookStages, PaymentContext, PaymentEvent, PaymentHooks};
 use tower_x402::{Charge, Facilitator, FacilitatorError, Offer, SettlementMode};
 use x402_wire::{
     AtomicAmount, FacilitatorRequest, Network, PaymentPayload, ResourceInfo, SettleResponse,
@@ -271,16 +271,14 @@ impl PaymentCounter {
 }
 
 impl PaymentHooks for PaymentCounter {
-    fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
-        false
-    }
-
     fn stages(&self) -> HookStages {
         HookStages::AFTER_SETTLE
     }
 
-    fn on_payment_received(&self, _: &Offer, _: &PaymentPayload) {
-        self.0.fetch_add(1, Ordering::Relaxed);
+    fn observe(&self, event: &PaymentEvent<'_>) {
+        if let PaymentEvent::Received { .. } = event {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     fn after_settle<'a>(

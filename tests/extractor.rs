@@ -9,7 +9,9 @@ use axum::routing::get;
 use common::*;
 use http::{Request, Response, StatusCode};
 use tower::ServiceExt;
-use tower_x402::payment::{Decision, MissingPayment, PaymentHooks, Payments, ProtectedRequest};
+use tower_x402::payment::{
+    Decision, HookStages, MissingPayment, PaymentHooks, Payments, ProtectedRequest,
+};
 use tower_x402::{BoxFuture, Charge, SettledPayment, SettlementMode, VerifiedPayment, X402Layer};
 
 async fn handler(payment: VerifiedPayment) -> String {
@@ -104,6 +106,10 @@ async fn settled_payment_is_refused_before_settlement_exists() {
 struct Members;
 
 impl PaymentHooks for Members {
+    fn stages(&self) -> HookStages {
+        HookStages::REQUEST
+    }
+
     fn considers_request(&self, request: &ProtectedRequest<'_>) -> bool {
         request.field("x-pass").is_some()
     }

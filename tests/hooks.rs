@@ -352,6 +352,10 @@ impl Picky {
 }
 
 impl PaymentHooks for Picky {
+    fn stages(&self) -> HookStages {
+        HookStages::REQUEST
+    }
+
     fn considers_request(&self, request: &ProtectedRequest<'_>) -> bool {
         self.considered.fetch_add(1, Ordering::SeqCst);
         request.field("x-pass").is_some()
@@ -788,4 +792,60 @@ async fn a_hook_is_asked_only_at_the_stages_it_declares() {
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(calls(&sandbox), (2, 1), "(/verify, /settle)");
     assert!(seen.settled.lock().unwrap().is_empty());
+}
+
+/// Overrides the request's gate and the settlement's end but declares no stage: the defaults
+/// must keep it out of both.
+#[derive(Clone, Default)]
+struct Undeclared {
+    considered: Arc<AtomicUsize>,
+    asked: Arc<AtomicUsize>,
+    settled: Arc<AtomicUsize>,
+}
+
+impl PaymentHooks for Undeclared {
+    fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
+        self.considered.fetch_add(1, Ordering::SeqCst);
+        true
+    }
+
+    fn on_protected_request<'a>(
+        &'a self,
+        _: &'a ProtectedRequest<'a>,
+    ) -> BoxFuture<'a, Decision<http::Extensions>> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async { Decision::Continue })
+    }
+
+    fn after_settle<'a>(
+        &'a self,
+        _: &'a PaymentContext<'a>,
+        _: &'a SettleResponse,
+    ) -> BoxFuture<'a, ()> {
+        self.settled.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async {})
+    }
+}
+
+#[tokio::test]
+async fn a_hook_that_declares_no_stage_is_asked_nothing_but_its_synchronous_methods() {
+    let sandbox = accepting();
+    let hook = Undeclared::default();
+    let payments = Payments::new(sandbox.clone()).hook(hook.clone());
+    let offer = offer(URL, SettlementMode::After);
+
+    let response = send(&payments, &offer, get("/report")).await;
+    assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED);
+    let response = send(&payments, &offer, paid_get("/report", &payment(&offer, 1))).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(calls(&sandbox), (1, 1), "(/verify, /settle)");
+    // The default stages are none: not asked whether it considers a request, nor to decide
+    // one, nor told of the settlement.
+    assert_eq!(
+        hook.considered.load(Ordering::SeqCst),
+        0,
+        "considers_request"
+    );
+    assert_eq!(hook.asked.load(Ordering::SeqCst), 0, "on_protected_request");
+    assert_eq!(hook.settled.load(Ordering::SeqCst), 0, "after_settle");
 }

@@ -160,7 +160,11 @@ async fn shop(ledger: Ledger) -> Shop {
 #[derive(Debug)]
 struct Considers;
 
-impl tower_x402::payment::PaymentHooks for Considers {}
+impl tower_x402::payment::PaymentHooks for Considers {
+    fn stages(&self) -> tower_x402::payment::HookStages {
+        tower_x402::payment::HookStages::REQUEST
+    }
+}
 
 impl Shop {
     fn runs(&self) -> Vec<String> {

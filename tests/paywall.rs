@@ -724,23 +724,28 @@ async fn handler_cache_control_gains_private() {
 
 #[tokio::test]
 async fn hooks_hear_each_stage() {
-    use tower_x402::payment::{PaymentContext, PaymentHooks};
-    use tower_x402::settlement::SettlementRecord;
+    use tower_x402::payment::{HookStages, PaymentContext, PaymentEvent, PaymentHooks};
     use tower_x402::{BoxFuture, Refusal, VerifiedPayment};
     use x402_wire::SettleResponse;
 
     /// Names each stage it hears of.
     struct Stages(Arc<std::sync::Mutex<Vec<&'static str>>>);
     impl PaymentHooks for Stages {
-        fn on_refusal(&self, _: &Offer, refusal: &Refusal) {
-            let name = match refusal {
-                Refusal::PaymentMissing => "challenge",
-                _ => "failed",
+        fn stages(&self) -> HookStages {
+            HookStages::AFTER_VERIFY | HookStages::AFTER_SETTLE
+        }
+        fn observe(&self, event: &PaymentEvent<'_>) {
+            let name = match event {
+                PaymentEvent::Refused {
+                    refusal: Refusal::PaymentMissing,
+                    ..
+                } => "challenge",
+                PaymentEvent::Refused { .. } => "failed",
+                PaymentEvent::Received { .. } => "received",
+                PaymentEvent::Replayed { .. } => "replayed",
+                _ => return,
             };
             self.0.lock().unwrap().push(name);
-        }
-        fn on_payment_received(&self, _: &Offer, _: &PaymentPayload) {
-            self.0.lock().unwrap().push("received");
         }
         fn after_verify<'a>(
             &'a self,
@@ -756,9 +761,6 @@ async fn hooks_hear_each_stage() {
         ) -> BoxFuture<'a, ()> {
             self.0.lock().unwrap().push("settled");
             Box::pin(async {})
-        }
-        fn on_replayed(&self, _: &Offer, _: &SettlementRecord) {
-            self.0.lock().unwrap().push("replayed");
         }
     }
 
@@ -908,13 +910,16 @@ async fn unreadable_store_refuses_payment_with_503() {
 #[tokio::test]
 async fn refusal_hooks_carry_the_typed_refusal() {
     use tower_x402::Refusal;
-    use tower_x402::payment::PaymentHooks;
+    use tower_x402::payment::{PaymentEvent, PaymentHooks};
 
     /// Names each refusal but the challenge, with its HTTP status.
     #[derive(Clone)]
     struct Refusals(Arc<std::sync::Mutex<Vec<(&'static str, u16)>>>);
     impl PaymentHooks for Refusals {
-        fn on_refusal(&self, _: &Offer, refusal: &Refusal) {
+        fn observe(&self, event: &PaymentEvent<'_>) {
+            let PaymentEvent::Refused { refusal, .. } = *event else {
+                return;
+            };
             let kind = match refusal {
                 Refusal::PaymentMissing => return,
                 Refusal::InvalidHeader(_) => "header",

@@ -12,7 +12,7 @@ use http::{Request, StatusCode};
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
-use tower_x402::payment::{PaymentHooks, Payments};
+use tower_x402::payment::{PaymentEvent, PaymentHooks, Payments};
 use tower_x402::settlement::{
     LedgerEntry, MemorySettlementStore, PaymentKey, PaymentState, SettlementStore, StoreError,
 };
@@ -790,14 +790,17 @@ async fn two_layers_sharing_one_store_never_both_settle() {
 struct DoubtLog(Arc<Mutex<Vec<&'static str>>>);
 
 impl PaymentHooks for DoubtLog {
-    fn on_in_doubt(&self, _: &Offer, _: &PaymentKey, _: &str) {
-        self.0.lock().unwrap().push("in doubt");
-    }
-
-    fn on_doubt_resolved(&self, _: &Offer, _: &PaymentKey, settlement: Option<&SettleResponse>) {
-        let name = match settlement {
-            Some(_) => "resolved: settled",
-            None => "resolved: released",
+    fn observe(&self, event: &PaymentEvent<'_>) {
+        let name = match event {
+            PaymentEvent::InDoubt { .. } => "in doubt",
+            PaymentEvent::DoubtResolved {
+                settlement: Some(_),
+                ..
+            } => "resolved: settled",
+            PaymentEvent::DoubtResolved {
+                settlement: None, ..
+            } => "resolved: released",
+            _ => return,
         };
         self.0.lock().unwrap().push(name);
     }

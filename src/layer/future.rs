@@ -12,21 +12,13 @@ use tower_service::Service;
 
 use super::Config;
 use super::body::ResponseBody;
+use super::gate::{self, Gate, Start};
 use super::metered::{Meter, header_amount, take_overrides};
 use super::paid_body::{self, BodySeen, Unreadable};
 use super::responses::{self, into_body, mark_paid};
-use super::service::{self, Start};
 use crate::boxed::BoxFuture;
 use crate::payment::{Charge, Conclusion, Paid, Pass, Refusal};
 use crate::pricing::{Offer, Price, SettlementMode};
-
-/// What the payment core decided, in the layer's terms.
-pub(super) enum Gate {
-    Proceed(Arc<Config>, Pass),
-    Refuse(Response<Bytes>),
-    /// A lifecycle hook granted the request: served without payment, with these extensions.
-    Granted(http::Extensions),
-}
 
 /// The payment's resolution once the inner service answered: settled (`Some`), released
 /// (`None`), or the response that refuses it.
@@ -85,7 +77,7 @@ where
         }
     }
 
-    /// Reads `body` first, then goes on as [`gate`](super::service::gate) decides.
+    /// Reads `body` first, then goes on as [`gate`](super::gate::gate) decides.
     pub(super) fn read_body(body: ReqBody, reading: Box<Reading<S>>) -> Self {
         Self {
             state: State::Read {
@@ -238,7 +230,7 @@ where
     }
     let bytes = paid_body::freeze(bytes);
     let seen = BodySeen::of(&bytes);
-    match service::gate(&config, price, &parts, seen.as_ref()) {
+    match gate::gate(&config, price, &parts, seen.as_ref()) {
         Start::Respond(response) => State::Respond {
             response: Some(response),
         },

@@ -71,7 +71,7 @@
 //! the client hangs up, so its retry is answered from the outcome. A record the store cannot take is written again in the background until it
 //! does.
 //!
-//! Every refusal is a [`Refusal`](crate::Refusal), answered with its status; [`PaymentHooks::on_refusal`](crate::payment::PaymentHooks::on_refusal) observes them.
+//! Every refusal is a [`Refusal`](crate::Refusal), answered with its status; [`PaymentHooks::observe`](crate::payment::PaymentHooks::observe) observes them.
 //!
 //! # Example
 //!
@@ -122,6 +122,7 @@ mod config;
 #[cfg(feature = "axum")]
 mod extract;
 mod future;
+mod gate;
 mod metered;
 mod paid_body;
 mod responses;

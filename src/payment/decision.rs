@@ -1,21 +1,16 @@
-//! What hooks decide ([`Decision`], and the core's [`Opening`] and [`Prelude`] of a request)
-//! and what they are asked about a payment ([`PaymentContext`]).
+//! What hooks decide ([`Decision`], and the core's [`Opening`] and [`Prelude`] of a request).
 
 use std::sync::Arc;
 
 use http::Extensions;
-use x402_wire::FacilitatorRequest;
 
-#[cfg(doc)]
-use super::hooks::PaymentHooks;
 use super::refusal::Refusal;
 use crate::pricing::Offer;
-use crate::settlement::PaymentKey;
 
 /// What a hook decided at a point where it may take the core's next step on itself:
-/// [`on_protected_request`](PaymentHooks::on_protected_request) (`T`: the extensions of a request
-/// served without payment), [`before_verify`](PaymentHooks::before_verify) (`T`: its own
-/// verification) and [`before_settle`](PaymentHooks::before_settle) (`T`: its own settlement).
+/// [`on_protected_request`](super::PaymentHooks::on_protected_request) (`T`: the extensions of a request
+/// served without payment), [`before_verify`](super::PaymentHooks::before_verify) (`T`: its own
+/// verification) and [`before_settle`](super::PaymentHooks::before_settle) (`T`: its own settlement).
 ///
 /// ```
 /// use http::Extensions;
@@ -52,8 +47,8 @@ pub(crate) enum Opening {
     Ask(Arc<Offer>, Considering),
 }
 
-/// Where the hooks' decision starts: the first hook that considers the request. The hooks
-/// before it do not; those after it are not asked yet, so that each is asked once.
+/// Where the hooks' decision starts: the first hook taking part in the request's stage that
+/// considers the request (its index among those hooks). The hooks before it do not; those after it are not asked yet, so that each is asked once.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Considering(pub(super) usize);
 
@@ -70,40 +65,4 @@ pub(crate) enum Prelude {
     Granted(Extensions),
     /// Refused (and reported); answer it with this offer's challenge where it has one.
     Refused(Arc<Offer>, Refusal),
-}
-
-/// The payment a hook is asked about.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct PaymentContext<'a> {
-    /// The offer of the request that carries the payment.
-    pub offer: &'a Offer,
-    /// The resource the payment was made for, as the ledger records it (the offer's resource
-    /// URL when the payment was first presented).
-    pub resource: &'a str,
-    /// The payment's identity in the ledger; equal keys are the same payment.
-    pub key: &'a PaymentKey,
-    /// The payment and the server's requirement it matched, as sent to the facilitator.
-    pub request: &'a FacilitatorRequest,
-    /// The core, as a [scheme's steps](super::Scheme) reach it through this context
-    /// ([`verify_at_facilitator`](Self::verify_at_facilitator),
-    /// [`settle_at_facilitator`](Self::settle_at_facilitator)); `None` for the hooks.
-    pub(super) core: Option<&'a super::steps::CoreHandle<'a>>,
-}
-
-impl<'a> PaymentContext<'a> {
-    pub(super) fn new(
-        offer: &'a Offer,
-        resource: &'a str,
-        key: &'a PaymentKey,
-        request: &'a FacilitatorRequest,
-    ) -> Self {
-        Self {
-            offer,
-            resource,
-            key,
-            request,
-            core: None,
-        }
-    }
 }

@@ -1,14 +1,17 @@
 //! The hooks registered on a core ([`Hooks`]), asked in order, each at the stages it takes part
 //! in, with the challenges their extension templates splice kept with the offer.
 
+use std::any::Any;
 use std::sync::Arc;
 
 use http::Extensions;
 use serde_json::Map;
 use serde_json::value::RawValue;
-use x402_wire::{PaymentPayload, SettleResponse, VerifyResponse};
+use x402_wire::{SettleResponse, VerifyResponse};
 
-use super::decision::{Considering, Decision, Opening, PaymentContext, Prelude};
+use super::context::PaymentContext;
+use super::decision::{Considering, Decision, Opening, Prelude};
+use super::event::PaymentEvent;
 use super::hooks::PaymentHooks;
 use super::missing::MissingPayment;
 use super::refusal::Refusal;
@@ -17,12 +20,14 @@ use super::stages::HookStages;
 use super::verified::VerifiedPayment;
 use crate::facilitator::FacilitatorError;
 use crate::pricing::{Cached, Offer, header_budget, with_rest_buffer};
-use crate::settlement::{PaymentKey, SettlementRecord};
 
 /// The hooks registered on a core, asked in order.
 #[derive(Clone)]
 pub(crate) struct Hooks {
     list: Vec<Arc<dyn PaymentHooks>>,
+    /// Each hook again, as the owner of the challenges its template prebuilt (kept with the
+    /// offers), in the same order.
+    owners: Vec<Arc<dyn Any + Send + Sync>>,
     /// Each hook's [`PaymentHooks::stages`], in the same order.
     stages: Vec<HookStages>,
     /// Every stage some hook declared.
@@ -41,7 +46,11 @@ enum Spliced {
 
 /// The request's offer with `hook`'s templated extension, its challenge prebuilt up to the
 /// template on the offer's first 402 and kept with the offer.
-fn spliced(hook: &Arc<dyn PaymentHooks>, request: &ProtectedRequest<'_>) -> Spliced {
+fn spliced(
+    hook: &Arc<dyn PaymentHooks>,
+    owner: &Arc<dyn Any + Send + Sync>,
+    request: &ProtectedRequest<'_>,
+) -> Spliced {
     let offer = request.offer();
     let Some(splices) = offer.splices() else {
         return Spliced::NoTemplate;
@@ -57,7 +66,7 @@ fn spliced(hook: &Arc<dyn PaymentHooks>, request: &ProtectedRequest<'_>) -> Spli
             match prebuilt {
                 Some(prebuilt) => (prebuilt, true),
                 None => {
-                    splices.put(Arc::downgrade(hook), None);
+                    splices.put(Arc::downgrade(owner), None);
                     return Spliced::NoTemplate;
                 }
             }
@@ -78,7 +87,7 @@ fn spliced(hook: &Arc<dyn PaymentHooks>, request: &ProtectedRequest<'_>) -> Spli
         if !valid {
             tracing::warn!(key = %prebuilt.key(), "a hook's challenge extension template does not make JSON; encoded whole instead");
         }
-        splices.put(Arc::downgrade(hook), valid.then_some(prebuilt));
+        splices.put(Arc::downgrade(owner), valid.then_some(prebuilt));
         if !valid {
             return Spliced::NoTemplate;
         }
@@ -117,6 +126,7 @@ impl Default for Hooks {
     fn default() -> Self {
         Self {
             list: Vec::new(),
+            owners: Vec::new(),
             stages: Vec::new(),
             declared: HookStages::NONE,
         }
@@ -124,9 +134,11 @@ impl Default for Hooks {
 }
 
 impl Hooks {
-    pub(super) fn push(&mut self, hook: Arc<dyn PaymentHooks>) {
+    /// Registers `hook`, given twice: as the hook, and as the owner of its prebuilt challenges.
+    pub(super) fn push(&mut self, hook: Arc<dyn PaymentHooks>, owner: Arc<dyn Any + Send + Sync>) {
         let stages = hook.stages();
         self.list.push(hook);
+        self.owners.push(owner);
         self.stages.push(stages);
         self.declared |= stages;
     }
@@ -164,9 +176,11 @@ impl Hooks {
             .decorate(request)
             .unwrap_or_else(|| Arc::clone(request.offer));
         let decorated = request.with_offer(&offer);
+        if !self.take_part(HookStages::REQUEST) {
+            return Opening::Continue(offer);
+        }
         match self
-            .list
-            .iter()
+            .at(HookStages::REQUEST)
             .position(|hook| hook.considers_request(&decorated))
         {
             Some(first) => Opening::Ask(offer, Considering(first)),
@@ -200,7 +214,7 @@ impl Hooks {
         request: &ProtectedRequest<'_>,
         Considering(first): Considering,
     ) -> Decision<Extensions> {
-        for (index, hook) in self.list.iter().enumerate().skip(first) {
+        for (index, hook) in self.at(HookStages::REQUEST).enumerate().skip(first) {
             if index > first && !hook.considers_request(request) {
                 continue;
             }
@@ -215,9 +229,9 @@ impl Hooks {
     /// `offer` with every hook's challenge extension, or `None` when no hook adds one.
     fn decorate(&self, request: &ProtectedRequest<'_>) -> Option<Arc<Offer>> {
         let mut decorated: Option<Offer> = None;
-        for hook in &self.list {
+        for (hook, owner) in self.list.iter().zip(&self.owners) {
             if decorated.is_none() {
-                match spliced(hook, request) {
+                match spliced(hook, owner, request) {
                     Spliced::Offer(offer) => {
                         decorated = Some(offer);
                         continue;
@@ -315,38 +329,10 @@ impl Hooks {
         }
     }
 
-    pub(super) fn on_payment_received(&self, offer: &Offer, payload: &PaymentPayload) {
+    /// Tells every hook of `event` ([`PaymentHooks::observe`]).
+    pub(super) fn observe(&self, event: &PaymentEvent<'_>) {
         for hook in &self.list {
-            hook.on_payment_received(offer, payload);
-        }
-    }
-
-    pub(super) fn on_replayed(&self, offer: &Offer, record: &SettlementRecord) {
-        for hook in &self.list {
-            hook.on_replayed(offer, record);
-        }
-    }
-
-    pub(super) fn on_in_doubt(&self, offer: &Offer, key: &PaymentKey, reason: &str) {
-        for hook in &self.list {
-            hook.on_in_doubt(offer, key, reason);
-        }
-    }
-
-    pub(super) fn on_doubt_resolved(
-        &self,
-        offer: &Offer,
-        key: &PaymentKey,
-        settlement: Option<&SettleResponse>,
-    ) {
-        for hook in &self.list {
-            hook.on_doubt_resolved(offer, key, settlement);
-        }
-    }
-
-    pub(super) fn on_refusal(&self, offer: &Offer, refusal: &Refusal) {
-        for hook in &self.list {
-            hook.on_refusal(offer, refusal);
+            hook.observe(event);
         }
     }
 }

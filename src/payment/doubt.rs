@@ -6,12 +6,12 @@ use std::sync::Arc;
 use tracing::Instrument as _;
 use x402_wire::{FacilitatorRequest, SettleResponse};
 
-use super::decision::PaymentContext;
+use super::context::PaymentContext;
+use super::event::PaymentEvent;
 use super::ledger::{Hold, now_ms, release};
-use super::payments::Payments;
-use super::record::settled;
+use super::payments::{Payments, refuse};
+use super::record::{Attempt, reconciled_settlement, settled};
 use super::refusal::Refusal;
-use super::settle::{Attempt, refuse};
 use crate::pricing::Offer;
 use crate::settlement::{PaymentState, Reconciliation, SettlementIntent};
 
@@ -47,7 +47,11 @@ pub(super) async fn reconcile(
                 .release_held(&intent.request.payment_requirements().scheme, &hold.key)
                 .await;
             tracing::warn!(key = %hold.key, "payment never settled and its authorization expired; released");
-            config.hooks.on_doubt_resolved(offer, &hold.key, None);
+            config.hooks.observe(&PaymentEvent::DoubtResolved {
+                offer,
+                key: &hold.key,
+                settlement: None,
+            });
             Err(refuse(config, offer, Refusal::AuthorizationExpired))
         }
         Reconciliation::NotSettled => {
@@ -79,25 +83,6 @@ async fn proven(
         step.await;
     }
     config.held_notes.keep(&hold.key, notes);
-}
-
-/// The settlement the reconciler proved, in the facilitator's terms.
-pub(super) fn reconciled_settlement(
-    request: &FacilitatorRequest,
-    transaction: String,
-) -> SettleResponse {
-    let requirement = request.payment_requirements();
-    SettleResponse {
-        success: true,
-        error_reason: None,
-        error_message: None,
-        transaction,
-        network: requirement.network.clone(),
-        payer: request.payment_payload().payer(),
-        amount: Some(requirement.amount),
-        extensions: None,
-        extra: None,
-    }
 }
 
 /// Whether the payment's authorization can no longer be used (EIP-3009 `validBefore` or the
@@ -177,7 +162,11 @@ pub(super) async fn in_doubt(
             tracing::error!(%error, key = %hold.key, "payment could not be marked in doubt; its settling intent stands")
         }
     }
-    config.hooks.on_in_doubt(offer, &hold.key, &reason);
+    config.hooks.observe(&PaymentEvent::InDoubt {
+        offer,
+        key: &hold.key,
+        reason: &reason,
+    });
     refuse(config, offer, Refusal::SettlementInDoubt { reason })
 }
 

@@ -8,19 +8,21 @@ use http::Extensions;
 use tracing::Instrument as _;
 use x402_wire::{FacilitatorRequest, PaymentPayload, PaymentRequirements, VerifyResponse};
 
-use super::decision::{Considering, Decision, Opening, PaymentContext, Prelude};
+use super::context::PaymentContext;
+use super::decision::{Considering, Decision, Opening, Prelude};
 use super::delivery::{self, RequestDigest};
+use super::event::PaymentEvent;
 use super::ledger::{self, Claim, Hold};
 use super::outcome::{Cleared, Outcome, Paid, refused};
 use super::payments::Payments;
+use super::record::Attempt;
 use super::refusal::Refusal;
 use super::request::ProtectedRequest;
-use super::settle::{self, Attempt};
+use super::settle;
 use super::single_flight::InflightGuard;
 use super::stages::HookStages;
-use super::steps::CoreHandle;
+use super::steps::{VerifyFailed, scheme_verifies};
 use super::verified::VerifiedPayment;
-use crate::facilitator::FacilitatorError;
 use crate::pricing::Offer;
 #[cfg(doc)]
 use crate::pricing::SettlementMode;
@@ -113,7 +115,10 @@ impl Payments {
         request: RequestDigest,
     ) -> impl Future<Output = Outcome> + Send + 'a {
         async move {
-            self.hooks.on_payment_received(offer, &payload);
+            self.hooks.observe(&PaymentEvent::Received {
+                offer,
+                payload: &payload,
+            });
             let requirement = match self.accepted(offer, &payload) {
                 Ok(requirement) => Arc::clone(requirement),
                 Err(refusal) => return self.refuse(offer, refusal),
@@ -128,7 +133,7 @@ impl Payments {
     /// settles them. `requirement` is the offer's accept the payment matched
     /// ([`accepted`](Self::accepted)); `request` is the request the payment comes with, recorded
     /// with it: a payment buys one delivery of one request (see [`RequestDigest`] for what a
-    /// repeat is answered). Refusals are reported to the hooks ([`PaymentHooks::on_refusal`](super::PaymentHooks::on_refusal)) before they are returned.
+    /// repeat is answered). Refusals are reported to the hooks ([`PaymentHooks::observe`](super::PaymentHooks::observe)) before they are returned.
     ///
     /// The payload is taken shared, as by [`pay`](Self::pay).
     pub fn authorize<'a>(
@@ -498,7 +503,10 @@ impl Payments {
         if let Err(refusal) = delivery::redelivery(&record, request, metered) {
             return self.refuse(offer, refusal);
         }
-        self.hooks.on_replayed(offer, &record);
+        self.hooks.observe(&PaymentEvent::Replayed {
+            offer,
+            record: &record,
+        });
         let payment = VerifiedPayment {
             key: record.key,
             payer: record.settlement.payer.clone(),
@@ -513,38 +521,6 @@ impl Payments {
     }
 }
 
-/// A payment of a scheme registered from outside: its [verify step](super::Scheme::verify)'s
-/// answer, or `None` when it has none (the core's facilitators verify it). The notes it wrote
-/// on a valid payment are held by the core until the payment is made.
-async fn scheme_verifies(
-    payments: &Payments,
-    mut context: PaymentContext<'_>,
-) -> Option<Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed>> {
-    let scheme = payments
-        .schemes
-        .get(&context.request.payment_requirements().scheme);
-    let core = CoreHandle::new(payments, None);
-    context.core = Some(&core);
-    let mut notes = Extensions::new();
-    let verified = scheme.verify(&context, &mut notes)?.await;
-    let verifier = core.verifier();
-    Some(match verified {
-        Ok(verified) if verified.is_valid => {
-            payments.held_notes.keep(context.key, notes);
-            Ok((verifier, verified))
-        }
-        Ok(verified) => match verifier {
-            // Its nonce used, at the facilitator: possibly by this very payment.
-            Some(verifier) if settle::is_nonce_used(verified.invalid_reason.as_deref()) => {
-                Err(VerifyFailed::NonceUsed(verifier))
-            }
-            _ => Err(VerifyFailed::Invalid(verified)),
-        },
-        Err(Refusal::Facilitator(failure)) => Err(VerifyFailed::Facilitator(failure)),
-        Err(refusal) => Err(VerifyFailed::Hook(refusal)),
-    })
-}
-
 /// What a payment that did not verify still holds: what its recovery needs, its hold in the
 /// ledger and its single-flight guard.
 struct Failed {
@@ -553,39 +529,4 @@ struct Failed {
     digest: Arc<str>,
     hold: Hold,
     guard: InflightGuard,
-}
-
-/// Why a new payment did not verify.
-enum VerifyFailed {
-    /// `/verify` says the payment's nonce is used: possibly by this very payment.
-    NonceUsed(Arc<str>),
-    Facilitator(FacilitatorError),
-    Invalid(VerifyResponse),
-    Hook(Refusal),
-}
-
-impl VerifyFailed {
-    /// The refusal to answer; an invalid payment is remembered as refused.
-    fn into_refusal(
-        self,
-        fingerprint: &Fingerprint,
-        request: &FacilitatorRequest,
-        payments: &Payments,
-    ) -> Refusal {
-        match self {
-            Self::Facilitator(failure) => Refusal::Facilitator(failure),
-            Self::Hook(refusal) => refusal,
-            // Answered by recovery before it comes here; refused as in progress if it did.
-            Self::NonceUsed(_) => Refusal::PaymentInProgress,
-            Self::Invalid(verified) => {
-                let reason = verified
-                    .invalid_reason
-                    .unwrap_or_else(|| "invalid_payment".to_owned());
-                payments
-                    .refused
-                    .remember(fingerprint, &request.payment_payload().payload, &reason);
-                Refusal::InvalidPayment { reason }
-            }
-        }
-    }
 }

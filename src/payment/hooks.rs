@@ -7,9 +7,11 @@ use std::future::ready;
 use http::Extensions;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use x402_wire::{PaymentPayload, SettleResponse, VerifyResponse};
+use x402_wire::{SettleResponse, VerifyResponse};
 
-use super::decision::{Decision, PaymentContext};
+use super::context::PaymentContext;
+use super::decision::Decision;
+use super::event::PaymentEvent;
 use super::refusal::Refusal;
 use super::request::ProtectedRequest;
 use super::stages::HookStages;
@@ -17,7 +19,8 @@ use super::verified::VerifiedPayment;
 use crate::boxed::BoxFuture;
 use crate::facilitator::FacilitatorError;
 use crate::pricing::{ExtensionTemplate, Offer};
-use crate::settlement::{PaymentKey, SettlementRecord};
+#[cfg(doc)]
+use crate::settlement::PaymentKey;
 
 /// A plug-in that takes part in the life of each payment. Every method has a default that
 /// changes nothing, so a hook implements only what it needs; several hooks are asked in the
@@ -27,8 +30,8 @@ use crate::settlement::{PaymentKey, SettlementRecord};
 ///
 /// | method | when | may |
 /// |---|---|---|
-/// | [`stages`](Self::stages) | once, when the hook is registered | say which of the asynchronous methods below it takes part in (the core builds no future for a stage no hook declared) |
-/// | [`considers_request`](Self::considers_request) | a priced request arrives, before its payment is read | say whether `on_protected_request` is asked (no future is built for a request no hook considers) |
+/// | [`stages`](Self::stages) | once, when the hook is registered | say which of the methods below that take part in a stage it overrides (the default, [`HookStages::NONE`], takes part in none: a hook that only decorates or observes declares nothing) |
+/// | [`considers_request`](Self::considers_request) | a priced request arrives, before its payment is read, for a hook that declared [`HookStages::REQUEST`] | say whether `on_protected_request` is asked about this request (no future is built for a request no hook considers) |
 /// | [`on_protected_request`](Self::on_protected_request) | the same, when the hook considers the request | grant it without payment, abort it, or continue |
 /// | [`challenge_extension`](Self::challenge_extension) | the same, for the request's 402 | add per-request extension data to the challenge |
 /// | [`challenge_extension_template`](Self::challenge_extension_template), [`challenge_extension_rest`](Self::challenge_extension_rest) | the same, for an extension mostly the same in every 402 | add it, with only its changing part written per request |
@@ -38,13 +41,12 @@ use crate::settlement::{PaymentKey, SettlementRecord};
 /// | [`before_settle`](Self::before_settle) | before the *settling* intent is written | abort (released, never settled), or skip: it settled the payment itself |
 /// | [`settlement_extensions`](Self::settlement_extensions) | a settlement is known, before it is recorded | add extension data to `PAYMENT-RESPONSE` |
 /// | [`after_settle`](Self::after_settle) | a settlement is known, before it is recorded | observe it |
-/// | [`on_payment_received`](Self::on_payment_received) | a request carried a decodable payment | observe it |
-/// | [`on_replayed`](Self::on_replayed) | a settled payment was answered again from its record | observe it |
-/// | [`on_in_doubt`](Self::on_in_doubt), [`on_doubt_resolved`](Self::on_doubt_resolved) | a payment entered or left doubt | observe it |
-/// | [`on_refusal`](Self::on_refusal) | a request was refused (a 402 challenge is [`Refusal::PaymentMissing`]) | observe it |
+/// | [`observe`](Self::observe) | a payment was received, answered from its record, entered or left doubt, or a request was refused ([`PaymentEvent`]) | observe it |
 ///
-/// The last five are called inline on the request path, without awaiting: keep them quick
-/// (count, log, send on a channel).
+/// The asynchronous methods are called only on the hooks whose [`stages`](Self::stages)
+/// declare them; the synchronous ones (the challenge's and the settlement's extensions, and
+/// [`observe`](Self::observe)) on every hook. `observe` is called inline on the request path,
+/// without awaiting: keep it quick (count, log, send on a channel).
 ///
 /// **After settle is called at least once per settlement.** It runs for every settlement this
 /// process learns of — `/settle` answered, a payment in doubt resolved by a re-sent `/settle` or
@@ -59,7 +61,7 @@ use crate::settlement::{PaymentKey, SettlementRecord};
 /// ```
 /// use std::collections::HashSet;
 /// use std::sync::Mutex;
-/// use tower_x402::payment::{PaymentContext, PaymentHooks};
+/// use tower_x402::payment::{HookStages, PaymentContext, PaymentHooks};
 /// use tower_x402::proto::SettleResponse;
 /// use tower_x402::{BoxFuture, PaymentKey};
 ///
@@ -75,6 +77,10 @@ use crate::settlement::{PaymentKey, SettlementRecord};
 /// }
 ///
 /// impl PaymentHooks for Revenue {
+///     fn stages(&self) -> HookStages {
+///         HookStages::AFTER_SETTLE
+///     }
+///
 ///     fn after_settle<'a>(
 ///         &'a self,
 ///         payment: &'a PaymentContext<'a>,
@@ -102,21 +108,38 @@ pub trait PaymentHooks: Send + Sync + 'static {
     }
 
     /// Whether [`on_protected_request`](Self::on_protected_request) may decide anything but
-    /// [`Decision::Continue`] for `request`. The core asks the hooks in order, each once per
-    /// request, and calls `on_protected_request` only on those that answer `true`; when none
-    /// does, the request goes on at once, with no future built for the hooks. A hook that acts only
-    /// on requests carrying a field of its own answers from that field; one that never
-    /// overrides `on_protected_request` (an observer) answers `false`. The default is `true`.
+    /// [`Decision::Continue`] for `request`; asked only of a hook whose
+    /// [`stages`](Self::stages) declare [`HookStages::REQUEST`]. The core asks those hooks in
+    /// order, each once per request, and calls `on_protected_request` only on those that answer
+    /// `true`; when none does, the request goes on at once, with no future built for the hooks.
+    /// A hook that acts only on requests carrying a field of its own answers from that field.
+    /// The default is `true`.
     ///
     /// ```
-    /// use tower_x402::payment::{PaymentHooks, ProtectedRequest};
+    /// use http::Extensions;
+    /// use tower_x402::BoxFuture;
+    /// use tower_x402::payment::{Decision, HookStages, PaymentHooks, ProtectedRequest};
     ///
-    /// /// Counts nothing, decides nothing: never asked about a request.
-    /// struct Quiet;
+    /// /// Serves free whoever shows the staff pass; asked about no other request.
+    /// struct StaffPass;
     ///
-    /// impl PaymentHooks for Quiet {
-    ///     fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
-    ///         false
+    /// impl PaymentHooks for StaffPass {
+    ///     fn stages(&self) -> HookStages {
+    ///         HookStages::REQUEST
+    ///     }
+    ///
+    ///     fn considers_request(&self, request: &ProtectedRequest<'_>) -> bool {
+    ///         request.field("x-staff-pass").is_some()
+    ///     }
+    ///
+    ///     fn on_protected_request<'a>(
+    ///         &'a self,
+    ///         request: &'a ProtectedRequest<'a>,
+    ///     ) -> BoxFuture<'a, Decision<Extensions>> {
+    ///         let staff = request.field("x-staff-pass") == Some(&b"let-me-in"[..]);
+    ///         Box::pin(async move {
+    ///             if staff { Decision::Handled(Extensions::new()) } else { Decision::Continue }
+    ///         })
     ///     }
     /// }
     /// ```
@@ -125,29 +148,30 @@ pub trait PaymentHooks: Send + Sync + 'static {
         true
     }
 
-    /// The asynchronous stages this hook takes part in. The core calls
+    /// The stages of a payment's life this hook takes part in: the core calls
+    /// [`considers_request`](Self::considers_request) with
+    /// [`on_protected_request`](Self::on_protected_request),
     /// [`before_verify`](Self::before_verify), [`on_verify_failure`](Self::on_verify_failure),
     /// [`after_verify`](Self::after_verify), [`before_settle`](Self::before_settle) and
     /// [`after_settle`](Self::after_settle) only on the hooks that declared the method's stage,
     /// and builds no future at all for a stage no hook declared. Asked once, when the hook is
-    /// registered. The default is [`HookStages::ALL`]; a hook that overrides some of those
-    /// methods declares their stages, and one that overrides none declares
-    /// [`HookStages::NONE`]. A method whose stage is not declared is never called.
+    /// registered.
+    ///
+    /// The default is [`HookStages::NONE`]: a hook that only decorates the challenge, adds
+    /// settlement extensions or [observes](Self::observe) declares nothing and costs a request
+    /// no future. **A hook that overrides one of the methods above declares its stage**: a
+    /// method whose stage is not declared is never called.
     ///
     /// ```
     /// use tower_x402::BoxFuture;
-    /// use tower_x402::payment::{HookStages, PaymentContext, PaymentHooks, ProtectedRequest};
+    /// use tower_x402::payment::{HookStages, PaymentContext, PaymentHooks};
     /// use tower_x402::proto::SettleResponse;
     ///
     /// /// Logs settlements: asked about nothing else, so a paid request builds no future for
-    /// /// the verification's or the settlement's start.
+    /// /// the request's gate, the verification's or the settlement's start.
     /// struct SettlementLog;
     ///
     /// impl PaymentHooks for SettlementLog {
-    ///     fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
-    ///         false
-    ///     }
-    ///
     ///     fn stages(&self) -> HookStages {
     ///         HookStages::AFTER_SETTLE
     ///     }
@@ -163,7 +187,7 @@ pub trait PaymentHooks: Send + Sync + 'static {
     /// }
     /// ```
     fn stages(&self) -> HookStages {
-        HookStages::ALL
+        HookStages::NONE
     }
 
     /// Extension data for this request's challenge (a fresh sign-in nonce is one): a key and
@@ -266,39 +290,39 @@ pub trait PaymentHooks: Send + Sync + 'static {
         Box::pin(ready(()))
     }
 
-    /// A request carried a decodable payment for `offer`; nothing of it is checked yet.
-    fn on_payment_received(&self, offer: &Offer, payload: &PaymentPayload) {
-        let _ = (offer, payload);
-    }
-
-    /// A payment that had already settled was presented again and answered from its
-    /// `record`, without calling the facilitator.
-    fn on_replayed(&self, offer: &Offer, record: &SettlementRecord) {
-        let _ = (offer, record);
-    }
-
-    /// A payment entered *in doubt*: `/settle` may have moved money but its outcome is
-    /// unknown, for `reason`. Alert on payments that stay there; a retry of the same payment,
-    /// or an operator, resolves them.
-    fn on_in_doubt(&self, offer: &Offer, key: &PaymentKey, reason: &str) {
-        let _ = (offer, key, reason);
-    }
-
-    /// A payment left *in doubt* (or a crashed process's *settling*): it settled, with
-    /// `settlement`, or never did and was released (`None`; the buyer may pay again).
-    fn on_doubt_resolved(
-        &self,
-        offer: &Offer,
-        key: &PaymentKey,
-        settlement: Option<&SettleResponse>,
-    ) {
-        let _ = (offer, key, settlement);
-    }
-
-    /// A request for `offer` was refused, as an adapter answers it: every refusal passes here,
-    /// [`Refusal::PaymentMissing`] being a 402 challenge sent for a request without payment.
-    /// [`Refusal::kind`] says what the client is asked to do.
-    fn on_refusal(&self, offer: &Offer, refusal: &Refusal) {
-        let _ = (offer, refusal);
+    /// Something happened to a payment: it was received, answered again from its record,
+    /// entered or left doubt, or its request was refused (a 402 challenge is a
+    /// [`PaymentEvent::Refused`] with [`Refusal::PaymentMissing`]). Called on every hook,
+    /// inline on the request path: keep it quick.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use tower_x402::payment::{PaymentEvent, PaymentHooks, Refusal};
+    ///
+    /// /// Counts 402 challenges and payments received; declares no stage, so it costs a
+    /// /// request no future.
+    /// #[derive(Default)]
+    /// struct Funnel {
+    ///     challenged: AtomicU64,
+    ///     received: AtomicU64,
+    /// }
+    ///
+    /// impl PaymentHooks for Funnel {
+    ///     fn observe(&self, event: &PaymentEvent<'_>) {
+    ///         match event {
+    ///             PaymentEvent::Refused { refusal: Refusal::PaymentMissing, .. } => {
+    ///                 self.challenged.fetch_add(1, Ordering::Relaxed);
+    ///             }
+    ///             PaymentEvent::Received { .. } => {
+    ///                 self.received.fetch_add(1, Ordering::Relaxed);
+    ///             }
+    ///             _ => {}
+    ///         }
+    ///     }
+    /// }
+    /// # let _ = tower_x402::payment::Payments::new(tower_x402::HttpFacilitator::new("https://x402.org/facilitator").unwrap()).hook(Funnel::default());
+    /// ```
+    fn observe(&self, event: &PaymentEvent<'_>) {
+        let _ = event;
     }
 }

@@ -2,7 +2,7 @@
 //! compare-and-set steps every path shares.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use super::payments::Payments;
 use super::refusal::Refusal;
@@ -38,13 +38,9 @@ pub(super) enum Claim {
     Refuse(Box<Refusal>),
 }
 
-/// Unix milliseconds.
+/// Unix milliseconds ([`x402_wire::unix_time`]).
 pub(super) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| {
-            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
-        })
+    u64::try_from(x402_wire::unix_time().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// When a lease taken now runs out.

@@ -100,14 +100,17 @@
 //! ```
 
 pub(crate) mod charge;
+mod context;
 mod decision;
 mod delivery;
 mod dispatch;
 mod doubt;
+mod event;
 mod flow;
 mod hooks;
 mod ledger;
 mod missing;
+mod notes;
 mod outcome;
 mod payments;
 mod record;
@@ -123,9 +126,11 @@ mod uncancellable;
 mod verified;
 
 pub use charge::Charge;
+pub use context::PaymentContext;
+pub use decision::Decision;
 pub(crate) use decision::{Considering, Opening, Prelude};
-pub use decision::{Decision, PaymentContext};
 pub use delivery::RequestDigest;
+pub use event::PaymentEvent;
 pub use hooks::PaymentHooks;
 pub use missing::MissingPayment;
 pub use outcome::{Cleared, Outcome, Paid};

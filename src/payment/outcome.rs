@@ -9,8 +9,9 @@ use x402_wire::{AtomicAmount, SettleResponse};
 use super::charge::Charge;
 use super::ledger::{self, Hold};
 use super::payments::Payments;
+use super::record::Attempt;
 use super::refusal::Refusal;
-use super::settle::{self, Attempt};
+use super::settle;
 use super::single_flight::InflightGuard;
 use super::verified::VerifiedPayment;
 #[cfg(doc)]

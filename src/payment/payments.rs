@@ -4,16 +4,16 @@
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use super::charge::Charge;
 use super::dispatch::Hooks;
 use super::hooks::PaymentHooks;
+use super::notes::HeldNotes;
 use super::refusal::Refusal;
 use super::refusals::RefusedPayments;
 use super::scheme::{Scheme, Schemes};
 use super::single_flight::Inflight;
-use super::steps::HeldNotes;
 use crate::facilitator::{DEFAULT_LABEL, Facilitator, Facilitators};
 use crate::pricing::Offer;
 #[cfg(doc)]
@@ -162,7 +162,8 @@ impl Payments {
 
     /// Adds `hook` to the [lifecycle hooks](PaymentHooks), after those added before.
     pub fn hook(mut self, hook: impl PaymentHooks) -> Self {
-        self.hooks.push(Arc::new(hook));
+        let hook = Arc::new(hook);
+        self.hooks.push(hook.clone(), hook);
         self
     }
 
@@ -212,11 +213,13 @@ impl Payments {
         !self.hooks.is_empty()
     }
 
-    /// Reports `refusal` to the hooks ([`PaymentHooks::on_refusal`]; a 402 challenge is
+    /// Reports `refusal` to the hooks ([`PaymentHooks::observe`], a
+    /// [`PaymentEvent::Refused`](super::PaymentEvent::Refused); a 402 challenge is
     /// [`Refusal::PaymentMissing`]). Every refusal an adapter answers passes here.
     #[inline]
     pub fn report_refusal(&self, offer: &Offer, refusal: &Refusal) {
-        self.hooks.on_refusal(offer, refusal);
+        self.hooks
+            .observe(&super::PaymentEvent::Refused { offer, refusal });
     }
 }
 
@@ -239,10 +242,14 @@ fn new_owner_id() -> Arc<str> {
     format!(
         "pid{}-{:x}-{}",
         std::process::id(),
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.as_nanos()),
+        x402_wire::unix_time().as_nanos(),
         CORES.fetch_add(1, Ordering::Relaxed)
     )
     .into()
+}
+
+/// Reports `refusal` and returns it.
+pub(super) fn refuse(config: &Payments, offer: &Offer, refusal: Refusal) -> Refusal {
+    config.report_refusal(offer, &refusal);
+    refusal
 }

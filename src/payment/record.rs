@@ -4,16 +4,44 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use x402_wire::SettleResponse;
+use x402_wire::{FacilitatorRequest, SettleResponse};
 
-use super::decision::PaymentContext;
-use super::doubt::reconciled_settlement;
+use super::context::PaymentContext;
+use super::event::PaymentEvent;
 use super::ledger::Hold;
 use super::payments::Payments;
-use super::settle::Attempt;
 use super::stages::HookStages;
 use crate::pricing::Offer;
 use crate::settlement::{PaymentState, SettlementIntent, SettlementRecord};
+
+/// Whose `/settle` this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Attempt {
+    /// The payment's first: a definite refusal releases it (402).
+    First,
+    /// A recovery of a payment in doubt, already marked *settling* by this layer: only a
+    /// success or the reconciler's proof settles it.
+    Recovery,
+}
+
+/// The settlement the reconciler proved, in the facilitator's terms.
+pub(super) fn reconciled_settlement(
+    request: &FacilitatorRequest,
+    transaction: String,
+) -> SettleResponse {
+    let requirement = request.payment_requirements();
+    SettleResponse {
+        success: true,
+        error_reason: None,
+        error_message: None,
+        transaction,
+        network: requirement.network.clone(),
+        payer: request.payment_payload().payer(),
+        amount: Some(requirement.amount),
+        extensions: None,
+        extra: None,
+    }
+}
 
 /// Records a settlement and reports it. The money has moved: the buyer is served whatever the
 /// store says. When the record cannot be written (the store is down, its pool exhausted), the
@@ -58,9 +86,11 @@ pub(super) fn settled<'a>(
         }
         if attempt == Attempt::Recovery {
             tracing::info!(key = %hold.key, transaction = %record.settlement.transaction, "payment in doubt settled");
-            config
-                .hooks
-                .on_doubt_resolved(offer, &hold.key, Some(&record.settlement));
+            config.hooks.observe(&PaymentEvent::DoubtResolved {
+                offer,
+                key: &hold.key,
+                settlement: Some(&record.settlement),
+            });
         }
         if let Some(recent) = &config.recent_settlements {
             recent.remember(record);

@@ -12,7 +12,7 @@ use crate::settlement::StoreError;
 /// from this value alone: its [`kind`](Self::kind) (what the client should do next), and its
 /// `Display` as the answer's `error`. Each adapter maps the kind to its wire: the HTTP layer to
 /// a status ([`layer::status_of`](crate::layer::status_of)), the MCP adapter to a tool result.
-/// [`PaymentHooks::on_refusal`](super::PaymentHooks::on_refusal) is told of each.
+/// [`PaymentHooks::observe`](super::PaymentHooks::observe) is told of each.
 ///
 /// | refusal | kind | over HTTP |
 /// |---|---|---|

@@ -5,8 +5,6 @@ use std::sync::Arc;
 use http::{HeaderMap, HeaderName, Method};
 use serde_json::{Map, Value};
 
-#[cfg(doc)]
-use super::hooks::PaymentHooks;
 use crate::pricing::Offer;
 
 /// A priced request as the hooks see it, in no transport's terms.

@@ -11,7 +11,7 @@ use x402_wire::{
     VerifyResponse,
 };
 
-use super::decision::PaymentContext;
+use super::context::{PaymentContext, is_uncertain};
 use super::refusal::Refusal;
 #[cfg(doc)]
 use super::verified::VerifiedPayment;
@@ -211,7 +211,7 @@ pub trait Scheme: Send + Sync + 'static {
     /// that say a transaction may be on its way or the authorization was used already
     /// (`settlement_pending`, a used nonce, `unexpected_settle_error`, ...).
     fn may_have_moved(&self, refused: &SettleResponse) -> bool {
-        super::settle::is_uncertain(refused)
+        is_uncertain(refused)
     }
 
     /// Fields the scheme adds to a settlement's `extra` (a payment channel's state after the

@@ -5,34 +5,20 @@ use std::sync::Arc;
 
 use http::Extensions;
 use serde_json::Map;
-use tracing::Instrument as _;
-use x402_wire::{FacilitatorRequest, SettleResponse};
+use x402_wire::SettleResponse;
 
-use super::decision::{Decision, PaymentContext};
+use super::context::{CoreHandle, PaymentContext, SettleAnswer, send_to};
+use super::decision::Decision;
 use super::doubt::{in_doubt, reconcile};
 use super::ledger::{Hold, lease_until, release};
-use super::payments::Payments;
-use super::record::settled;
+use super::payments::{Payments, refuse};
+use super::record::{Attempt, settled};
 use super::refusal::Refusal;
 use super::single_flight::InflightGuard;
 use super::stages::HookStages;
-use super::steps::CoreHandle;
 use super::uncancellable::{Panicked, Uncancellable};
-use crate::facilitator::{FacilitatorError, Member};
 use crate::pricing::Offer;
 use crate::settlement::{PaymentState, SettlementIntent};
-
-/// `success: false` reasons that do not prove nothing moved: the transaction may be on its way
-/// (`settlement_pending`), or the authorization was used — possibly by this very payment.
-const UNCERTAIN_REASONS: [&str; 7] = [
-    "settlement_pending",
-    "invalid_exact_evm_nonce_already_used",
-    "permit2_invalid_nonce",
-    "invalid_permit2_nonce_already_used",
-    "unexpected_settle_error",
-    "invalid_transaction_state",
-    "duplicate_settlement",
-];
 
 /// `isValid: false` reasons that say the payment's authorization (its nonce) was used already:
 /// for a payment the ledger does not know, it may have been used by this very payment.
@@ -45,25 +31,6 @@ const NONCE_USED_REASONS: [&str; 3] = [
 /// Whether `/verify` refused a payment because its nonce was used already.
 pub(super) fn is_nonce_used(reason: Option<&str>) -> bool {
     reason.is_some_and(|reason| NONCE_USED_REASONS.contains(&reason))
-}
-
-/// Whose `/settle` this is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Attempt {
-    /// The payment's first: a definite refusal releases it (402).
-    First,
-    /// A recovery of a payment in doubt, already marked *settling* by this layer: only a
-    /// success or the reconciler's proof settles it.
-    Recovery,
-}
-
-/// What `/settle` answered, after the one re-send `settlement_pending` calls for.
-pub(super) enum SettleAnswer {
-    Settled(SettleResponse),
-    Refused(SettleResponse),
-    Failed(FacilitatorError),
-    /// The scheme's settlement step refused the payment without anything moving.
-    Declined(Box<Refusal>),
 }
 
 /// Settles the payment held by `hold` and records the outcome. In [`Attempt::First`] the
@@ -378,7 +345,11 @@ async fn scheme_settles(
     intent: &SettlementIntent,
 ) -> SettleAnswer {
     let mut context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
-    let core = CoreHandle::new(config, intent.facilitator.as_deref());
+    let core = CoreHandle::new(
+        &config.facilitators,
+        config.pending_pause,
+        intent.facilitator.as_deref(),
+    );
     context.core = Some(&core);
     let scheme = config
         .schemes
@@ -411,82 +382,11 @@ async fn scheme_settles(
 
 /// `/settle`, re-sent once (identically, after a pause) when it answers `settlement_pending`.
 async fn send(config: &Payments, intent: &SettlementIntent) -> SettleAnswer {
-    send_to(config, intent.facilitator.as_deref(), &intent.request).await
-}
-
-/// `request` sent to `/settle` at the facilitator labelled `facilitator` (the preferred one
-/// when `None`), re-sent once (identically, after a pause) when it answers
-/// `settlement_pending`.
-pub(super) async fn send_to(
-    config: &Payments,
-    facilitator: Option<&str>,
-    request: &FacilitatorRequest,
-) -> SettleAnswer {
-    let Some(member) = config.facilitators.named(facilitator) else {
-        // The facilitator that received `/settle` is no longer configured: nobody else may be
-        // asked, as a second facilitator could settle the payment again.
-        let label = facilitator.unwrap_or_default();
-        return SettleAnswer::Failed(FacilitatorError::Unreachable {
-            endpoint: crate::facilitator::Endpoint::Settle,
-            source: Arc::new(UnknownFacilitator(label.to_owned())),
-        });
-    };
-    {
-        let first = settle_once(config, member, request).await;
-        let pending = matches!(&first, SettleAnswer::Refused(settlement)
-            if settlement.error_reason.as_deref() == Some("settlement_pending"));
-        if !pending {
-            return first;
-        }
-    }
-    // The first answer is gone, and the pause and the second call are boxed: neither is kept
-    // in every settlement's future.
-    Box::pin(send_again(config, member, request)).await
-}
-
-/// The identical `/settle` once more, after the pause `settlement_pending` calls for.
-async fn send_again(
-    config: &Payments,
-    member: &Member,
-    request: &FacilitatorRequest,
-) -> SettleAnswer {
-    tokio::time::sleep(config.pending_pause).await;
-    settle_once(config, member, request).await
-}
-
-/// The label of a payment's facilitator names none of those configured.
-#[derive(Debug, thiserror::Error)]
-#[error("the facilitator labelled {0:?} that received this payment's /settle is not configured")]
-struct UnknownFacilitator(String);
-
-async fn settle_once(
-    config: &Payments,
-    member: &Member,
-    request: &FacilitatorRequest,
-) -> SettleAnswer {
-    let requirement = request.payment_requirements();
-    let span = tracing::info_span!("x402.settle", network = %requirement.network, scheme = %requirement.scheme, facilitator = %member.label);
-    match config
-        .facilitators
-        .settle(member, request)
-        .instrument(span)
-        .await
-    {
-        Ok(settlement) if settlement.success => SettleAnswer::Settled(settlement),
-        Ok(settlement) => SettleAnswer::Refused(settlement),
-        Err(failure) => SettleAnswer::Failed(failure),
-    }
-}
-
-pub(super) fn is_uncertain(settlement: &SettleResponse) -> bool {
-    settlement
-        .error_reason
-        .as_deref()
-        .is_some_and(|reason| UNCERTAIN_REASONS.contains(&reason))
-}
-
-/// Reports `refusal` and returns it.
-pub(super) fn refuse(config: &Payments, offer: &Offer, refusal: Refusal) -> Refusal {
-    config.report_refusal(offer, &refusal);
-    refusal
+    send_to(
+        &config.facilitators,
+        config.pending_pause,
+        intent.facilitator.as_deref(),
+        &intent.request,
+    )
+    .await
 }

@@ -10,22 +10,23 @@ use std::ops::{BitOr, BitOrAssign};
 /// request one stage, not every one.
 ///
 /// The synchronous methods (the challenge's extensions, the settlement's `extensions` and
-/// `extra`, and the observers such as `on_payment_received` or `on_refusal`) are always called.
+/// `extra`, and [`observe`](super::PaymentHooks::observe)) are always called.
 ///
 /// ```
 /// use tower_x402::payment::HookStages;
 ///
-/// let observer = HookStages::AFTER_VERIFY | HookStages::AFTER_SETTLE;
-/// assert!(observer.contains(HookStages::AFTER_SETTLE));
-/// assert!(!observer.contains(HookStages::BEFORE_VERIFY));
-/// assert!(HookStages::ALL.contains(observer));
-/// assert_eq!(format!("{observer:?}"), "HookStages(AFTER_VERIFY | AFTER_SETTLE)");
+/// let gate = HookStages::REQUEST | HookStages::AFTER_SETTLE;
+/// assert!(gate.contains(HookStages::AFTER_SETTLE));
+/// assert!(!gate.contains(HookStages::BEFORE_VERIFY));
+/// assert!(HookStages::ALL.contains(gate));
+/// assert_eq!(format!("{gate:?}"), "HookStages(REQUEST | AFTER_SETTLE)");
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct HookStages(u8);
 
 /// Each stage's name, for `Debug`.
-const NAMES: [(HookStages, &str); 5] = [
+const NAMES: [(HookStages, &str); 6] = [
+    (HookStages::REQUEST, "REQUEST"),
     (HookStages::BEFORE_VERIFY, "BEFORE_VERIFY"),
     (HookStages::VERIFY_FAILURE, "VERIFY_FAILURE"),
     (HookStages::AFTER_VERIFY, "AFTER_VERIFY"),
@@ -34,8 +35,12 @@ const NAMES: [(HookStages, &str); 5] = [
 ];
 
 impl HookStages {
-    /// No asynchronous stage: a hook with only synchronous methods.
+    /// No asynchronous stage: a hook with only synchronous methods (the default).
     pub const NONE: Self = Self(0);
+    /// [`considers_request`](super::PaymentHooks::considers_request) and
+    /// [`on_protected_request`](super::PaymentHooks::on_protected_request): the hook may grant
+    /// or refuse a priced request before its payment is read.
+    pub const REQUEST: Self = Self(1 << 7);
     /// [`before_verify`](super::PaymentHooks::before_verify).
     pub const BEFORE_VERIFY: Self = Self(1);
     /// [`on_verify_failure`](super::PaymentHooks::on_verify_failure).
@@ -46,9 +51,10 @@ impl HookStages {
     pub const BEFORE_SETTLE: Self = Self(1 << 3);
     /// [`after_settle`](super::PaymentHooks::after_settle).
     pub const AFTER_SETTLE: Self = Self(1 << 5);
-    /// Every stage: what a hook that does not declare its stages takes part in.
+    /// Every stage.
     pub const ALL: Self = Self(
-        Self::BEFORE_VERIFY.0
+        Self::REQUEST.0
+            | Self::BEFORE_VERIFY.0
             | Self::VERIFY_FAILURE.0
             | Self::AFTER_VERIFY.0
             | Self::BEFORE_SETTLE.0

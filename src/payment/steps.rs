@@ -41,124 +41,18 @@
 //! by the release step. A deposit whose `/settle` answer was lost and that the reconciler
 //! proved settled reaches the scheme through its `proven` step, which commits its voucher.
 
-use std::collections::HashMap;
-use std::fmt;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::Arc;
 
 use http::Extensions;
-use tracing::Instrument as _;
-use x402_wire::{SettleResponse, VerifyResponse};
+use x402_wire::{FacilitatorRequest, SettleResponse, VerifyResponse};
 
-use super::decision::PaymentContext;
+use super::context::{CoreHandle, PaymentContext};
 use super::payments::Payments;
-use super::refusal::{Refusal, RefusalKind};
-use super::settle::{self, SettleAnswer};
+use super::refusal::Refusal;
+use super::settle;
 use super::verified::VerifiedPayment;
-use crate::settlement::PaymentKey;
-
-/// How many payments in doubt keep their notes in memory, at most.
-const DOUBTFUL_NOTES: usize = 4096;
-
-/// What a scheme's step reaches the core through: its facilitators, the facilitator the
-/// payment's intent names while it settles, and the one that verified it.
-pub(super) struct CoreHandle<'a> {
-    core: &'a Payments,
-    facilitator: Option<&'a str>,
-    verifier: OnceLock<Arc<str>>,
-}
-
-impl<'a> CoreHandle<'a> {
-    pub(super) fn new(core: &'a Payments, facilitator: Option<&'a str>) -> Self {
-        Self {
-            core,
-            facilitator,
-            verifier: OnceLock::new(),
-        }
-    }
-
-    /// The facilitator that verified the payment through this handle, if one did.
-    pub(super) fn verifier(&self) -> Option<Arc<str>> {
-        self.verifier.get().cloned()
-    }
-}
-
-impl fmt::Debug for CoreHandle<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CoreHandle")
-            .field("facilitator", &self.facilitator)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Asked of a context a hook was given: only a scheme's steps reach the facilitators.
-fn not_a_step() -> Refusal {
-    Refusal::Hook {
-        kind: RefusalKind::ServerFault,
-        reason: "the facilitators are reached through the core only from a scheme's steps"
-            .to_owned(),
-    }
-}
-
-impl PaymentContext<'_> {
-    /// `/verify` for this payment at the core's facilitators: the first admitting one, moving
-    /// on while they give no answer. The facilitator that answered is the one the payment's
-    /// `/settle` is sent to. For a [scheme's verify step](super::Scheme::verify) (a hook's
-    /// context answers a [`RefusalKind::ServerFault`]).
-    pub async fn verify_at_facilitator(&self) -> Result<VerifyResponse, Refusal> {
-        let core = self.core.ok_or_else(not_a_step)?;
-        let requirement = self.request.payment_requirements();
-        let span = tracing::info_span!("x402.verify", network = %requirement.network, scheme = %requirement.scheme);
-        let (verifier, verified) = core
-            .core
-            .facilitators
-            .verify(self.request)
-            .instrument(span)
-            .await;
-        // Only the first facilitator's label is kept: a payment is verified once.
-        let _ = core.verifier.set(verifier);
-        verified.map_err(Refusal::Facilitator)
-    }
-
-    /// `/settle` for this payment: the request its *settling* intent holds in the ledger, sent
-    /// to the facilitator the intent names (re-sent once on `settlement_pending`). A settlement
-    /// with `success: true` is `Ok`; `success: false` is [`Refusal::SettlementRefused`]; a lost
-    /// answer is [`Refusal::Facilitator`]. For a [scheme's settle step](super::Scheme::settle),
-    /// which answers the core with it.
-    pub async fn settle_at_facilitator(&self) -> Result<SettleResponse, Refusal> {
-        let core = self.core.ok_or_else(not_a_step)?;
-        match settle::send_to(core.core, core.facilitator, self.request).await {
-            SettleAnswer::Settled(settlement) => Ok(settlement),
-            SettleAnswer::Refused(settlement) => {
-                Err(Refusal::SettlementRefused(Box::new(settlement)))
-            }
-            SettleAnswer::Failed(failure) => Err(Refusal::Facilitator(failure)),
-            SettleAnswer::Declined(refusal) => Err(*refusal),
-        }
-    }
-}
-
-impl PaymentContext<'_> {
-    /// `/settle` for another `request` than the payment's that a [scheme's settle
-    /// step](super::Scheme::settle) sends beside it (a payment channel's sweep of what its
-    /// refund claimed), at the facilitator the payment's intent names, through the core's pool
-    /// (its breaker and deadlines). Not written ahead: nothing the ledger recovers, so only for
-    /// a request that is safe to lose and send again later. Answered as
-    /// [`settle_at_facilitator`](Self::settle_at_facilitator) is.
-    pub async fn settle_beside_at_facilitator(
-        &self,
-        request: &x402_wire::FacilitatorRequest,
-    ) -> Result<SettleResponse, Refusal> {
-        let core = self.core.ok_or_else(not_a_step)?;
-        match settle::send_to(core.core, core.facilitator, request).await {
-            SettleAnswer::Settled(settlement) => Ok(settlement),
-            SettleAnswer::Refused(settlement) => {
-                Err(Refusal::SettlementRefused(Box::new(settlement)))
-            }
-            SettleAnswer::Failed(failure) => Err(Refusal::Facilitator(failure)),
-            SettleAnswer::Declined(refusal) => Err(*refusal),
-        }
-    }
-}
+use crate::facilitator::FacilitatorError;
+use crate::settlement::{Fingerprint, PaymentKey};
 
 impl Payments {
     /// Asks the scheme named `scheme` to let go of what it holds for the payment `key`, ended
@@ -221,43 +115,69 @@ impl Payments {
     }
 }
 
-/// The notes of payments being settled or in doubt, held by the core: handed to the scheme's
-/// settle step (that of a recovery too), and back to the payment once it settled.
-#[derive(Default)]
-pub(super) struct HeldNotes(Mutex<HashMap<PaymentKey, Extensions>>);
-
-impl HeldNotes {
-    /// Keeps `notes` for the payment `key` (nothing when there are none).
-    pub(super) fn keep(&self, key: &PaymentKey, notes: Extensions) {
-        if notes.is_empty() {
-            return;
+/// A payment of a scheme registered from outside: its [verify step](super::Scheme::verify)'s
+/// answer, or `None` when it has none (the core's facilitators verify it). The notes it wrote
+/// on a valid payment are held by the core until the payment is made.
+pub(super) async fn scheme_verifies(
+    payments: &Payments,
+    mut context: PaymentContext<'_>,
+) -> Option<Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed>> {
+    let scheme = payments
+        .schemes
+        .get(&context.request.payment_requirements().scheme);
+    let core = CoreHandle::new(&payments.facilitators, payments.pending_pause, None);
+    context.core = Some(&core);
+    let mut notes = Extensions::new();
+    let verified = scheme.verify(&context, &mut notes)?.await;
+    let verifier = core.verifier();
+    Some(match verified {
+        Ok(verified) if verified.is_valid => {
+            payments.held_notes.keep(context.key, notes);
+            Ok((verifier, verified))
         }
-        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if kept.len() >= DOUBTFUL_NOTES {
-            tracing::warn!(%key, "too many payments in doubt to keep their scheme's notes; this one's are dropped");
-            return;
-        }
-        kept.insert(key.clone(), notes);
-    }
+        Ok(verified) => match verifier {
+            // Its nonce used, at the facilitator: possibly by this very payment.
+            Some(verifier) if settle::is_nonce_used(verified.invalid_reason.as_deref()) => {
+                Err(VerifyFailed::NonceUsed(verifier))
+            }
+            _ => Err(VerifyFailed::Invalid(verified)),
+        },
+        Err(Refusal::Facilitator(failure)) => Err(VerifyFailed::Facilitator(failure)),
+        Err(refusal) => Err(VerifyFailed::Hook(refusal)),
+    })
+}
 
-    /// `read` asked with the notes kept for the payment `key` (empty when none were), left kept.
-    pub(super) fn read<T>(&self, key: &PaymentKey, read: impl FnOnce(&Extensions) -> T) -> T {
-        let kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        match kept.get(key) {
-            Some(notes) => read(notes),
-            None => {
-                drop(kept);
-                read(&Extensions::new())
+/// Why a new payment did not verify.
+pub(super) enum VerifyFailed {
+    /// `/verify` says the payment's nonce is used: possibly by this very payment.
+    NonceUsed(Arc<str>),
+    Facilitator(FacilitatorError),
+    Invalid(VerifyResponse),
+    Hook(Refusal),
+}
+
+impl VerifyFailed {
+    /// The refusal to answer; an invalid payment is remembered as refused.
+    pub(super) fn into_refusal(
+        self,
+        fingerprint: &Fingerprint,
+        request: &FacilitatorRequest,
+        payments: &Payments,
+    ) -> Refusal {
+        match self {
+            Self::Facilitator(failure) => Refusal::Facilitator(failure),
+            Self::Hook(refusal) => refusal,
+            // Answered by recovery before it comes here; refused as in progress if it did.
+            Self::NonceUsed(_) => Refusal::PaymentInProgress,
+            Self::Invalid(verified) => {
+                let reason = verified
+                    .invalid_reason
+                    .unwrap_or_else(|| "invalid_payment".to_owned());
+                payments
+                    .refused
+                    .remember(fingerprint, &request.payment_payload().payload, &reason);
+                Refusal::InvalidPayment { reason }
             }
         }
-    }
-
-    /// The notes kept for the payment `key`, taken (empty when none were).
-    pub(super) fn take(&self, key: &PaymentKey) -> Extensions {
-        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if kept.is_empty() {
-            return Extensions::new();
-        }
-        kept.remove(key).unwrap_or_default()
     }
 }

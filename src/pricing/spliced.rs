@@ -5,6 +5,7 @@
 //! The prebuilt JSON is padded with whitespace to a multiple of three bytes, so that its base64
 //! ends on a group boundary and the base64 of the rest can simply follow it.
 
+use std::any::Any;
 use std::cell::Cell;
 use std::sync::{Arc, PoisonError, RwLock, Weak};
 
@@ -12,7 +13,8 @@ use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
-use crate::payment::PaymentHooks;
+/// Who owns a prebuilt challenge: the hook that gave its template, held weakly.
+pub(crate) type Owner = Weak<dyn Any + Send + Sync>;
 
 /// The part of a challenge extension that is the same in every 402 of an offer, given by a
 /// [`PaymentHooks::challenge_extension_template`](crate::payment::PaymentHooks::challenge_extension_template):
@@ -69,7 +71,7 @@ const MAX_PREBUILT: usize = 8;
 /// The prebuilt challenges of an offer, one per hook (held weakly: a hook dropped keeps its
 /// address from being reused while its entry is here), shared by the offer's clones.
 #[derive(Debug, Default)]
-pub(crate) struct Splices(RwLock<Vec<(Weak<dyn PaymentHooks>, Option<Arc<Prebuilt>>)>>);
+pub(crate) struct Splices(RwLock<Vec<(Owner, Option<Arc<Prebuilt>>)>>);
 
 /// What [`Splices::get`] knows of a hook.
 pub(crate) enum Cached {
@@ -96,7 +98,7 @@ impl Splices {
     }
 
     /// Keeps `prebuilt` for `owner` (when there is room).
-    pub(crate) fn put(&self, owner: Weak<dyn PaymentHooks>, prebuilt: Option<Arc<Prebuilt>>) {
+    pub(crate) fn put(&self, owner: Owner, prebuilt: Option<Arc<Prebuilt>>) {
         let mut entries = self.0.write().unwrap_or_else(PoisonError::into_inner);
         let address = owner.as_ptr().cast::<()>();
         if entries.len() < MAX_PREBUILT

@@ -12,7 +12,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
 use x402_wire::{
@@ -232,9 +231,7 @@ fn ok(outcome: Result<bool, super::StoreError>, operation: &str) -> bool {
 /// A tag unique to this call: time and a process-wide counter.
 fn unique_run() -> String {
     static CALLS: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_nanos());
+    let nanos = x402_wire::unix_time().as_nanos();
     format!(
         "{nanos:x}-{}-{}",
         std::process::id(),

@@ -20,7 +20,7 @@ use http::StatusCode;
 use serde_json::Value;
 use tower_x402::BoxFuture;
 use tower_x402::Refusal;
-use tower_x402::payment::{PaymentHooks, RefusalKind, VerifiedPayment};
+use tower_x402::payment::{HookStages, PaymentHooks, RefusalKind, VerifiedPayment};
 use tower_x402::proto::AtomicAmount;
 use tower_x402::proto::FacilitatorRequest;
 use tower_x402::settlement::{MemorySettlementStore, Reconciler, Reconciliation};
@@ -553,6 +553,10 @@ async fn a_server_owning_its_receiver_authorizer_signs_the_refund_and_its_claim(
 struct Refusing(Arc<AtomicBool>);
 
 impl PaymentHooks for Refusing {
+    fn stages(&self) -> HookStages {
+        HookStages::AFTER_VERIFY
+    }
+
     fn after_verify<'a>(&'a self, _: &'a VerifiedPayment) -> BoxFuture<'a, Result<(), Refusal>> {
         let refusing = self.0.load(Ordering::SeqCst);
         Box::pin(async move {

@@ -14,11 +14,9 @@ use super::{
 };
 use tower_x402::BoxFuture;
 use tower_x402::facilitator::{Facilitator, FacilitatorError, Facilitators};
-use tower_x402::payment::{HookStages, PaymentContext, PaymentHooks, ProtectedRequest, Refusal};
-use tower_x402::pricing::Offer;
+use tower_x402::payment::{HookStages, PaymentContext, PaymentEvent, PaymentHooks, Refusal};
 use tower_x402::settlement::{
-    LedgerEntry, PaymentKey, PaymentState, Reconciler, Reconciliation, SettlementRecord,
-    SettlementStore, StoreError,
+    LedgerEntry, PaymentKey, PaymentState, Reconciler, Reconciliation, SettlementStore, StoreError,
 };
 
 /// The payment core's lifecycle as metrics: `x402_challenges_total`, `x402_payments_total` and
@@ -36,12 +34,7 @@ use tower_x402::settlement::{
 pub struct PaymentMetrics;
 
 impl PaymentHooks for PaymentMetrics {
-    /// An observer: never asked about a request before its payment.
-    fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
-        false
-    }
-
-    /// Counts settlements; the rest in the synchronous observers.
+    /// Counts settlements; the rest in [`observe`](PaymentHooks::observe).
     fn stages(&self) -> HookStages {
         HookStages::AFTER_SETTLE
     }
@@ -55,28 +48,26 @@ impl PaymentHooks for PaymentMetrics {
         Box::pin(std::future::ready(()))
     }
 
-    fn on_replayed(&self, _: &Offer, _: &SettlementRecord) {
-        payment("replayed", "none");
-    }
-
-    fn on_refusal(&self, _: &Offer, refusal: &Refusal) {
-        match refusal {
-            Refusal::PaymentMissing => counter!(CHALLENGES).increment(1),
-            Refusal::SettlementInDoubt { .. } => payment("in_doubt", "none"),
-            refusal => payment("refused", refusal_kind(refusal)),
+    fn observe(&self, event: &PaymentEvent<'_>) {
+        match *event {
+            PaymentEvent::Replayed { .. } => payment("replayed", "none"),
+            PaymentEvent::Refused { refusal, .. } => match refusal {
+                Refusal::PaymentMissing => counter!(CHALLENGES).increment(1),
+                Refusal::SettlementInDoubt { .. } => payment("in_doubt", "none"),
+                refusal => payment("refused", refusal_kind(refusal)),
+            },
+            PaymentEvent::InDoubt { key, .. } => {
+                let mut doubts = in_doubt().lock().unwrap_or_else(PoisonError::into_inner);
+                doubts.entry(key.clone()).or_insert_with(Instant::now);
+                publish(&doubts);
+            }
+            PaymentEvent::DoubtResolved { key, .. } => {
+                let mut doubts = in_doubt().lock().unwrap_or_else(PoisonError::into_inner);
+                doubts.remove(key);
+                publish(&doubts);
+            }
+            _ => {}
         }
-    }
-
-    fn on_in_doubt(&self, _: &Offer, key: &PaymentKey, _: &str) {
-        let mut doubts = in_doubt().lock().unwrap_or_else(PoisonError::into_inner);
-        doubts.entry(key.clone()).or_insert_with(Instant::now);
-        publish(&doubts);
-    }
-
-    fn on_doubt_resolved(&self, _: &Offer, key: &PaymentKey, _: Option<&SettleResponse>) {
-        let mut doubts = in_doubt().lock().unwrap_or_else(PoisonError::into_inner);
-        doubts.remove(key);
-        publish(&doubts);
     }
 }
 

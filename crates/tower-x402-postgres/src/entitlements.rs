@@ -1,8 +1,6 @@
 //! [`PostgresEntitlementStore`]: entitlements and consumed sign-in nonces in PostgreSQL, shared
 //! by every instance of an application.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use sqlx::Row as _;
 use sqlx::postgres::PgPool;
 use tower_x402::BoxFuture;
@@ -121,7 +119,5 @@ impl EntitlementStore for PostgresEntitlementStore {
 
 /// Seconds since the Unix epoch.
 fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs())
+    tower_x402::proto::unix_time().as_secs()
 }

@@ -52,10 +52,10 @@ impl PaymentHooks for SignInWithX {
             && fixed_price(request.offer())
     }
 
-    /// Records a purchase once its payment settled; the sign-in itself is asked before any
-    /// payment, in `on_protected_request`.
+    /// Signs in before any payment (`on_protected_request`, for the requests it considers),
+    /// and records a purchase once its payment settled.
     fn stages(&self) -> HookStages {
-        HookStages::AFTER_SETTLE
+        HookStages::REQUEST | HookStages::AFTER_SETTLE
     }
 
     fn on_protected_request<'a>(

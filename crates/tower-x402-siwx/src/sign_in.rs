@@ -15,7 +15,7 @@ use crate::store::EntitlementStore;
 use crate::store::MemoryEntitlementStore;
 use crate::support::{
     LEGACY_NONCE_KEY_LABEL, MacInput, NONCE_KEY_LABEL, TIMESTAMP_LEN, Time, constant_time_eq,
-    nonce_key, normalise_address, now_ms, parse_origin, parse_timestamp, since_epoch, unix_now,
+    nonce_key, normalise_address, now_ms, parse_origin, parse_timestamp, unix_now,
     write_json_string, write_timestamp,
 };
 use crate::verify;
@@ -213,7 +213,7 @@ impl SignInWithX {
         } else {
             ""
         };
-        let now = since_epoch();
+        let now = x402_wire::unix_time();
         let mut issued_at = [0; TIMESTAMP_LEN];
         let mut expiration_time = [0; TIMESTAMP_LEN];
         write_timestamp(now, Time::IssuedAt, &mut issued_at);

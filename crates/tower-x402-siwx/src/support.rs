@@ -1,7 +1,7 @@
 //! Small helpers the sign-in modules share: addresses, origins, comparison, the clock.
 
 use std::cell::Cell;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use hmac::{Hmac, Mac as _};
 use sha2::Sha256;
@@ -44,21 +44,14 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// Unix seconds ([`x402_wire::unix_time`]).
 pub(crate) fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs())
+    x402_wire::unix_time().as_secs()
 }
 
+/// Unix milliseconds ([`x402_wire::unix_time`]).
 pub(crate) fn now_ms() -> u128 {
-    since_epoch().as_millis()
-}
-
-/// The time since the epoch (zero for a clock set before it).
-pub(crate) fn since_epoch() -> Duration {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
+    x402_wire::unix_time().as_millis()
 }
 
 /// The length of a [`timestamp`].

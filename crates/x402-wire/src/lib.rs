@@ -25,6 +25,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
+mod clock;
 mod extension;
 mod facilitator;
 pub mod header;
@@ -33,6 +34,7 @@ mod network;
 mod payment;
 mod upto;
 
+pub use clock::unix_time;
 pub use extension::Extension;
 pub use facilitator::{
     FacilitatorRequest, SettleResponse, SupportedKind, SupportedResponse, VerifyResponse,

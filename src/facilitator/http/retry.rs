@@ -1,7 +1,7 @@
 //! When a failed facilitator call is tried again, and how long to wait first.
 
 use std::hash::{BuildHasher, RandomState};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, UNIX_EPOCH};
 
 use http::HeaderMap;
 use http::header::RETRY_AFTER;
@@ -67,10 +67,8 @@ pub(super) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
         return Some(Duration::from_secs(seconds));
     }
     let at = httpdate::parse_http_date(value).ok()?;
-    Some(
-        at.duration_since(SystemTime::now())
-            .unwrap_or(Duration::ZERO),
-    )
+    let at = at.duration_since(UNIX_EPOCH).unwrap_or_default();
+    Some(at.saturating_sub(x402_wire::unix_time()))
 }
 
 #[cfg(test)]
@@ -126,7 +124,6 @@ mod tests {
 
     #[test]
     fn parses_http_dates_exactly() {
-        use std::time::UNIX_EPOCH;
         let parse_imf_fixdate = |value: &str| httpdate::parse_http_date(value).ok();
         let parsed = parse_imf_fixdate("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
         assert_eq!(

@@ -15,7 +15,7 @@ pub use report::ClaimReport;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tower_x402::{BoxError, BoxFuture, Facilitator};
 use x402_wire::{Network, SettleResponse};
@@ -675,7 +675,5 @@ fn millis(duration: Duration) -> u64 {
 }
 
 fn unix_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, millis)
+    millis(x402_wire::unix_time())
 }

@@ -5,7 +5,7 @@
 //! holds between its verification and its settlement ([`Pending`]) travels in the payment's
 //! notes; the core's release step lets its channel go when the payment ends unsettled.
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use http::Extensions;
 use tower_x402::Refusal;
@@ -46,12 +46,9 @@ impl Pending {
     }
 }
 
+/// Unix milliseconds ([`x402_wire::unix_time`]).
 pub(super) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| {
-            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
-        })
+    u64::try_from(x402_wire::unix_time().as_millis()).unwrap_or(u64::MAX)
 }
 
 pub(super) fn ms(duration: Duration) -> u64 {

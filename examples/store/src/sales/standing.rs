@@ -36,9 +36,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use tokio::sync::{Mutex, Notify, watch};
-use tower_x402::payment::{HookStages, PaymentHooks, ProtectedRequest, Refusal};
-use tower_x402::pricing::Offer;
-use tower_x402::proto::PaymentPayload;
+use tower_x402::payment::{PaymentEvent, PaymentHooks, Refusal};
 
 use crate::storage::{Mode, OrderFunnel, StorageError, Store};
 
@@ -361,23 +359,16 @@ async fn write_behind(inner: Weak<Inner>, wake: Arc<Notify>) {
 }
 
 impl PaymentHooks for Standing {
-    /// Counts only: never asked about a request before its payment.
-    fn considers_request(&self, _: &ProtectedRequest<'_>) -> bool {
-        false
-    }
-
-    /// Counts in the synchronous observers only: no stage of a payment waits for it.
-    fn stages(&self) -> HookStages {
-        HookStages::NONE
-    }
-
-    fn on_refusal(&self, _: &Offer, refusal: &Refusal) {
-        if let Refusal::PaymentMissing = refusal {
-            self.bump(Traffic::Considered);
+    /// Counts challenges and payments received: declares no stage, so no stage of a payment
+    /// waits for it.
+    fn observe(&self, event: &PaymentEvent<'_>) {
+        match event {
+            PaymentEvent::Refused {
+                refusal: Refusal::PaymentMissing,
+                ..
+            } => self.bump(Traffic::Considered),
+            PaymentEvent::Received { .. } => self.bump(Traffic::Selected),
+            _ => {}
         }
-    }
-
-    fn on_payment_received(&self, _: &Offer, _: &PaymentPayload) {
-        self.bump(Traffic::Selected);
     }
 }
