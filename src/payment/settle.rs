@@ -102,29 +102,18 @@ fn write_intent<'a>(
     intent: SettlementIntent,
 ) -> impl Future<Output = Result<SettlementIntent, Result<SettleResponse, Refusal>>> + Send + 'a {
     async move {
-        let intent = if !config.hooks.take_part(HookStages::BEFORE_SETTLE) {
+        let mut intent = if !config.hooks.take_part(HookStages::BEFORE_SETTLE) {
             intent
         } else {
             // Boxed: a path only hooks take, kept out of the size of every settlement.
             Box::pin(hooked(config, offer, hold, intent)).await?
         };
-        // The request a scheme registered from outside completes from its notes (a payment
-        // channel's refund), written ahead with the intent so that a re-sent `/settle` carries it.
-        let intent = match config
+        if let Some(scheme) = config
             .schemes
             .registered(&intent.request.payment_requirements().scheme)
         {
-            Some(scheme) => config.held_notes.read(&hold.key, |notes| {
-                match scheme.completed_request(&intent.request, notes) {
-                    Some(request) => SettlementIntent {
-                        request: Arc::new(request),
-                        ..intent
-                    },
-                    None => intent,
-                }
-            }),
-            None => intent,
-        };
+            complete_request(config, scheme, hold, &mut intent);
+        }
         // A new settlement goes to the facilitator that verified it (else the preferred one);
         // every retry of it goes to the same one.
         let intent = match intent.facilitator {
@@ -162,6 +151,23 @@ fn write_intent<'a>(
         }
         hold.version += 1;
         Ok(intent)
+    }
+}
+
+/// The request a scheme registered from outside completes from the payment's notes (a payment
+/// channel's refund), written ahead with the intent so that a re-sent `/settle` carries it.
+#[inline(never)]
+fn complete_request(
+    config: &Payments,
+    scheme: &dyn super::Scheme,
+    hold: &Hold,
+    intent: &mut SettlementIntent,
+) {
+    let completed = config.held_notes.read(&hold.key, |notes| {
+        scheme.completed_request(&intent.request, notes)
+    });
+    if let Some(request) = completed {
+        intent.request = Arc::new(request);
     }
 }
 

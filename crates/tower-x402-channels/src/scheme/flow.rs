@@ -151,6 +151,11 @@ impl Inner {
             Box::pin(self.commit_recovered(payment, settlement)).await;
             return;
         };
+        if pending.kind != Kind::Deposit {
+            // Only a deposit commits its voucher once it moved (a reconciler may prove others).
+            notes.insert(pending);
+            return;
+        }
         if let Some(on_chain) = snapshot(settlement.extra.as_ref(), now_ms())
             .or_else(|| recovered_reading(payment, &pending))
         {

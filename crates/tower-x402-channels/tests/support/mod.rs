@@ -12,13 +12,14 @@ use axum::routing::get;
 use axum::{Extension, Router};
 use http::StatusCode;
 use serde_json::Value;
+use tower_x402::facilitator::Facilitators;
 use tower_x402::payment::{PaymentHooks, Payments};
 use tower_x402::proto::{
     AtomicAmount, PaymentPayload, PaymentRequirements, ResourceInfo, SettleResponse,
     UsdcDeployment, header,
 };
 use tower_x402::{BoxError, BoxFuture};
-use tower_x402::{Charge, HttpFacilitator, Offer, Price, SettlementMode, X402Layer};
+use tower_x402::{Charge, Facilitator, HttpFacilitator, Offer, Price, SettlementMode, X402Layer};
 use tower_x402_channels::{
     BatchSettlement, ChannelConfig, ChannelOffer, ChannelStore, ClaimAuthorizer, VoucherClaim,
 };
@@ -72,7 +73,7 @@ impl Server {
     pub(crate) async fn configured(channels: Arc<dyn ChannelStore>, configure: Configure) -> Self {
         let sandbox = SandboxFacilitator::new();
         let url = format!("http://{}", serve(sandbox.router()).await);
-        Self::with_sandbox(sandbox, url, channels, None, configure, None).await
+        Self::with_sandbox(sandbox, url, channels, None, configure, None, None).await
     }
 
     /// A server with `hook` registered after the scheme, with a sandbox of its own.
@@ -95,6 +96,7 @@ impl Server {
             None,
             Box::new(|scheme| scheme),
             Some(after),
+            None,
         )
         .await
     }
@@ -114,6 +116,7 @@ impl Server {
             None,
             Box::new(|scheme| scheme),
             Some(after),
+            None,
         )
         .await
     }
@@ -128,7 +131,7 @@ impl Server {
         let key = Arc::clone(&key);
         let configure: Configure =
             Box::new(move |scheme| scheme.authorizer(OwnKey(Arc::clone(&key), key.address())));
-        Self::with_sandbox(sandbox, url, channels, Some(terms), configure, None).await
+        Self::with_sandbox(sandbox, url, channels, Some(terms), configure, None, None).await
     }
 
     /// Another server (an instance beside `self`, or after it stopped) on the same sandbox.
@@ -139,6 +142,7 @@ impl Server {
             channels,
             None,
             Box::new(|scheme| scheme),
+            None,
             None,
         )
         .await
@@ -158,7 +162,7 @@ impl Server {
         let sandbox = SandboxFacilitator::new();
         let url = format!("http://{}", serve(sandbox.router()).await);
         let after = after(&sandbox);
-        Self::with_sandbox(sandbox, url, channels, None, configure, Some(after)).await
+        Self::with_sandbox(sandbox, url, channels, None, configure, Some(after), None).await
     }
 
     /// This server stopped and started again at the same address (so at the same resource
@@ -181,11 +185,25 @@ impl Server {
             None,
             configure,
             Some(after),
+            None,
             listener,
         )
         .await
     }
 
+    /// A server whose core asks `first` before the sandbox (its facilitator pool: `first`,
+    /// then the sandbox), with a sandbox of its own.
+    pub(crate) async fn pooled(
+        channels: Arc<dyn ChannelStore>,
+        first: Arc<dyn Facilitator>,
+    ) -> Self {
+        let sandbox = SandboxFacilitator::new();
+        let url = format!("http://{}", serve(sandbox.router()).await);
+        let configure: Configure = Box::new(|scheme| scheme);
+        Self::with_sandbox(sandbox, url, channels, None, configure, None, Some(first)).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
     async fn with_sandbox(
         sandbox: SandboxFacilitator,
         url: String,
@@ -193,11 +211,16 @@ impl Server {
         terms: Option<ChannelOffer>,
         configure: Configure,
         after: Option<After>,
+        first: Option<Arc<dyn Facilitator>>,
     ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        Self::with_listener(sandbox, url, channels, terms, configure, after, listener).await
+        Self::with_listener(
+            sandbox, url, channels, terms, configure, after, first, listener,
+        )
+        .await
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn with_listener(
         sandbox: SandboxFacilitator,
         url: String,
@@ -205,6 +228,7 @@ impl Server {
         terms: Option<ChannelOffer>,
         configure: Configure,
         after: Option<After>,
+        first: Option<Arc<dyn Facilitator>>,
         listener: tokio::net::TcpListener,
     ) -> Self {
         let facilitator = HttpFacilitator::new(&url).unwrap();
@@ -216,8 +240,13 @@ impl Server {
                 .unwrap(),
         };
         let accept = terms.usdc(&usdc, AtomicAmount(AMOUNT), PAY_TO);
-        let payments = configure(BatchSettlement::new(Arc::clone(&channels)))
-            .register(Payments::new(facilitator));
+        let core = match first {
+            Some(first) => Payments::with_facilitators(
+                Facilitators::new("first", first).then("sandbox", Arc::new(facilitator)),
+            ),
+            None => Payments::new(facilitator),
+        };
+        let payments = configure(BatchSettlement::new(Arc::clone(&channels))).register(core);
         let payments = match after {
             Some(after) => after(payments),
             None => payments,
