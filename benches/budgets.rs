@@ -52,8 +52,11 @@ pub(crate) const CHALLENGE_PATH: u64 = 4_280;
 /// header looked up by its name (`header_field`); 11,786 with the resource marked as the URI by one
 /// byte. What remains: the plain challenge's path (4,133), `http`'s check of the header's 2,840
 /// bytes (2,121), the hook's rest (2,222, the MAC 909 of it), the copies and base64 of
-/// the splice (1,540), the allocator, and dropping the extended offer (11,782 after merging).
-pub(crate) const CHALLENGE_SIGN_IN_PATH: u64 = 11_900;
+/// the splice (1,540), the allocator, and dropping the extended offer (11,782 after merging;
+/// 11,839 on main before the hooks declared the request's stage; 11,906 after, with the hooks'
+/// gate asking only the hooks that declare `HookStages::REQUEST`, each hook's prebuilt challenge
+/// owned by a handle of its own, and the layer's gate in a module of its own, +0.6 %).
+pub(crate) const CHALLENGE_SIGN_IN_PATH: u64 = 12_100;
 /// Decoding a `PAYMENT-SIGNATURE` header and matching it against the offer.
 pub(crate) const DECODE_AND_MATCH: u64 = 16_700;
 /// A paid request, verified and settled by an in-process facilitator that answers at once
@@ -114,8 +117,11 @@ pub(crate) const PAID_OBSERVED_PATH: u64 = 44_800;
 /// 57,551 with the settlement's futures holding each value once, as `paid`'s; 55,835 with every
 /// block under glibc's per-thread cache and the memory store's answers unallocated, as
 /// `paid`'s; 57,275 with a paid request's body bound to its payment and the schemes' own
-/// verification and settlement steps, a regression of 2.6 % still to be won back: a settlement
-/// future of the metered path grew past an allocation size class).
+/// verification and settlement steps, a regression of 2.6 %: a settlement future of the metered
+/// path grew past an allocation size class; 57,225 on main then, 57,327 with the hooks' stages,
+/// the module graph cut and the one clock; 56,598 with a charge of zero and a charge above the
+/// maximum settled in boxed futures of their own, so that the settlement's future holds the
+/// `/settle` path alone — 763 above 55,835 still).
 pub(crate) const PAID_UPTO_PATH: u64 = 57_500;
 /// A payment channel's voucher request (`batch-settlement`), the channel opened beforehand: the
 /// voucher verified locally (its EIP-712 digest and one ECDSA public-key recovery with

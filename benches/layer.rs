@@ -11,9 +11,11 @@
 //! - `replayed`: a payment that already settled, answered from its record;
 //! - `paid_sandbox`: verify and settle through the sandbox facilitator, which recovers a real
 //!   secp256k1 signature twice (the signature is made outside the timed part);
-//! - `catalog_lookup`: pricing 45 SKUs by path with a `PriceTable`.
+//! - `catalog_lookup`: pricing 45 SKUs by path with a `HashMap` of paths to offers.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
@@ -23,7 +25,7 @@ use http_body_util::Full;
 use tower::{Service, ServiceBuilder, ServiceExt};
 use tower_x402::Offer;
 use tower_x402::X402Layer;
-use tower_x402::pricing::{PriceTable, Pricing};
+use tower_x402::pricing::Pricing;
 use tower_x402_benches::{
     InstantFacilitator as Instant, PAY_TO, inner, offer, request, unsigned_payment,
 };
@@ -116,7 +118,7 @@ fn per_request(c: &mut Criterion) {
 }
 
 fn catalog_lookup(c: &mut Criterion) {
-    let mut table = PriceTable::new();
+    let mut table = HashMap::new();
     for index in 0..45 {
         let offer = Offer::builder(ResourceInfo::new(format!(
             "https://shop.example/api/x402/sku-{index}"
@@ -128,7 +130,7 @@ fn catalog_lookup(c: &mut Criterion) {
         )
         .build()
         .expect("offer");
-        table.insert(format!("/api/x402/sku-{index}"), offer);
+        table.insert(format!("/api/x402/sku-{index}"), Arc::new(offer));
     }
     let (parts, ()) = Request::get("/api/x402/sku-44")
         .body(())

@@ -43,5 +43,5 @@ pub use facilitator::{Facilitator, FacilitatorError};
 pub use layer::{X402, X402Layer};
 pub use payment::{Charge, Refusal, SettledPayment, VerifiedPayment};
 pub use paywall_page::PaywallPage;
-pub use pricing::{Offer, Price, PriceTable, Pricing, SettlementMode};
+pub use pricing::{Offer, Price, Pricing, SettlementMode};
 pub use settlement::{MemorySettlementStore, PaymentKey, Reconciler, SettlementStore};

@@ -334,6 +334,45 @@ async fn slow_facilitator_times_out() {
 }
 
 #[tokio::test]
+async fn a_timeout_of_duration_max_sets_no_deadline() {
+    let fake = Fake::start().await;
+    fake.answer(
+        Endpoint::Verify,
+        Reply::json(500, json!({"error": "boom"})).after(Duration::from_millis(50)),
+    );
+    fake.answer(
+        Endpoint::Settle,
+        Reply::json(200, settled()).after(Duration::from_millis(300)),
+    );
+    let facilitator = fake
+        .builder()
+        .verify_timeout(Duration::MAX)
+        .settle_timeout(Duration::MAX)
+        .retry_base_delay(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    // Answered, however long it takes: no deadline, and a retry is not cut short by one.
+    let settlement = facilitator.settle(&request()).await.unwrap();
+    assert!(settlement.success);
+    let error = facilitator.verify(&request()).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            FacilitatorError::Status {
+                endpoint: Endpoint::Verify,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert_eq!(
+        (fake.hits(Endpoint::Verify), fake.hits(Endpoint::Settle)),
+        (3, 1),
+        "/verify retried up to its attempts, /settle sent once"
+    );
+}
+
+#[tokio::test]
 async fn facilitator_that_is_down_is_unreachable() {
     // Bind and release a port so that nothing listens on it.
     let addr = tokio::net::TcpListener::bind("127.0.0.1:0")

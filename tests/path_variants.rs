@@ -1,5 +1,5 @@
 //! Paths that differ from a priced route only in spelling must never reach paid content unpaid,
-//! when the layer is used as the docs show: on the route itself, or as a `PriceTable` on an axum
+//! when the layer is used as the docs show: on the route itself, or as a path table on an axum
 //! router (both match the raw path).
 
 mod common;
@@ -11,7 +11,6 @@ use axum::routing::get;
 use common::*;
 use http::{Request, StatusCode};
 use tower::ServiceExt;
-use tower_x402::pricing::PriceTable;
 use tower_x402::{SettlementMode, VerifiedPayment, X402Layer};
 
 const SECRET: &str = "paid content";
@@ -75,7 +74,7 @@ async fn price_table_on_a_router_cannot_be_bypassed_by_spelling() {
         "https://shop.example/premium/report",
         SettlementMode::Before,
     );
-    let table = PriceTable::new().with("/premium/report", offer);
+    let table = std::collections::HashMap::from([("/premium/report".to_owned(), offer)]);
     let app = Router::new()
         .route("/premium/report", get(|| async { SECRET }))
         .route(

@@ -13,7 +13,6 @@ use http::header::{
     ACCESS_CONTROL_EXPOSE_HEADERS, CACHE_CONTROL, CONTENT_TYPE, HeaderName, HeaderValue,
 };
 use tower_x402::Offer;
-use tower_x402::payment::Payments;
 use tower_x402::{Charge, HttpFacilitator, SettlementMode, X402Layer};
 use tower_x402_benches::{METERED_CHARGE, offer_with, upto_offer};
 use x402_wire::{UsdcDeployment, header};
@@ -54,8 +53,8 @@ pub(crate) async fn router(facilitator: &str, part: Part) -> Result<Router, Stri
     let channels = HttpFacilitator::new(facilitator)
         .map_err(|error| format!("facilitator client: {error}"))?;
     let channels = channel::routes(&std::sync::Arc::new(channels)).await?;
-    let client = HttpFacilitator::builder(facilitator)
-        .http2(part.http2())
+    let client = part
+        .deadlines(HttpFacilitator::builder(facilitator).http2(part.http2()))
         .build()
         .map_err(|error| format!("facilitator client: {error}"))?;
     let after = offer_with(&UsdcDeployment::BASE, SettlementMode::After);
@@ -66,9 +65,9 @@ pub(crate) async fn router(facilitator: &str, part: Part) -> Result<Router, Stri
     // The stub's facilitator in this process, its `/stats` served beside the routes.
     let in_process = part.facilitator_in_process().then(crate::stub::facilitator);
     let payments = match &in_process {
-        Some(facilitator) => Payments::new(facilitator.clone()),
-        None if part.reqwest_plain() => Payments::new(PlainClient::new(facilitator)?),
-        None => Payments::new(client),
+        Some(facilitator) => part.core(facilitator.clone()),
+        None if part.reqwest_plain() => part.core(PlainClient::new(facilitator)?),
+        None => part.core(client),
     };
     let payments = part.apply(payments);
     let challenge = challenge_response(&after)?;

@@ -4,9 +4,12 @@
 //! API are here.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tower_x402::BoxFuture;
-use tower_x402::facilitator::{Endpoint, Facilitator, FacilitatorError};
+use tower_x402::facilitator::{
+    DEFAULT_LABEL, Endpoint, Facilitator, FacilitatorError, Facilitators, HttpFacilitatorBuilder,
+};
 use tower_x402::payment::Payments;
 use tower_x402::settlement::{
     LedgerEntry, MemorySettlementStore, PaymentKey, PaymentState, SettlementStore, StoreError,
@@ -41,6 +44,14 @@ pub(crate) enum Part {
     /// deadline, retry, auth or redirect policy of its own (as x402-axum's client works). What
     /// tower-x402's client costs on the clock beyond the HTTP calls themselves.
     ReqwestPlain,
+    /// Every guarantee x402-axum does not give switched off through the core's configuration:
+    /// no deadline on a facilitator call (`HttpFacilitatorBuilder::verify_timeout` and
+    /// `settle_timeout` at `Duration::MAX`), no `x402.verify` and `x402.settle` spans
+    /// (`Facilitators::tracing_spans(false)`), a settlement dropped with its request
+    /// (`Payments::settlement_outlives_request(false)`), no memory of refused payments nor of
+    /// recent settlements (`refusal_memory(Duration::ZERO)`, `recent_settlements(0)`), and the
+    /// ledger that keeps nothing of [`LedgerNoop`](Part::LedgerNoop). Never for production.
+    GuaranteesOff,
 }
 
 impl Part {
@@ -59,11 +70,34 @@ impl Part {
         self == Part::ReqwestPlain
     }
 
+    /// `builder` with this variant's deadlines: none at all in [`GuaranteesOff`](Part::GuaranteesOff).
+    pub(crate) fn deadlines(self, builder: HttpFacilitatorBuilder) -> HttpFacilitatorBuilder {
+        match self {
+            Part::GuaranteesOff => builder
+                .verify_timeout(Duration::MAX)
+                .settle_timeout(Duration::MAX),
+            _ => builder,
+        }
+    }
+
+    /// The core for `facilitator`, with this variant's spans: none in
+    /// [`GuaranteesOff`](Part::GuaranteesOff).
+    pub(crate) fn core(self, facilitator: impl Facilitator) -> Payments {
+        let facilitators = Facilitators::new(DEFAULT_LABEL, Arc::new(facilitator))
+            .tracing_spans(self != Part::GuaranteesOff);
+        Payments::with_facilitators(facilitators)
+    }
+
     /// `payments` with this variant's ledger and observers.
     pub(crate) fn apply(self, payments: Payments) -> Payments {
         match self {
             Part::Full | Part::Http2 | Part::FacilitatorInProcess | Part::ReqwestPlain => payments,
             Part::LedgerNoop => payments.settlement_store(NoLedger),
+            Part::GuaranteesOff => payments
+                .settlement_store(NoLedger)
+                .recent_settlements(0)
+                .refusal_memory(Duration::ZERO)
+                .settlement_outlives_request(false),
             Part::LedgerSmall => payments.settlement_store(MemorySettlementStore::new(1)),
             Part::Events => payments.hook(PaymentCounter::default()),
         }

@@ -17,9 +17,9 @@
 # paid path taken apart: tower-x402's app in a process of its own once per variant
 # (`x402-load app --part NAME`: the full path, then one part replaced at a time) and x402-axum,
 # paid requests only, in interleaved rounds, with app CPU, context switches and (where
-# `perf stat` can count them) cache misses per request; one more variant, `guarantees-off`, is
-# the same app built from a copy of this tree with benches/load/guarantees-off.patch applied
-# (benches/load/guarantees-off.sh). Every process starts afresh, from a copy of its binary, at
+# `perf stat` can count them) cache misses per request, the last variant, `guarantees-off`,
+# with every guarantee x402-axum does not give switched off through the core's configuration.
+# Every process starts afresh, from a copy of its binary, at
 # each round (`--respawn`).
 # `channel` runs wrk against the app paid with payment-channel vouchers (`paid_channel`), one
 # channel per connection, each request with a voucher of its own signed before the run, beside
@@ -68,13 +68,9 @@ for arg in "$@"; do
     if [ "$arg" = "--parts" ]; then
         cargo build --release --quiet --locked --manifest-path benches/peers/Cargo.toml
         peers=(--peers-only --respawn --only paid --cache-misses)
-        for part in full ledger-noop ledger-small events http2 reqwest-plain facilitator-in-process; do
+        for part in full ledger-noop ledger-small events http2 reqwest-plain facilitator-in-process guarantees-off; do
             peers+=(--peer "tower-x402:$part=self:$part")
         done
-        # The same app built from a copy of this tree with guarantees-off.patch applied.
-        off="${CARGO_TARGET_DIR:-target}/guarantees-off"
-        bash benches/load/guarantees-off.sh "$off"
-        peers+=(--peer "tower-x402:guarantees-off=$off/target/release/x402-load app --part ledger-noop")
         peers+=(--peer "x402-axum=$peer_bin/peer-x402-axum")
     elif [ "$arg" = "--peers" ]; then
         cargo build --release --quiet --locked --manifest-path benches/peers/Cargo.toml

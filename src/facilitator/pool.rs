@@ -60,6 +60,8 @@ pub struct Facilitators {
     pause: Duration,
     /// Told of every breaker's state ([`on_breaker`](Self::on_breaker)).
     observer: Option<BreakerObserver>,
+    /// Whether each call runs in an `x402.verify` or `x402.settle` span.
+    spans: bool,
 }
 
 /// A function told a facilitator's label and whether its breaker is open.
@@ -112,6 +114,7 @@ impl Facilitators {
             failures_to_open: DEFAULT_FAILURES_TO_OPEN,
             pause: DEFAULT_PAUSE,
             observer: None,
+            spans: true,
         }
     }
 
@@ -135,6 +138,46 @@ impl Facilitators {
     pub fn pause(mut self, pause: Duration) -> Self {
         self.pause = pause;
         self
+    }
+
+    /// Whether each `/verify` and `/settle` runs in a tracing span (`x402.verify`, with the
+    /// payment's network and scheme; `x402.settle`, with the facilitator's label too). On by
+    /// default; off, a call costs no span even under a subscriber that records them (what the
+    /// load benchmark's variant without the guarantees measures).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tower_x402::facilitator::{Facilitator, Facilitators};
+    /// # fn demo(facilitator: Arc<dyn Facilitator>) {
+    /// let quiet = Facilitators::new("default", facilitator).tracing_spans(false);
+    /// # let _ = quiet;
+    /// # }
+    /// ```
+    pub fn tracing_spans(mut self, enabled: bool) -> Self {
+        self.spans = enabled;
+        self
+    }
+
+    /// The span a `/verify` of `request` runs in ([`tracing_spans`](Self::tracing_spans)).
+    pub(crate) fn verify_span(&self, request: &FacilitatorRequest) -> tracing::Span {
+        if !self.spans {
+            return tracing::Span::none();
+        }
+        let requirement = request.payment_requirements();
+        tracing::info_span!("x402.verify", network = %requirement.network, scheme = %requirement.scheme)
+    }
+
+    /// The span a `/settle` of `request` at `member` runs in.
+    pub(crate) fn settle_span(
+        &self,
+        member: &Member,
+        request: &FacilitatorRequest,
+    ) -> tracing::Span {
+        if !self.spans {
+            return tracing::Span::none();
+        }
+        let requirement = request.payment_requirements();
+        tracing::info_span!("x402.settle", network = %requirement.network, scheme = %requirement.scheme, facilitator = %member.label)
     }
 
     /// Tells `observer` whether each facilitator's breaker is open: at once for every facilitator

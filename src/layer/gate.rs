@@ -16,7 +16,7 @@ use crate::payment::{
     Considering, Opening, Pass, Prelude, ProtectedRequest, Refusal, RequestDigest,
 };
 use crate::paywall_page;
-use crate::pricing::{Offer, PendingPrice, Price};
+use crate::pricing::{Offer, Price};
 
 /// What the payment core decided, in the layer's terms.
 pub(super) enum Gate {
@@ -50,7 +50,7 @@ pub(super) fn gate(
 #[cold]
 fn priced_later(
     config: &Arc<Config>,
-    pending: PendingPrice,
+    pending: BoxFuture<'static, Price>,
     parts: &http::request::Parts,
     body: Option<&BodySeen>,
 ) -> BoxFuture<'static, Gate> {
@@ -67,14 +67,7 @@ fn priced_later(
     head.version = parts.version;
     head.headers = parts.headers.clone();
     Box::pin(async move {
-        let price = match pending.take() {
-            Some(price) => price.await,
-            None => Price::NotSold {
-                status: http::StatusCode::INTERNAL_SERVER_ERROR,
-                message: "this request's price was already used by another request".into(),
-            },
-        };
-        match price {
+        match pending.await {
             Price::Free => Gate::Granted(http::Extensions::new()),
             Price::Charge(offer) => match begin_digested(&config, offer, &head, request) {
                 Start::Respond(response) => Gate::Refuse(response),

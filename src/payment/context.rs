@@ -125,8 +125,7 @@ impl PaymentContext<'_> {
     /// context answers a [`RefusalKind::ServerFault`]).
     pub async fn verify_at_facilitator(&self) -> Result<VerifyResponse, Refusal> {
         let core = self.core.ok_or_else(not_a_step)?;
-        let requirement = self.request.payment_requirements();
-        let span = tracing::info_span!("x402.verify", network = %requirement.network, scheme = %requirement.scheme);
+        let span = core.facilitators.verify_span(self.request);
         let (verifier, verified) = core
             .facilitators
             .verify(self.request)
@@ -253,8 +252,7 @@ async fn settle_once(
     member: &Member,
     request: &FacilitatorRequest,
 ) -> SettleAnswer {
-    let requirement = request.payment_requirements();
-    let span = tracing::info_span!("x402.settle", network = %requirement.network, scheme = %requirement.scheme, facilitator = %member.label);
+    let span = facilitators.settle_span(member, request);
     match facilitators.settle(member, request).instrument(span).await {
         Ok(settlement) if settlement.success => SettleAnswer::Settled(settlement),
         Ok(settlement) => SettleAnswer::Refused(settlement),

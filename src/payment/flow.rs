@@ -356,7 +356,7 @@ impl Payments {
                 return verified;
             }
         }
-        let span = tracing::info_span!("x402.verify", network = %requirement.network, scheme = %requirement.scheme);
+        let span = self.facilitators.verify_span(request);
         let (verifier, verified) = self.facilitators.verify(request).instrument(span).await;
         let failed = match verified {
             Ok(verified) if verified.is_valid => return Ok((Some(verifier), verified)),

@@ -220,41 +220,12 @@ impl Cleared {
                 charged: amount,
                 maximum,
             };
-            return Err(self.refuse(refusal).await);
+            // Boxed: a bug in the work, kept out of every settlement's future.
+            return Err(Box::pin(self.refuse(refusal)).await);
         }
         if amount.get() == 0 && !scheme.settles_zero() {
-            let ClearedParts {
-                payments,
-                payment,
-                hold,
-                mut cancel,
-                _guard: guard,
-                ..
-            } = *self.0;
-            // Charged nothing, by the work's choice: served, not cancelled.
-            cancel.disarm();
-            // Not carried across the release: the settlement's future stays small.
-            let mut paid = Paid::new(payment, Some(guard));
-            ledger::release(&payments, &hold).await;
-            // Never settled: the scheme lets go of what it held (boxed: only a scheme's payment
-            // with notes takes this path).
-            if !paid.0.payment.notes.is_empty() {
-                Box::pin(payments.release_notes(&mut paid.0.payment)).await;
-            }
-            tracing::debug!(key = %hold.key, "metered charge of zero: nothing settled, the authorization stays unused");
-            let payment = &mut paid.0.payment;
-            payment.settlement = Some(SettleResponse {
-                success: true,
-                error_reason: None,
-                error_message: None,
-                transaction: String::new(),
-                network: payment.requirement.network.clone(),
-                payer: payment.payer.clone(),
-                amount: Some(amount),
-                extensions: None,
-                extra: None,
-            });
-            return Ok(paid);
+            // Boxed: a charge of zero is the rare path, kept out of every settlement's future.
+            return Box::pin(self.settle_nothing(amount)).await;
         }
         let mut cleared = self;
         let scheme = cleared
@@ -266,6 +237,43 @@ impl Cleared {
             cleared.0.intent.request = Arc::new(charged);
         }
         cleared.settle().await
+    }
+
+    /// A metered charge of zero, by the work's choice: served, nothing settled, the payment
+    /// released (its authorization unused and usable again).
+    async fn settle_nothing(self, amount: AtomicAmount) -> Result<Paid, Refusal> {
+        let ClearedParts {
+            payments,
+            payment,
+            hold,
+            mut cancel,
+            _guard: guard,
+            ..
+        } = *self.0;
+        // Charged nothing, by the work's choice: served, not cancelled.
+        cancel.disarm();
+        // Not carried across the release: the settlement's future stays small.
+        let mut paid = Paid::new(payment, Some(guard));
+        ledger::release(&payments, &hold).await;
+        // Never settled: the scheme lets go of what it held (boxed: only a scheme's payment
+        // with notes takes this path).
+        if !paid.0.payment.notes.is_empty() {
+            Box::pin(payments.release_notes(&mut paid.0.payment)).await;
+        }
+        tracing::debug!(key = %hold.key, "metered charge of zero: nothing settled, the authorization stays unused");
+        let payment = &mut paid.0.payment;
+        payment.settlement = Some(SettleResponse {
+            success: true,
+            error_reason: None,
+            error_message: None,
+            transaction: String::new(),
+            network: payment.requirement.network.clone(),
+            payer: payment.payer.clone(),
+            amount: Some(amount),
+            extensions: None,
+            extra: None,
+        });
+        Ok(paid)
     }
 
     /// Resolves the payment once the work answered — the one way every adapter ends a cleared

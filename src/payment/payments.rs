@@ -77,6 +77,11 @@ pub struct Payments {
     pub(super) held_wait: Duration,
     /// Payments the facilitator recently found invalid.
     pub(super) refused: Arc<RefusedPayments>,
+    /// How many recent settlements are kept beside a custom store (none when 0).
+    recent_capacity: usize,
+    /// Whether a settlement goes on in a task of its own when its request is dropped
+    /// ([`settlement_outlives_request`](Self::settlement_outlives_request)).
+    pub(super) settlement_outlives_request: bool,
     /// The scheme's notes of payments in doubt, for their recovery.
     pub(super) held_notes: Arc<HeldNotes>,
 }
@@ -104,6 +109,8 @@ impl Payments {
             pending_pause: Duration::from_secs(1),
             held_wait: Duration::from_secs(5),
             refused: Arc::new(RefusedPayments::new(DEFAULT_REFUSAL_MEMORY)),
+            recent_capacity: RECENT_SETTLEMENTS,
+            settlement_outlives_request: true,
             held_notes: Arc::default(),
         }
     }
@@ -115,7 +122,8 @@ impl Payments {
     /// for a moment: the buyer's retry is answered, never charged again.
     pub fn settlement_store(mut self, store: impl SettlementStore) -> Self {
         self.store = Arc::new(store);
-        self.recent_settlements = Some(MemorySettlementStore::new(RECENT_SETTLEMENTS));
+        self.recent_settlements =
+            (self.recent_capacity > 0).then(|| MemorySettlementStore::new(self.recent_capacity));
         self
     }
 
@@ -157,6 +165,29 @@ impl Payments {
     /// from it — a payment with another signature is verified — and at most 4096 are kept.
     pub fn refusal_memory(mut self, lifetime: Duration) -> Self {
         self.refused = Arc::new(RefusedPayments::new(lifetime));
+        self
+    }
+
+    /// How many recent settlements the core keeps in memory beside a custom
+    /// [`settlement_store`](Self::settlement_store) (default 4096; 0 keeps none), so that a
+    /// payment that settled is still recognised — and answered from its record — when that
+    /// store fails to save or to answer. Called before or after `settlement_store`, alike.
+    pub fn recent_settlements(mut self, capacity: usize) -> Self {
+        self.recent_capacity = capacity;
+        if self.recent_settlements.is_some() {
+            self.recent_settlements = (capacity > 0).then(|| MemorySettlementStore::new(capacity));
+        }
+        self
+    }
+
+    /// Whether a settlement started for a request goes on, in a task of its own, when the
+    /// request is dropped (its client hung up) — the default — so that a retry of the same
+    /// payment waits for that outcome and is answered from it. `false` settles in place only:
+    /// dropped with the request, the settlement stops where it was, its *settling* intent left
+    /// for a retry or the reconciler to resolve (the payment *in doubt* meanwhile). Only for
+    /// measuring what the default costs; a server keeps it.
+    pub fn settlement_outlives_request(mut self, outlives: bool) -> Self {
+        self.settlement_outlives_request = outlives;
         self
     }
 

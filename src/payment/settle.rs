@@ -70,8 +70,12 @@ pub(super) fn settle<'a>(
                 (outcome, guard)
             })
         };
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => match Uncancellable::new(completion, runtime).await {
+        let runtime = match tokio::runtime::Handle::try_current() {
+            Ok(runtime) if config.settlement_outlives_request => Some(runtime),
+            _ => None,
+        };
+        match runtime {
+            Some(runtime) => match Uncancellable::new(completion, runtime).await {
                 Ok((outcome, guard)) => (outcome, Some(guard)),
                 Err(Panicked(error)) => {
                     // The settlement panicked: the intent stands, and a retry recovers the payment.
@@ -81,8 +85,8 @@ pub(super) fn settle<'a>(
                     (Err(refusal), None)
                 }
             },
-            // No runtime to outlive the request on: settle in place.
-            Err(_) => {
+            // No runtime to outlive the request on (or told not to): settle in place.
+            None => {
                 let (outcome, guard) = completion.await;
                 (outcome, Some(guard))
             }

@@ -12,7 +12,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use http::StatusCode;
 use http::request::Parts;
@@ -30,7 +30,6 @@ pub use spliced::ExtensionTemplate;
 pub(crate) use spliced::{Cached, with_rest_buffer};
 
 /// What one request costs; see the [module docs](self).
-#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum Price {
     /// Free: straight to the inner service.
@@ -46,9 +45,9 @@ pub enum Price {
         /// The `error` text of the JSON body.
         message: Cow<'static, str>,
     },
-    /// Known once a future resolves: a price read from a database, asked of a quota service.
-    /// Build it with [`Price::later`].
-    Later(PendingPrice),
+    /// Known once this future resolves: a price read from a database, asked of a quota
+    /// service. Build it with [`Price::later`].
+    Later(BoxFuture<'static, Price>),
 }
 
 impl Price {
@@ -76,7 +75,7 @@ impl Price {
     /// }
     /// ```
     pub fn later(price: impl Future<Output = Price> + Send + 'static) -> Self {
-        Self::Later(PendingPrice(Arc::new(Mutex::new(Some(Box::pin(price))))))
+        Self::Later(Box::pin(price))
     }
 
     /// [`Price::NotSold`] with 404 Not Found.
@@ -88,20 +87,18 @@ impl Price {
     }
 }
 
-/// The future of a [`Price::Later`]. Clones share it: the first to take it waits for it.
-#[derive(Clone)]
-pub struct PendingPrice(Arc<Mutex<Option<BoxFuture<'static, Price>>>>);
-
-impl PendingPrice {
-    /// The future, once: `None` when a clone took it already.
-    pub(crate) fn take(&self) -> Option<BoxFuture<'static, Price>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
-    }
-}
-
-impl fmt::Debug for PendingPrice {
+impl fmt::Debug for Price {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("PendingPrice")
+        match self {
+            Self::Free => f.write_str("Free"),
+            Self::Charge(offer) => f.debug_tuple("Charge").field(offer).finish(),
+            Self::NotSold { status, message } => f
+                .debug_struct("NotSold")
+                .field("status", status)
+                .field("message", message)
+                .finish(),
+            Self::Later(_) => f.write_str("Later(..)"),
+        }
     }
 }
 
@@ -122,7 +119,8 @@ impl From<Arc<Offer>> for Price {
 ///
 /// Implemented for closures over the request head that return a [`Price`] or an
 /// `Option<Arc<Offer>>` (`None` is free) — dynamic pricing, see [`from_fn`] — for `Arc<Offer>`
-/// and `Offer` (one price for everything behind the layer) and for [`PriceTable`]. A price that
+/// and `Offer` (one price for everything behind the layer) and for a `HashMap` of exact paths to
+/// offers (see its implementation below). A price that
 /// must be looked up asynchronously is a [`Price::later`].
 ///
 /// ```
@@ -237,7 +235,8 @@ where
     price
 }
 
-/// Offers by exact request path, whatever the method (a priced path is never free).
+/// Offers by exact request path, whatever the method (a priced path is never free); unlisted
+/// paths are free.
 ///
 /// The path is compared byte for byte with `uri.path()` as received — not decoded, not
 /// normalized — which is how axum's router matches routes too. So a variant such as
@@ -246,69 +245,21 @@ where
 /// router in front decodes or normalizes paths, price with a closure that applies the same rule.
 ///
 /// ```
-/// use tower_x402::pricing::PriceTable;
+/// use std::collections::HashMap;
+/// use std::sync::Arc;
+/// use tower_x402::pricing::{Price, Pricing};
 /// # use tower_x402::{Offer, proto::{ResourceInfo, UsdcDeployment}};
-/// # let offer = Offer::builder(ResourceInfo::new("https://shop.example/report"))
+/// # let offer = Arc::new(Offer::builder(ResourceInfo::new("https://shop.example/report"))
 /// #     .usdc(&UsdcDeployment::BASE, "1.00".parse().unwrap(), "0x209693Bc6afc0C5328bA36FaF03C514EF312287C")
-/// #     .build().unwrap();
-/// let table = PriceTable::new().with("/report", offer);
-/// assert_eq!(table.len(), 1);
+/// #     .build().unwrap());
+/// let table = HashMap::from([("/report".to_owned(), offer)]);
+/// let (report, _) = http::Request::get("/report").body(()).unwrap().into_parts();
+/// let (home, _) = http::Request::get("/").body(()).unwrap().into_parts();
+/// assert!(matches!(table.price(&report), Price::Charge(_)));
+/// assert!(matches!(table.price(&home), Price::Free));
 /// ```
-#[derive(Clone, Default)]
-pub struct PriceTable {
-    by_path: HashMap<String, Arc<Offer>>,
-}
-
-impl PriceTable {
-    /// An empty table: everything is free.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Prices `path` (exact, raw) with `offer`.
-    #[must_use]
-    pub fn with(mut self, path: impl Into<String>, offer: impl Into<Arc<Offer>>) -> Self {
-        self.insert(path, offer);
-        self
-    }
-
-    /// Prices `path` (exact, raw) with `offer`, replacing any earlier price.
-    pub fn insert(&mut self, path: impl Into<String>, offer: impl Into<Arc<Offer>>) {
-        self.by_path.insert(path.into(), offer.into());
-    }
-
-    /// The offer for `path`, if priced.
-    pub fn get(&self, path: &str) -> Option<&Arc<Offer>> {
-        self.by_path.get(path)
-    }
-
-    /// How many paths are priced.
-    pub fn len(&self) -> usize {
-        self.by_path.len()
-    }
-
-    /// Whether nothing is priced.
-    pub fn is_empty(&self) -> bool {
-        self.by_path.is_empty()
-    }
-
-    /// Every priced path and its offer, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &Arc<Offer>)> {
-        self.by_path
-            .iter()
-            .map(|(path, offer)| (path.as_str(), offer))
-    }
-}
-
-/// Unlisted paths are free.
-impl Pricing for PriceTable {
+impl<S: std::hash::BuildHasher + Send + Sync + 'static> Pricing for HashMap<String, Arc<Offer>, S> {
     fn price(&self, request: &Parts) -> Price {
-        self.by_path.get(request.uri.path()).cloned().into()
-    }
-}
-
-impl fmt::Debug for PriceTable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_set().entries(self.by_path.keys()).finish()
+        self.get(request.uri.path()).cloned().into()
     }
 }

@@ -140,18 +140,21 @@ impl HttpFacilitatorBuilder {
     }
 
     /// Longest time a `/verify` call may take, retries included (default 10 s).
+    /// `Duration::MAX` sets no deadline: the call waits as long as the facilitator takes.
     pub fn verify_timeout(mut self, timeout: Duration) -> Self {
         self.timeouts.verify = timeout;
         self
     }
 
     /// Longest time a `/settle` call may take (default 60 s: settlement waits for a block).
+    /// `Duration::MAX` sets no deadline: the call waits as long as the facilitator takes.
     pub fn settle_timeout(mut self, timeout: Duration) -> Self {
         self.timeouts.settle = timeout;
         self
     }
 
     /// Longest time a `/supported` fetch may take, retries included (default 10 s).
+    /// `Duration::MAX` sets no deadline: the call waits as long as the facilitator takes.
     pub fn supported_timeout(mut self, timeout: Duration) -> Self {
         self.timeouts.supported = timeout;
         self

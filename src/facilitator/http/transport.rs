@@ -43,7 +43,8 @@ impl Inner {
     ) -> Result<T, FacilitatorError> {
         let budget = self.timeouts.for_endpoint(endpoint);
         let mut started = Instant::now();
-        let deadline = started + budget;
+        // A budget too large to add (`Duration::MAX`) sets no deadline.
+        let deadline = started.checked_add(budget);
         let max_attempts = match endpoint {
             Endpoint::Settle => 1,
             Endpoint::Verify | Endpoint::Supported => self.retry.max_attempts,
@@ -52,15 +53,18 @@ impl Inner {
         let mut prompted_retry: Option<FacilitatorError> = None;
         loop {
             let pending = self.attempt(endpoint, body.clone(), started);
-            let outcome = match tokio::time::timeout_at(deadline, pending).await {
-                Ok(outcome) => outcome,
-                Err(_elapsed) => {
-                    tracing::debug!(%endpoint, attempt, ?budget, "facilitator call timed out");
-                    return Err(prompted_retry.unwrap_or(FacilitatorError::TimedOut {
-                        endpoint,
-                        after: budget,
-                    }));
-                }
+            let outcome = match deadline {
+                Some(deadline) => match tokio::time::timeout_at(deadline, pending).await {
+                    Ok(outcome) => outcome,
+                    Err(_elapsed) => {
+                        tracing::debug!(%endpoint, attempt, ?budget, "facilitator call timed out");
+                        return Err(prompted_retry.unwrap_or(FacilitatorError::TimedOut {
+                            endpoint,
+                            after: budget,
+                        }));
+                    }
+                },
+                None => pending.await,
             };
             let error = match outcome {
                 Outcome::Answer(answer) => return Ok(answer),
@@ -72,7 +76,7 @@ impl Inner {
             let Some(wait) = self.retry.delay(attempt, error.retry_after()) else {
                 return Err(error);
             };
-            if Instant::now() + wait >= deadline {
+            if deadline.is_some_and(|deadline| Instant::now() + wait >= deadline) {
                 return Err(error);
             }
             tracing::debug!(%endpoint, attempt, wait_ms = wait.as_millis(), %error, "retrying facilitator call");
