@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use http::StatusCode;
-use tower_x402::payment::{HookStages, PaymentHooks};
+use tower_x402::payment::{PaymentEvent, PaymentHooks};
 use tower_x402::proto::{FacilitatorRequest, SettleResponse, VerifyResponse};
 use tower_x402::settlement::{MemorySettlementStore, PaymentKey, PaymentState};
-use tower_x402::{BoxFuture, Facilitator, FacilitatorError, HttpFacilitator, Offer};
+use tower_x402::{BoxFuture, Facilitator, FacilitatorError, HttpFacilitator};
 use tower_x402_channels::{BatchSettlement, MemoryChannelStore};
 use tower_x402_sandbox::Step;
 
@@ -103,19 +103,13 @@ async fn deposits_vouchers_and_refunds_fail_over_in_the_cores_facilitator_pool()
 struct DoubtLog(Arc<Mutex<Vec<(PaymentKey, String)>>>);
 
 impl PaymentHooks for DoubtLog {
-    fn stages(&self) -> HookStages {
-        HookStages::NONE
-    }
-
-    fn considers_request(&self, _: &tower_x402::payment::ProtectedRequest<'_>) -> bool {
-        false
-    }
-
-    fn on_in_doubt(&self, _: &Offer, key: &PaymentKey, reason: &str) {
-        self.0
-            .lock()
-            .unwrap()
-            .push((key.clone(), reason.to_owned()));
+    fn observe(&self, event: &PaymentEvent<'_>) {
+        if let PaymentEvent::InDoubt { key, reason, .. } = *event {
+            self.0
+                .lock()
+                .unwrap()
+                .push((key.clone(), reason.to_owned()));
+        }
     }
 }
 
