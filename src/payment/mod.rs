@@ -110,6 +110,7 @@ mod ledger;
 mod missing;
 mod outcome;
 mod payments;
+mod permit2;
 mod record;
 mod refusal;
 mod refusals;

@@ -84,6 +84,20 @@ pub trait Scheme: Send + Sync + 'static {
         Ok(Fingerprint::of_proof(payload).into_shared())
     }
 
+    /// Refuses a new payment — one this core holds no record of — before it is verified, for
+    /// what only the time tells: `requirement` is the offer's accept it pays. `Some` answers it
+    /// at once, nothing verified nor moved, the payment released; a payment already settled or
+    /// in doubt is never asked. By default `None`. `exact` refuses a Permit2 permit past its
+    /// deadline here.
+    fn refuse_new(
+        &self,
+        requirement: &PaymentRequirements,
+        payload: &PaymentPayload,
+    ) -> Option<Refusal> {
+        let _ = (requirement, payload);
+        None
+    }
+
     /// Whether the work decides the amount settled, up to the requirement's amount (the
     /// signed maximum): the work sets a [`Charge`](super::Charge), the payment settles after
     /// the work and is never delivered twice. Otherwise (the default) the requirement's amount
@@ -210,7 +224,10 @@ pub trait Scheme: Send + Sync + 'static {
 }
 
 /// `exact`: a fixed price, paid with an EIP-3009 authorization (on EVM networks), the
-/// authorization the key.
+/// authorization the key, or with a Permit2 permit to the `exact` proxy
+/// (`extra.assetTransferMethod: "permit2"`), the owner's nonce the key. A permit for another
+/// amount, token, `payTo` or spender is refused before it is verified, and a new one past its
+/// deadline too.
 struct Exact;
 
 impl Scheme for Exact {
@@ -219,7 +236,22 @@ impl Scheme for Exact {
     }
 
     fn identify(&self, payload: &PaymentPayload) -> Result<Arc<str>, Refusal> {
-        Ok(Fingerprint::read_first(payload, false).0.into_shared())
+        let fingerprint = Fingerprint::read_first(payload, false).0;
+        if fingerprint.is_permit2() {
+            super::permit2::check_exact(payload)?;
+        }
+        Ok(fingerprint.into_shared())
+    }
+
+    fn refuse_new(
+        &self,
+        requirement: &PaymentRequirements,
+        payload: &PaymentPayload,
+    ) -> Option<Refusal> {
+        if !super::permit2::is_permit2(requirement) {
+            return None;
+        }
+        super::permit2::expired(payload, super::ledger::now_ms() / 1000)
     }
 }
 
