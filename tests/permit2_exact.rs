@@ -366,3 +366,32 @@ async fn a_buyer_with_no_allowance_pays_in_one_request_through_eip2612() {
     assert_eq!(body["error"], "eip2612_from_mismatch");
     assert_eq!(shop.balance(&other), START);
 }
+
+#[tokio::test]
+async fn an_offer_listing_both_methods_settles_the_one_the_payment_names() {
+    let sandbox = SandboxFacilitator::new();
+    let facilitator = HttpFacilitator::new(serve(sandbox.router()).await).unwrap();
+    let usdc = &UsdcDeployment::BASE_SEPOLIA;
+    let offer = Offer::builder(ResourceInfo::new("https://api.example.com/report"))
+        .usdc(usdc, "0.25".parse().unwrap(), PAY_TO)
+        .usdc_permit2(usdc, "0.25".parse().unwrap(), PAY_TO)
+        .build()
+        .unwrap();
+    let layer = X402Layer::new(facilitator, Arc::new(offer));
+    let shop = Shop {
+        base: serve(Router::new().route("/report", get(|| async { "the report" }).layer(layer)))
+            .await,
+        sandbox,
+    };
+    let mut challenge = shop.challenge().await;
+    assert_eq!(challenge.accepts.len(), 2);
+    // The two accepts differ only in their transfer method: pay the second, through Permit2.
+    challenge.accepts.remove(0);
+    let wallet = SandboxWallet::random();
+    let payment = wallet.pay(&challenge).unwrap();
+    let response = shop.buy(&payment).await;
+    assert_eq!(response.status(), 200);
+    let settled = &shop.sandbox.settlements()[0];
+    assert_eq!(settled.transfer_method, "permit2");
+    assert_eq!(shop.balance(&wallet), START - PRICE);
+}

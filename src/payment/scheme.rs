@@ -235,6 +235,20 @@ impl Scheme for Exact {
         "exact"
     }
 
+    /// The default fields, then the transfer method: an offer may list the same price in the
+    /// same token twice, through EIP-3009 and through Permit2, and a payment pays the one it
+    /// names.
+    fn mismatch(
+        &self,
+        own: &PaymentRequirements,
+        accepted: &PaymentRequirements,
+    ) -> Option<&'static str> {
+        own.mismatch(accepted).or_else(|| {
+            (super::permit2::is_permit2(own) != super::permit2::is_permit2(accepted))
+                .then_some("extra.assetTransferMethod")
+        })
+    }
+
     fn identify(&self, payload: &PaymentPayload) -> Result<Arc<str>, Refusal> {
         let fingerprint = Fingerprint::read_first(payload, false).0;
         if fingerprint.is_permit2() {
