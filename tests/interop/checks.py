@@ -35,11 +35,13 @@ def main() -> int:
         import siwx_checks
         import upto_checks
         import channels_checks
+        import permit2_checks
 
         services = store_checks.Services.from_env()
         sandbox_checks.register(suite, services.sandbox_facilitator)
         store_checks.register(suite, services)
         upto_checks.register(suite)  # metered payments: the example `metered`
+        permit2_checks.register(suite)  # `exact` through Permit2: the store with STORE_PERMIT2=1
         mcp_checks.register(suite)  # paid MCP tools: the example `paid_mcp`
         siwx_checks.register(suite, services)  # sign-in-with-x, both ways: the `siwx-proof` binary of `x402-buyer`
         # Payment channels: the example `channels`; last, as its final check stops the example.

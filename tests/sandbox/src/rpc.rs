@@ -15,6 +15,7 @@ use crate::eip712::parse_address;
 use crate::ledger::SandboxSettlement;
 
 mod payer;
+mod token;
 
 alloy_sol_types::sol! {
     /// EIP-1271: whether `signature` is valid for `hash`, asked of a smart-contract wallet.
@@ -198,6 +199,9 @@ impl Chain {
                 .sandbox
                 .batch_call(&self.network, &bytes)
                 .map_err(|message| (-32000, message))?;
+            return Ok(json!(alloy_primitives::hex::encode_prefixed(answer)));
+        }
+        if let Some(answer) = self.token_view(to, &bytes) {
             return Ok(json!(alloy_primitives::hex::encode_prefixed(answer)));
         }
         let Ok(authorizationStateCall { authorizer, nonce }) =
