@@ -41,6 +41,7 @@ fn offer(path: &str) -> Arc<Offer> {
         Offer::builder(ResourceInfo::new(format!("https://api.example.com{path}")))
             .usdc_permit2(usdc, "0.25".parse().unwrap(), PAY_TO)
             .eip2612_gas_sponsoring()
+            .erc20_approval_gas_sponsoring()
             .build()
             .unwrap(),
     )
@@ -394,4 +395,43 @@ async fn an_offer_listing_both_methods_settles_the_one_the_payment_names() {
     let settled = &shop.sandbox.settlements()[0];
     assert_eq!(settled.transfer_method, "permit2");
     assert_eq!(shop.balance(&wallet), START - PRICE);
+}
+
+#[tokio::test]
+async fn a_buyer_with_no_allowance_pays_in_one_request_through_a_signed_approve() {
+    let shop = shop(false).await;
+    let challenge = shop.challenge().await;
+    let extensions = challenge.extensions.as_ref().unwrap();
+    assert!(extensions.contains_key("erc20ApprovalGasSponsoring"));
+    let network = &challenge.accepts[0].network;
+    let wallet = SandboxWallet::random();
+    shop.sandbox
+        .set_permit2_allowance(network, &wallet.address(), 0)
+        .unwrap();
+
+    // An approve transaction signed by another key is refused; nothing moves.
+    let mut forged = wallet.pay(&challenge).unwrap();
+    SandboxWallet::random()
+        .sponsor_erc20_approval(&mut forged, 0)
+        .unwrap();
+    let response = shop.buy(&forged).await;
+    assert_eq!(response.status(), 402);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"], "erc20_approval_from_mismatch");
+    assert_eq!(shop.balance(&wallet), START);
+
+    // Its own signed approve(Permit2, max), broadcast by the facilitator, then the transfer.
+    let mut payment = wallet.pay(&challenge).unwrap();
+    wallet.sponsor_erc20_approval(&mut payment, 0).unwrap();
+    let response = shop.buy(&payment).await;
+    assert_eq!(response.status(), 200);
+    assert!(settlement(&response).success);
+    assert_eq!(shop.balance(&wallet), START - PRICE);
+    assert_eq!(
+        shop.sandbox
+            .permit2_allowance(network, &wallet.address())
+            .unwrap(),
+        u128::MAX,
+        "the transaction approved Permit2 for everything"
+    );
 }

@@ -183,7 +183,8 @@ pub(crate) fn check(
         }
     }
     let approval = match payload.sponsoring::<Eip2612Permit>(EIP2612_GAS_SPONSORING) {
-        None => None,
+        None => crate::erc20_approval::check(request, from, message.permitted.token, amount)
+            .map_err(|rejection| rejection.payer(payer.clone()))?,
         Some(info) => {
             let info = info.map_err(|error| {
                 reject(

@@ -239,11 +239,17 @@ impl Ledger {
         if payment.permit2 {
             // The sponsored approval first, then Permit2 spends from the allowance.
             let key = (payment.network.clone(), payment.asset, payment.from);
-            if let Some(Approval::Eip2612 { value, nonce }) = &payment.approval {
-                state.allowances.insert(key.clone(), *value);
-                state
-                    .permit_nonces
-                    .insert(key.clone(), nonce + U256::from(1));
+            match &payment.approval {
+                Some(Approval::Eip2612 { value, nonce }) => {
+                    state.allowances.insert(key.clone(), *value);
+                    state
+                        .permit_nonces
+                        .insert(key.clone(), nonce + U256::from(1));
+                }
+                Some(Approval::Erc20 { value }) => {
+                    state.allowances.insert(key.clone(), *value);
+                }
+                None => {}
             }
             let allowance = state.allowance(&key);
             if allowance != U256::MAX {
@@ -301,6 +307,7 @@ impl State {
                 }
                 *value
             }
+            Some(Approval::Erc20 { value }) => *value,
             None => self.allowance(&key),
         };
         if allowance < U256::from(payment.amount) {

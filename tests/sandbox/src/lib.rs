@@ -60,6 +60,7 @@ mod buy;
 mod clock;
 pub mod demo;
 mod eip712;
+mod erc20_approval;
 mod exact_permit2;
 mod facilitator;
 mod ledger;

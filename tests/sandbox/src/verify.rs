@@ -71,6 +71,12 @@ pub(crate) enum Approval {
         /// The owner's nonce it spends.
         nonce: U256,
     },
+    /// A signed ERC-20 `approve(Permit2, value)` transaction (`erc20ApprovalGasSponsoring`),
+    /// broadcast by the facilitator: sets the allowance to `value`.
+    Erc20 {
+        /// The allowance granted.
+        value: U256,
+    },
 }
 
 impl Authorized {
