@@ -335,10 +335,8 @@ impl Payments {
     ) -> Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed> {
         // Made for each step that asks for it: not carried across `/verify`.
         let context = || PaymentContext::new(offer, offer.resource_url(), key, request);
-        let requirement = request.payment_requirements();
-        let scheme = self.schemes.get(&requirement.scheme);
         // What only the time tells (a permit past its deadline), before anyone verifies it.
-        if let Some(refusal) = scheme.refuse_new(requirement, request.payment_payload()) {
+        if let Some(refusal) = self.refuse_new(request) {
             return Err(VerifyFailed::Hook(refusal));
         }
         if self.hooks.take_part(HookStages::BEFORE_VERIFY) {
@@ -349,6 +347,7 @@ impl Payments {
                 Decision::Abort(refusal) => return Err(VerifyFailed::Hook(refusal)),
             }
         }
+        let requirement = request.payment_requirements();
         let registered = self.schemes.registered(&requirement.scheme).is_some();
         if registered {
             // Boxed: only a scheme registered from outside takes this path.

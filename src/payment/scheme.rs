@@ -317,6 +317,19 @@ impl Scheme for Unregistered {
     }
 }
 
+impl super::Payments {
+    /// The scheme's refusal of a new payment before it is verified
+    /// ([`Scheme::refuse_new`]); a function of its own, so that the verification's future
+    /// carries nothing of it.
+    #[inline(never)]
+    pub(super) fn refuse_new(&self, request: &FacilitatorRequest) -> Option<Refusal> {
+        let requirement = request.payment_requirements();
+        self.schemes
+            .get(&requirement.scheme)
+            .refuse_new(requirement, request.payment_payload())
+    }
+}
+
 /// How many schemes every core starts with (`exact`, `upto`), first in [`Schemes`].
 const BUILT_IN: usize = 2;
 
