@@ -90,7 +90,9 @@ pub(crate) const DECODE_AND_MATCH: u64 = 16_700;
 /// `pay`, 1,168 → 928 bytes — and the memory store answering a write or an absent entry with a
 /// future of no size, boxed without an allocation; 43,480 with a paid request's body bound to
 /// its payment — a bodiless request reads nothing — and the schemes' own verification and
-/// settlement steps asked of registered schemes only).
+/// settlement steps asked of registered schemes only; 43,746 with `exact` paid through Permit2
+/// beside EIP-3009 — the accept's transfer method compared when a payment is matched, scanning
+/// `extra` rather than hashing a key, and the scheme asked whether it refuses a new payment).
 pub(crate) const PAID_PATH: u64 = 43_800;
 /// The paid request of `PAID_PATH` with one hook observing it, as a metrics hook does: it counts
 /// the payments received and settled, and declares only the settlement's end among the
@@ -121,8 +123,10 @@ pub(crate) const PAID_OBSERVED_PATH: u64 = 44_800;
 /// path grew past an allocation size class; 57,225 on main then, 57,327 with the hooks' stages,
 /// the module graph cut and the one clock; 56,598 with a charge of zero and a charge above the
 /// maximum settled in boxed futures of their own, so that the settlement's future holds the
-/// `/settle` path alone — 763 above 55,835 still).
-pub(crate) const PAID_UPTO_PATH: u64 = 57_500;
+/// `/settle` path alone; then `exact` paid through Permit2 — the permit's witness read with an
+/// optional `facilitator`, since an `exact` permit's has none and both are keyed alike, and the
+/// scheme asked whether it refuses a new payment).
+pub(crate) const PAID_UPTO_PATH: u64 = 57_700;
 /// A payment channel's voucher request (`batch-settlement`), the channel opened beforehand: the
 /// voucher verified locally (its EIP-712 digest and one ECDSA public-key recovery with
 /// libsecp256k1, compared with the channel's payer authorizer; the cumulative check), the inner

@@ -86,15 +86,15 @@ async fn proven(
 }
 
 /// Whether the payment's authorization can no longer be used (EIP-3009 `validBefore` or the
-/// Permit2 `deadline` of an `upto` permit passed). Payments of other schemes never count as
+/// Permit2 `deadline` of an `exact` or `upto` permit passed). Payments of other schemes never count as
 /// expired, so they are never released on a reconciler's word alone.
 fn authorization_expired(request: &FacilitatorRequest) -> bool {
     let payload = request.payment_payload();
     let last_second = match payload.exact_evm() {
         Ok(evm) => evm.authorization.valid_before.parse::<u64>().ok(),
         // Permit2 accepts the permit while `block.timestamp <= deadline`.
-        Err(_) => payload.upto_evm().ok().and_then(|upto| {
-            let deadline = upto.permit2_authorization.deadline.parse::<u64>().ok()?;
+        Err(_) => payload.exact_permit2().ok().and_then(|permit| {
+            let deadline = permit.permit2_authorization.deadline.parse::<u64>().ok()?;
             deadline.checked_add(1)
         }),
     };
@@ -122,7 +122,7 @@ pub(super) async fn in_doubt(
             // A Permit2 permit, in the same terms: its deadline is the authorization's end.
             let upto = request
                 .payment_payload()
-                .upto_evm()
+                .exact_permit2()
                 .ok()?
                 .permit2_authorization;
             Some(x402_wire::Eip3009Authorization {

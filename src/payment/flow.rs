@@ -340,6 +340,10 @@ impl Payments {
     ) -> Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed> {
         // Made for each step that asks for it: not carried across `/verify`.
         let context = || PaymentContext::new(offer, offer.resource_url(), key, request);
+        // What only the time tells (a permit past its deadline), before anyone verifies it.
+        if let Some(refusal) = self.refuse_new(request) {
+            return Err(VerifyFailed::Hook(refusal));
+        }
         if self.hooks.take_part(HookStages::BEFORE_VERIFY) {
             match Box::pin(self.hooks.before_verify(&context())).await {
                 Decision::Continue => {}

@@ -113,6 +113,7 @@ mod missing;
 mod notes;
 mod outcome;
 mod payments;
+mod permit2;
 mod record;
 mod refusal;
 mod refusals;

@@ -26,6 +26,7 @@ use crate::settlement::StoreError;
 /// | [`UsedForAnotherRequest`](Self::UsedForAnotherRequest) | [`Conflict`](RefusalKind::Conflict) | 409, `error: "payment_used_for_another_request"`; the recorded `PAYMENT-RESPONSE` when settled |
 /// | [`AlreadyDelivered`](Self::AlreadyDelivered) | [`Conflict`](RefusalKind::Conflict) | 409, `error: "payment_already_delivered"`; the recorded `PAYMENT-RESPONSE` |
 /// | [`PermitAmountMismatch`](Self::PermitAmountMismatch) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge; nothing verified |
+/// | [`PermitMismatch`](Self::PermitMismatch) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge; nothing verified |
 /// | [`Facilitator`](Self::Facilitator) unavailable | [`RetrySamePayment`](RefusalKind::RetrySamePayment) | 503, `Retry-After` |
 /// | [`Facilitator`](Self::Facilitator) answered wrongly | [`UpstreamFault`](RefusalKind::UpstreamFault) | 502 |
 /// | [`SettlementRefused`](Self::SettlementRefused) | [`PaymentRequired`](RefusalKind::PaymentRequired) | 402, the challenge, the failure in `PAYMENT-RESPONSE` |
@@ -89,6 +90,13 @@ pub enum Refusal {
     /// The amount a metered (`upto`) payment's Permit2 permit signs differs from the offer's
     /// maximum it names in `accepted`. Refused before verification.
     PermitAmountMismatch,
+    /// An `exact` Permit2 permit does not pay the accept it names: it signs another amount,
+    /// token (`permitted.token`), recipient (`witness.to`) or spender than the accept's
+    /// amount, asset, `payTo` and the `exact` proxy. Refused before verification.
+    PermitMismatch {
+        /// The permit's field that differs: `amount`, `token`, `payTo` or `spender`.
+        field: &'static str,
+    },
     /// The facilitator gave no usable answer. Nothing settled unless this came from `/settle`,
     /// where the money may or may not have moved: the client is asked to retry the same payment.
     Facilitator(FacilitatorError),
@@ -162,6 +170,7 @@ impl Refusal {
             | Self::InvalidPayment { .. }
             | Self::SettledForAnotherResource
             | Self::PermitAmountMismatch
+            | Self::PermitMismatch { .. }
             | Self::SettlementRefused(_)
             | Self::AuthorizationExpired
             | Self::Corrected { .. } => RefusalKind::PaymentRequired,
@@ -230,6 +239,11 @@ impl fmt::Display for Refusal {
             Self::PermitAmountMismatch => f.write_str(
                 "the permit's signed amount differs from the accepted maximum: sign the \
                  maximum the offer names, written as decimal digits only",
+            ),
+            Self::PermitMismatch { field } => write!(
+                f,
+                "the permit's signed {field} differs from the accepted requirement's: sign a \
+                 permit to the exact Permit2 proxy for the accept's amount, asset and payTo"
             ),
             Self::Facilitator(failure) if failure.is_unavailable() => write!(
                 f,

@@ -84,6 +84,20 @@ pub trait Scheme: Send + Sync + 'static {
         Ok(Fingerprint::of_proof(payload).into_shared())
     }
 
+    /// Refuses a new payment — one this core holds no record of — before it is verified, for
+    /// what only the time tells: `requirement` is the offer's accept it pays. `Some` answers it
+    /// at once, nothing verified nor moved, the payment released; a payment already settled or
+    /// in doubt is never asked. By default `None`. `exact` refuses a Permit2 permit past its
+    /// deadline here.
+    fn refuse_new(
+        &self,
+        requirement: &PaymentRequirements,
+        payload: &PaymentPayload,
+    ) -> Option<Refusal> {
+        let _ = (requirement, payload);
+        None
+    }
+
     /// Whether the work decides the amount settled, up to the requirement's amount (the
     /// signed maximum): the work sets a [`Charge`](super::Charge), the payment settles after
     /// the work and is never delivered twice. Otherwise (the default) the requirement's amount
@@ -242,7 +256,10 @@ pub trait Scheme: Send + Sync + 'static {
 }
 
 /// `exact`: a fixed price, paid with an EIP-3009 authorization (on EVM networks), the
-/// authorization the key.
+/// authorization the key, or with a Permit2 permit to the `exact` proxy
+/// (`extra.assetTransferMethod: "permit2"`), the owner's nonce the key. A permit for another
+/// amount, token, `payTo` or spender is refused before it is verified, and a new one past its
+/// deadline too.
 struct Exact;
 
 impl Scheme for Exact {
@@ -250,8 +267,37 @@ impl Scheme for Exact {
         "exact"
     }
 
+    /// The default fields, then the transfer method: an offer may list the same price in the
+    /// same token twice, through EIP-3009 and through Permit2, and a payment pays the one it
+    /// names.
+    fn mismatch(
+        &self,
+        own: &PaymentRequirements,
+        accepted: &PaymentRequirements,
+    ) -> Option<&'static str> {
+        own.mismatch(accepted).or_else(|| {
+            (super::permit2::is_permit2(own) != super::permit2::is_permit2(accepted))
+                .then_some("extra.assetTransferMethod")
+        })
+    }
+
     fn identify(&self, payload: &PaymentPayload) -> Result<Arc<str>, Refusal> {
-        Ok(Fingerprint::read_first(payload, false).0.into_shared())
+        let fingerprint = Fingerprint::read_first(payload, false).0;
+        if fingerprint.is_permit2() {
+            super::permit2::check_exact(payload)?;
+        }
+        Ok(fingerprint.into_shared())
+    }
+
+    fn refuse_new(
+        &self,
+        requirement: &PaymentRequirements,
+        payload: &PaymentPayload,
+    ) -> Option<Refusal> {
+        if !super::permit2::is_permit2(requirement) {
+            return None;
+        }
+        super::permit2::expired(payload, super::ledger::now_ms() / 1000)
     }
 }
 
@@ -300,6 +346,19 @@ impl Scheme for Unregistered {
 
     fn identify(&self, payload: &PaymentPayload) -> Result<Arc<str>, Refusal> {
         Ok(Fingerprint::read(payload).0.into_shared())
+    }
+}
+
+impl super::Payments {
+    /// The scheme's refusal of a new payment before it is verified
+    /// ([`Scheme::refuse_new`]); a function of its own, so that the verification's future
+    /// carries nothing of it.
+    #[inline(never)]
+    pub(super) fn refuse_new(&self, request: &FacilitatorRequest) -> Option<Refusal> {
+        let requirement = request.payment_requirements();
+        self.schemes
+            .get(&requirement.scheme)
+            .refuse_new(requirement, request.payment_payload())
     }
 }
 

@@ -6,16 +6,17 @@ use bytes::Bytes;
 use http::HeaderValue;
 use serde_json::{Map, Value};
 use x402_wire::{
-    Extension, MoneyError, PaymentRequired, PaymentRequirements, ResourceInfo, UPTO_SCHEME as UPTO,
-    UsdAmount, UsdcDeployment, X402Version, header, is_metered,
+    Extension, PaymentRequired, PaymentRequirements, ResourceInfo, UPTO_SCHEME as UPTO, UsdAmount,
+    UsdcDeployment, X402Version, header, is_metered,
 };
 
 use super::added::{AddedExtension, AddedValue};
+pub use super::error::OfferError;
 use super::spliced::{ExtensionTemplate, Prebuilt, Splices};
 
 /// `extra` keys and values of a metered (`upto`) accept.
-const ASSET_TRANSFER_METHOD: &str = "assetTransferMethod";
-const PERMIT2: &str = x402_wire::PERMIT2_TRANSFER_METHOD;
+pub(super) const ASSET_TRANSFER_METHOD: &str = "assetTransferMethod";
+pub(super) const PERMIT2: &str = x402_wire::PERMIT2_TRANSFER_METHOD;
 const FACILITATOR_ADDRESS: &str = "facilitatorAddress";
 
 /// The `error` text of the challenge sent when a request carries no payment.
@@ -54,59 +55,6 @@ impl SettlementMode {
     pub fn settles_after_work(self) -> bool {
         !matches!(self, Self::Before)
     }
-}
-
-/// Why an [`Offer`] could not be built.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum OfferError {
-    /// An offer needs at least one accept.
-    #[error("offer for {url} has no accepts")]
-    NoAccepts {
-        /// The resource URL.
-        url: String,
-    },
-    /// The resource URL is not absolute.
-    #[error("resource URL `{url}` is not an absolute http(s) or mcp URL")]
-    RelativeUrl {
-        /// The URL given.
-        url: String,
-    },
-    /// A price could not be converted to the asset's units.
-    #[error("price of {url}: {source}")]
-    Money {
-        /// The resource URL.
-        url: String,
-        /// The money error.
-        #[source]
-        source: MoneyError,
-    },
-    /// A metered (`upto`) accept cannot be offered as built.
-    #[error("metered accept of {url}: {reason}")]
-    Metered {
-        /// The resource URL.
-        url: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// The facilitator's `/supported` could not be read to complete the metered accepts.
-    #[error("offer for {url}: the facilitator's /supported could not be read: {source}")]
-    Supported {
-        /// The resource URL.
-        url: String,
-        /// The facilitator's error.
-        #[source]
-        source: crate::facilitator::FacilitatorError,
-    },
-    /// The challenge could not be encoded.
-    #[error("challenge of {url} could not be encoded: {source}")]
-    Encode {
-        /// The resource URL.
-        url: String,
-        /// The encoding error.
-        #[source]
-        source: header::HeaderError,
-    },
 }
 
 /// A priced resource: what is sold and the ways to pay for it.
@@ -367,12 +315,12 @@ const DEFAULT_MAX_TIMEOUT_SECONDS: u64 = 300;
 #[derive(Debug)]
 #[must_use]
 pub struct OfferBuilder {
-    resource: ResourceInfo,
-    accepts: Vec<PaymentRequirements>,
+    pub(super) resource: ResourceInfo,
+    pub(super) accepts: Vec<PaymentRequirements>,
     extensions: Map<String, Value>,
     mode: SettlementMode,
-    max_timeout_seconds: u64,
-    error: Option<OfferError>,
+    pub(super) max_timeout_seconds: u64,
+    pub(super) error: Option<OfferError>,
 }
 
 impl OfferBuilder {

@@ -137,6 +137,11 @@ impl Fingerprint {
             .unwrap_or_else(|| (Self::of_proof(payload), false))
     }
 
+    /// Whether this is a Permit2 permit's fingerprint (an `exact` or `upto` one).
+    pub(crate) fn is_permit2(&self) -> bool {
+        self.0.starts_with("permit2:")
+    }
+
     /// A fingerprint a payment scheme computed.
     pub(crate) fn from_text(text: Arc<str>) -> Self {
         Self(text)
@@ -156,8 +161,8 @@ impl Fingerprint {
         Some((fingerprint, false))
     }
 
-    /// A Permit2 (`upto`) permit's fingerprint: the same shape `upto_evm` accepts, read without
-    /// copying its strings. Permit2 nonces belong to the owner, whatever the token: the chain
+    /// A Permit2 permit's fingerprint (`upto`, or `exact` whose witness has no `facilitator`):
+    /// the same shape `upto_evm` and `exact_permit2` accept, read without copying its strings. Permit2 nonces belong to the owner, whatever the token: the chain
     /// spends each once.
     fn of_permit2(payload: &PaymentPayload) -> Option<(Self, bool)> {
         let upto = serde_json::from_str::<UptoEvmView<'_>>(payload.payload.get()).ok()?;
@@ -271,8 +276,9 @@ struct TokenPermissionsView<'a> {
 struct UptoWitnessView<'a> {
     #[serde(borrow)]
     to: Cow<'a, str>,
-    #[serde(borrow)]
-    facilitator: Cow<'a, str>,
+    /// `upto`'s; an `exact` permit's witness has none.
+    #[serde(borrow, default)]
+    facilitator: Option<Cow<'a, str>>,
     #[serde(borrow)]
     valid_after: Cow<'a, str>,
 }

@@ -36,11 +36,13 @@ def main() -> int:
         import upto_checks
         import channels_checks
         import channels_crash_checks
+        import permit2_checks
 
         services = store_checks.Services.from_env()
         sandbox_checks.register(suite, services.sandbox_facilitator)
         store_checks.register(suite, services)
         upto_checks.register(suite)  # metered payments: the example `metered`
+        permit2_checks.register(suite)  # `exact` through Permit2: the store with STORE_PERMIT2=1
         mcp_checks.register(suite)  # paid MCP tools: the example `paid_mcp`
         siwx_checks.register(suite, services)  # sign-in-with-x, both ways: the `siwx-proof` binary of `x402-buyer`
         # A channels example killed mid-claim, restarted and stopped; before the checks below,

@@ -4,8 +4,8 @@
 # Builds the store and the sandbox facilitator (release), starts on 127.0.0.1 (port 0):
 #   - the sandbox facilitator as its own HTTP process,
 #   - a Python facilitator made of the official SDK (facilitator.py),
-#   - three stores: embedded sandbox (demo), sandbox facilitator over HTTP (live),
-#     Python facilitator over HTTP (live),
+#   - four stores: embedded sandbox (demo), sandbox facilitator over HTTP (live),
+#     Python facilitator over HTTP (live), sandbox facilitator over HTTP with STORE_PERMIT2=1,
 #   - a throwaway PostgreSQL server, for a channels example the checks kill and restart,
 #   - the metered, paid_mcp and channels examples (channels three times: the second with --rpc-url
 #     against the faulty facilitator, whose first /settle loses its answer; the third with --rpc-url
@@ -127,6 +127,10 @@ live_store="$started_url"
 start store-python env $(store_env store-python) STORE_FACILITATOR_URL="$python_facilitator_url" \
   STORE_PAY_TO="$pay_to" "$store_bin"
 python_store="$started_url"
+# shellcheck disable=SC2046
+start store-permit2 env $(store_env store-permit2) STORE_FACILITATOR_URL="$sandbox_url" STORE_PAY_TO="$pay_to" \
+  STORE_PERMIT2=1 "$store_bin"
+permit2_store="$started_url"
 
 # Metered payments (upto): the crate's example `metered` against the sandbox facilitator over
 # HTTP, paid by upto_checks.py (X402_METERED, X402_METERED_PAY_TO).
@@ -203,7 +207,7 @@ export X402_SIWX_PROOF="$target/release/siwx-proof"
 
 # 4. Checks.
 status=0
-X402_DEMO_STORE="$demo_store" X402_LIVE_STORE="$live_store" X402_PYTHON_STORE="$python_store" \
+X402_DEMO_STORE="$demo_store" X402_LIVE_STORE="$live_store" X402_PYTHON_STORE="$python_store" X402_PERMIT2_STORE="$permit2_store" \
   X402_PYTHON_FACILITATOR="$python_facilitator_url" X402_SANDBOX_FACILITATOR="$sandbox_url" X402_PAY_TO="$pay_to" X402_SLUG_PREFIX=store \
   "$venv/bin/python" "$here/checks.py" --results "$work/results" &
 checks_pid=$!

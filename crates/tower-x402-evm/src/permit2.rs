@@ -1,5 +1,6 @@
-//! Permit2 as the EVM `upto` scheme uses it on chain, declared once with alloy's `sol!`: its
-//! address, the `upto` proxy's, and the `nonceBitmap` view, which tells whether a permit's
+//! Permit2 as the EVM `exact` (Permit2 method) and `upto` schemes use it on chain, declared
+//! once with alloy's `sol!`: its address, the `exact` and `upto` proxies', and the `nonceBitmap`
+//! view, which tells whether a permit's
 //! nonce was consumed.
 //!
 //! `EvmRpcReconciler` (feature `rpc`) reads the chain with these; a stand-in chain
@@ -22,6 +23,10 @@ use alloy_primitives::{Address, U256, address};
 
 /// The canonical Permit2 contract (the same on every EVM chain), as an [`Address`].
 pub const PERMIT2: Address = address!("000000000022D473030F116dDEE9F6B43aC78BA3");
+
+/// The x402 `exact` Permit2 proxy (`x402ExactPermit2Proxy`), the `spender` of every `exact`
+/// permit, as an [`Address`].
+pub const EXACT_PROXY: Address = address!("402085c248EeA27D92E8b30b2C58ed07f9E20001");
 
 /// The x402 `upto` proxy, the `spender` of every `upto` permit, as an [`Address`].
 pub const UPTO_PROXY: Address = address!("4020A4f3b7b90ccA423B9fabCc0CE57C6C240002");

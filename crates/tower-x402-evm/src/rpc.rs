@@ -13,7 +13,7 @@
 //! used authorization without that transfer (cancelled, or paid elsewhere), a node error — is
 //! [`Unknown`](Reconciliation::Unknown): the payment stays in doubt.
 //!
-//! For an `upto` payment (a Permit2 permit) it reads Permit2's `nonceBitmap(owner, nonce >> 8)`
+//! For a Permit2 payment (`upto`, or `exact` with `extra.assetTransferMethod: "permit2"`) it reads Permit2's `nonceBitmap(owner, nonce >> 8)`
 //! (the `upto` proxy's `Settled()` event has no indexed field to search by). An unconsumed nonce
 //! is [`NotSettled`](Reconciliation::NotSettled) — the payment core releases it once the permit's
 //! `deadline` has passed and keeps it in doubt before. A consumed one is looked for among the
@@ -30,7 +30,7 @@ use alloy_rpc_types_eth::{Filter, Log, TransactionInput, TransactionRequest};
 use alloy_sol_types::{SolCall, SolEvent};
 use tower_x402::BoxFuture;
 use tower_x402::settlement::{Reconciler, Reconciliation};
-use x402_wire::{FacilitatorRequest, UptoEvmPayload};
+use x402_wire::FacilitatorRequest;
 
 use crate::eip3009::{AuthorizationUsed, Transfer, authorizationStateCall};
 use crate::permit2::{self, nonceBitmapCall};
@@ -96,8 +96,15 @@ impl EvmRpcReconciler {
     }
 
     async fn find(&self, request: &FacilitatorRequest) -> Result<Reconciliation, String> {
-        if let Ok(upto) = request.payment_payload().upto_evm() {
-            let permit = Permit::of(request, &upto)?;
+        let payload = request.payment_payload();
+        if let Ok(upto) = payload.upto_evm() {
+            let permit = &upto.permit2_authorization;
+            let permit = Permit::of(request, &permit.from, &permit.nonce)?;
+            return self.find_permit(&permit).await;
+        }
+        if let Ok(exact) = payload.exact_permit2() {
+            let permit = &exact.permit2_authorization;
+            let permit = Permit::of(request, &permit.from, &permit.nonce)?;
             return self.find_permit(&permit).await;
         }
         let payment = Payment::of(request)?;
@@ -266,7 +273,7 @@ impl Reconciler for EvmRpcReconciler {
     }
 }
 
-/// The facts of an `upto` Permit2 payment the chain is asked about.
+/// The facts of a Permit2 payment (`exact` or `upto`) the chain is asked about.
 struct Permit {
     chain_id: u64,
     payment: Payment,
@@ -275,9 +282,8 @@ struct Permit {
 }
 
 impl Permit {
-    fn of(request: &FacilitatorRequest, upto: &UptoEvmPayload) -> Result<Self, String> {
+    fn of(request: &FacilitatorRequest, from: &str, nonce: &str) -> Result<Self, String> {
         let requirement = request.payment_requirements();
-        let permit = &upto.permit2_authorization;
         let address = |what: &str, text: &str| {
             text.parse::<Address>()
                 .map_err(|_| format!("{what} `{text}` is not an address"))
@@ -286,7 +292,7 @@ impl Permit {
             .network
             .evm_chain_id()
             .ok_or_else(|| format!("{} is not an EVM network", requirement.network))?;
-        let from = address("payer", &permit.from)?;
+        let from = address("payer", from)?;
         Ok(Self {
             chain_id,
             payment: Payment {
@@ -298,10 +304,9 @@ impl Permit {
                 nonce: B256::ZERO,
             },
             from,
-            nonce: permit
-                .nonce
+            nonce: nonce
                 .parse()
-                .map_err(|_| format!("the Permit2 nonce `{}` is not a uint256", permit.nonce))?,
+                .map_err(|_| format!("the Permit2 nonce `{nonce}` is not a uint256"))?,
         })
     }
 }

@@ -32,6 +32,7 @@ pub mod header;
 mod money;
 mod network;
 mod payment;
+mod permit2;
 mod upto;
 
 pub use clock::unix_time;
@@ -44,6 +45,10 @@ pub use network::{Eip712Domain, Network, NetworkError, UsdcDeployment};
 pub use payment::{
     Eip3009Authorization, ExactEvmPayload, PaymentPayload, PaymentRequired, PaymentRequirements,
     ResourceInfo, X402Version, is_metered,
+};
+pub use permit2::{
+    EIP2612_GAS_SPONSORING, ERC20_APPROVAL_GAS_SPONSORING, EXACT_PERMIT2_PROXY_ADDRESS,
+    Eip2612Permit, Erc20Approval, ExactPermit2Authorization, ExactPermit2Payload, ExactWitness,
 };
 pub use upto::{
     PERMIT2_ADDRESS, PERMIT2_TRANSFER_METHOD, Permit2Authorization, TokenPermissions,

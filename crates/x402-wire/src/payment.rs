@@ -4,6 +4,7 @@ use serde_json::{Map, Value};
 
 use crate::money::AtomicAmount;
 use crate::network::Network;
+use crate::permit2::ExactPermit2Payload;
 use crate::upto::{UPTO_SCHEME, UptoEvmPayload};
 
 /// The protocol version number carried as `x402Version`.
@@ -217,8 +218,33 @@ impl PaymentPayload {
         serde_json::from_str(self.payload.get())
     }
 
-    /// The address that signed the payment: an `exact` EIP-3009 authorization's `from`, or an
-    /// `upto` Permit2 permit's owner; `None` for a payload of another shape.
+    /// The payload as an EVM `exact` payment by Permit2 (a permit to the `exact` proxy). An
+    /// `upto` permit has this shape too, with one more witness field: tell them apart by the
+    /// requirement's scheme, or try [`upto_evm`](Self::upto_evm) first.
+    ///
+    /// # Errors
+    ///
+    /// When `payload` does not have that shape.
+    pub fn exact_permit2(&self) -> Result<ExactPermit2Payload, serde_json::Error> {
+        serde_json::from_str(self.payload.get())
+    }
+
+    /// A gas-sponsoring extension's `info` the buyer put in the payment's `extensions`
+    /// (`key` is [`EIP2612_GAS_SPONSORING`](crate::EIP2612_GAS_SPONSORING) or
+    /// [`ERC20_APPROVAL_GAS_SPONSORING`](crate::ERC20_APPROVAL_GAS_SPONSORING)): `None` when
+    /// absent or when its `info` has no `from` (the server's declaration, echoed unfilled),
+    /// `Some(Err)` when filled in but not of the shape `T`.
+    pub fn sponsoring<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+    ) -> Option<Result<T, serde_json::Error>> {
+        let info = self.extensions.as_ref()?.get(key)?.get("info")?;
+        info.get("from")?;
+        Some(T::deserialize(info))
+    }
+
+    /// The address that signed the payment: an `exact` EIP-3009 authorization's `from`, or a
+    /// Permit2 permit's owner (`exact` or `upto`); `None` for a payload of another shape.
     ///
     /// ```
     /// use x402_wire::PaymentPayload;
@@ -244,9 +270,9 @@ impl PaymentPayload {
         match self.exact_evm() {
             Ok(evm) => Some(evm.authorization.from),
             Err(_) => self
-                .upto_evm()
+                .exact_permit2()
                 .ok()
-                .map(|upto| upto.permit2_authorization.from),
+                .map(|permit| permit.permit2_authorization.from),
         }
     }
 

@@ -43,7 +43,7 @@ impl Address {
     }
 
     /// The address as one word: twelve zero bytes, then the address.
-    fn word(self) -> Word {
+    pub(crate) fn word(self) -> Word {
         let mut word = [0u8; 32];
         word[12..].copy_from_slice(&self.0);
         word
@@ -70,7 +70,7 @@ impl fmt::Display for Address {
 }
 
 /// `value` as a uint256 word.
-fn uint(value: u128) -> Word {
+pub(crate) fn uint(value: u128) -> Word {
     let mut word = [0u8; 32];
     word[16..].copy_from_slice(&value.to_be_bytes());
     word

@@ -2,8 +2,9 @@
 //! signed payments and `sign-in-with-x` challenges with EIP-4361 proofs.
 //!
 //! The signatures are real: `k256` signs the EIP-712 prehash of an EIP-3009
-//! `TransferWithAuthorization` (`exact`) or of a Permit2 `PermitWitnessTransferFrom` with the
-//! `upto` witness (`upto`), and the EIP-191 hash of a sign-in message. The two typed messages
+//! `TransferWithAuthorization` (`exact`), of a Permit2 `PermitWitnessTransferFrom` with the
+//! `exact` witness (`exact` paid through Permit2) or the `upto` witness (`upto`), and the
+//! EIP-191 hash of a sign-in message. The typed messages
 //! are hashed field by field with `sha3`'s keccak-256, so the buyer builds with the wire types,
 //! an HTTP client and these two crates only — no server side, no alloy `sol!` macros. Its tests
 //! check every signature against the sandbox facilitator, which hashes with alloy.
@@ -28,6 +29,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod eip712;
+mod exact_permit2;
 mod sign_in;
 mod wallet;
 

@@ -19,7 +19,7 @@ use crate::sign_in;
 
 /// Seconds before now that a new authorization becomes valid, allowing for clock skew between
 /// payer and facilitator (the reference client's value).
-const VALID_AFTER_SKEW_SECS: u64 = 600;
+pub(crate) const VALID_AFTER_SKEW_SECS: u64 = 600;
 
 /// The `upto` proxy, the only spender an `upto` permit names.
 const UPTO_PROXY: Address = Address([
@@ -136,7 +136,10 @@ impl Wallet {
     /// Pays `required` as of unix time `now`, with the first accept this wallet can pay: scheme
     /// `exact` on an `eip155` network with `extra.name` and `extra.version` (an EIP-3009
     /// authorization of `amount` to `payTo`, valid from `now - 600` until
-    /// `now + maxTimeoutSeconds`, a random 32-byte nonce), or scheme `upto` with
+    /// `now + maxTimeoutSeconds`, a random 32-byte nonce), scheme `exact` with
+    /// `extra.assetTransferMethod = "permit2"` (a Permit2 permit of `amount` to the `exact`
+    /// proxy, a random uint256 nonce, deadline `now + maxTimeoutSeconds`, witness `{to: payTo,
+    /// validAfter: now - 600}`), or scheme `upto` with
     /// `extra.assetTransferMethod = "permit2"` and `extra.facilitatorAddress` (a Permit2 permit of
     /// the maximum to the `upto` proxy, a random uint256 nonce, deadline
     /// `now + maxTimeoutSeconds`, witness `{to: payTo, facilitator, validAfter: 0}`). The payload
@@ -152,7 +155,15 @@ impl Wallet {
     ) -> Result<PaymentPayload, WalletError> {
         let mut refusals = Vec::new();
         for (index, accept) in required.accepts.iter().enumerate() {
-            let payload = if accept.scheme == UPTO_SCHEME {
+            let payload = if crate::exact_permit2::is_exact_permit2(accept) {
+                match self.exact_permit(accept, now) {
+                    Ok(permit) => serde_json::value::to_raw_value(&permit),
+                    Err(why) => {
+                        refusals.push(format!("accepts[{index}] {why}"));
+                        continue;
+                    }
+                }
+            } else if accept.scheme == UPTO_SCHEME {
                 match Upto::of(accept) {
                     Ok(upto) => serde_json::value::to_raw_value(&self.permit(accept, &upto, now)?),
                     Err(why) => {
@@ -281,6 +292,11 @@ impl Wallet {
         Ok(base64::engine::general_purpose::STANDARD.encode(Value::Object(fields).to_string()))
     }
 
+    /// The recoverable signature of a 32-byte prehash, for this crate's other messages.
+    pub(crate) fn sign_digest(&self, digest: &Word) -> Result<String, WalletError> {
+        self.sign_prehash(digest)
+    }
+
     /// The recoverable signature of a 32-byte prehash: `0x`, `r ‖ s ‖ v` in hex, v = 27 or 28.
     fn sign_prehash(&self, digest: &Word) -> Result<String, WalletError> {
         let (signature, recovery) = self
@@ -303,7 +319,7 @@ impl fmt::Debug for Wallet {
 }
 
 /// 32 random bytes from the operating system.
-fn random_word() -> Result<Word, WalletError> {
+pub(crate) fn random_word() -> Result<Word, WalletError> {
     let mut word = [0u8; 32];
     getrandom::fill(&mut word).map_err(|e| WalletError::Random(e.to_string()))?;
     Ok(word)

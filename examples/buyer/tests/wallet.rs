@@ -242,3 +242,38 @@ fn both_wallets_refuse_the_same_accepts_in_the_same_words() {
         "no payable accept: the challenge lists no accepts"
     );
 }
+
+#[test]
+fn exact_permit2_payments_verify_settle_and_match_the_sandbox_signature() {
+    let offer = Offer::builder(ResourceInfo::new("https://shop.example/report"))
+        .usdc_permit2(
+            &UsdcDeployment::BASE_SEPOLIA,
+            "0.25".parse().unwrap(),
+            PAY_TO,
+        )
+        .build()
+        .unwrap();
+    let facilitator = SandboxFacilitator::new();
+    for key in keys() {
+        let (wallet, sandbox) = wallets(&key);
+        let payment = wallet.pay(offer.payment_required()).unwrap();
+        let request = FacilitatorRequest::new(payment.clone(), offer.accepts()[0].clone());
+        let verified = facilitator.verify_payment(&request);
+        assert!(verified.is_valid, "{verified:?}");
+        let settled = facilitator.settle_payment(&request);
+        assert!(settled.success, "{settled:?}");
+
+        let permit = payment.exact_permit2().unwrap();
+        assert_eq!(
+            permit.permit2_authorization.spender,
+            x402_wire::EXACT_PERMIT2_PROXY_ADDRESS
+        );
+        let again = sandbox
+            .sign_exact_permit(&payment.accepted, &permit.permit2_authorization)
+            .unwrap();
+        assert_eq!(permit.signature, again.signature, "key {key}");
+    }
+    let settled = facilitator.settlements();
+    assert_eq!(settled.len(), keys().len());
+    assert!(settled.iter().all(|s| s.transfer_method == "permit2"));
+}

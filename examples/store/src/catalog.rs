@@ -129,7 +129,9 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// Builds every product's offer: the canonical Base accept, then one accept per open door,
+    /// Builds every product's offer: the canonical Base accept (and, with `STORE_PERMIT2`, the
+    /// same price on Base paid through Permit2, with `eip2612GasSponsoring`), then one accept
+    /// per open door,
     /// and the `bazaar` extension describing the 200 answer with `output_schema` (reduced to its
     /// fields and their types, [`discovery_schema`]); `example(sku)` is kept beside the offer for the OpenAPI
     /// description. The store passes the purchase code's own schema and a body built by it, so
@@ -165,6 +167,11 @@ impl Catalog {
             let mut builder = Offer::builder(resource)
                 .usdc(&UsdcDeployment::BASE, price, config.pay_to.clone())
                 .settlement(SettlementMode::Before);
+            if config.permit2 {
+                builder = builder
+                    .usdc_permit2(&UsdcDeployment::BASE, price, config.pay_to.clone())
+                    .eip2612_gas_sponsoring();
+            }
             for accept in extra_accepts {
                 builder = builder.accept(accept);
             }

@@ -3,11 +3,11 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use alloy_primitives::{Address, B256, keccak256};
+use alloy_primitives::{Address, B256, U256, keccak256};
 use x402_wire::{AtomicAmount, Network};
 
 use crate::reason;
-use crate::verify::{Authorized, Rejection};
+use crate::verify::{Approval, Authorized, Rejection};
 
 /// One settlement the sandbox performed: what a `transferWithAuthorization` transaction would
 /// have done on chain.
@@ -28,10 +28,12 @@ pub struct SandboxSettlement {
     pub nonce: String,
     /// The fake transaction hash reported to the server, `0x`-hex.
     pub transaction: String,
-    /// The scheme: `exact` (an EIP-3009 `transferWithAuthorization`) or `upto` (a Permit2
-    /// `permitWitnessTransferFrom` through the `upto` proxy, whose nonce is a uint256 written as
-    /// 32 bytes of hex).
+    /// The scheme: `exact` or `upto`.
     pub scheme: String,
+    /// How the tokens moved: `eip3009` (the token's `transferWithAuthorization`) or `permit2`
+    /// (Permit2's `permitWitnessTransferFrom` through the scheme's proxy, whose nonce is a
+    /// uint256 written as 32 bytes of hex).
+    pub transfer_method: String,
 }
 
 /// Balances, used nonces and settlements, behind one lock so that a settlement's checks and
@@ -48,7 +50,15 @@ struct State {
     balances: HashMap<Address, u128>,
     used_nonces: HashSet<NonceKey>,
     settlements: Vec<SandboxSettlement>,
+    /// Allowances to Permit2 set so far, per network, token and owner; any other owner has
+    /// approved Permit2 for everything it holds (`U256::MAX`).
+    allowances: HashMap<TokenKey, U256>,
+    /// EIP-2612 nonces used so far, per network, token and owner: the next permit's nonce.
+    permit_nonces: HashMap<TokenKey, U256>,
 }
+
+/// A token holder on one network: `(network, token, owner)`.
+type TokenKey = (Network, Address, Address);
 
 /// EIP-3009 nonces are per token and authorizer; Permit2 nonces per owner, in the Permit2
 /// contract (whose address then takes the token's place).
@@ -62,6 +72,8 @@ impl Ledger {
                 balances: HashMap::new(),
                 used_nonces: HashSet::new(),
                 settlements: Vec::new(),
+                allowances: HashMap::new(),
+                permit_nonces: HashMap::new(),
             }),
         }
     }
@@ -82,6 +94,38 @@ impl Ledger {
 
     pub(crate) fn set_balance(&self, holder: Address, balance: AtomicAmount) {
         self.lock().balances.insert(holder, balance.get());
+    }
+
+    /// Sets `owner`'s allowance of `token` to Permit2, as an `approve` would.
+    pub(crate) fn set_permit2_allowance(
+        &self,
+        network: &Network,
+        token: Address,
+        owner: Address,
+        allowance: U256,
+    ) {
+        let key = (network.clone(), token, owner);
+        self.lock().allowances.insert(key, allowance);
+    }
+
+    /// `owner`'s allowance of `token` to Permit2.
+    pub(crate) fn permit2_allowance(
+        &self,
+        network: &Network,
+        token: Address,
+        owner: Address,
+    ) -> U256 {
+        self.lock().allowance(&(network.clone(), token, owner))
+    }
+
+    /// `owner`'s next EIP-2612 nonce on `token`.
+    pub(crate) fn permit_nonce(&self, network: &Network, token: Address, owner: Address) -> U256 {
+        let key = (network.clone(), token, owner);
+        self.lock()
+            .permit_nonces
+            .get(&key)
+            .copied()
+            .unwrap_or_default()
     }
 
     pub(crate) fn settlements(&self) -> Vec<SandboxSettlement> {
@@ -163,7 +207,7 @@ impl Ledger {
     pub(crate) fn settle(&self, payment: &Authorized) -> Result<SandboxSettlement, Rejection> {
         let mut state = self.lock();
         state.check(payment)?;
-        if payment.permit2 && payment.amount == 0 {
+        if payment.scheme == x402_wire::UPTO_SCHEME && payment.amount == 0 {
             return Ok(SandboxSettlement {
                 network: payment.network.clone(),
                 asset: payment.asset.to_checksum(None),
@@ -173,6 +217,7 @@ impl Ledger {
                 nonce: payment.nonce.to_string(),
                 transaction: String::new(),
                 scheme: x402_wire::UPTO_SCHEME.to_owned(),
+                transfer_method: x402_wire::PERMIT2_TRANSFER_METHOD.to_owned(),
             });
         }
         // `check` established that the payer covers the amount.
@@ -191,6 +236,28 @@ impl Ledger {
             state.balances.insert(payment.from, payer_balance);
         }
         state.used_nonces.insert(nonce_key(payment));
+        if payment.permit2 {
+            // The sponsored approval first, then Permit2 spends from the allowance.
+            let key = (payment.network.clone(), payment.asset, payment.from);
+            match &payment.approval {
+                Some(Approval::Eip2612 { value, nonce }) => {
+                    state.allowances.insert(key.clone(), *value);
+                    state
+                        .permit_nonces
+                        .insert(key.clone(), nonce + U256::from(1));
+                }
+                Some(Approval::Erc20 { value }) => {
+                    state.allowances.insert(key.clone(), *value);
+                }
+                None => {}
+            }
+            let allowance = state.allowance(&key);
+            if allowance != U256::MAX {
+                // `check` established that the allowance covers the amount.
+                let left = allowance.saturating_sub(U256::from(payment.amount));
+                state.allowances.insert(key, left);
+            }
+        }
         let settlement = SandboxSettlement {
             network: payment.network.clone(),
             asset: payment.asset.to_checksum(None),
@@ -199,7 +266,13 @@ impl Ledger {
             amount: AtomicAmount(payment.amount),
             nonce: payment.nonce.to_string(),
             transaction: transaction_hash(payment).to_string(),
-            scheme: if payment.permit2 { "upto" } else { "exact" }.to_owned(),
+            scheme: payment.scheme.to_owned(),
+            transfer_method: if payment.permit2 {
+                x402_wire::PERMIT2_TRANSFER_METHOD
+            } else {
+                "eip3009"
+            }
+            .to_owned(),
         };
         state.settlements.push(settlement.clone());
         Ok(settlement)
@@ -212,6 +285,40 @@ impl State {
             .get(&holder)
             .copied()
             .unwrap_or(self.starting_balance)
+    }
+
+    fn allowance(&self, key: &TokenKey) -> U256 {
+        self.allowances.get(key).copied().unwrap_or(U256::MAX)
+    }
+
+    /// A Permit2 payment's allowance: the one its sponsored approval sets (whose nonce must be
+    /// the owner's next), else the one it has.
+    fn check_allowance(&self, payment: &Authorized) -> Result<(), Rejection> {
+        let key = (payment.network.clone(), payment.asset, payment.from);
+        let allowance = match &payment.approval {
+            Some(Approval::Eip2612 { value, nonce }) => {
+                let next = self.permit_nonces.get(&key).copied().unwrap_or_default();
+                if *nonce != next {
+                    let message = format!(
+                        "the EIP-2612 permit's nonce {nonce} is not {}'s next on the token ({next})",
+                        payment.payer()
+                    );
+                    return Err(Rejection::new(reason::EIP2612_INVALID_SIGNATURE, message));
+                }
+                *value
+            }
+            Some(Approval::Erc20 { value }) => *value,
+            None => self.allowance(&key),
+        };
+        if allowance < U256::from(payment.amount) {
+            let message = format!(
+                "{} allows Permit2 {allowance} of the token, below {}: approve Permit2 or pay with a gas-sponsoring extension",
+                payment.payer(),
+                payment.amount
+            );
+            return Err(Rejection::new(reason::PERMIT2_ALLOWANCE_REQUIRED, message));
+        }
+        Ok(())
     }
 
     fn check(&self, payment: &Authorized) -> Result<(), Rejection> {
@@ -237,6 +344,9 @@ impl State {
                 reason::INVALID_EXACT_EVM_INSUFFICIENT_BALANCE
             };
             return Err(Rejection::new(code, message));
+        }
+        if payment.permit2 {
+            self.check_allowance(payment)?;
         }
         Ok(())
     }
@@ -285,6 +395,8 @@ mod tests {
             amount,
             nonce: B256::repeat_byte(nonce),
             permit2: false,
+            scheme: "exact",
+            approval: None,
         }
     }
 

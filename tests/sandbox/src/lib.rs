@@ -60,6 +60,8 @@ mod buy;
 mod clock;
 pub mod demo;
 mod eip712;
+mod erc20_approval;
+mod exact_permit2;
 mod facilitator;
 mod ledger;
 pub mod reason;
@@ -72,6 +74,7 @@ mod typed_data;
 mod upto;
 mod verify;
 mod wallet;
+mod wallet_permit2;
 
 pub use buy::{BuyError, Purchase};
 pub use eip712::{

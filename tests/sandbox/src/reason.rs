@@ -81,3 +81,36 @@ pub const INVALID_PERMIT2_SIGNATURE: &str = "invalid_permit2_signature";
 pub const PERMIT2_INVALID_NONCE: &str = "permit2_invalid_nonce";
 /// The payer's balance is below the amount to settle.
 pub const INSUFFICIENT_FUNDS: &str = "insufficient_funds";
+
+// `exact` through Permit2 and the gas-sponsoring extensions, with the reference facilitators'
+// names.
+
+/// `permitted.amount` of an `exact` permit is not the requirement's amount.
+pub const PERMIT2_AMOUNT_MISMATCH: &str = "permit2_amount_mismatch";
+/// The payer's allowance to Permit2 is below the amount, and no gas-sponsoring extension
+/// approves it.
+pub const PERMIT2_ALLOWANCE_REQUIRED: &str = "permit2_allowance_required";
+/// `extensions.eip2612GasSponsoring.info` is not of the extension's shape.
+pub const INVALID_EIP2612_EXTENSION_FORMAT: &str = "invalid_eip2612_extension_format";
+/// The EIP-2612 permit's owner is not the payer.
+pub const EIP2612_FROM_MISMATCH: &str = "eip2612_from_mismatch";
+/// The EIP-2612 permit is for another token than the payment's.
+pub const EIP2612_ASSET_MISMATCH: &str = "eip2612_asset_mismatch";
+/// The EIP-2612 permit approves another spender than Permit2.
+pub const EIP2612_SPENDER_NOT_PERMIT2: &str = "eip2612_spender_not_permit2";
+/// The EIP-2612 permit's deadline has passed.
+pub const EIP2612_DEADLINE_EXPIRED: &str = "eip2612_deadline_expired";
+/// The EIP-2612 permit's signature does not recover to its owner under the token's domain, or
+/// its nonce is not the owner's next one.
+pub const EIP2612_INVALID_SIGNATURE: &str = "eip2612_invalid_signature";
+/// The EIP-2612 permit approves less than the payment's amount.
+pub const PERMIT2_2612_AMOUNT_MISMATCH: &str = "permit2_2612_amount_mismatch";
+/// `extensions.erc20ApprovalGasSponsoring.info` is not of the extension's shape, or its
+/// transaction is not a signed `approve`.
+pub const INVALID_ERC20_APPROVAL_EXTENSION_FORMAT: &str = "invalid_erc20_approval_extension_format";
+/// The approval transaction's signer is not the payer.
+pub const ERC20_APPROVAL_FROM_MISMATCH: &str = "erc20_approval_from_mismatch";
+/// The approval transaction calls another token than the payment's.
+pub const ERC20_APPROVAL_ASSET_MISMATCH: &str = "erc20_approval_asset_mismatch";
+/// The approval transaction approves another spender than Permit2.
+pub const ERC20_APPROVAL_SPENDER_NOT_PERMIT2: &str = "erc20_approval_spender_not_permit2";

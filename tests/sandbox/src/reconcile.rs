@@ -3,7 +3,7 @@
 use alloy_primitives::B256;
 use tower_x402::BoxFuture;
 use tower_x402::settlement::{Reconciler, Reconciliation};
-use x402_wire::{FacilitatorRequest, UPTO_SCHEME, UptoEvmPayload};
+use x402_wire::{FacilitatorRequest, PERMIT2_TRANSFER_METHOD};
 
 use crate::SandboxFacilitator;
 use crate::eip712::{parse_address, parse_decimal};
@@ -13,12 +13,18 @@ impl SandboxFacilitator {
     /// the ledger holds a transfer of its authorization to `payTo` for the amount required, not
     /// settled when it holds none.
     ///
-    /// For an `upto` payment: settled when the ledger holds a transfer of its Permit2 nonce to
+    /// For a Permit2 payment (`exact` or `upto`): settled when the ledger holds a transfer of its Permit2 nonce to
     /// `payTo` for the requirement's amount (the amount charged); not settled when it holds none
     /// (a zero charge moves nothing and uses no nonce).
     pub fn reconcile_payment(&self, request: &FacilitatorRequest) -> Reconciliation {
-        if let Ok(upto) = request.payment_payload().upto_evm() {
-            return self.reconcile_permit(request, &upto);
+        let payload = request.payment_payload();
+        if let Ok(upto) = payload.upto_evm() {
+            let permit = upto.permit2_authorization;
+            return self.reconcile_permit(request, &permit.from, &permit.nonce);
+        }
+        if let Ok(exact) = payload.exact_permit2() {
+            let permit = exact.permit2_authorization;
+            return self.reconcile_permit(request, &permit.from, &permit.nonce);
         }
         let Ok(evm) = request.payment_payload().exact_evm() else {
             return Reconciliation::Unknown {
@@ -37,7 +43,7 @@ impl SandboxFacilitator {
             };
         };
         let found = self.settlements().into_iter().find(|settlement| {
-            settlement.scheme != UPTO_SCHEME
+            settlement.transfer_method != PERMIT2_TRANSFER_METHOD
                 && settlement.network == requirement.network
                 && parse_address(&settlement.asset) == Some(asset)
                 && parse_address(&settlement.from) == Some(from)
@@ -64,23 +70,23 @@ impl SandboxFacilitator {
 }
 
 impl SandboxFacilitator {
+    /// A Permit2 permit (`exact` or `upto`) of `from` with `nonce`: Permit2 nonces are the
+    /// owner's, whichever proxy spends them.
     fn reconcile_permit(
         &self,
         request: &FacilitatorRequest,
-        upto: &UptoEvmPayload,
+        from: &str,
+        nonce: &str,
     ) -> Reconciliation {
-        let permit = &upto.permit2_authorization;
         let requirement = request.payment_requirements();
-        let (Some(from), Some(nonce)) = (
-            parse_address(&permit.from),
-            parse_decimal(&permit.nonce).map(B256::from),
-        ) else {
+        let (Some(from), Some(nonce)) = (parse_address(from), parse_decimal(nonce).map(B256::from))
+        else {
             return Reconciliation::Unknown {
                 reason: "the permit's payer or nonce is malformed".to_owned(),
             };
         };
         let found = self.settlements().into_iter().find(|settlement| {
-            settlement.scheme == UPTO_SCHEME
+            settlement.transfer_method == PERMIT2_TRANSFER_METHOD
                 && settlement.network == requirement.network
                 && parse_address(&settlement.from) == Some(from)
                 && settlement.nonce.parse::<B256>().ok() == Some(nonce)

@@ -8,13 +8,14 @@ use axum::routing::post;
 use serde_json::{Value, json};
 use tower_x402_evm::eip3009::{AuthorizationUsed, Transfer, authorizationStateCall};
 use tower_x402_evm::permit2::{self, nonce_position, nonceBitmapCall};
-use x402_wire::{Network, UPTO_SCHEME};
+use x402_wire::{Network, PERMIT2_TRANSFER_METHOD, UPTO_SCHEME};
 
 use crate::SandboxFacilitator;
 use crate::eip712::parse_address;
 use crate::ledger::SandboxSettlement;
 
 mod payer;
+mod token;
 
 alloy_sol_types::sol! {
     /// EIP-1271: whether `signature` is valid for `hash`, asked of a smart-contract wallet.
@@ -142,6 +143,8 @@ impl Chain {
         };
         let to = if settlement.scheme == UPTO_SCHEME {
             permit2::UPTO_PROXY.to_checksum(None)
+        } else if settlement.transfer_method == PERMIT2_TRANSFER_METHOD {
+            permit2::EXACT_PROXY.to_checksum(None)
         } else {
             settlement.asset.clone()
         };
@@ -198,6 +201,9 @@ impl Chain {
                 .map_err(|message| (-32000, message))?;
             return Ok(json!(alloy_primitives::hex::encode_prefixed(answer)));
         }
+        if let Some(answer) = self.token_view(to, &bytes) {
+            return Ok(json!(alloy_primitives::hex::encode_prefixed(answer)));
+        }
         let Ok(authorizationStateCall { authorizer, nonce }) =
             authorizationStateCall::abi_decode(&bytes)
         else {
@@ -208,7 +214,7 @@ impl Chain {
         };
         let token = call["to"].as_str().and_then(parse_address);
         let used = self.blocks().iter().any(|(_, settlement)| {
-            settlement.scheme == "exact"
+            settlement.transfer_method == "eip3009"
                 && token.is_some_and(|token| parse_address(&settlement.asset) == Some(token))
                 && parse_address(&settlement.from) == Some(authorizer)
                 && settlement.nonce.parse::<B256>().ok() == Some(nonce)
@@ -238,7 +244,8 @@ impl Chain {
             .blocks()
             .iter()
             .filter(|(_, settlement)| {
-                settlement.scheme == UPTO_SCHEME && parse_address(&settlement.from) == Some(owner)
+                settlement.transfer_method == PERMIT2_TRANSFER_METHOD
+                    && parse_address(&settlement.from) == Some(owner)
             })
             .filter_map(|(_, settlement)| settlement.nonce.parse::<B256>().ok())
             .map(|nonce| nonce_position(U256::from_be_bytes(nonce.0)))
@@ -289,7 +296,7 @@ fn logs_of(block: u64, settlement: &SandboxSettlement) -> Vec<Value> {
     };
     let mut logs = vec![(0, transfer.encode_log_data())];
     // Permit2 marks its nonce in storage; only EIP-3009 emits an event for it.
-    if settlement.scheme != UPTO_SCHEME {
+    if settlement.transfer_method != PERMIT2_TRANSFER_METHOD {
         logs.push((1, used.encode_log_data()));
     }
     logs.into_iter()

@@ -66,6 +66,64 @@ alloy_sol_types::sol! {
     }
 }
 
+/// The `exact` scheme's Permit2 message and the EIP-2612 permit that approves Permit2: a
+/// module of their own, since the `exact` witness has the `upto` one's name and other fields.
+pub(crate) mod exact {
+    alloy_sol_types::sol! {
+        /// Permit2's `TokenPermissions`: which token, and exactly how much of it.
+        #[derive(Debug, PartialEq, Eq)]
+        struct TokenPermissions {
+            /// The token contract.
+            address token;
+            /// The amount, in the token's atomic units.
+            uint256 amount;
+        }
+
+        /// The `exact` witness: who receives, and from when.
+        #[derive(Debug, PartialEq, Eq)]
+        struct Witness {
+            /// The recipient (`payTo`).
+            address to;
+            /// Unix seconds before which the permit is not valid.
+            uint256 validAfter;
+        }
+
+        /// The message an `exact` Permit2 payer signs: the `exact` proxy may move
+        /// `permitted.amount` of `permitted.token` to `witness.to`, once (`nonce`), until
+        /// `deadline`.
+        #[derive(Debug, PartialEq, Eq)]
+        struct PermitWitnessTransferFrom {
+            /// Token and amount.
+            TokenPermissions permitted;
+            /// Who may use the permit: the `exact` proxy.
+            address spender;
+            /// Permit2 unordered nonce: bit `nonce & 0xff` of word `nonce >> 8`.
+            uint256 nonce;
+            /// Unix seconds after which the permit can no longer be used.
+            uint256 deadline;
+            /// The `exact` terms the proxy enforces.
+            Witness witness;
+        }
+
+        /// EIP-2612's `Permit`, signed under the token's own EIP-712 domain: `spender` may move
+        /// up to `value` of `owner`'s tokens from now on (an allowance), usable once (`nonce`)
+        /// until `deadline`.
+        #[derive(Debug, PartialEq, Eq)]
+        struct Permit {
+            /// The token holder.
+            address owner;
+            /// Who is approved: Permit2.
+            address spender;
+            /// The allowance.
+            uint256 value;
+            /// The owner's EIP-2612 nonce on the token.
+            uint256 nonce;
+            /// Unix seconds after which the permit can no longer be submitted.
+            uint256 deadline;
+        }
+    }
+}
+
 /// The Permit2 EIP-712 domain on `chain_id`: `{name: "Permit2", chainId, verifyingContract}`.
 pub(crate) fn permit2_domain(chain_id: u64) -> Eip712Domain {
     Eip712Domain::new(
@@ -88,6 +146,18 @@ mod tests {
         assert_eq!(
             PermitWitnessTransferFrom::eip712_encode_type(),
             "PermitWitnessTransferFrom(TokenPermissions permitted,address spender,uint256 nonce,uint256 deadline,Witness witness)TokenPermissions(address token,uint256 amount)Witness(address to,address facilitator,uint256 validAfter)",
+        );
+    }
+
+    #[test]
+    fn the_exact_permit_and_eip2612_type_strings_are_the_specs() {
+        assert_eq!(
+            exact::PermitWitnessTransferFrom::eip712_encode_type(),
+            "PermitWitnessTransferFrom(TokenPermissions permitted,address spender,uint256 nonce,uint256 deadline,Witness witness)TokenPermissions(address token,uint256 amount)Witness(address to,uint256 validAfter)",
+        );
+        assert_eq!(
+            exact::Permit::eip712_encode_type(),
+            "Permit(address owner,address spender,uint256 value,uint256 nonce,uint256 deadline)",
         );
     }
 

@@ -184,5 +184,7 @@ pub(crate) fn check(
         amount,
         nonce: B256::from(message.nonce),
         permit2: true,
+        scheme: UPTO_SCHEME,
+        approval: None,
     })
 }

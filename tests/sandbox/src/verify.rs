@@ -49,8 +49,34 @@ pub(crate) struct Authorized {
     pub(crate) amount: u128,
     /// EIP-3009 nonce, or the Permit2 nonce's 32 bytes.
     pub(crate) nonce: B256,
-    /// A Permit2 `upto` permit: its nonce lives in Permit2, per owner, not in the token.
+    /// A Permit2 permit (`exact` or `upto`): its nonce lives in Permit2, per owner, not in the
+    /// token, and Permit2 moves the tokens within the owner's allowance to it.
     pub(crate) permit2: bool,
+    /// The scheme the payment settles as: `exact` or `upto`.
+    pub(crate) scheme: &'static str,
+    /// The buyer's approval of Permit2 the facilitator submits before the transfer, from a
+    /// gas-sponsoring extension.
+    pub(crate) approval: Option<Approval>,
+}
+
+/// A buyer's approval of Permit2 carried by a payment, submitted by the facilitator before it
+/// settles.
+#[derive(Clone, Debug)]
+pub(crate) enum Approval {
+    /// An EIP-2612 `permit` (`eip2612GasSponsoring`): sets the allowance to `value`, spending
+    /// the owner's EIP-2612 `nonce` on the token.
+    Eip2612 {
+        /// The allowance granted.
+        value: U256,
+        /// The owner's nonce it spends.
+        nonce: U256,
+    },
+    /// A signed ERC-20 `approve(Permit2, value)` transaction (`erc20ApprovalGasSponsoring`),
+    /// broadcast by the facilitator: sets the allowance to `value`.
+    Erc20 {
+        /// The allowance granted.
+        value: U256,
+    },
 }
 
 impl Authorized {
@@ -78,6 +104,9 @@ pub(crate) fn check(
 ) -> Result<Authorized, Rejection> {
     if request.payment_requirements().scheme == x402_wire::UPTO_SCHEME {
         return crate::upto::check(request, now, signatures, facilitator);
+    }
+    if crate::exact_permit2::is_exact_permit2(request) {
+        return crate::exact_permit2::check(request, now, signatures);
     }
     let deployment = check_envelope(request, &EXACT)?;
     let payload = request.payment_payload();
@@ -210,6 +239,8 @@ pub(crate) fn check(
         amount,
         nonce: message.nonce,
         permit2: false,
+        scheme: "exact",
+        approval: None,
     })
 }
 

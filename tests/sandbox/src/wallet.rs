@@ -116,7 +116,9 @@ impl SandboxWallet {
 
     /// Pays `required` as of unix time `now`, with the first accept this wallet can pay: scheme
     /// `exact` on an `eip155` network, with `extra.name` and `extra.version`, and `asset` and
-    /// `payTo` that are addresses (an EIP-3009 authorization); or scheme `upto` with
+    /// `payTo` that are addresses (an EIP-3009 authorization); or scheme `exact` with
+    /// `extra.assetTransferMethod = "permit2"` (a Permit2 permit to the `exact` proxy, see
+    /// [`exact_permit_at`](Self::exact_permit_at)); or scheme `upto` with
     /// `extra.assetTransferMethod = "permit2"` and `extra.facilitatorAddress` (a Permit2 permit of
     /// the maximum, see [`permit_at`](Self::permit_at)).
     ///
@@ -132,7 +134,10 @@ impl SandboxWallet {
         for (index, accept) in required.accepts.iter().enumerate() {
             match payable(accept) {
                 Ok(()) => {
-                    let payload = if accept.scheme == UPTO_SCHEME {
+                    let payload = if crate::wallet_permit2::is_exact_permit2(accept) {
+                        let permit = self.exact_permit_at(accept, now)?;
+                        serde_json::value::to_raw_value(&self.sign_exact_permit(accept, &permit)?)
+                    } else if accept.scheme == UPTO_SCHEME {
                         let permit = self.permit_at(accept, now)?;
                         serde_json::value::to_raw_value(&self.sign_permit(accept, &permit)?)
                     } else {
@@ -278,7 +283,13 @@ impl SandboxWallet {
         })
     }
 
-    fn sign_prehash(&self, digest: B256) -> Result<String, WalletError> {
+    /// The wallet's address.
+    pub(crate) fn address_raw(&self) -> Address {
+        self.address
+    }
+
+    /// Signs an EIP-712 prehash: the 65-byte signature, 0x-hex.
+    pub(crate) fn sign_prehash(&self, digest: B256) -> Result<String, WalletError> {
         let (signature, recovery) = self
             .key
             .sign_prehash_recoverable(digest.as_slice())
@@ -292,6 +303,9 @@ impl SandboxWallet {
 fn payable(accept: &PaymentRequirements) -> Result<(), String> {
     if accept.scheme == UPTO_SCHEME {
         return payable_upto(accept);
+    }
+    if crate::wallet_permit2::is_exact_permit2(accept) {
+        return crate::wallet_permit2::payable(accept);
     }
     if accept.scheme != "exact" {
         return Err(format!(

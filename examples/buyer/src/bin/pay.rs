@@ -7,8 +7,9 @@
 //! ```
 //!
 //! GETs the URL (POSTs `--data`, when given: the payment buys that body); on a 402 it decodes the `PAYMENT-REQUIRED` challenge, signs a payment for the
-//! first accept it can pay (an EIP-3009 authorization for `exact`, a Permit2 permit of the
-//! maximum for `upto`), and repeats the request with `PAYMENT-SIGNATURE`. It prints the final
+//! first accept it can pay (an EIP-3009 authorization for `exact`, a Permit2 permit to the
+//! `exact` proxy for an `exact` accept with `extra.assetTransferMethod: "permit2"`, a Permit2
+//! permit of the maximum for `upto`), and repeats the request with `PAYMENT-SIGNATURE`. It prints the final
 //! status, the decoded `PAYMENT-RESPONSE` (pretty JSON) and the body on stdout, what was
 //! charged on stderr — for an `upto` route the amount the server settled beside the maximum
 //! that was signed — and exits non-zero when anything fails. A 503 to the paid request is

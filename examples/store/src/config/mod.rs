@@ -11,7 +11,6 @@
 //! A new setting is a field of [`Config`], set in [`Config::for_tests`] and shown by its `Debug`.
 
 use std::ffi::OsStr;
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -21,6 +20,7 @@ use reqwest::Url;
 
 use crate::discovery::channels::ChannelSpec;
 
+mod debug;
 mod values;
 use crate::serve::ServeLimits;
 use crate::storage::{Engine, without_password};
@@ -131,6 +131,11 @@ pub struct Config {
     /// (unset: not served). Keep it off the public network.
     #[arg(long, env = "STORE_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Adds to every SKU's 402, beside its EIP-3009 accept on Base USDC, an `exact` accept on
+    /// Base USDC paid through Permit2 (same amount and `payTo`), and declares the
+    /// `eip2612GasSponsoring` extension: a buyer with no Permit2 allowance pays in one request.
+    #[arg(long, env = "STORE_PERMIT2", default_value_t = false, action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
+    pub permit2: bool,
     /// Seconds the requests in progress (a payment being settled) have to finish after SIGTERM
     /// before the process exits anyway.
     #[arg(long = "shutdown-grace-secs", env = "STORE_SHUTDOWN_GRACE_SECS", default_value = "30", value_parser = seconds)]
@@ -248,6 +253,7 @@ impl Config {
             redelivery_window: Duration::from_secs(7 * 24 * 3600),
             siwx_entitlement: Some(Duration::from_secs(365 * 24 * 3600)),
             metrics_listen: None,
+            permit2: false,
             shutdown_grace: Duration::from_secs(30),
         }
     }
@@ -288,41 +294,6 @@ impl Config {
     /// Whether payments go through the in-process sandbox rather than an external facilitator.
     pub fn is_demo(&self) -> bool {
         self.facilitator_url.is_none()
-    }
-}
-
-impl fmt::Debug for Config {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Config")
-            .field("listen", &self.listen)
-            .field("base_url", &self.base_url)
-            .field("slug_prefix", &self.slug_prefix)
-            .field("pay_to", &self.pay_to)
-            .field("facilitator_url", &self.facilitator_url)
-            .field(
-                "facilitator_bearer",
-                &self.facilitator_bearer.as_ref().map(|_| "<redacted>"),
-            )
-            .field("database_url", &without_password(&self.database_url))
-            .field("database_timeout", &self.database_timeout)
-            .field("second_pay_to", &self.second_pay_to)
-            .field("third_pay_to", &self.third_pay_to)
-            .field("checkout_url", &self.checkout_url)
-            .field("content_dir", &self.content_dir)
-            .field(
-                "discovery_channels",
-                &self.discovery_channels.as_ref().map(Vec::len),
-            )
-            // An RPC URL often carries the provider's API key.
-            .field("rpc_url", &self.rpc_url.as_ref().map(|_| "<redacted>"))
-            .field("settlement_lease", &self.settlement_lease)
-            .field("limits", &self.limits)
-            .field("fulfillment_secret", &"<redacted>")
-            .field("redelivery_window", &self.redelivery_window)
-            .field("siwx_entitlement", &self.siwx_entitlement)
-            .field("metrics_listen", &self.metrics_listen)
-            .field("shutdown_grace", &self.shutdown_grace)
-            .finish()
     }
 }
 

@@ -63,8 +63,14 @@ async fn response_head(address: SocketAddr, path: &str, headers: &str) -> Vec<u8
 async fn every_402_fits_a_stock_nginx_header_buffer() {
     let store = store_with(|_| {}, Arc::new(SandboxFacilitator::new())).await;
     let address = serve_app(store.state.clone()).await;
+    assert_every_402_fits(&store.state, address).await;
+}
+
+/// The largest response head of every SKU's 402 served at `address`, by an agent, a browser
+/// script and a browser, fits nginx's default `proxy_buffer_size`.
+async fn assert_every_402_fits(state: &x402_store::state::AppState, address: SocketAddr) {
     let mut largest = (0, String::new());
-    for sku in store.state.catalog.iter() {
+    for sku in state.catalog.iter() {
         let path = format!("/api/x402/{}", sku.slug);
         for headers in [
             "",
@@ -83,7 +89,7 @@ async fn every_402_fits_a_stock_nginx_header_buffer() {
     }
     println!(
         "largest 402 response head over {} SKUs: {} bytes ({})",
-        store.state.catalog.len(),
+        state.catalog.len(),
         largest.0,
         largest.1
     );
@@ -92,6 +98,125 @@ async fn every_402_fits_a_stock_nginx_header_buffer() {
         "the 402 of {} has a {}-byte head: a stock nginx answers 502 for it",
         largest.1,
         largest.0
+    );
+}
+
+/// With `STORE_PERMIT2=1`, behind Debian's nginx with the stock configuration: every SKU's 402
+/// carries, beside its EIP-3009 accept on Base USDC, a Permit2 `exact` accept of the same
+/// amount and `payTo` and the `eip2612GasSponsoring` declaration, its head still fits the stock
+/// buffer (nginx answers every one 402, never 502), and a buyer with no Permit2 allowance buys
+/// through the proxy in one request with its EIP-2612 approval.
+#[tokio::test]
+async fn with_permit2_every_402_fits_and_a_permit2_purchase_passes_a_stock_nginx() {
+    let port = free_port();
+    let public = format!("http://127.0.0.1:{port}");
+    let sandbox = SandboxFacilitator::new();
+    let store = store_with(
+        move |config| {
+            config.base_url = public;
+            config.permit2 = true;
+        },
+        Arc::new(sandbox.clone()),
+    )
+    .await;
+    let upstream = serve_app(store.state.clone()).await;
+    assert_every_402_fits(&store.state, upstream).await;
+    let nginx = Nginx::start(port, upstream);
+    let client = reqwest::Client::new();
+
+    for sku in store.state.catalog.iter() {
+        let url = format!("{}/api/x402/{}", nginx.origin(), sku.slug);
+        let offer = get(&client, &url, &[]).await;
+        assert_eq!(
+            offer.status,
+            StatusCode::PAYMENT_REQUIRED,
+            "{url}: {}\nnginx error log:\n{}",
+            offer.text,
+            nginx.error_log()
+        );
+        let required: PaymentRequired =
+            header::decode(offer.headers[PAYMENT_REQUIRED].as_bytes()).unwrap();
+        let (eip3009, permit2) = (&required.accepts[0], &required.accepts[1]);
+        assert!(
+            eip3009
+                .extra
+                .as_ref()
+                .unwrap()
+                .get("assetTransferMethod")
+                .is_none()
+        );
+        assert_eq!(
+            permit2.extra.as_ref().unwrap()["assetTransferMethod"],
+            "permit2"
+        );
+        assert_eq!(
+            (
+                &permit2.scheme,
+                &permit2.network,
+                permit2.amount,
+                &permit2.asset,
+                &permit2.pay_to
+            ),
+            (
+                &eip3009.scheme,
+                &eip3009.network,
+                eip3009.amount,
+                &eip3009.asset,
+                &eip3009.pay_to
+            ),
+            "{url}"
+        );
+        let extensions = required.extensions.unwrap_or_default();
+        assert!(extensions.contains_key("eip2612GasSponsoring"), "{url}");
+    }
+
+    let url = format!("{}/api/x402/{RECEIPT}", nginx.origin());
+    let offer = get(&client, &url, &[]).await;
+    let mut required: PaymentRequired =
+        header::decode(offer.headers[PAYMENT_REQUIRED].as_bytes()).unwrap();
+    required.accepts.retain(|accept| {
+        accept
+            .extra
+            .as_ref()
+            .and_then(|extra| extra.get("assetTransferMethod"))
+            == Some(&serde_json::json!("permit2"))
+    });
+    let buyer = SandboxWallet::random();
+    let network = required.accepts[0].network.clone();
+    sandbox
+        .set_permit2_allowance(&network, &buyer.address(), 0)
+        .unwrap();
+    let mut payment = buyer.pay(&required).unwrap();
+    let nonce = sandbox.eip2612_nonce(&network, &buyer.address()).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    buyer.sponsor_eip2612(&mut payment, nonce, now).unwrap();
+    let signature = header::encode(&payment).unwrap();
+    let bought = get(
+        &client,
+        &url,
+        &[("payment-signature", signature.to_str().unwrap())],
+    )
+    .await;
+    assert_eq!(
+        bought.status,
+        StatusCode::OK,
+        "{}\nnginx error log:\n{}",
+        bought.text,
+        nginx.error_log()
+    );
+    let settled = &sandbox.settlements()[0];
+    assert_eq!(
+        (settled.scheme.as_str(), settled.transfer_method.as_str()),
+        ("exact", "permit2")
+    );
+    assert_eq!(sandbox.settlement_count(), 1);
+    let log = nginx.error_log();
+    assert!(
+        !log.contains("too big header"),
+        "nginx refused an upstream header:\n{log}"
     );
 }
 

@@ -7,6 +7,9 @@
 //!   `initiateWithdraw(config, amount)` sent by `sender`; answers the transaction hash.
 //! - `sandbox_finalizeWithdraw` `[config, sender]`: `finalizeWithdraw(config)` sent by `sender`;
 //!   answers the amount returned to the payer, as a decimal string.
+//! - `sandbox_approve` `[owner, amount]`: the token's `approve(Permit2, amount)` sent by
+//!   `owner` (USDC of the chain); answers `true`. With `"0"`, a payer that never approved
+//!   Permit2, who pays a Permit2 accept only through a gas-sponsoring extension.
 //! - `evm_increaseTime` `[seconds]`: moves the sandbox's clock forward; answers the new time.
 //!
 //! `config` is the channel's `ChannelConfig` as JSON (as in a deposit's `channelConfig`), amounts
@@ -52,6 +55,14 @@ impl Chain {
                     .map(|amount| json!(amount.to_string()))
                     .map_err(reverted)
             }),
+            "sandbox_approve" => match text(1).parse::<u128>() {
+                Ok(amount) => self
+                    .sandbox
+                    .set_permit2_allowance(&self.network, &text(0), amount)
+                    .map(|()| json!(true))
+                    .map_err(|error| (-32602, format!("params[0]: {error}"))),
+                Err(_) => Err((-32602, "params[1] is not a decimal amount".to_owned())),
+            },
             "evm_increaseTime" => match params[0].as_u64() {
                 Some(seconds) => {
                     let base = self.sandbox.now().saturating_add(seconds);
