@@ -68,6 +68,7 @@ mod rpc;
 mod script;
 mod server;
 pub mod siwx;
+pub mod solana;
 mod typed_data;
 mod upto;
 mod verify;
@@ -81,6 +82,7 @@ pub use facilitator::{InvalidAddress, SandboxFacilitator};
 pub use ledger::SandboxSettlement;
 pub use script::Step;
 pub use siwx::SandboxSolanaWallet;
+pub use solana::SolanaSettlement;
 pub use wallet::{SandboxWallet, WalletError};
 
 /// The README's example, compiled and run as a doctest.
