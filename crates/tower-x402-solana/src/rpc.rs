@@ -15,6 +15,8 @@
 //! that is not a Solana transfer: [`Unknown`](Reconciliation::Unknown), the payment stays in
 //! doubt.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 use tower_x402::BoxFuture;
 use tower_x402::settlement::{Reconciler, Reconciliation};
@@ -169,6 +171,55 @@ impl SolanaRpcReconciler {
             other => Ok(Reconciliation::Unknown {
                 reason: format!("{signature} is {}", other.unwrap_or("without a status")),
             }),
+        }
+    }
+}
+
+impl SolanaRpcReconciler {
+    /// This reconciler for Solana payments and `other` for every other payment (an EVM
+    /// reconciler reading Base, say): one reconciler for a payment core that sells on both.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tower_x402::Reconciler;
+    /// use tower_x402_sandbox::SandboxFacilitator;
+    /// use tower_x402_solana::SolanaRpcReconciler;
+    ///
+    /// let evm: Arc<dyn Reconciler> = Arc::new(SandboxFacilitator::new());
+    /// let both = SolanaRpcReconciler::new("https://api.mainnet-beta.solana.com")?.beside(evm);
+    /// # let _ = both;
+    /// # Ok::<_, tower_x402_solana::rpc::InvalidRpcUrl>(())
+    /// ```
+    pub fn beside(self, other: Arc<dyn Reconciler>) -> BySolana {
+        BySolana {
+            solana: self,
+            other,
+        }
+    }
+}
+
+/// A reconciler that asks [`SolanaRpcReconciler`] about Solana payments and another about the
+/// rest ([`SolanaRpcReconciler::beside`]).
+#[derive(Clone)]
+pub struct BySolana {
+    solana: SolanaRpcReconciler,
+    other: Arc<dyn Reconciler>,
+}
+
+impl std::fmt::Debug for BySolana {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BySolana")
+            .field("solana", &self.solana)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reconciler for BySolana {
+    fn reconcile<'a>(&'a self, request: &'a FacilitatorRequest) -> BoxFuture<'a, Reconciliation> {
+        if is_solana(&request.payment_requirements().network) {
+            self.solana.reconcile(request)
+        } else {
+            self.other.reconcile(request)
         }
     }
 }
