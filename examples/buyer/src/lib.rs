@@ -29,6 +29,8 @@
 
 mod eip712;
 mod sign_in;
+mod solana;
 mod wallet;
 
+pub use solana::SolanaWallet;
 pub use wallet::{Wallet, WalletError};
