@@ -35,12 +35,15 @@ def main() -> int:
         import siwx_checks
         import upto_checks
         import channels_checks
+        import solana_checks
 
         services = store_checks.Services.from_env()
         sandbox_checks.register(suite, services.sandbox_facilitator)
         store_checks.register(suite, services)
         upto_checks.register(suite)  # metered payments: the example `metered`
         mcp_checks.register(suite)  # paid MCP tools: the example `paid_mcp`
+        # Solana: the official SVM client, the sandbox facilitator process and its Solana RPC.
+        solana_checks.register(suite, services.sandbox_facilitator)
         siwx_checks.register(suite, services)  # sign-in-with-x, both ways: the `siwx-proof` binary of `x402-buyer`
         # Payment channels: the example `channels`; last, as its final check stops the example.
         channels_checks.register(suite)
