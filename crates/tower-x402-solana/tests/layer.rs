@@ -261,3 +261,56 @@ async fn a_lost_settle_answer_without_a_landing_stays_in_doubt() {
     assert_eq!(status, 503, "{body}");
     assert!(facilitator.solana_settlements().is_empty());
 }
+
+/// A buffer the log lines of the test's thread are written to.
+#[derive(Clone, Default)]
+struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_payment_in_doubt_is_logged_with_its_payer_and_transfer() {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let (facilitator, url) = shop(true, false).await;
+    let facilitator = facilitator.with_settle(Step::AnswerLost);
+    let wallet = SandboxSolanaWallet::random();
+    let payment = wallet.pay(&challenge(&url).await).unwrap();
+    let (status, _, body) = buy(&url, &payment).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(facilitator.solana_settlements().len(), 1);
+
+    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let line = text
+        .lines()
+        .find(|line| line.contains("Solana payment in doubt"))
+        .unwrap_or_else(|| panic!("no in-doubt line for the Solana payment:\n{text}"));
+    let destination = tower_x402_solana::Pubkey::associated_token_address(
+        &PAY_TO.parse().unwrap(),
+        &UsdcDeployment::SOLANA_DEVNET.asset.parse().unwrap(),
+        &tower_x402_solana::TOKEN_PROGRAM,
+    );
+    for field in [
+        format!("payer=\"{}\"", wallet.address()),
+        format!("destination=\"{destination}\""),
+        format!("amount=\"{}\"", PRICE.get()),
+        format!("mint=\"{}\"", UsdcDeployment::SOLANA_DEVNET.asset),
+        "message_hash=".to_owned(),
+    ] {
+        assert!(line.contains(&field), "{field} missing from: {line}");
+    }
+}
