@@ -48,6 +48,11 @@ pub struct InvalidAddress(pub String);
 /// calls one by one (a lost answer, a 503, a delay…). [`verify_payment`](Self::verify_payment)
 /// and [`settle_payment`](Self::settle_payment) are the sandbox's answer without the script.
 ///
+/// It also settles `exact` on Solana mainnet and devnet (a version-0 transaction signed by the
+/// buyer with ed25519, checked as the official SVM facilitator does and applied once over a
+/// simulated SPL-token ledger, its fee payer [`solana_fee_payer`](Self::solana_fee_payer)), and
+/// its [`router`](Self::router) answers Solana JSON-RPC at `POST /rpc/solana`.
+///
 /// Cloning is cheap and clones share the ledger and the script. Hand it to
 /// [`X402Layer`](tower_x402::X402Layer) directly, or serve it over HTTP.
 ///

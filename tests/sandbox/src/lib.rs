@@ -19,6 +19,11 @@
 //! [`SandboxFacilitator::rpc_router`] serves its ledger as an Ethereum JSON-RPC chain, which
 //! `tower_x402_evm::EvmRpcReconciler` can read.
 //!
+//! It settles Solana `exact` too ([`solana`]): the buyer's ed25519 signature over the
+//! transaction's message, the official facilitator's checks, a simulated SPL-token ledger, and
+//! the Solana JSON-RPC a buyer's client and a reconciler read at `POST /rpc/solana`;
+//! [`SandboxSolanaWallet`] pays.
+//!
 //! The facilitator also speaks `batch-settlement`, payment channels over a simulated
 //! `x402BatchSettlement` contract: deposits, vouchers, claims, sweeps, refunds and timed
 //! withdrawals, with the wallet's side in [`SandboxWallet`] ([`batch`]).
