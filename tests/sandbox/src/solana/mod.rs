@@ -1,6 +1,7 @@
 //! Solana `exact` in the sandbox: the facilitator's checks of a buyer's transaction, its
-//! settlement over a simulated SPL-token ledger, the JSON-RPC a buyer's client and a reconciler
-//! use ([`rpc`]), and the sandbox wallet's side ([`wallet`]).
+//! settlement over a simulated SPL-token ledger ([`SolanaSettlement`]), the JSON-RPC a buyer's
+//! client and a reconciler use (`POST /rpc/solana`), and the sandbox wallet's side
+//! ([`SandboxSolanaWallet::pay`](crate::SandboxSolanaWallet::pay)).
 
 use ed25519_dalek::SigningKey;
 use tower_x402_solana::exact::{self, ExactTransfer, Expected, reason};
