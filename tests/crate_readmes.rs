@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 /// The packages published beside tower-x402. Its own README (`.`) shows excerpts of
 /// `tests/readme.rs` (`readme_blocks` checks them); its install line and features are checked
 /// here too.
-const PACKAGES: [&str; 8] = [
+const PACKAGES: [&str; 9] = [
     "crates/x402-wire",
+    "crates/tower-x402-solana",
     "crates/tower-x402-siwx",
     "crates/tower-x402-postgres",
     "crates/tower-x402-evm",

@@ -139,6 +139,6 @@ pub(crate) use outcome::{Conclusion, Pass};
 pub use payments::Payments;
 pub use refusal::{Refusal, RefusalKind};
 pub use request::ProtectedRequest;
-pub use scheme::Scheme;
+pub use scheme::{Scheme, built_in_exact};
 pub use stages::HookStages;
 pub use verified::{SettledPayment, VerifiedPayment};

@@ -301,6 +301,19 @@ impl Scheme for Exact {
     }
 }
 
+/// The built-in `exact` scheme, for a scheme registered in its place (under the name `exact`)
+/// to answer with for the payments it does not take itself, another chain's: their matching,
+/// identity and refusals stay the core's.
+///
+/// ```
+/// let exact = tower_x402::payment::built_in_exact();
+/// assert_eq!(exact.name(), "exact");
+/// ```
+#[must_use]
+pub fn built_in_exact() -> Arc<dyn Scheme> {
+    Arc::new(Exact)
+}
+
 /// `upto`: the work charges up to the maximum a Permit2 permit signs, the owner's nonce the
 /// key; a permit signing another amount than the requirement's maximum is refused.
 struct Upto;

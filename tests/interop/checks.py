@@ -37,6 +37,7 @@ def main() -> int:
         import channels_checks
         import channels_crash_checks
         import permit2_checks
+        import solana_checks
 
         services = store_checks.Services.from_env()
         sandbox_checks.register(suite, services.sandbox_facilitator)
@@ -44,6 +45,8 @@ def main() -> int:
         upto_checks.register(suite)  # metered payments: the example `metered`
         permit2_checks.register(suite)  # `exact` through Permit2: the store with STORE_PERMIT2=1
         mcp_checks.register(suite)  # paid MCP tools: the example `paid_mcp`
+        # Solana: the official SVM client, the sandbox facilitator process and its Solana RPC.
+        solana_checks.register(suite, services.sandbox_facilitator)
         siwx_checks.register(suite, services)  # sign-in-with-x, both ways: the `siwx-proof` binary of `x402-buyer`
         # A channels example killed mid-claim, restarted and stopped; before the checks below,
         # which move the sandbox chain's clock.

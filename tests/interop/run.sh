@@ -131,6 +131,13 @@ python_store="$started_url"
 start store-permit2 env $(store_env store-permit2) STORE_FACILITATOR_URL="$sandbox_url" STORE_PAY_TO="$pay_to" \
   STORE_PERMIT2=1 "$store_bin"
 permit2_store="$started_url"
+# Solana: a store whose Solana door pays its own address through the sandbox facilitator process,
+# bought from by solana_checks.py with the official SVM client reading the sandbox's /rpc/solana.
+solana_pay_to="2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg4"
+# shellcheck disable=SC2046
+start store-solana env $(store_env store-solana) STORE_FACILITATOR_URL="$sandbox_url" \
+  STORE_PAY_TO="$pay_to" STORE_SECOND_PAY_TO="$solana_pay_to" "$store_bin"
+export X402_SOLANA_STORE="$started_url" X402_SOLANA_PAY_TO="$solana_pay_to"
 
 # Metered payments (upto): the crate's example `metered` against the sandbox facilitator over
 # HTTP, paid by upto_checks.py (X402_METERED, X402_METERED_PAY_TO).

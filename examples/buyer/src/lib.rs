@@ -31,6 +31,8 @@
 mod eip712;
 mod exact_permit2;
 mod sign_in;
+mod solana;
 mod wallet;
 
+pub use solana::SolanaWallet;
 pub use wallet::{Wallet, WalletError};

@@ -107,3 +107,94 @@ async fn pay_says_what_each_route_charged() {
     );
     assert_eq!(facilitator.settlement_count(), 2);
 }
+
+/// `pay --network solana` against a server selling on Solana devnet (and Base Sepolia) through
+/// the sandbox: it picks the Solana accept, signs a Solana transaction under the blockhash of
+/// the sandbox's Solana JSON-RPC, and prints the network and the transaction.
+#[tokio::test(flavor = "multi_thread")]
+async fn pay_on_solana_picks_the_solana_accept() {
+    const SOLANA_PAY_TO: &str = "2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg4";
+    let facilitator = SandboxFacilitator::new();
+    let offer = Offer::builder(ResourceInfo::new("http://shop.test/report"))
+        .usdc(
+            &UsdcDeployment::BASE_SEPOLIA,
+            "0.10".parse().unwrap(),
+            PAY_TO,
+        )
+        .accept(facilitator.solana_requirement(
+            &UsdcDeployment::SOLANA_DEVNET,
+            AtomicAmount(100_000),
+            SOLANA_PAY_TO,
+        ))
+        .build()
+        .unwrap();
+    let app = Router::new().route(
+        "/report",
+        get(|| async { "the report" }).layer(X402Layer::new(facilitator.clone(), offer)),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let rpc = format!("http://{}/rpc/solana", listener.local_addr().unwrap());
+    tokio::spawn(facilitator.clone().serve(listener));
+
+    let key = "07".repeat(32);
+    let payer = x402_buyer::SolanaWallet::from_private_key_hex(&key)
+        .unwrap()
+        .address();
+    let url = format!("{base}/report");
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_pay"))
+            .args(["--network", "solana", "--solana-rpc", &rpc, &url])
+            .env("PAYER_SOLANA_PRIVATE_KEY", key)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(output.status.success(), "{stderr}");
+    assert!(stdout.starts_with("200 OK"), "{stdout}");
+    assert!(stdout.contains("the report"), "{stdout}");
+    let landed = facilitator.solana_settlements();
+    assert_eq!(landed.len(), 1);
+    assert_eq!(landed[0].payer, payer);
+    assert!(
+        stdout.contains(&format!("\"transaction\": \"{}\"", landed[0].transaction)),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\"network\": \"solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1\""),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains(
+            "paying 0.10 USDC (100000 atomic units) on solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(facilitator.settlement_count(), 0, "nothing paid on Base");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pay_on_a_network_the_server_does_not_offer_says_so() {
+    let (base, facilitator) = serve().await;
+    let url = format!("{base}/report");
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_pay"))
+            .args(["--network", "solana", &url])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("no accept on solana: the server offers eip155:84532"),
+        "{stderr}"
+    );
+    assert_eq!(facilitator.settlement_count(), 0);
+}

@@ -14,6 +14,7 @@ use tower_x402::settlement::Reconciler;
 use tower_x402::{Facilitator, HttpFacilitator};
 use tower_x402_evm::EvmRpcReconciler;
 use tower_x402_sandbox::SandboxFacilitator;
+use tower_x402_solana::SolanaRpcReconciler;
 
 use crate::catalog::{Catalog, Sku};
 use crate::config::Config;
@@ -98,6 +99,9 @@ pub enum StartupError {
     /// The JSON-RPC endpoint is not an http(s) URL.
     #[error("STORE_RPC_URL: {0}")]
     Rpc(#[from] tower_x402_evm::InvalidRpcUrl),
+    /// The Solana JSON-RPC endpoint is not an http(s) URL.
+    #[error("STORE_SOLANA_RPC_URL: {0}")]
+    SolanaRpc(#[from] tower_x402_solana::rpc::InvalidRpcUrl),
     /// The outbound HTTP client could not be built.
     #[error("outbound HTTP client: {0}")]
     Http(#[from] reqwest::Error),
@@ -132,6 +136,11 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         }
         None => {
             let sandbox = SandboxFacilitator::new();
+            let mut config = config;
+            // The sandbox settles Solana too: the door opens on a demo address.
+            config
+                .second_pay_to
+                .get_or_insert_with(|| crate::config::DEMO_SECOND_PAY_TO.to_owned());
             let mut state = build_state_with(config, Arc::new(sandbox.clone()), true).await?;
             state.reconciler = Some(Arc::new(sandbox));
             Ok(state)
@@ -212,9 +221,15 @@ pub async fn build_state_with_facilitators(
     if let Err(reason) = &supported {
         tracing::warn!(%reason, "facilitator /supported failed: the doors that need it stay closed");
     }
-    let reconciler: Option<Arc<dyn Reconciler>> = match &config.rpc_url {
+    let evm: Option<Arc<dyn Reconciler>> = match &config.rpc_url {
         Some(url) => Some(Arc::new(EvmRpcReconciler::new(url)?)),
-        None => {
+        None => None,
+    };
+    let reconciler: Option<Arc<dyn Reconciler>> = match (&config.solana_rpc_url, evm) {
+        (Some(url), Some(evm)) => Some(Arc::new(SolanaRpcReconciler::new(url)?.beside(evm))),
+        (Some(url), None) => Some(Arc::new(SolanaRpcReconciler::new(url)?)),
+        (None, Some(evm)) => Some(evm),
+        (None, None) => {
             if !demo {
                 tracing::warn!(
                     "STORE_RPC_URL is unset: a payment whose settlement answer is lost stays in doubt (503) until the facilitator settles it on a retry or an operator does"

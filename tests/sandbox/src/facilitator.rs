@@ -48,6 +48,11 @@ pub struct InvalidAddress(pub String);
 /// calls one by one (a lost answer, a 503, a delay…). [`verify_payment`](Self::verify_payment)
 /// and [`settle_payment`](Self::settle_payment) are the sandbox's answer without the script.
 ///
+/// It also settles `exact` on Solana mainnet and devnet (a version-0 transaction signed by the
+/// buyer with ed25519, checked as the official SVM facilitator does and applied once over a
+/// simulated SPL-token ledger, its fee payer [`solana_fee_payer`](Self::solana_fee_payer)), and
+/// its [`router`](Self::router) answers Solana JSON-RPC at `POST /rpc/solana`.
+///
 /// Cloning is cheap and clones share the ledger and the script. Hand it to
 /// [`X402Layer`](tower_x402::X402Layer) directly, or serve it over HTTP.
 ///
@@ -77,6 +82,8 @@ pub(crate) struct Inner {
     pub(crate) batch: crate::batch::BatchState,
     /// Smart-contract wallets on the chain view: wallet address → owner key's address.
     pub(crate) contract_wallets: RwLock<std::collections::HashMap<Address, Address>>,
+    /// Solana: the fee payer and the SPL-token ledger.
+    pub(crate) solana: crate::solana::SolanaState,
 }
 
 impl SandboxFacilitator {
@@ -112,11 +119,29 @@ impl SandboxFacilitator {
             network: usdc.network.clone(),
             extra: Some(receiver_authorizer.clone()),
         });
-        let kinds = exact.chain(upto).chain(channels).collect();
+        let solana = crate::solana::SolanaState::new();
+        let fee_payer = solana.fee_payer().to_string();
+        let solana_exact = crate::solana::DEPLOYMENTS.iter().map(|usdc| SupportedKind {
+            x402_version: X402Version::V2,
+            scheme: "exact".to_owned(),
+            network: usdc.network.clone(),
+            extra: Some(serde_json::Map::from_iter([(
+                "feePayer".to_owned(),
+                serde_json::Value::String(fee_payer.clone()),
+            )])),
+        });
+        let kinds = exact
+            .chain(upto)
+            .chain(channels)
+            .chain(solana_exact)
+            .collect();
         let ledger = Ledger::new(DEFAULT_STARTING_BALANCE);
         // The contract holds exactly what was deposited into it.
         ledger.set_balance(crate::batch::BATCH_SETTLEMENT, AtomicAmount(0));
-        let signers = BTreeMap::from([("eip155:*".to_owned(), vec![signer.to_checksum(None)])]);
+        let signers = BTreeMap::from([
+            ("eip155:*".to_owned(), vec![signer.to_checksum(None)]),
+            ("solana:*".to_owned(), vec![fee_payer]),
+        ]);
         Self {
             inner: Arc::new(Inner {
                 clock: RwLock::new(clock::system_clock()),
@@ -130,6 +155,7 @@ impl SandboxFacilitator {
                 script: Script::default(),
                 batch,
                 contract_wallets: RwLock::default(),
+                solana,
             }),
         }
     }
@@ -258,6 +284,9 @@ impl SandboxFacilitator {
         if crate::batch::is_batch(request) {
             return crate::batch::as_verify_response(self.verify_batch(request));
         }
+        if crate::solana::is_solana_request(request) {
+            return self.verify_solana(request, signatures);
+        }
         let outcome =
             verify::check(request, self.now(), signatures, self.inner.signer).and_then(|payment| {
                 let payer = Some(payment.payer());
@@ -301,6 +330,9 @@ impl SandboxFacilitator {
         let network = request.payment_requirements().network.clone();
         if crate::batch::is_batch(request) {
             return crate::batch::as_settle_response(self.settle_batch(request), network);
+        }
+        if crate::solana::is_solana_request(request) {
+            return self.settle_solana(request, signatures);
         }
         let outcome =
             verify::check(request, self.now(), signatures, self.inner.signer).and_then(|payment| {
@@ -365,10 +397,11 @@ impl SandboxFacilitator {
         self.inner.signer.to_checksum(None)
     }
 
-    /// The `/supported` answer: `exact`, `upto` and `batch-settlement` on both networks, version
-    /// 2 (`upto` with `extra.facilitatorAddress`, the signer; `batch-settlement` with
-    /// `extra.receiverAuthorizer`, [`receiver_authorizer`](Self::receiver_authorizer)), and the
-    /// signer.
+    /// The `/supported` answer: `exact`, `upto` and `batch-settlement` on both EVM networks,
+    /// version 2 (`upto` with `extra.facilitatorAddress`, the signer; `batch-settlement` with
+    /// `extra.receiverAuthorizer`, [`receiver_authorizer`](Self::receiver_authorizer)), `exact`
+    /// on Solana mainnet and devnet with `extra.feePayer`
+    /// ([`solana_fee_payer`](Self::solana_fee_payer)), and the signers (`eip155:*`, `solana:*`).
     pub fn supported_response(&self) -> Arc<SupportedResponse> {
         Arc::clone(&self.inner.supported)
     }

@@ -84,6 +84,11 @@ impl Ledger {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// What an account not yet touched holds (shared by the Solana ledger).
+    pub(crate) fn starting_balance(&self) -> u128 {
+        self.lock().starting_balance
+    }
+
     pub(crate) fn set_starting_balance(&self, balance: AtomicAmount) {
         self.lock().starting_balance = balance.get();
     }

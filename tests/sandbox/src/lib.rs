@@ -19,6 +19,11 @@
 //! [`SandboxFacilitator::rpc_router`] serves its ledger as an Ethereum JSON-RPC chain, which
 //! `tower_x402_evm::EvmRpcReconciler` can read.
 //!
+//! It settles Solana `exact` too ([`solana`]): the buyer's ed25519 signature over the
+//! transaction's message, the official facilitator's checks, a simulated SPL-token ledger, and
+//! the Solana JSON-RPC a buyer's client and a reconciler read at `POST /rpc/solana`;
+//! [`SandboxSolanaWallet`] pays.
+//!
 //! The facilitator also speaks `batch-settlement`, payment channels over a simulated
 //! `x402BatchSettlement` contract: deposits, vouchers, claims, sweeps, refunds and timed
 //! withdrawals, with the wallet's side in [`SandboxWallet`] ([`batch`]).
@@ -70,6 +75,7 @@ mod rpc;
 mod script;
 mod server;
 pub mod siwx;
+pub mod solana;
 mod typed_data;
 mod upto;
 mod verify;
@@ -84,6 +90,7 @@ pub use facilitator::{InvalidAddress, SandboxFacilitator};
 pub use ledger::SandboxSettlement;
 pub use script::Step;
 pub use siwx::SandboxSolanaWallet;
+pub use solana::SolanaSettlement;
 pub use wallet::{SandboxWallet, WalletError};
 
 /// The README's example, compiled and run as a doctest.

@@ -17,6 +17,16 @@ impl SandboxFacilitator {
     /// `payTo` for the requirement's amount (the amount charged); not settled when it holds none
     /// (a zero charge moves nothing and uses no nonce).
     pub fn reconcile_payment(&self, request: &FacilitatorRequest) -> Reconciliation {
+        if crate::solana::is_solana_request(request) {
+            // The message is the payment: it landed, or it did not.
+            return match self.solana_settlement_of(request) {
+                Ok(Some(settlement)) => Reconciliation::Settled {
+                    transaction: settlement.transaction,
+                },
+                Ok(None) => Reconciliation::NotSettled,
+                Err(reason) => Reconciliation::Unknown { reason },
+            };
+        }
         let payload = request.payment_payload();
         if let Ok(upto) = payload.upto_evm() {
             let permit = upto.permit2_authorization;

@@ -28,6 +28,7 @@ impl SandboxFacilitator {
     /// | `POST /verify` | 200 with a `VerifyResponse`, `isValid: false` included |
     /// | `POST /settle` | 200 with a `SettleResponse`, `success: false` included |
     /// | `GET /supported` | 200 with the `SupportedResponse` |
+    /// | `POST /rpc/solana` | Solana JSON-RPC over the Solana ledger: `getLatestBlockhash`, `isBlockhashValid`, `getAccountInfo` (the USDC mints, token accounts), `getBalance`, `getTokenAccountBalance`, `getSignatureStatuses`, `getSignaturesForAddress`, `getTransaction`, `getSlot`, `getBlockHeight`, `getHealth`, `getMinimumBalanceForRentExemption`, `getFeeForMessage`; others get error -32601 |
     /// | a body that is not `{x402Version, paymentPayload, paymentRequirements}` | 400 `{"error": "…"}` |
     ///
     /// ```no_run
@@ -44,6 +45,7 @@ impl SandboxFacilitator {
             .route("/verify", post(verify))
             .route("/settle", post(settle))
             .route("/supported", get(supported))
+            .route("/rpc/solana", post(crate::solana::rpc::rpc))
             .with_state(self.clone())
     }
 

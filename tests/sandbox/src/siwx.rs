@@ -211,7 +211,7 @@ impl SandboxWallet {
 /// A Solana wallet with a real ed25519 key, for signing in (SIWS).
 #[derive(Clone)]
 pub struct SandboxSolanaWallet {
-    key: ed25519_dalek::SigningKey,
+    pub(crate) key: ed25519_dalek::SigningKey,
 }
 
 impl SandboxSolanaWallet {

@@ -763,7 +763,9 @@ async fn http_router_speaks_the_facilitator_wire_format() {
     assert!(supported.supports("upto", &Network::BASE_SEPOLIA));
     assert!(supported.supports("batch-settlement", &Network::BASE));
     assert!(supported.supports("batch-settlement", &Network::BASE_SEPOLIA));
-    assert_eq!(supported.kinds.len(), 6);
+    assert!(supported.supports("exact", &Network::SOLANA));
+    assert!(supported.supports("exact", &Network::SOLANA_DEVNET));
+    assert_eq!(supported.kinds.len(), 8);
     assert_eq!(
         supported.signers["eip155:*"],
         [facilitator.signer_address()]

@@ -4,6 +4,7 @@
 //! cargo run -p x402-buyer --bin pay -- http://127.0.0.1:4020/api/x402/store-rail-receipt
 //! cargo run -p x402-buyer --bin pay -- http://127.0.0.1:3402/report --header X-REFERRER-PASSPORT:abc
 //! cargo run -p x402-buyer --bin pay -- http://127.0.0.1:3402/gen --data '{"prompt":"a"}'
+//! cargo run -p x402-buyer --bin pay -- --network solana http://127.0.0.1:4020/api/x402/store-rail-receipt
 //! ```
 //!
 //! GETs the URL (POSTs `--data`, when given: the payment buys that body); on a 402 it decodes the `PAYMENT-REQUIRED` challenge, signs a payment for the
@@ -15,8 +16,15 @@
 //! that was signed — and exits non-zero when anything fails. A 503 to the paid request is
 //! retried with the same payment (`--retries`, default 3, after `Retry-After`).
 //!
-//! The payer key comes from `PAYER_PRIVATE_KEY` (64 hex digits); without it a random wallet is
-//! created and its address printed. The signatures are real, but the wallet's funds exist only in
+//! `--network` restricts the accepts to one network: `base` (Base or Base Sepolia), `solana`
+//! (any Solana network: the payment is a Solana `exact` transaction, see [`SolanaWallet`]), or a
+//! CAIP-2 id. On Solana the transaction's blockhash comes from `--solana-rpc` (its
+//! `getLatestBlockhash`); without it a random one is used, which only a facilitator with no
+//! chain (the sandbox) accepts.
+//!
+//! The payer key comes from `PAYER_PRIVATE_KEY` (64 hex digits; `PAYER_SOLANA_PRIVATE_KEY` on
+//! Solana, an ed25519 secret key); without it a random wallet is created and its address
+//! printed. The signatures are real, but the wallet's funds exist only in
 //! the sandbox ledger: point it at a server whose facilitator is the sandboxed one (the example
 //! store, `metered` and `paywall_demo` run it in process by default).
 
@@ -26,7 +34,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use http::{HeaderName, HeaderValue};
-use x402_buyer::Wallet;
+use x402_buyer::{SolanaWallet, Wallet};
 use x402_wire::{
     AtomicAmount, PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, PaymentRequired,
     PaymentRequirements, SettleResponse, UPTO_SCHEME, UsdAmount, UsdcDeployment, header,
@@ -36,11 +44,20 @@ use x402_wire::{
 #[derive(Debug, Parser)]
 #[command(
     name = "pay",
-    after_help = "PAYER_PRIVATE_KEY (64 hex digits) chooses the wallet; without it a random one is made."
+    after_help = "PAYER_PRIVATE_KEY (64 hex digits) chooses the wallet, PAYER_SOLANA_PRIVATE_KEY the Solana one; without it a random one is made."
 )]
 struct Args {
     /// The URL to GET.
     url: String,
+    /// Pay on this network only: `base` (Base or Base Sepolia), `solana` (any Solana network), or
+    /// a CAIP-2 id (`eip155:84532`, `solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1`).
+    #[arg(long, value_name = "NETWORK")]
+    network: Option<String>,
+    /// A Solana JSON-RPC endpoint whose `getLatestBlockhash` the Solana transaction is built
+    /// under (the sandbox facilitator serves one at `/rpc/solana`); without it a random
+    /// blockhash, which only a facilitator with no chain accepts.
+    #[arg(long, value_name = "URL")]
+    solana_rpc: Option<String>,
     /// POST this body instead of a GET (send `-H content-type:…` for its type). A payment buys
     /// one request, its body included: the same payment sent again with another body is refused.
     #[arg(short = 'd', long, value_name = "BODY")]
@@ -83,7 +100,15 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<(), String> {
-    let wallet = wallet()?;
+    let solana = args
+        .network
+        .as_deref()
+        .is_some_and(|network| network == "solana" || network.starts_with("solana:"));
+    let payer = if solana {
+        Payer::Solana(solana_wallet()?)
+    } else {
+        Payer::Evm(wallet()?)
+    };
     // Every status is an answer to print, not an error; the timeout covers each whole exchange.
     let client: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(Duration::from_secs(args.timeout)))
@@ -129,11 +154,31 @@ fn run(args: Args) -> Result<(), String> {
         .headers()
         .get(PAYMENT_REQUIRED)
         .ok_or("the server answered 402 without a PAYMENT-REQUIRED header")?;
-    let required: PaymentRequired = header::decode(challenge.as_bytes())
+    let mut required: PaymentRequired = header::decode(challenge.as_bytes())
         .map_err(|e| format!("the PAYMENT-REQUIRED header: {e}"))?;
-    let payment = wallet
-        .pay(&required)
-        .map_err(|e| format!("cannot pay {}: {e}", required.resource.url))?;
+    if let Some(network) = &args.network {
+        let offered: Vec<String> = required
+            .accepts
+            .iter()
+            .map(|accept| accept.network.to_string())
+            .collect();
+        required
+            .accepts
+            .retain(|accept| on_network(network, accept.network.as_str()));
+        if required.accepts.is_empty() {
+            return Err(format!(
+                "no accept on {network}: the server offers {}",
+                offered.join(", ")
+            ));
+        }
+    }
+    let payment = match &payer {
+        Payer::Evm(wallet) => wallet.pay(&required),
+        Payer::Solana(wallet) => {
+            wallet.pay(&required, blockhash(&client, args.solana_rpc.as_deref())?)
+        }
+    }
+    .map_err(|e| format!("cannot pay {}: {e}", required.resource.url))?;
     let accepted = &payment.accepted;
     let up_to = if accepted.scheme == UPTO_SCHEME {
         "up to "
@@ -255,6 +300,69 @@ fn causes(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// Who pays: an EVM wallet, or a Solana one (`--network solana`).
+enum Payer {
+    Evm(Wallet),
+    Solana(SolanaWallet),
+}
+
+/// Whether an accept on `accepted` (a CAIP-2 id) is on `wanted` (`base`, `solana` or a CAIP-2
+/// id).
+fn on_network(wanted: &str, accepted: &str) -> bool {
+    match wanted {
+        "base" => matches!(accepted, "eip155:8453" | "eip155:84532"),
+        "solana" => accepted.starts_with("solana:"),
+        caip2 => accepted == caip2,
+    }
+}
+
+/// The blockhash a Solana transaction is built under: `getLatestBlockhash` of `rpc`, or random.
+fn blockhash(client: &ureq::Agent, rpc: Option<&str>) -> Result<[u8; 32], String> {
+    let Some(rpc) = rpc else {
+        let mut random = [0u8; 32];
+        getrandom::fill(&mut random).map_err(|e| format!("no random blockhash: {e}"))?;
+        return Ok(random);
+    };
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"getLatestBlockhash","params":[{"commitment":"finalized"}]}"#;
+    let response = client
+        .post(rpc)
+        .header("content-type", "application/json")
+        .send(body)
+        .map_err(|e| format!("getLatestBlockhash at {rpc}: {}", causes(&e)))?;
+    let answer: serde_json::Value = serde_json::from_str(&text(response)?)
+        .map_err(|e| format!("getLatestBlockhash at {rpc}: not JSON: {e}"))?;
+    let hash = answer["result"]["value"]["blockhash"]
+        .as_str()
+        .ok_or_else(|| format!("getLatestBlockhash at {rpc} answered no blockhash: {answer}"))?;
+    hash.parse::<tower_x402_solana::Pubkey>()
+        .map(|hash| hash.0)
+        .map_err(|_| format!("getLatestBlockhash at {rpc}: `{hash}` is not a blockhash"))
+}
+
+/// The Solana wallet from `PAYER_SOLANA_PRIVATE_KEY`, or a new random one.
+fn solana_wallet() -> Result<SolanaWallet, String> {
+    match env::var("PAYER_SOLANA_PRIVATE_KEY") {
+        Ok(key) => {
+            let wallet = SolanaWallet::from_private_key_hex(&key)
+                .map_err(|e| format!("PAYER_SOLANA_PRIVATE_KEY: {e}"))?;
+            eprintln!("payer {} (from PAYER_SOLANA_PRIVATE_KEY)", wallet.address());
+            Ok(wallet)
+        }
+        Err(env::VarError::NotPresent) => {
+            let wallet =
+                SolanaWallet::random().map_err(|e| format!("cannot create a wallet: {e}"))?;
+            eprintln!(
+                "payer {} (new random Solana wallet; set PAYER_SOLANA_PRIVATE_KEY to reuse one)",
+                wallet.address()
+            );
+            Ok(wallet)
+        }
+        Err(env::VarError::NotUnicode(_)) => {
+            Err("PAYER_SOLANA_PRIVATE_KEY is not valid UTF-8".into())
+        }
+    }
 }
 
 /// The wallet from `PAYER_PRIVATE_KEY`, or a new random one.

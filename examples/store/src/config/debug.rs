@@ -29,6 +29,10 @@ impl fmt::Debug for Config {
             )
             // An RPC URL often carries the provider's API key.
             .field("rpc_url", &self.rpc_url.as_ref().map(|_| "<redacted>"))
+            .field(
+                "solana_rpc_url",
+                &self.solana_rpc_url.as_ref().map(|_| "<redacted>"),
+            )
             .field("settlement_lease", &self.settlement_lease)
             .field("limits", &self.limits)
             .field("fulfillment_secret", &"<redacted>")

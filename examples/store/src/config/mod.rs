@@ -30,6 +30,11 @@ pub use values::*;
 /// address that only the in-process sandbox ever "pays". Live mode requires `STORE_PAY_TO`.
 pub const DEMO_PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 
+/// The Solana receiving address in demo mode when `STORE_SECOND_PAY_TO` is unset: a
+/// well-formed Solana address that only the in-process sandbox ever "pays", so the Solana door
+/// is live with no setup.
+pub const DEMO_SECOND_PAY_TO: &str = "2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg4";
+
 /// The checked settings the store runs with: what clap parses from the command line and the
 /// environment, then [`Config::checked`].
 #[derive(Clone, Parser)]
@@ -108,6 +113,11 @@ pub struct Config {
     /// logged for settling by hand. In demo mode the sandbox reconciles.
     #[arg(long, env = "STORE_RPC_URL", value_parser = http_url)]
     pub rpc_url: Option<String>,
+    /// Solana JSON-RPC endpoint, used to reconcile Solana payments whose settlement outcome was
+    /// lost (in doubt): the transfer is looked for among the payer's signatures. Unset with an
+    /// external facilitator: they stay in doubt (503). In demo mode the sandbox reconciles.
+    #[arg(long, env = "STORE_SOLANA_RPC_URL", value_parser = http_url)]
+    pub solana_rpc_url: Option<String>,
     /// Seconds a store process holds a payment it is settling before another (or a restarted
     /// one) may recover it; longer than the facilitator's settle timeout (60 s).
     #[arg(long, env = "STORE_SETTLEMENT_LEASE", default_value = "120", value_parser = positive::<u64>)]
@@ -247,6 +257,7 @@ impl Config {
             content_dir: None,
             discovery_channels: None,
             rpc_url: None,
+            solana_rpc_url: None,
             settlement_lease: 120,
             limits: ServeLimits::default(),
             fulfillment_secret: None,

@@ -100,7 +100,9 @@ where
             .settlement_store(Metered(Store::from_ref(state)))
             .settlement_lease(Duration::from_secs(config.settlement_lease))
             .hook(PaymentMetrics)
-            .hook(Standing::from_ref(state));
+            .hook(Standing::from_ref(state))
+            // Solana payments keyed by the message their payer signed.
+            .scheme(tower_x402_solana::SolanaExact::new());
     if let Some(reconciler) = Option::<Arc<dyn Reconciler>>::from_ref(state) {
         payments = payments.reconciler(Metered(reconciler));
     }

@@ -180,7 +180,7 @@ async fn the_solana_door_is_live_only_when_the_facilitator_lists_exact_on_solana
     let cases: Vec<(&str, Arc<dyn tower_x402::Facilitator>, &str, Option<Value>)> = vec![
         (
             "not listed",
-            Arc::new(SandboxFacilitator::new()),
+            Arc::new(ExtraKinds::without(Network::SOLANA)),
             "mapped",
             None,
         ),
@@ -283,7 +283,64 @@ async fn every_challenge_header_stays_under_8_kb_with_every_door_open() {
     );
 }
 
+/// With no setting at all the in-process sandbox settles Solana: the Solana door is live on the
+/// demo address, and a Solana wallet buys through it, once, whatever bytes fill the fee payer's
+/// signature slot of a replay.
+async fn the_zero_setup_store_sells_on_solana() {
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower_x402_sandbox::SandboxSolanaWallet;
+    use x402_wire::{PaymentRequired, SettleResponse, header};
+
+    let store = super::support::zero_setup_store().await;
+    let (accepts, doors) = accepts_and_doors(&store).await;
+    assert_eq!(texts(&doors, "status"), ["live", "live", "mapped"]);
+    assert_eq!(doors[1]["treasury"], x402_store::config::DEMO_SECOND_PAY_TO);
+    let solana = &accepts[1];
+    assert_eq!(solana["network"], Network::SOLANA.as_str());
+    assert_eq!(solana["payTo"], x402_store::config::DEMO_SECOND_PAY_TO);
+    assert!(solana["extra"]["feePayer"].as_str().is_some(), "{solana}");
+
+    let first = store.get("/api/x402/store-rail-receipt").await;
+    let required: PaymentRequired =
+        header::decode(first.header("payment-required").unwrap().as_bytes()).unwrap();
+    let wallet = SandboxSolanaWallet::random();
+    let payment = wallet.pay(&required).unwrap();
+    assert_eq!(payment.accepted.network, Network::SOLANA);
+    let buy = async |payment: &x402_wire::PaymentPayload| {
+        let signature = header::encode(payment).unwrap();
+        store
+            .send(
+                Request::get("/api/x402/store-rail-receipt")
+                    .header("payment-signature", signature)
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+    };
+    let paid = buy(&payment).await;
+    assert_eq!(paid.status, StatusCode::OK, "{}", paid.text);
+    let settlement: SettleResponse =
+        header::decode(paid.header("payment-response").unwrap().as_bytes()).unwrap();
+    assert!(settlement.success);
+    assert_eq!(settlement.network, Network::SOLANA);
+    assert_eq!(settlement.payer.as_deref(), Some(wallet.address().as_str()));
+
+    // The same transfer with other bytes in the fee payer's slot: the same purchase.
+    let mut transaction = tower_x402_solana::payload_transaction(&payment).unwrap();
+    transaction.signatures[0] = [0x42; 64];
+    let mut resent = payment.clone();
+    resent.payload =
+        serde_json::value::to_raw_value(&json!({"transaction": transaction.to_base64()})).unwrap();
+    let again = buy(&resent).await;
+    assert_eq!(again.status, StatusCode::OK, "{}", again.text);
+    let repeated: SettleResponse =
+        header::decode(again.header("payment-response").unwrap().as_bytes()).unwrap();
+    assert_eq!(repeated.transaction, settlement.transaction);
+}
+
 super::support::on_both_backends!(
+    the_zero_setup_store_sells_on_solana,
     without_a_second_pay_to_only_the_canonical_door_is_open,
     a_second_pay_to_opens_the_solana_door_on_its_own_address,
     the_fee_payer_comes_only_from_the_facilitator,

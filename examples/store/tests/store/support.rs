@@ -165,6 +165,18 @@ pub(crate) async fn store_with(
     }
 }
 
+/// The store as `cargo run` starts it with no setting: `build_state` with the in-process sandbox.
+pub(crate) async fn zero_setup_store() -> TestStore {
+    let database = database().await;
+    let config = Config::for_tests(&database.url);
+    let state = x402_store::state::build_state(config).await.unwrap();
+    TestStore {
+        app: app(state.clone()),
+        state,
+        _database: database,
+    }
+}
+
 /// The app over `database_url`, with settings adjusted by `edit`.
 async fn open_app(
     database_url: &str,
@@ -232,6 +244,8 @@ pub(crate) async fn serve(router: Router) -> SocketAddr {
 pub(crate) struct ExtraKinds {
     inner: SandboxFacilitator,
     kinds: Vec<SupportedKind>,
+    /// Networks whose kinds are taken out of the answer.
+    removed: Vec<x402_wire::Network>,
 }
 
 impl ExtraKinds {
@@ -258,6 +272,16 @@ impl ExtraKinds {
         Self {
             inner: SandboxFacilitator::new(),
             kinds,
+            removed: Vec::new(),
+        }
+    }
+
+    /// The sandbox with no kind on `network` in its `/supported` answer.
+    pub(crate) fn without(network: x402_wire::Network) -> Self {
+        Self {
+            inner: SandboxFacilitator::new(),
+            kinds: Vec::new(),
+            removed: vec![network],
         }
     }
 }
@@ -281,9 +305,10 @@ impl Facilitator for ExtraKinds {
         Box::pin(async move {
             let mut supported = (*self.inner.supported().await?).clone();
             // Replace any kind for the same network, so a test decides its `extra`.
-            supported
-                .kinds
-                .retain(|kind| !self.kinds.iter().any(|extra| extra.network == kind.network));
+            supported.kinds.retain(|kind| {
+                !self.kinds.iter().any(|extra| extra.network == kind.network)
+                    && !self.removed.contains(&kind.network)
+            });
             supported.kinds.extend(self.kinds.iter().cloned());
             Ok(Arc::new(supported))
         })
