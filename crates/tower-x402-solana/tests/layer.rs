@@ -277,15 +277,29 @@ impl std::io::Write for Logs {
     }
 }
 
+/// The log lines of this test process, every thread's: a subscriber set for one thread only
+/// misses lines when tests run side by side (callsites other threads saw first are cached as
+/// uninteresting), so the one process-wide subscriber writes here and a test finds its own
+/// lines by what only they name.
+fn process_logs() -> Logs {
+    static LOGS: std::sync::OnceLock<Logs> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Logs::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber)
+            .expect("no other process-wide subscriber in this test binary");
+        logs
+    })
+    .clone()
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_payment_in_doubt_is_logged_with_its_payer_and_transfer() {
-    let logs = Logs::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let logs = process_logs();
     let (facilitator, url) = shop(true, false).await;
     let facilitator = facilitator.with_settle(Step::AnswerLost);
     let wallet = SandboxSolanaWallet::random();
@@ -297,7 +311,9 @@ async fn a_payment_in_doubt_is_logged_with_its_payer_and_transfer() {
     let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
     let line = text
         .lines()
-        .find(|line| line.contains("Solana payment in doubt"))
+        .find(|line| {
+            line.contains("Solana payment in doubt") && line.contains(wallet.address().as_str())
+        })
         .unwrap_or_else(|| panic!("no in-doubt line for the Solana payment:\n{text}"));
     let destination = tower_x402_solana::Pubkey::associated_token_address(
         &PAY_TO.parse().unwrap(),
