@@ -12,7 +12,8 @@
 //! (`--concurrency` of them, each sending its requests one after another) sign each payment with
 //! the sandbox wallet before its request is timed, from sending it to the end of the response
 //! body. A channel's deposit is made by each buyer before its case is measured. The CPU columns
-//! are each process's user + system time over the case, divided by its requests.
+//! are each process's time on a CPU over the case (its threads' `schedstat`), divided by its
+//! requests.
 
 use std::process::Command;
 use std::sync::Arc;
@@ -32,7 +33,7 @@ use x402_wire::{
 };
 
 use crate::child::Announced;
-use crate::proc_stat::cpu_seconds;
+use crate::proc_stat::run_seconds;
 
 /// The options of `x402-load latency`.
 #[derive(clap::Args)]
@@ -242,7 +243,7 @@ impl Measured {
             sorted.get(index).copied().unwrap_or(f64::NAN)
         };
         println!(
-            "{name}\t{}\t{:.1}\t{:.1}\t{:.1}\t{:.0}\t{:.0}\t{:.0}",
+            "{name}\t{}\t{:.1}\t{:.1}\t{:.1}\t{:.1}\t{:.1}\t{:.1}",
             sorted.len(),
             at(0.5),
             at(0.99),
@@ -266,7 +267,7 @@ async fn measure(
     let http = reqwest::Client::new();
     let required = Arc::new(challenge(&http, url).await?);
     let each = options.requests / options.concurrency.max(1);
-    let (app_before, facilitator_before) = (cpu_seconds(app)?, cpu_seconds(facilitator)?);
+    let (app_before, facilitator_before) = (run_seconds(app)?, run_seconds(facilitator)?);
     let mut workers = JoinSet::new();
     for mut buyer in buyers {
         let (http, url, required) = (http.clone(), url.to_owned(), Arc::clone(&required));
@@ -286,8 +287,8 @@ async fn measure(
     let count = latencies.len().max(1) as f64;
     let per_request = |after: f64, before: f64| (after - before) * 1e6 / count;
     Ok(Measured {
-        app_cpu_us: per_request(cpu_seconds(app)?, app_before),
-        facilitator_cpu_us: per_request(cpu_seconds(facilitator)?, facilitator_before),
+        app_cpu_us: per_request(run_seconds(app)?, app_before),
+        facilitator_cpu_us: per_request(run_seconds(facilitator)?, facilitator_before),
         latencies,
     })
 }
