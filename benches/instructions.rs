@@ -21,10 +21,10 @@ use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt};
 use tower_x402::layer::ResponseBody;
 use tower_x402::payment::Payments;
-use tower_x402::{Facilitator, HttpFacilitator, X402Layer};
+use tower_x402::{Facilitator, HttpFacilitator, SettlementMode, X402Layer};
 use tower_x402_benches::{
-    InstantFacilitator, PaymentCounter, inner, inner_metered, offer, request, store_sku,
-    unsigned_payment, unsigned_upto_payment, upto_offer,
+    InstantFacilitator, PaymentCounter, inner, inner_metered, offer, offer_with, request,
+    store_sku, unsigned_payment, unsigned_upto_payment, upto_offer,
 };
 use tower_x402_channels::{BatchSettlement, ChannelOffer, MemoryChannelStore};
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
@@ -62,10 +62,21 @@ fn case_on(
     payment: Option<HeaderValue>,
     warm_up: Request<Full<Bytes>>,
 ) -> Case {
+    case_in(SettlementMode::After, payments, path, payment, warm_up)
+}
+
+/// [`case_on`] with the offer settled in `mode`.
+fn case_in(
+    mode: SettlementMode,
+    payments: Payments,
+    path: &str,
+    payment: Option<HeaderValue>,
+    warm_up: Request<Full<Bytes>>,
+) -> Case {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
-    let priced = offer(&UsdcDeployment::BASE);
+    let priced = offer_with(&UsdcDeployment::BASE, mode);
     let pricing =
         move |parts: &http::request::Parts| (parts.uri.path() == "/report").then(|| priced.clone());
     let service = BoxCloneService::new(
@@ -139,6 +150,21 @@ fn paid_case() -> Case {
     let offer = offer(&UsdcDeployment::BASE);
     let warm_up = request("/report", Some(&unsigned_payment(&offer, 1)));
     case("/report", Some(unsigned_payment(&offer, 2)), warm_up)
+}
+
+/// The paid request of [`paid_case`] settled before the work: `/settle` alone.
+fn paid_first_case() -> Case {
+    let offer = offer(&UsdcDeployment::BASE);
+    let warm_up = request("/report", Some(&unsigned_payment(&offer, 1)));
+    let payments = Payments::new(InstantFacilitator);
+    let payment = Some(unsigned_payment(&offer, 2));
+    case_in(
+        SettlementMode::Before,
+        payments,
+        "/report",
+        payment,
+        warm_up,
+    )
 }
 
 /// The paid request of [`paid_case`] with a [`PaymentCounter`] registered.
@@ -221,7 +247,7 @@ fn voucher_case() -> Case {
     let priced = std::sync::Arc::new(
         tower_x402::Offer::builder(x402_wire::ResourceInfo::new("https://shop.example/report"))
             .accept(accept.clone())
-            .settlement(tower_x402::SettlementMode::After)
+            .settlement(SettlementMode::After)
             .build()
             .expect("channel offer"),
     );
@@ -303,6 +329,7 @@ fn run(case: Case) -> Case {
     config = budget(budgets::CHALLENGE_SIGN_IN_PATH)
 )]
 #[bench::paid(setup = paid_case, config = budget(budgets::PAID_PATH))]
+#[bench::paid_first(setup = paid_first_case, config = budget(budgets::PAID_FIRST_PATH))]
 #[bench::paid_observed(setup = paid_observed_case, config = budget(budgets::PAID_OBSERVED_PATH))]
 #[bench::paid_upto(setup = paid_upto_case, config = budget(budgets::PAID_UPTO_PATH))]
 #[bench::paid_voucher(setup = voucher_case, config = budget(budgets::PAID_VOUCHER_PATH))]

@@ -10,6 +10,7 @@ use common::{PAYER, SandboxFacilitator, Step, accepting, body_json, offer, paid_
 use http::StatusCode;
 use tower::{Service as _, ServiceExt as _};
 use tower_x402::facilitator::{Facilitator, Facilitators};
+use tower_x402::payment::Payments;
 use tower_x402::settlement::{MemorySettlementStore, check_conformance};
 use tower_x402::{HttpFacilitator, SettlementMode, X402Layer};
 
@@ -65,8 +66,11 @@ async fn primary_then_secondary(
     )
 }
 
+/// A layer settling before the work, `/verify` first: these tests follow `/verify`'s failover
+/// (`settle_first_without_failover_*` follows `/settle` alone).
 fn layer(facilitators: Facilitators) -> X402Layer {
-    X402Layer::with_facilitators(facilitators, offer(URL, SettlementMode::Before))
+    let payments = Payments::with_facilitators(facilitators).verify_before_settling(true);
+    X402Layer::with_payments(payments, offer(URL, SettlementMode::Before))
 }
 
 #[tokio::test]
@@ -113,6 +117,58 @@ async fn primary_refusing_connections_sends_sales_to_the_secondary_until_it_is_b
         facilitators.is_open("primary"),
         Some(false),
         "the trial closed it"
+    );
+}
+
+/// Settled first with `/settle` alone, nothing is sent to `/verify` to fail over: a sale sent to
+/// a primary that refuses connections is in doubt there (503), never sent to another
+/// facilitator; once the primary's breaker opens new sales go to the secondary, and the payment
+/// in doubt settles at the primary, once, when it is back.
+#[tokio::test]
+async fn settle_first_without_failover_holds_a_sale_at_the_facilitator_it_went_to() {
+    let primary_addr = refused_addr().await;
+    let secondary = accepting();
+    let secondary_url = serve_on(&secondary, "127.0.0.1:0").await;
+    let facilitators = Facilitators::new("primary", client(&format!("http://{primary_addr}")))
+        .then("secondary", client(&secondary_url))
+        .failures_to_open(2)
+        .pause(Duration::from_secs(30));
+    let layer =
+        X402Layer::with_facilitators(facilitators.clone(), offer(URL, SettlementMode::Before));
+
+    for seed in 1..=2 {
+        let (status, body) = buy(&layer, seed).await;
+        assert_eq!(
+            status,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "sale {seed}: {body}"
+        );
+        assert_eq!(body["retry_after"], true, "sale {seed}");
+    }
+    assert_eq!(
+        facilitators.is_open("primary"),
+        Some(true),
+        "open after two"
+    );
+    let (status, body) = buy(&layer, 3).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        secondary.settlement_count(),
+        1,
+        "the next sale at the secondary"
+    );
+    assert_eq!(secondary.verify_calls(), 0, "/settle alone");
+
+    // The primary comes back: the sale in doubt there is retried there, and settles once.
+    let primary = accepting();
+    serve_on(&primary, &primary_addr).await;
+    let (status, body) = buy(&layer, 1).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(primary.settlement_count(), 1);
+    assert_eq!(
+        secondary.settlement_count(),
+        1,
+        "never sent to the secondary"
     );
 }
 

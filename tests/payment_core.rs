@@ -39,7 +39,8 @@ async fn settles_before_the_work_once_and_replays_from_the_ledger() {
     assert!(replayed.payment().replayed);
     assert_eq!(
         (facilitator.verify_calls(), facilitator.settle_calls()),
-        (1, 1)
+        (0, 1),
+        "settled first: `/settle` alone, once"
     );
 }
 
@@ -88,10 +89,14 @@ async fn cleared_payments_settle_after_the_work_or_are_released() {
 async fn refusals_and_doubt_are_typed() {
     let offer = offer("https://tools.example.com/report", SettlementMode::Before);
     let payload = payment(&offer, 3);
-    let invalid = Arc::new(Payments::new(scripted(
-        Step::Refuse("invalid_exact_evm_payload_signature".to_owned()),
-        Step::Trust,
-    )));
+    // `/verify` first: its refusal is typed as an invalid payment.
+    let invalid = Arc::new(
+        Payments::new(scripted(
+            Step::Refuse("invalid_exact_evm_payload_signature".to_owned()),
+            Step::Trust,
+        ))
+        .verify_before_settling(true),
+    );
     let requirement = invalid.accepted(&offer, &payload).unwrap().clone();
     match invalid
         .authorize(&offer, payload.clone(), requirement.clone(), call())
@@ -101,6 +106,22 @@ async fn refusals_and_doubt_are_typed() {
             assert_eq!(reason, "invalid_exact_evm_payload_signature");
         }
         other => panic!("expected an invalid payment, got {other:?}"),
+    }
+
+    // Settled first, `/settle`'s refusal is the answer: nothing moved, the payment released.
+    let refusing = Arc::new(Payments::new(scripted(
+        Step::Trust,
+        Step::Refuse("invalid_exact_evm_payload_signature".to_owned()),
+    )));
+    match refusing
+        .authorize(&offer, payload.clone(), requirement.clone(), call())
+        .await
+    {
+        Outcome::Refused(Refusal::SettlementRefused(settlement)) => {
+            let reason = settlement.error_reason.as_deref();
+            assert_eq!(reason, Some("invalid_exact_evm_payload_signature"));
+        }
+        other => panic!("expected a refused settlement, got {other:?}"),
     }
 
     let lost = scripted(Step::Trust, Step::Status(500));

@@ -347,7 +347,7 @@ async fn facilitator_unreachable_on_verify_gets_503(via: Via) {
 
 async fn facilitator_timeout_on_verify_gets_503(via: Via) {
     let script = scripted(Step::Hang, Step::Trust);
-    assert_unavailable(via, script.clone(), SettlementMode::Before).await;
+    assert_unavailable(via, script.clone(), SettlementMode::After).await;
     assert_eq!(script.settle_calls(), 0);
 }
 
@@ -464,7 +464,8 @@ async fn settle_before_hands_settlement_to_handler(via: Via) {
         body,
         json!({"paid": true, "settled": true, "replayed": false, "payer": PAYER})
     );
-    assert_calls(inner_calls, &script, (1, 1, 1));
+    // One round trip: `/settle` verifies the payment as it settles it.
+    assert_calls(inner_calls, &script, (1, 0, 1));
 }
 
 async fn settle_before_refused_never_reaches_handler(via: Via) {
@@ -526,9 +527,11 @@ async fn repeated_payment_is_answered_from_record(via: Via) {
         assert_eq!(decode_settlement(&again), decode_settlement(&first));
         assert_eq!(inner_calls, 1, "the handler runs again for the repeat");
         assert_eq!(body_json(again).await["replayed"], true);
+        // Settled before the work: `/settle` alone.
+        let verified = usize::from(mode == SettlementMode::After);
         assert_eq!(
             (script.verify_calls(), script.settle_calls()),
-            (1, 1),
+            (verified, 1),
             "{mode:?}: no second facilitator call"
         );
     }
@@ -628,8 +631,8 @@ async fn fifty_concurrent_requests_with_one_payment_settle_once(via: Via) {
         assert_eq!(script.settle_calls(), 1, "{mode:?}: exactly one /settle");
         assert_eq!(
             script.verify_calls(),
-            1,
-            "{mode:?}: duplicates wait instead of verifying"
+            usize::from(mode == SettlementMode::After),
+            "{mode:?}: duplicates wait instead of verifying (settled first: `/settle` alone)"
         );
         assert_eq!(replays, 49);
     }

@@ -317,7 +317,8 @@ async fn the_same_invalid_payment_is_refused_from_memory() {
         Step::Trust,
     );
     let facilitator_url = common::serve(&facilitator).await;
-    let offer = offer(URL, SettlementMode::Before);
+    // Settled after the work, so verified first (`settle_first` covers `/settle`'s refusals).
+    let offer = offer(URL, SettlementMode::After);
     let layer = X402Layer::new(
         HttpFacilitator::new(facilitator_url).unwrap(),
         Arc::clone(&offer),

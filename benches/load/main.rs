@@ -44,8 +44,8 @@ enum Cli {
     Run(Options),
     /// The store's resident memory under mixed traffic.
     Memory(memory::Options),
-    /// A paid request's latency with a facilitator whose `/settle` takes as long as a chain:
-    /// `exact` against a payment channel's voucher.
+    /// A paid request's latency and whole-system CPU, the facilitator 50 ms away and its
+    /// `/settle` as long as a chain: `exact` both ways, a channel's voucher, the `--peer`s.
     Latency(latency::Options),
     /// wrk against tower-x402's app paid with payment-channel vouchers, signed before the run.
     Channel(channel::Options),

@@ -3,7 +3,7 @@
 #   bash benches/load/run.sh [--peers] [--rounds N] [--seconds S] [--warm-up S] [--connections C] [--channel-rate R] [--out FILE]
 #   bash benches/load/run.sh --parts [--rounds N] [--seconds S] ...
 #   bash benches/load/run.sh memory [--requests N] [--concurrency C] [--stub-facilitator]
-#   bash benches/load/run.sh latency [--settle-delay-ms MS] [--requests N]
+#   bash benches/load/run.sh latency [--rtt-ms MS] [--settle-delay-ms MS] [--requests N] [--concurrency C]
 #   bash benches/load/run.sh channel [--seconds S] [--connections C] [--vouchers N]
 # Installs wrk and curl from Debian when missing and builds everything in release mode. With
 # --peers it also builds benches/peers (x402-axum and r402, a separate workspace with its own
@@ -12,8 +12,9 @@
 # `paid_channel`: each request paid with a payment-channel voucher, signed before each wrk run
 # (enough for --channel-rate req/s).
 # `memory` runs the store binary under mixed traffic
-# and prints its RSS. `latency` times paid requests, one after another, with a facilitator whose
-# /settle answers after 2 s: `exact` against a payment channel's voucher. --parts measures the
+# and prints its RSS. `latency` times paid requests with a facilitator 50 ms away whose /settle
+# answers 2 s later still (`exact` settled after the work, settled first, a channel's voucher,
+# x402-axum and r402), and the CPU of the app and the facilitator per paid request. --parts measures the
 # paid path taken apart: tower-x402's app in a process of its own once per variant
 # (`x402-load app --part NAME`: the full path, then one part replaced at a time) and x402-axum,
 # paid requests only, in interleaved rounds, with app CPU, context switches and (where
@@ -28,11 +29,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-# No wrk needed: the latency case is its own client.
+# No wrk needed: the latency case is its own client. The peers are measured beside it.
 if [ "${1:-}" = "latency" ]; then
     shift
     cargo build --release --quiet -p tower-x402-benches --bin x402-load
-    exec "${CARGO_TARGET_DIR:-target}/release/x402-load" latency "$@"
+    cargo build --release --quiet --locked --manifest-path benches/peers/Cargo.toml
+    peer_bin="${CARGO_TARGET_DIR:-benches/peers/target}/release"
+    exec "${CARGO_TARGET_DIR:-target}/release/x402-load" latency \
+        --peer "x402-axum=$peer_bin/peer-x402-axum" --peer "r402=$peer_bin/peer-r402" "$@"
 fi
 
 missing=()

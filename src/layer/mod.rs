@@ -12,6 +12,7 @@
 //! | header not base64 / not JSON / wrong shape / too large / not version 2 | 400 with a JSON `error` and the challenge, or 402 with the challenge ([`X402Layer::invalid_header_payment_required`]) |
 //! | `accepted` matches none of the offer's accepts | 402 whose `error` names the differing field |
 //! | facilitator `isValid: false` | 402 whose `error` is the facilitator's reason |
+//! | [`SettlementMode::Before`](crate::SettlementMode::Before): `/settle` alone, `success: false` for a reason that proves nothing moved | 402 whose `error` is the facilitator's reason, the failure in `PAYMENT-RESPONSE`; inner service not called |
 //! | the same invalid payment again, within [`Payments::refusal_memory`] | the same 402, from memory; no `/verify` |
 //! | facilitator unreachable, timed out, overloaded | 503 with `Retry-After`; inner service not called, nothing settled |
 //! | facilitator answer to `/verify` malformed or an unexpected HTTP status | 502 |
@@ -39,8 +40,10 @@
 //! it answered below 400; a failing handler costs the buyer nothing, and the response body streams
 //! once settlement succeeded. Choose it when the handler's work is cheap to throw away.
 //!
-//! [`SettlementMode::Before`](crate::SettlementMode::Before) verifies, settles, then runs the inner service, which finds the
-//! settlement in [`VerifiedPayment::settlement`](crate::VerifiedPayment::settlement). Choose it when serving has lasting effects —
+//! [`SettlementMode::Before`](crate::SettlementMode::Before) settles, then runs the inner service, which finds the
+//! settlement in [`VerifiedPayment::settlement`](crate::VerifiedPayment::settlement). It sends `/settle` alone, one round trip
+//! (the facilitator verifies inside it; [`Payments::verify_before_settling`] sends `/verify` first, and
+//! says how each failure is answered). Choose it when serving has lasting effects —
 //! issuing a receipt, recording an order — that must never happen unpaid. A handler error after
 //! settlement is the application's to make good: a retry of the same payment for the same
 //! request is answered from the settlement record, so an idempotent handler simply runs again.

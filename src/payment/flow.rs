@@ -285,7 +285,10 @@ impl Payments {
                     payment.payer = payment.payer.take().or_else(|| settlement.payer.clone());
                     paid.settled(settlement, guard);
                 }
-                Err(refusal) => return refused(refusal),
+                Err(refusal) => {
+                    self.remember_settle_refusal(offer, paid.payment(), &refusal);
+                    return refused(refusal);
+                }
             }
             if without_work {
                 return Outcome::Answered(paid);
@@ -330,8 +333,9 @@ impl Payments {
         }
     }
 
-    /// Verifies a new payment: at the facilitator, unless a hook verified it; a failure a hook
-    /// recovers from goes on as verified. Returns the label of the facilitator that verified it.
+    /// Verifies a new payment: at the facilitator, unless a hook verified it or `/settle` will
+    /// ([`settles_unverified`](Self::settles_unverified)); a failure a hook recovers from goes on
+    /// as verified. Returns the label of the facilitator that verified it.
     async fn verify(
         &self,
         offer: &Offer,
@@ -359,6 +363,14 @@ impl Payments {
             if let Some(verified) = Box::pin(scheme_verifies(self, context())).await {
                 return verified;
             }
+        }
+        if self.settles_unverified(offer) {
+            // `/settle` verifies it: one round trip, at the preferred facilitator.
+            let valid = VerifyResponse {
+                is_valid: true,
+                ..VerifyResponse::default()
+            };
+            return Ok((None, valid));
         }
         let span = self.facilitators.verify_span(request);
         let (verifier, verified) = self.facilitators.verify(request).instrument(span).await;

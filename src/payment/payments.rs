@@ -14,6 +14,7 @@ use super::refusal::Refusal;
 use super::refusals::RefusedPayments;
 use super::scheme::{Scheme, Schemes};
 use super::single_flight::Inflight;
+use super::stages::HookStages;
 use crate::facilitator::{DEFAULT_LABEL, Facilitator, Facilitators};
 use crate::pricing::Offer;
 #[cfg(doc)]
@@ -84,6 +85,8 @@ pub struct Payments {
     pub(super) settlement_outlives_request: bool,
     /// The scheme's notes of payments in doubt, for their recovery.
     pub(super) held_notes: Arc<HeldNotes>,
+    /// Whether `/verify` is sent before `/settle` in [`SettlementMode::Before`] too.
+    pub(super) verify_before_settling: bool,
 }
 
 impl Payments {
@@ -112,6 +115,7 @@ impl Payments {
             recent_capacity: RECENT_SETTLEMENTS,
             settlement_outlives_request: true,
             held_notes: Arc::default(),
+            verify_before_settling: false,
         }
     }
 
@@ -191,6 +195,48 @@ impl Payments {
         self
     }
 
+    /// Whether a payment that settles before the work ([`SettlementMode::Before`]) is sent to
+    /// `/verify` before `/settle` (default `false`: one round trip, `/settle` alone).
+    ///
+    /// A conforming facilitator verifies a payment again inside `/settle` and refuses one that
+    /// does not verify, so in `Before` the core goes straight to `/settle` — after the ledger's
+    /// claim and the write-ahead *settling* intent, as always. How each failure is answered
+    /// then:
+    ///
+    /// | `/settle` answers | the answer | as with `/verify` first |
+    /// |---|---|---|
+    /// | `success: false`, a definite reason (`invalid_exact_evm_signature`, `insufficient_funds`, …) | 402, the reason as `error`, the failure in `PAYMENT-RESPONSE`; the payment released | 402, the reason as `error` |
+    /// | `success: false`, a reason that does not prove nothing moved (a used nonce, `settlement_pending`, …) | 503 with `Retry-After`, *in doubt*: the retry re-sends the identical `/settle` | 503, in doubt |
+    /// | no answer (unreachable, timed out, 5xx, malformed) | 503 with `Retry-After`, *in doubt*, at the facilitator it went to: never sent to another | 503; `/verify` would have moved on to the next facilitator, nothing held |
+    ///
+    /// A payment `/settle` refused for good is remembered as one `/verify` refused: presented
+    /// again within the [`refusal_memory`](Self::refusal_memory), it is answered the same 402
+    /// (without `PAYMENT-RESPONSE`) from memory, and nothing is sent.
+    ///
+    /// Set it `true` for a facilitator whose `/settle` does not verify, or to keep an invalid
+    /// payment's answer free of `PAYMENT-RESPONSE`. `/verify` is sent anyway when a
+    /// [hook](PaymentHooks) takes part in [`HookStages::VERIFY_FAILURE`](super::HookStages::VERIFY_FAILURE)
+    /// or [`HookStages::AFTER_VERIFY`](super::HookStages::AFTER_VERIFY), which read its answer,
+    /// and a [scheme](Scheme) with its own verify step keeps it. Payments settled after the work
+    /// are always verified first.
+    ///
+    /// ```
+    /// use tower_x402::HttpFacilitator;
+    /// use tower_x402::payment::Payments;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // A facilitator whose `/settle` trusts a payment `/verify` accepted.
+    /// let payments = Payments::new(HttpFacilitator::new("https://facilitator.example")?)
+    ///     .verify_before_settling(true);
+    /// # let _ = payments;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn verify_before_settling(mut self, verify: bool) -> Self {
+        self.verify_before_settling = verify;
+        self
+    }
+
     /// Adds `hook` to the [lifecycle hooks](PaymentHooks), after those added before.
     pub fn hook(mut self, hook: impl PaymentHooks) -> Self {
         let hook = Arc::new(hook);
@@ -237,6 +283,43 @@ impl Payments {
             .then(|| Charge::for_requirement(&payment.requirement))
     }
 
+    /// Whether a payment for `offer` goes to `/settle` without `/verify`: it settles before the
+    /// work, `/verify` is not asked for ([`Payments::verify_before_settling`]), and no hook
+    /// reads `/verify`'s answer.
+    pub(super) fn settles_unverified(&self, offer: &Offer) -> bool {
+        !self.verify_before_settling
+            && !offer.settlement_mode().settles_after_work()
+            && !self.hooks.take_part(HookStages::VERIFY_FAILURE)
+            && !self.hooks.take_part(HookStages::AFTER_VERIFY)
+    }
+
+    /// Remembers a payment that `/settle` refused, sent there without `/verify`
+    /// ([`settles_unverified`](Self::settles_unverified)), as `/verify`'s refusals are: a
+    /// definite refusal (nothing moved) is answered from the refusal memory when presented again.
+    pub(super) fn remember_settle_refusal(
+        &self,
+        offer: &Offer,
+        payment: &super::VerifiedPayment,
+        refusal: &Refusal,
+    ) {
+        let Refusal::SettlementRefused(settlement) = refusal else {
+            return;
+        };
+        if !self.settles_unverified(offer) {
+            return;
+        }
+        let scheme = self.schemes.get(&payment.requirement.scheme);
+        if let Ok(text) = scheme.identify(&payment.payload) {
+            let reason = settlement
+                .error_reason
+                .as_deref()
+                .unwrap_or("settlement_failed");
+            let fingerprint = crate::settlement::Fingerprint::from_text(text);
+            self.refused
+                .remember(&fingerprint, &payment.payload.payload, reason);
+        }
+    }
+
     /// Whether a [lifecycle hook](PaymentHooks) is registered: the adapters skip the hooks'
     /// part of a request (and copy nothing for it) when none is.
     #[inline]
@@ -263,6 +346,7 @@ impl fmt::Debug for Payments {
             .field("lease", &self.lease)
             .field("held_wait", &self.held_wait)
             .field("reconciler", &self.reconciler.is_some())
+            .field("verify_before_settling", &self.verify_before_settling)
             .finish_non_exhaustive()
     }
 }

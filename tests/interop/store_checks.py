@@ -206,15 +206,15 @@ def register(suite: Suite, services: Services) -> None:
         expect(not invalid, f"bodies the official models refused: {[o['errors'][:300] for o in invalid]}")
         mine = [o for o in observed if (o.get("payer") or "").lower() == buyer.address.lower()]
         endpoints = [o["endpoint"] for o in mine]
-        expect(endpoints == ["/verify", "/settle"], f"the store called {endpoints} for this payment")
+        # The store settles before it delivers: `/settle` alone, which the official scheme verifies.
+        expect(endpoints == ["/settle"], f"the store called {endpoints} for this payment")
         for call in mine:
             expect(call["accepted_matches_requirements"], f"{call['endpoint']}: accepted differs from paymentRequirements")
             expect(call["body"]["paymentRequirements"]["payTo"] == services.pay_to,
                    f"{call['endpoint']}: payTo {call['body']['paymentRequirements']['payTo']}")
-        expect(mine[0]["result"].get("isValid") is True, f"/verify answered {mine[0]['result']}")
-        expect(mine[1]["result"].get("success") is True, f"/settle answered {mine[1]['result']}")
+        expect(mine[0]["result"].get("success") is True, f"/settle answered {mine[0]['result']}")
         expect_settled(purchase, buyer, pay_to=services.pay_to)
-        expect(purchase.settlement.transaction == mine[1]["result"]["transaction"],
+        expect(purchase.settlement.transaction == mine[0]["result"]["transaction"],
                "PAYMENT-RESPONSE carries another transaction than the facilitator settled")
         expect_passport(services.python_store, purchase, "live")
 
@@ -225,8 +225,9 @@ def register(suite: Suite, services: Services) -> None:
         with httpx.Client(base_url=services.python_facilitator, timeout=10) as http:
             observed = http.get("/_observed").json()
         mine = [o for o in observed if (o.get("payer") or "").lower() == buyer.address.lower()]
-        expect([o["endpoint"] for o in mine] == ["/verify"], f"the store called {[o['endpoint'] for o in mine]}")
-        expect(mine[0]["result"].get("invalidReason") == "invalid_exact_evm_insufficient_balance",
-               f"/verify answered {mine[0]['result']}")
+        expect([o["endpoint"] for o in mine] == ["/settle"], f"the store called {[o['endpoint'] for o in mine]}")
+        expect(mine[0]["result"].get("success") is False
+               and mine[0]["result"].get("errorReason") == "invalid_exact_evm_insufficient_balance",
+               f"/settle answered {mine[0]['result']}")
         expect(purchase.status == 402, f"an unfunded payment got {purchase.describe()}")
         expect(purchase.settlement is None or not purchase.settlement.success, "a refused payment reported settled")

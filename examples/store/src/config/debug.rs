@@ -34,6 +34,7 @@ impl fmt::Debug for Config {
                 &self.solana_rpc_url.as_ref().map(|_| "<redacted>"),
             )
             .field("settlement_lease", &self.settlement_lease)
+            .field("verify_before_settling", &self.verify_before_settling)
             .field("limits", &self.limits)
             .field("fulfillment_secret", &"<redacted>")
             .field("redelivery_window", &self.redelivery_window)

@@ -99,6 +99,7 @@ where
         Payments::with_facilitators(metrics::facilitators(Facilitators::from_ref(state)))
             .settlement_store(Metered(Store::from_ref(state)))
             .settlement_lease(Duration::from_secs(config.settlement_lease))
+            .verify_before_settling(config.verify_before_settling)
             .hook(PaymentMetrics)
             .hook(Standing::from_ref(state))
             // Solana payments keyed by the message their payer signed.

@@ -12,7 +12,9 @@ use x402_store::config::Config;
 use x402_store::state::build_state_with;
 use x402_wire::{PaymentRequired, header};
 
-use super::live_store::{PATIENCE, new_payment, open_store, present, serve_store, wait_until};
+use super::live_store::{
+    PATIENCE, new_payment, open_store, open_store_with, present, serve_store, wait_until,
+};
 use super::postgres_server::PgServer;
 use super::reliability;
 use super::support::{RECEIPT, signature_header};
@@ -377,15 +379,18 @@ async fn readyz_becomes(client: &reqwest::Client, readyz: &str, want: StatusCode
     }
 }
 
-/// PostgreSQL stopped while a payment is *claimed* (held in progress, `/verify` under way):
-/// nothing reaches `/settle`; the payment and its retries are 503 with `Retry-After`, never 402;
-/// `/readyz` is 503 until the restart; then the same payment is delivered once.
+/// PostgreSQL stopped while a payment is *claimed* (held in progress, `/verify` under way, with
+/// `STORE_VERIFY_BEFORE_SETTLING`): nothing reaches `/settle`; the payment and its retries are
+/// 503 with `Retry-After`, never 402; `/readyz` is 503 until the restart; then the same payment
+/// is delivered once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_stopped_while_a_payment_is_claimed_settles_nothing_and_delivers_after() {
     super::postgres_server::require();
     let server = PgServer::start_own().unwrap();
     let sandbox = SandboxFacilitator::new();
-    let (product, readyz) = open_store(&server, &sandbox).await;
+    let mut config = Config::for_tests(server.url("postgres"));
+    config.verify_before_settling = true;
+    let (product, readyz) = open_store_with(config, &sandbox).await;
     let client = reqwest::Client::new();
     let signature = new_payment(&client, &product).await;
 

@@ -41,7 +41,14 @@ pub(crate) async fn open_store(
     server: &PgServer,
     sandbox: &SandboxFacilitator,
 ) -> (String, String) {
-    let config = Config::for_tests(server.url("postgres"));
+    open_store_with(Config::for_tests(server.url("postgres")), sandbox).await
+}
+
+/// [`open_store`] with `config`.
+pub(crate) async fn open_store_with(
+    config: Config,
+    sandbox: &SandboxFacilitator,
+) -> (String, String) {
     let state = build_state_with(config, Arc::new(sandbox.clone()), true)
         .await
         .unwrap();

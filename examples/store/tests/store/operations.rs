@@ -197,7 +197,8 @@ async fn the_metrics_address_serves_a_valid_scrape_and_health_checks() {
     }
     let (status, body) = present(&client, &store.base, first.as_deref().unwrap()).await;
     assert_eq!((status, &body["replayed"]), (StatusCode::OK, &true.into()));
-    sandbox.queue_verify(Step::Refuse("insufficient_funds".to_owned()));
+    // The store settles first, `/settle` alone: the facilitator refuses it there.
+    sandbox.queue_settle(Step::Refuse("insufficient_funds".to_owned()));
     let (signature, _) = sign(&client, &store.base).await;
     let (status, _) = present(&client, &store.base, &signature).await;
     assert_eq!(status, StatusCode::PAYMENT_REQUIRED);
@@ -229,7 +230,7 @@ async fn the_metrics_address_serves_a_valid_scrape_and_health_checks() {
     assert_eq!(payments("settled", "none"), Some(3.0), "{scrape}");
     assert_eq!(payments("replayed", "none"), Some(1.0), "{scrape}");
     assert_eq!(
-        payments("refused", "invalid_payment"),
+        payments("refused", "settlement_refused"),
         Some(1.0),
         "{scrape}"
     );
@@ -250,8 +251,8 @@ async fn the_metrics_address_serves_a_valid_scrape_and_health_checks() {
         )
     };
     assert_eq!(calls("settle", "ok"), Some(3.0), "{scrape}");
-    assert_eq!(calls("verify", "ok"), Some(3.0), "{scrape}");
-    assert_eq!(calls("verify", "rejected"), Some(1.0), "{scrape}");
+    assert_eq!(calls("settle", "rejected"), Some(1.0), "{scrape}");
+    assert_eq!(calls("verify", "ok"), None, "one round trip: {scrape}");
     assert_eq!(
         sample(&scrape, "x402_payments_in_doubt"),
         Some(0.0),
