@@ -966,8 +966,14 @@ async fn refusal_hooks_carry_the_typed_refusal() {
     let shared = X402Layer::with_payments(Payments::new(accepting()).hook(hook.clone()), pricing);
     send_with(shared.clone(), StatusCode::OK, paid_get("/report", &paid)).await;
     send_with(shared, StatusCode::OK, paid_get("/other", &paid)).await;
+    // `/verify` refuses: asked before `/settle` although the payment settles first.
     let refusing = scripted(Step::Refuse("insufficient_funds".into()), Step::Trust);
-    let refusing = X402Layer::with_payments(Payments::new(refusing).hook(hook), offer.clone());
+    let refusing = X402Layer::with_payments(
+        Payments::new(refusing)
+            .verify_before_settling(true)
+            .hook(hook),
+        offer.clone(),
+    );
     send_with(
         refusing,
         StatusCode::OK,
