@@ -297,7 +297,7 @@ impl Scheme for Exact {
         if !super::permit2::is_permit2(requirement) {
             return None;
         }
-        super::permit2::expired(payload, super::ledger::now_ms() / 1000)
+        super::permit2::expired(payload, x402_wire::unix_time().as_secs())
     }
 }
 
