@@ -134,6 +134,16 @@ pub(super) async fn in_doubt(
                 nonce: upto.nonce,
             })
         });
+    // A scheme that knows its payments better names their payer and transfer itself.
+    let named = config
+        .schemes
+        .get(&requirement.scheme)
+        .payer_and_transfer(request.payment_payload());
+    let (payer, nonce) = match (&named, &authorization) {
+        (Some((payer, transfer)), _) => (payer.as_str(), transfer.as_str()),
+        (None, Some(authorization)) => (authorization.from.as_str(), authorization.nonce.as_str()),
+        (None, None) => ("", ""),
+    };
     tracing::error!(
         key = %hold.key,
         resource = %intent.resource,
@@ -141,8 +151,8 @@ pub(super) async fn in_doubt(
         asset = %requirement.asset,
         pay_to = %requirement.pay_to,
         amount = %requirement.amount,
-        payer = authorization.as_ref().map_or("", |a| a.from.as_str()),
-        nonce = authorization.as_ref().map_or("", |a| a.nonce.as_str()),
+        payer,
+        nonce,
         valid_before = authorization.as_ref().map_or("", |a| a.valid_before.as_str()),
         %reason,
         "payment in doubt: /settle may have moved money but its outcome is unknown; a retry of the same payment recovers it"

@@ -242,6 +242,15 @@ pub trait Scheme: Send + Sync + 'static {
         None
     }
 
+    /// The payer of `payload` and what names its transfer on chain (a nonce, a transaction
+    /// message's hash), for the log line of a payment *in doubt*, from which an operator finds
+    /// it. By default `None`: the core reads an EIP-3009 authorization's or a Permit2 permit's
+    /// signer and nonce itself.
+    fn payer_and_transfer(&self, payload: &PaymentPayload) -> Option<(String, String)> {
+        let _ = payload;
+        None
+    }
+
     /// Lets go of what the scheme holds for the payment `key`, which ended without settling:
     /// cancelled (the work failed, a hook refused it after verification, it was dropped),
     /// refused by the settlement, or found never settled once in doubt. Given the payment's

@@ -100,6 +100,17 @@ impl Scheme for SolanaExact {
         self.built_in.refuse_new(requirement, payload)
     }
 
+    /// A Solana payment's payer (its transfer's authority) and its transaction message's hash,
+    /// for the core's line about a payment in doubt; the built-in `exact`'s for the others.
+    fn payer_and_transfer(&self, payload: &PaymentPayload) -> Option<(String, String)> {
+        if !is_solana(&payload.accepted.network) {
+            return self.built_in.payer_and_transfer(payload);
+        }
+        let transaction = payload_transaction(payload).ok()?;
+        let payer = ExactTransfer::read(&transaction).ok()?.payer.to_string();
+        Some((payer, hex(&transaction.message_hash())))
+    }
+
     fn settle<'a>(
         &'a self,
         payment: &'a PaymentContext<'a>,
@@ -128,11 +139,7 @@ fn log_in_doubt(payment: &PaymentContext<'_>, failure: &str) {
     let transfer = ExactTransfer::read(&transaction).ok();
     let field =
         |read: fn(&ExactTransfer) -> String| transfer.as_ref().map(read).unwrap_or_default();
-    let message_hash: String = transaction
-        .message_hash()
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
+    let message_hash = hex(&transaction.message_hash());
     tracing::error!(
         key = %payment.key,
         network = %request.payment_requirements().network,
@@ -145,4 +152,9 @@ fn log_in_doubt(payment: &PaymentContext<'_>, failure: &str) {
         failure,
         "Solana payment in doubt: the transfer may have landed; find it by its payer and message hash"
     );
+}
+
+/// Lowercase hex, no prefix.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }

@@ -329,4 +329,22 @@ async fn a_payment_in_doubt_is_logged_with_its_payer_and_transfer() {
     ] {
         assert!(line.contains(&field), "{field} missing from: {line}");
     }
+    // The core's own line about the payment names the same payer and transfer.
+    let hash = line
+        .split("message_hash=")
+        .nth(1)
+        .and_then(|rest| rest.trim_start_matches('"').split(['"', ' ']).next())
+        .unwrap();
+    let core_line = text
+        .lines()
+        .find(|line| {
+            line.contains("payment in doubt: /settle may have moved money") && line.contains(hash)
+        })
+        .unwrap_or_else(|| {
+            panic!("the core's in-doubt line does not name the transfer {hash}:\n{text}")
+        });
+    assert!(
+        core_line.contains(&format!("payer=\"{}\"", wallet.address())),
+        "{core_line}"
+    );
 }
