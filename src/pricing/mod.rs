@@ -30,7 +30,6 @@ pub(crate) use offer::UNPAID_ERROR;
 pub use offer::{Offer, OfferBuilder, OfferError, SettlementMode};
 pub use spliced::ExtensionTemplate;
 pub(crate) use spliced::{Cached, with_rest_buffer};
-pub use stablecoin::{Stablecoin, Stablecoins, TransferMethod};
 
 /// What one request costs; see the [module docs](self).
 #[non_exhaustive]

@@ -33,6 +33,7 @@ mod money;
 mod network;
 mod payment;
 mod permit2;
+mod stablecoin;
 mod upto;
 
 pub use clock::unix_time;
@@ -50,6 +51,7 @@ pub use permit2::{
     EIP2612_GAS_SPONSORING, ERC20_APPROVAL_GAS_SPONSORING, EXACT_PERMIT2_PROXY_ADDRESS,
     Eip2612Permit, Erc20Approval, ExactPermit2Authorization, ExactPermit2Payload, ExactWitness,
 };
+pub use stablecoin::{Stablecoin, TransferMethod};
 pub use upto::{
     PERMIT2_ADDRESS, PERMIT2_TRANSFER_METHOD, Permit2Authorization, TokenPermissions,
     UPTO_PROXY_ADDRESS, UPTO_SCHEME, UptoEvmPayload, UptoWitness,
