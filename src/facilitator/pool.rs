@@ -105,6 +105,11 @@ impl Breaker {
 }
 
 impl Facilitators {
+    /// Whether one facilitator is configured, none to fail over to.
+    pub(crate) fn is_single(&self) -> bool {
+        self.members.len() == 1
+    }
+
     /// A list whose first (most preferred) facilitator is `facilitator`, named `label` in the
     /// ledger and the metrics. Labels should be short and stable: a payment's retries find their
     /// facilitator by it, after a restart too.

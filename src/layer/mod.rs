@@ -42,7 +42,7 @@
 //!
 //! [`SettlementMode::Before`](crate::SettlementMode::Before) settles, then runs the inner service, which finds the
 //! settlement in [`VerifiedPayment::settlement`](crate::VerifiedPayment::settlement). It sends `/settle` alone, one round trip
-//! (the facilitator verifies inside it; [`Payments::verify_before_settling`] sends `/verify` first, and
+//! (the facilitator verifies inside it; [`Payments::verify_before_settling`] sends `/verify` first, as several facilitators do, and
 //! says how each failure is answered). Choose it when serving has lasting effects —
 //! issuing a receipt, recording an order — that must never happen unpaid. A handler error after
 //! settlement is the application's to make good: a retry of the same payment for the same

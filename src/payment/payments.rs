@@ -207,7 +207,7 @@ impl Payments {
     /// |---|---|---|
     /// | `success: false`, a definite reason (`invalid_exact_evm_signature`, `insufficient_funds`, …) | 402, the reason as `error`, the failure in `PAYMENT-RESPONSE`; the payment released | 402, the reason as `error` |
     /// | `success: false`, a reason that does not prove nothing moved (a used nonce, `settlement_pending`, …) | 503 with `Retry-After`, *in doubt*: the retry re-sends the identical `/settle` | 503, in doubt |
-    /// | no answer (unreachable, timed out, 5xx, malformed) | 503 with `Retry-After`, *in doubt*, at the facilitator it went to: never sent to another | 503; `/verify` would have moved on to the next facilitator, nothing held |
+    /// | no answer (unreachable, timed out, 5xx, malformed) | 503 with `Retry-After`, *in doubt*: the retry re-sends the identical `/settle` | 503, nothing held |
     ///
     /// A payment `/settle` refused for good is remembered as one `/verify` refused: presented
     /// again within the [`refusal_memory`](Self::refusal_memory), it is answered the same 402
@@ -217,8 +217,10 @@ impl Payments {
     /// payment's answer free of `PAYMENT-RESPONSE`. `/verify` is sent anyway when a
     /// [hook](PaymentHooks) takes part in [`HookStages::VERIFY_FAILURE`](super::HookStages::VERIFY_FAILURE)
     /// or [`HookStages::AFTER_VERIFY`](super::HookStages::AFTER_VERIFY), which read its answer,
-    /// and a [scheme](Scheme) with its own verify step keeps it. Payments settled after the work
-    /// are always verified first.
+    /// a [scheme](Scheme) with its own verify step keeps it, and a core with
+    /// [several facilitators](Self::with_facilitators) verifies first, so that a facilitator that
+    /// is down is passed over before anything is sent to `/settle`. Payments settled after the
+    /// work are always verified first.
     ///
     /// ```
     /// use tower_x402::HttpFacilitator;
@@ -289,6 +291,9 @@ impl Payments {
     pub(super) fn settles_unverified(&self, offer: &Offer) -> bool {
         !self.verify_before_settling
             && !offer.settlement_mode().settles_after_work()
+            // With several facilitators, `/verify` finds one that answers before anything is
+            // sent to `/settle`: a facilitator that is down is passed over, no sale held there.
+            && self.facilitators.is_single()
             && !self.hooks.take_part(HookStages::VERIFY_FAILURE)
             && !self.hooks.take_part(HookStages::AFTER_VERIFY)
     }
