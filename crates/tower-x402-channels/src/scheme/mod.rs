@@ -91,7 +91,7 @@ pub const WITHDRAWAL_MARGIN: Duration = Duration::from_secs(60);
 /// A deposit whose `/settle` answer is lost is left *in doubt* by the core (503) and its
 /// channel stays held (until the doubt resolves, at most the hold's lease of 120 s): when the
 /// core learns it settled (the same payment sent again, the core's reconciler — a
-/// [`DepositReconciler`](crate::DepositReconciler) with the `rpc` feature), the request's voucher
+/// `DepositReconciler` with the `rpc` feature), the request's voucher
 /// is committed, the balance mirrored as the verified one plus the deposit; when it learns it
 /// never did, the channel is released. A deposit recovered by a process that did not verify it
 /// (this one restarted while it was in doubt, or another instance) commits its voucher from the
