@@ -491,8 +491,13 @@ async fn peer_target(
         Case::unpaid("402", "/paid"),
         Case::paid("paid", "/paid", payment),
     ];
-    // tower-x402's full path also sells the route paid with vouchers.
+    // tower-x402's full path also sells the route settled before the work (`/settle` alone)
+    // and the route paid with vouchers, and answers the 402's bytes without the layer.
     if this == Some("full") {
+        let before = payment_for(http, format!("http://{address}{}", app::PAID_BEFORE)).await?;
+        cases.push(Case::paid("paid_before", app::PAID_BEFORE, before));
+        // The 402's bytes answered by a handler with no layer: what the bytes cost.
+        cases.push(Case::unpaid("bare_402", app::BARE_402));
         cases.push(Case {
             name: "paid_channel",
             path: channel::CHANNEL.to_owned(),
@@ -654,7 +659,7 @@ fn run(options: &Options) -> Result<(), String> {
         .repeated_nonces
         .saturating_sub(bench.deposits.get());
     report::summarize(&samples);
-    report::channel_against_peers(&samples);
+    report::against_peers(&samples);
     println!(
         "\nthis process (tower-x402, tower-x402-h2 and the store): RSS {:.1} MB fresh, {:.1} MB after the runs",
         rss_fresh as f64 / 1024.0,

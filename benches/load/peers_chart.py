@@ -16,8 +16,8 @@ from html import escape
 
 # (app in the TSV, its paid case, its 402 case, label, colour), top to bottom.
 APPS = [
-    ("tower-x402-process", "paid", "402", "tower-x402 exact (own process)", "#1f6feb"),
-    ("tower-x402", "paid_before", None, "tower-x402 exact, settled before (in-process)", "#58a6ff"),
+    ("tower-x402-process", "paid", "402", "tower-x402 exact, settled after (own process)", "#1f6feb"),
+    ("tower-x402-process", "paid_before", None, "tower-x402 exact, settled first (own process)", "#58a6ff"),
     ("tower-x402-channel", "paid_channel", None, "tower-x402 channel voucher", "#2da44e"),
     ("x402-axum", "paid", "402", "x402-axum 2.0.2", "#bf8700"),
     ("r402", "paid", "402", "r402-http 0.21.0", "#cf222e"),

@@ -140,11 +140,53 @@ pub(crate) fn write_results(path: &Path, samples: &[Sample]) -> Result<(), Strin
     Ok(())
 }
 
-/// tower-x402's voucher request (`paid_channel`) against x402-axum's paid request, round by
-/// round: its app CPU per request and its throughput as ratios to x402-axum's (targets: at most
-/// 0.5× the CPU, at least 2× the throughput in every round), and the other `paid` rows beside.
-pub(crate) fn channel_against_peers(samples: &[Sample]) {
+/// tower-x402's paid rows in a process of its own against x402-axum's paid request, round by
+/// round, each as a throughput ratio with its target: settled first (`paid_before`, at least
+/// 1.3×), settled after the work (`paid`, reported), vouchers (`paid_channel`, at least 1.5×);
+/// and the 402 over the same process's bare route (at least 0.95×), beside the same 402 bytes
+/// answered by a handler without the layer (`bare_402`), which tells the bytes' cost from the
+/// layer's. Prints nothing without x402-axum's rows and tower-x402's (run with `--peers`).
+pub(crate) fn against_peers(samples: &[Sample]) {
     const REFERENCE: &str = "x402-axum";
+    /// (label, app, case, over what, target): `None` over what is x402-axum's paid request.
+    const ROWS: [(&str, &str, &str, Option<&str>, Option<f64>); 6] = [
+        (
+            "settled first",
+            "tower-x402-process",
+            "paid_before",
+            None,
+            Some(1.3),
+        ),
+        ("settled after", "tower-x402-process", "paid", None, None),
+        (
+            "vouchers",
+            "tower-x402-channel",
+            "paid_channel",
+            None,
+            Some(1.5),
+        ),
+        (
+            "402 ÷ bare",
+            "tower-x402-process",
+            "402",
+            Some("bare"),
+            Some(0.95),
+        ),
+        (
+            "its bytes unlayered ÷ bare",
+            "tower-x402-process",
+            "bare_402",
+            Some("bare"),
+            None,
+        ),
+        (
+            "402 ÷ its bytes unlayered",
+            "tower-x402-process",
+            "402",
+            Some("bare_402"),
+            Some(0.95),
+        ),
+    ];
     let find = |round: u32, target: &str, case: &str| {
         samples
             .iter()
@@ -152,7 +194,11 @@ pub(crate) fn channel_against_peers(samples: &[Sample]) {
     };
     let mut rounds: Vec<u32> = samples
         .iter()
-        .filter(|s| s.case == "paid_channel")
+        .filter(|s| s.target == REFERENCE)
+        .filter(|s| {
+            ROWS.iter()
+                .any(|&(_, app, ..)| find(s.round, app, "bare").is_some())
+        })
         .map(|s| s.round)
         .collect();
     rounds.dedup();
@@ -160,51 +206,49 @@ pub(crate) fn channel_against_peers(samples: &[Sample]) {
         return;
     }
     println!(
-        "\npaid_channel (vouchers) against {REFERENCE}'s paid, per round (targets: app CPU ≤ 0.5×, req/s ≥ 2×)\n\n| round | paid_channel req/s | app CPU µs/req | {REFERENCE} paid req/s | app CPU µs/req | CPU ratio | throughput ratio | other paid rows (req/s, app CPU µs/req) |\n|---|---|---|---|---|---|---|---|"
+        "
+tower-x402 in a process of its own, per round: req/s over {REFERENCE}'s paid req/s (the 402: over its own bare route)\n"
     );
-    let mut met = 0;
-    for &round in &rounds {
-        let Some(channel) = samples
-            .iter()
-            .find(|s| s.round == round && s.case == "paid_channel")
-        else {
-            continue;
-        };
-        let others: Vec<String> = samples
-            .iter()
-            .filter(|s| s.round == round && s.case == "paid" && s.target != REFERENCE)
-            .map(|s| format!("{} {:.0}, {:.1}", s.target, s.wrk.per_second, s.app_cpu_us))
-            .collect();
-        let Some(reference) = find(round, REFERENCE, "paid") else {
-            println!(
-                "| {round} | {:.0} | {:.1} | – | – | – | – | {} |",
-                channel.wrk.per_second,
-                channel.app_cpu_us,
-                others.join("; ")
-            );
-            continue;
-        };
-        let cpu = channel.app_cpu_us / reference.app_cpu_us;
-        let throughput = channel.wrk.per_second / reference.wrk.per_second;
-        if cpu <= 0.5 && throughput >= 2.0 {
-            met += 1;
+    let mut header = String::from("| round |");
+    let mut rule = String::from("|---|");
+    for (label, _, _, _, target) in ROWS {
+        match target {
+            Some(target) => header.push_str(&format!(" {label} (≥ {target}×) |")),
+            None => header.push_str(&format!(" {label} |")),
         }
-        println!(
-            "| {round} | {:.0} | {:.1} | {:.0} | {:.1} | {cpu:.2} | {throughput:.2} | {} |",
-            channel.wrk.per_second,
-            channel.app_cpu_us,
-            reference.wrk.per_second,
-            reference.app_cpu_us,
-            others.join("; ")
-        );
+        rule.push_str("---|");
     }
-    println!(
-        "\nboth targets met in {met} of {} rounds{}",
-        rounds.len(),
-        if samples.iter().any(|s| s.target == REFERENCE) {
-            ""
-        } else {
-            " (x402-axum was not measured: run with --peers)"
+    println!("{header}\n{rule}");
+    let mut met = [0_usize; ROWS.len()];
+    for &round in &rounds {
+        let mut line = format!("| {round} |");
+        for (i, (_, app, case, over, target)) in ROWS.iter().enumerate() {
+            let ratio = find(round, app, case).and_then(|sample| {
+                let base = match over {
+                    Some(bare) => find(round, app, bare),
+                    None => find(round, REFERENCE, "paid"),
+                }?;
+                Some(sample.wrk.per_second / base.wrk.per_second)
+            });
+            match ratio {
+                Some(ratio) => {
+                    if target.is_some_and(|target| ratio >= target) {
+                        met[i] += 1;
+                    }
+                    line.push_str(&format!(" {ratio:.3} |"));
+                }
+                None => line.push_str(" – |"),
+            }
         }
-    );
+        println!("{line}");
+    }
+    for (i, (label, _, _, _, target)) in ROWS.iter().enumerate() {
+        if let Some(target) = target {
+            println!(
+                "{label}: ≥ {target}× in {} of {} rounds",
+                met[i],
+                rounds.len()
+            );
+        }
+    }
 }

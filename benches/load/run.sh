@@ -7,10 +7,11 @@
 #   bash benches/load/run.sh channel [--seconds S] [--connections C] [--vouchers N]
 # Installs wrk and curl from Debian when missing and builds everything in release mode. With
 # --peers it also builds benches/peers (x402-axum and r402, a separate workspace with its own
-# lockfile) and measures them in the same run, with tower-x402 also in a process of its own
-# (`tower-x402-process`), as they run, and in another (`tower-x402-channel`) serving
-# `paid_channel`: each request paid with a payment-channel voucher, signed before each wrk run
-# (enough for --channel-rate req/s).
+# lockfile) and measures them in the same run, every process started afresh each round
+# (`--respawn`), with tower-x402 also in a process of its own (`tower-x402-process`, settling
+# after the work and settling first), as they run, and in another (`tower-x402-channel`)
+# serving `paid_channel`: each request paid with a payment-channel voucher, signed before each
+# wrk run (enough for --channel-rate req/s).
 # `memory` runs the store binary under mixed traffic
 # and prints its RSS. `latency` times paid requests with a facilitator 50 ms away whose /settle
 # answers 2 s later still (`exact` settled after the work, settled first, a channel's voucher,
@@ -78,9 +79,9 @@ for arg in "$@"; do
         peers+=(--peer "x402-axum=$peer_bin/peer-x402-axum")
     elif [ "$arg" = "--peers" ]; then
         cargo build --release --quiet --locked --manifest-path benches/peers/Cargo.toml
-        peers=(--peer "tower-x402-process=self"
+        peers=(--respawn --peer "tower-x402-process=self"
             --peer "tower-x402-channel=self"
-            --skip "tower-x402-process/paid_channel,tower-x402-channel/402,tower-x402-channel/paid"
+            --skip "tower-x402-process/paid_channel,tower-x402-channel/402,tower-x402-channel/paid,tower-x402-channel/paid_before,tower-x402-channel/bare_402"
             --peer "x402-axum=$peer_bin/peer-x402-axum"
             --peer "r402=$peer_bin/peer-r402")
     else
