@@ -162,12 +162,8 @@ pub fn authorization_digest(
 pub(crate) fn from_wire(
     wire: &Eip3009Authorization,
 ) -> Result<TransferWithAuthorization, AuthorizationError> {
-    let address = |field, value: &str| {
-        parse_address(value).ok_or_else(|| invalid(field, "a 0x-prefixed 20-byte address", value))
-    };
-    let number = |field, value: &str| {
-        parse_decimal(value).ok_or_else(|| invalid(field, "a decimal uint256", value))
-    };
+    let address = wire_address;
+    let number = wire_number;
     Ok(TransferWithAuthorization {
         from: address("from", &wire.from)?,
         to: address("to", &wire.to)?,
@@ -189,6 +185,19 @@ pub(crate) fn to_wire(message: &TransferWithAuthorization) -> Eip3009Authorizati
         valid_before: message.validBefore.to_string(),
         nonce: message.nonce.to_string(),
     }
+}
+
+/// Reads the wire field `field` as an address (see [`parse_address`]).
+pub(crate) fn wire_address(
+    field: &'static str,
+    value: &str,
+) -> Result<Address, AuthorizationError> {
+    parse_address(value).ok_or_else(|| invalid(field, "a 0x-prefixed 20-byte address", value))
+}
+
+/// Reads the wire field `field` as a decimal uint256 (see [`parse_decimal`]).
+pub(crate) fn wire_number(field: &'static str, value: &str) -> Result<U256, AuthorizationError> {
+    parse_decimal(value).ok_or_else(|| invalid(field, "a decimal uint256", value))
 }
 
 fn invalid(field: &'static str, expected: &'static str, value: &str) -> AuthorizationError {

@@ -11,13 +11,16 @@ use x402_wire::{
     FacilitatorRequest, TokenPermissions as WireTokenPermissions,
 };
 
-use crate::eip712::{self, AuthorizationError, parse_address, parse_decimal};
+use crate::eip712::{
+    self, AuthorizationError, parse_address, parse_decimal, wire_address, wire_number,
+};
+use crate::permit_checks;
 use crate::reason;
 use crate::typed_data::exact::{Permit, PermitWitnessTransferFrom, TokenPermissions, Witness};
 use crate::typed_data::permit2_domain;
 use crate::verify::{
     Approval, Authorized, Rejection, Scheme, Signatures, VALID_BEFORE_BUFFER_SECS, check_envelope,
-    parse_pay_to, parse_signature,
+    parse_signature,
 };
 
 /// Whether `request` pays `exact` through Permit2: its requirement says so.
@@ -36,17 +39,8 @@ pub(crate) fn is_exact_permit2(request: &FacilitatorRequest) -> bool {
 pub(crate) fn from_wire(
     wire: &ExactPermit2Authorization,
 ) -> Result<(Address, PermitWitnessTransferFrom), AuthorizationError> {
-    let invalid = |field: &'static str, expected: &'static str, value: &str| AuthorizationError {
-        field,
-        expected,
-        value: value.to_owned(),
-    };
-    let address = |field, value: &str| {
-        parse_address(value).ok_or_else(|| invalid(field, "a 0x-prefixed 20-byte address", value))
-    };
-    let number = |field, value: &str| {
-        parse_decimal(value).ok_or_else(|| invalid(field, "a decimal uint256", value))
-    };
+    let address = wire_address;
+    let number = wire_number;
     let from = address("from", &wire.from)?;
     let message = PermitWitnessTransferFrom {
         permitted: TokenPermissions {
@@ -116,44 +110,25 @@ pub(crate) fn check(
         Rejection::new(reason::INVALID_PAYLOAD, error.to_string()).payer(claimed_payer)
     })?;
     let payer = Some(from.to_checksum(None));
-    let reject = |code, text: String| Rejection::new(code, text).payer(payer.clone());
+    let reject = |code: &'static str, text: String| Rejection::new(code, text).payer(payer.clone());
 
-    if message.spender != permit2::EXACT_PROXY {
-        let text = format!(
-            "spender {} is not the exact proxy {}",
-            message.spender,
-            permit2::EXACT_PROXY
-        );
-        return Err(reject(reason::INVALID_PERMIT2_SPENDER, text));
-    }
-    let pay_to = parse_pay_to(&requirements.pay_to)
-        .map_err(|text| reject(reason::INVALID_PAYMENT_REQUIREMENTS, text))?;
-    if message.witness.to != pay_to {
-        let text = format!("witness.to {} is not payTo {pay_to}", message.witness.to);
-        return Err(reject(reason::INVALID_PERMIT2_RECIPIENT_MISMATCH, text));
-    }
-    if message.deadline < U256::from(now) + U256::from(VALID_BEFORE_BUFFER_SECS) {
-        let text = format!(
-            "deadline {} is not at least {VALID_BEFORE_BUFFER_SECS} s after now ({now})",
-            message.deadline
-        );
-        return Err(reject(reason::PERMIT2_DEADLINE_EXPIRED, text));
-    }
-    if message.witness.validAfter > U256::from(now) {
-        let text = format!(
-            "witness.validAfter {} is in the future (now {now})",
-            message.witness.validAfter
-        );
-        return Err(reject(reason::PERMIT2_NOT_YET_VALID, text));
-    }
-    let asset = parse_address(&requirements.asset);
-    if asset != Some(message.permitted.token) || parse_address(deployment.asset) != asset {
-        let text = format!(
-            "permitted.token {} is not the asset {} (USDC on {} is {})",
-            message.permitted.token, requirements.asset, deployment.network, deployment.asset
-        );
-        return Err(reject(reason::PERMIT2_TOKEN_MISMATCH, text));
-    }
+    let pay_to = permit_checks::spender_and_recipient(
+        message.spender,
+        permit2::EXACT_PROXY,
+        "exact",
+        message.witness.to,
+        requirements,
+        &reject,
+    )?;
+    permit_checks::window_and_token(
+        message.deadline,
+        message.witness.validAfter,
+        message.permitted.token,
+        now,
+        requirements,
+        deployment,
+        &reject,
+    )?;
     let amount = requirements.amount.get();
     if message.permitted.amount != U256::from(amount) {
         let text = format!(
@@ -163,24 +138,8 @@ pub(crate) fn check(
         return Err(reject(reason::PERMIT2_AMOUNT_MISMATCH, text));
     }
     if signatures == Signatures::Recover {
-        let signature = parse_signature(&wire.signature)
-            .map_err(|text| reject(reason::INVALID_PERMIT2_SIGNATURE, text))?;
         let digest = message.eip712_signing_hash(&permit2_domain(chain_id));
-        match signature.recover_address_from_prehash(&digest) {
-            Ok(signer) if signer == from => {}
-            Ok(signer) => {
-                let text = format!(
-                    "signature recovers to {signer}, not from, under the Permit2 domain on chain {chain_id}"
-                );
-                return Err(reject(reason::INVALID_PERMIT2_SIGNATURE, text));
-            }
-            Err(error) => {
-                return Err(reject(
-                    reason::INVALID_PERMIT2_SIGNATURE,
-                    format!("signature does not recover: {error}"),
-                ));
-            }
-        }
+        permit_checks::signature(&wire.signature, digest, from, chain_id, &reject)?;
     }
     let approval = match payload.sponsoring::<Eip2612Permit>(EIP2612_GAS_SPONSORING) {
         None => crate::erc20_approval::check(request, from, message.permitted.token, amount)

@@ -69,6 +69,7 @@ mod erc20_approval;
 mod exact_permit2;
 mod facilitator;
 mod ledger;
+mod permit_checks;
 pub mod reason;
 mod reconcile;
 mod rpc;

@@ -9,29 +9,18 @@ use x402_wire::{
     UPTO_SCHEME, UptoWitness,
 };
 
-use crate::eip712::{AuthorizationError, parse_address, parse_decimal};
+use crate::eip712::{AuthorizationError, wire_address, wire_number};
+use crate::permit_checks;
 use crate::reason;
 use crate::typed_data::{PermitWitnessTransferFrom, TokenPermissions, Witness, permit2_domain};
-use crate::verify::{
-    Authorized, Rejection, Scheme, Signatures, VALID_BEFORE_BUFFER_SECS, check_envelope,
-    parse_pay_to,
-};
+use crate::verify::{Authorized, Rejection, Scheme, Signatures, check_envelope};
 
 /// Reads a wire permit as typed data.
 pub(crate) fn from_wire(
     wire: &Permit2Authorization,
 ) -> Result<(Address, PermitWitnessTransferFrom), AuthorizationError> {
-    let invalid = |field: &'static str, expected: &'static str, value: &str| AuthorizationError {
-        field,
-        expected,
-        value: value.to_owned(),
-    };
-    let address = |field, value: &str| {
-        parse_address(value).ok_or_else(|| invalid(field, "a 0x-prefixed 20-byte address", value))
-    };
-    let number = |field, value: &str| {
-        parse_decimal(value).ok_or_else(|| invalid(field, "a decimal uint256", value))
-    };
+    let address = wire_address;
+    let number = wire_number;
     let from = address("from", &wire.from)?;
     let message = PermitWitnessTransferFrom {
         permitted: TokenPermissions {
@@ -101,22 +90,16 @@ pub(crate) fn check(
         Rejection::new(reason::INVALID_UPTO_EVM_PAYLOAD, error.to_string()).payer(claimed_payer)
     })?;
     let payer = Some(from.to_checksum(None));
-    let reject = |code, text: String| Rejection::new(code, text).payer(payer.clone());
+    let reject = |code: &'static str, text: String| Rejection::new(code, text).payer(payer.clone());
 
-    if message.spender != permit2::UPTO_PROXY {
-        let text = format!(
-            "spender {} is not the upto proxy {}",
-            message.spender,
-            permit2::UPTO_PROXY
-        );
-        return Err(reject(reason::INVALID_PERMIT2_SPENDER, text));
-    }
-    let pay_to = parse_pay_to(&requirements.pay_to)
-        .map_err(|text| reject(reason::INVALID_PAYMENT_REQUIREMENTS, text))?;
-    if message.witness.to != pay_to {
-        let text = format!("witness.to {} is not payTo {pay_to}", message.witness.to);
-        return Err(reject(reason::INVALID_PERMIT2_RECIPIENT_MISMATCH, text));
-    }
+    let pay_to = permit_checks::spender_and_recipient(
+        message.spender,
+        permit2::UPTO_PROXY,
+        "upto",
+        message.witness.to,
+        requirements,
+        &reject,
+    )?;
     if message.witness.facilitator != facilitator {
         let text = format!(
             "witness.facilitator {} is not this facilitator {facilitator}",
@@ -124,28 +107,15 @@ pub(crate) fn check(
         );
         return Err(reject(reason::UPTO_FACILITATOR_MISMATCH, text));
     }
-    if message.deadline < U256::from(now) + U256::from(VALID_BEFORE_BUFFER_SECS) {
-        let text = format!(
-            "deadline {} is not at least {VALID_BEFORE_BUFFER_SECS} s after now ({now})",
-            message.deadline
-        );
-        return Err(reject(reason::PERMIT2_DEADLINE_EXPIRED, text));
-    }
-    if message.witness.validAfter > U256::from(now) {
-        let text = format!(
-            "witness.validAfter {} is in the future (now {now})",
-            message.witness.validAfter
-        );
-        return Err(reject(reason::PERMIT2_NOT_YET_VALID, text));
-    }
-    let asset = parse_address(&requirements.asset);
-    if asset != Some(message.permitted.token) || parse_address(deployment.asset) != asset {
-        let text = format!(
-            "permitted.token {} is not the asset {} (USDC on {} is {})",
-            message.permitted.token, requirements.asset, deployment.network, deployment.asset
-        );
-        return Err(reject(reason::PERMIT2_TOKEN_MISMATCH, text));
-    }
+    permit_checks::window_and_token(
+        message.deadline,
+        message.witness.validAfter,
+        message.permitted.token,
+        now,
+        requirements,
+        deployment,
+        &reject,
+    )?;
     let amount = requirements.amount.get();
     if U256::from(amount) > message.permitted.amount {
         let text = format!(
@@ -156,24 +126,8 @@ pub(crate) fn check(
     }
 
     if signatures == Signatures::Recover {
-        let signature = crate::verify::parse_signature(&upto.signature)
-            .map_err(|text| reject(reason::INVALID_PERMIT2_SIGNATURE, text))?;
         let digest = message.eip712_signing_hash(&permit2_domain(chain_id));
-        match signature.recover_address_from_prehash(&digest) {
-            Ok(signer) if signer == from => {}
-            Ok(signer) => {
-                let text = format!(
-                    "signature recovers to {signer}, not from, under the Permit2 domain on chain {chain_id}"
-                );
-                return Err(reject(reason::INVALID_PERMIT2_SIGNATURE, text));
-            }
-            Err(error) => {
-                return Err(reject(
-                    reason::INVALID_PERMIT2_SIGNATURE,
-                    format!("signature does not recover: {error}"),
-                ));
-            }
-        }
+        permit_checks::signature(&upto.signature, digest, from, chain_id, &reject)?;
     }
 
     Ok(Authorized {
