@@ -10,23 +10,13 @@ use x402_wire::{AtomicAmount, EXACT_PERMIT2_PROXY_ADDRESS, PaymentPayload, Payme
 
 use super::refusal::Refusal;
 
-/// `extra.assetTransferMethod`.
-const ASSET_TRANSFER_METHOD: &str = "assetTransferMethod";
-
 /// Seconds before its deadline from which a new permit is refused: the time a settlement takes
 /// to land in a block (the reference facilitator's buffer).
 const DEADLINE_BUFFER_SECS: u64 = 6;
 
 /// Whether `requirement` is paid through Permit2 (`extra.assetTransferMethod: "permit2"`).
-/// Asked of every `exact` accept a payment is matched against: `extra`'s few entries are
-/// scanned (a key of another length is passed over at once) rather than its key hashed.
 pub(super) fn is_permit2(requirement: &PaymentRequirements) -> bool {
-    requirement.extra.as_ref().is_some_and(|extra| {
-        extra.iter().any(|(key, value)| {
-            key == ASSET_TRANSFER_METHOD
-                && value.as_str() == Some(x402_wire::PERMIT2_TRANSFER_METHOD)
-        })
-    })
+    requirement.pays_through_permit2()
 }
 
 /// An `exact` Permit2 payload borrowed from its JSON, the fields the core checks.

@@ -15,7 +15,7 @@ pub use super::error::OfferError;
 use super::spliced::{ExtensionTemplate, Prebuilt, Splices};
 
 /// `extra` keys and values of a metered (`upto`) accept.
-pub(super) const ASSET_TRANSFER_METHOD: &str = "assetTransferMethod";
+use x402_wire::ASSET_TRANSFER_METHOD;
 pub(super) const PERMIT2: &str = x402_wire::PERMIT2_TRANSFER_METHOD;
 const FACILITATOR_ADDRESS: &str = "facilitatorAddress";
 

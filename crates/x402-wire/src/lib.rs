@@ -53,8 +53,8 @@ pub use permit2::{
 };
 pub use stablecoin::{Stablecoin, TransferMethod};
 pub use upto::{
-    PERMIT2_ADDRESS, PERMIT2_TRANSFER_METHOD, Permit2Authorization, TokenPermissions,
-    UPTO_PROXY_ADDRESS, UPTO_SCHEME, UptoEvmPayload, UptoWitness,
+    ASSET_TRANSFER_METHOD, PERMIT2_ADDRESS, PERMIT2_TRANSFER_METHOD, Permit2Authorization,
+    TokenPermissions, UPTO_PROXY_ADDRESS, UPTO_SCHEME, UptoEvmPayload, UptoWitness,
 };
 
 /// The README's example, compiled and run as a doctest.

@@ -139,6 +139,38 @@ impl PaymentRequirements {
             && same_address(&self.pay_to, &accepted.pay_to)
     }
 
+    /// How an EVM payment of this requirement moves the token: `extra.assetTransferMethod`
+    /// (`"permit2"`, `"eip3009"`), when the requirement names one. `extra`'s few entries are
+    /// scanned, not its key looked up: this is asked of every accept a payment is matched against.
+    ///
+    /// ```
+    /// use x402_wire::PaymentRequirements;
+    ///
+    /// let requirement: PaymentRequirements = serde_json::from_value(serde_json::json!({
+    ///     "scheme": "exact", "network": "eip155:8453", "amount": "10000",
+    ///     "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+    ///     "payTo": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C", "maxTimeoutSeconds": 60,
+    ///     "extra": {"assetTransferMethod": "permit2"}
+    /// }))?;
+    /// assert_eq!(requirement.asset_transfer_method(), Some("permit2"));
+    /// assert!(requirement.pays_through_permit2());
+    /// # Ok::<_, serde_json::Error>(())
+    /// ```
+    pub fn asset_transfer_method(&self) -> Option<&str> {
+        self.extra
+            .as_ref()?
+            .iter()
+            .find(|(key, _)| *key == crate::ASSET_TRANSFER_METHOD)?
+            .1
+            .as_str()
+    }
+
+    /// Whether a payment of this requirement moves the token through Permit2
+    /// (`extra.assetTransferMethod: "permit2"`).
+    pub fn pays_through_permit2(&self) -> bool {
+        self.asset_transfer_method() == Some(crate::PERMIT2_TRANSFER_METHOD)
+    }
+
     /// The first field in which `accepted` differs from `self`, for error messages.
     pub fn mismatch(&self, accepted: &PaymentRequirements) -> Option<&'static str> {
         if self.scheme != accepted.scheme {

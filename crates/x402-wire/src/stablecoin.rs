@@ -8,7 +8,8 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use crate::{
-    MoneyError, Network, PERMIT2_TRANSFER_METHOD, PaymentRequirements, UsdAmount, UsdcDeployment,
+    ASSET_TRANSFER_METHOD, MoneyError, Network, PERMIT2_TRANSFER_METHOD, PaymentRequirements,
+    UsdAmount, UsdcDeployment,
 };
 
 /// How a buyer's signature moves a token in an `exact` payment.
@@ -137,7 +138,7 @@ impl Stablecoin {
         let domain = match self.transfer_method {
             TransferMethod::Eip3009 => true,
             TransferMethod::Permit2 => {
-                extra.insert("assetTransferMethod".into(), PERMIT2_TRANSFER_METHOD.into());
+                extra.insert(ASSET_TRANSFER_METHOD.into(), PERMIT2_TRANSFER_METHOD.into());
                 self.eip2612
             }
         };

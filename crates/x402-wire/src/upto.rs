@@ -8,6 +8,11 @@ pub const UPTO_SCHEME: &str = "upto";
 /// `extra.assetTransferMethod` of an EVM `upto` requirement: the buyer signs a Permit2 permit.
 pub const PERMIT2_TRANSFER_METHOD: &str = "permit2";
 
+/// The key in an EVM requirement's `extra` that names how the token moves
+/// ([`PERMIT2_TRANSFER_METHOD`], `"eip3009"`); read it with
+/// [`PaymentRequirements::asset_transfer_method`](crate::PaymentRequirements::asset_transfer_method).
+pub const ASSET_TRANSFER_METHOD: &str = "assetTransferMethod";
+
 /// The canonical Permit2 contract, at the same address on every EVM chain.
 pub const PERMIT2_ADDRESS: &str = "0x000000000022D473030F116dDEE9F6B43aC78BA3";
 

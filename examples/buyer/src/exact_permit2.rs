@@ -3,8 +3,8 @@
 //! `Witness(address to,uint256 validAfter)`, hashed by hand as the rest of this crate's EIP-712.
 
 use x402_wire::{
-    ExactPermit2Authorization, ExactPermit2Payload, ExactWitness, PERMIT2_TRANSFER_METHOD,
-    PaymentRequirements, TokenPermissions,
+    ExactPermit2Authorization, ExactPermit2Payload, ExactWitness, PaymentRequirements,
+    TokenPermissions,
 };
 
 use crate::Wallet;
@@ -19,13 +19,7 @@ const EXACT_PROXY: Address = Address([
 
 /// Whether `accept` is `exact` paid through Permit2.
 pub(crate) fn is_exact_permit2(accept: &PaymentRequirements) -> bool {
-    accept.scheme == "exact"
-        && accept
-            .extra
-            .as_ref()
-            .and_then(|extra| extra.get("assetTransferMethod"))
-            .and_then(|method| method.as_str())
-            == Some(PERMIT2_TRANSFER_METHOD)
+    accept.scheme == "exact" && accept.pays_through_permit2()
 }
 
 /// The `exact` Permit2 message: the proxy may move `amount` of `token` to `to`, once

@@ -26,13 +26,7 @@ use crate::verify::{
 /// Whether `request` pays `exact` through Permit2: its requirement says so.
 pub(crate) fn is_exact_permit2(request: &FacilitatorRequest) -> bool {
     let requirements = request.payment_requirements();
-    requirements.scheme == "exact"
-        && requirements
-            .extra
-            .as_ref()
-            .and_then(|extra| extra.get("assetTransferMethod"))
-            .and_then(|method| method.as_str())
-            == Some(x402_wire::PERMIT2_TRANSFER_METHOD)
+    requirements.scheme == "exact" && requirements.pays_through_permit2()
 }
 
 /// Reads a wire permit as typed data.

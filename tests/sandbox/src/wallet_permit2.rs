@@ -8,7 +8,7 @@ use serde_json::json;
 use tower_x402_evm::permit2;
 use x402_wire::{
     EIP2612_GAS_SPONSORING, Eip2612Permit, ExactPermit2Authorization, ExactPermit2Payload,
-    PERMIT2_TRANSFER_METHOD, PaymentPayload, PaymentRequirements,
+    PaymentPayload, PaymentRequirements,
 };
 
 use crate::typed_data::exact::{Permit, PermitWitnessTransferFrom, TokenPermissions, Witness};
@@ -18,13 +18,7 @@ use crate::{SandboxWallet, WalletError, eip712, exact_permit2};
 
 /// Whether `accept` is `exact` paid through Permit2 (`extra.assetTransferMethod: "permit2"`).
 pub(crate) fn is_exact_permit2(accept: &PaymentRequirements) -> bool {
-    accept.scheme == "exact"
-        && accept
-            .extra
-            .as_ref()
-            .and_then(|extra| extra.get("assetTransferMethod"))
-            .and_then(|method| method.as_str())
-            == Some(PERMIT2_TRANSFER_METHOD)
+    accept.scheme == "exact" && accept.pays_through_permit2()
 }
 
 /// Whether the wallet can pay an `exact` Permit2 accept; `Err` says why not.

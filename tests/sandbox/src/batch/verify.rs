@@ -246,12 +246,7 @@ impl SandboxFacilitator {
     ) -> Result<Pull, Rejection> {
         let reject =
             |code, text: String| Rejection::new(code, text).payer(Some(channel.payer.clone()));
-        let hint = request
-            .requirements
-            .extra
-            .as_ref()
-            .and_then(|extra| extra.get("assetTransferMethod"))
-            .and_then(Value::as_str);
+        let hint = request.requirements.asset_transfer_method();
         let permit2 = match hint {
             Some(method) => method == PERMIT2_TRANSFER_METHOD,
             None => deposit.authorization.permit2_authorization.is_some(),

@@ -4,9 +4,7 @@
 
 use alloy_primitives::{B256, U256};
 use alloy_sol_types::SolStruct as _;
-use x402_wire::{
-    Network, PERMIT2_TRANSFER_METHOD, PaymentPayload, PaymentRequirements, X402Version,
-};
+use x402_wire::{Network, PaymentPayload, PaymentRequirements, X402Version};
 
 use super::parse::{parse_amount, sign, typed_config};
 use super::typed::{
@@ -131,12 +129,7 @@ impl SandboxWallet {
             .map_err(|e| WalletError::Unsignable(e.to_string()))?
             .payer;
         let deadline = now.saturating_add(accept.max_timeout_seconds);
-        let permit2 = accept
-            .extra
-            .as_ref()
-            .and_then(|extra| extra.get("assetTransferMethod"))
-            .and_then(|method| method.as_str())
-            == Some(PERMIT2_TRANSFER_METHOD);
+        let permit2 = accept.pays_through_permit2();
         let authorization = if permit2 {
             let nonce = U256::from_be_bytes(rand::random::<[u8; 32]>());
             let message = PermitWitnessTransferFrom {
