@@ -42,3 +42,14 @@ pub trait AccountCode: Send + Sync + 'static {
         address: Address,
     ) -> BoxFuture<'a, Result<bool, BoxError>>;
 }
+
+/// A shared source, as an application keeps it (`Arc<dyn AccountCode>`).
+impl<T: AccountCode + ?Sized> AccountCode for std::sync::Arc<T> {
+    fn has_code<'a>(
+        &'a self,
+        network: &'a Network,
+        address: Address,
+    ) -> BoxFuture<'a, Result<bool, BoxError>> {
+        (**self).has_code(network, address)
+    }
+}
