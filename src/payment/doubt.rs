@@ -135,7 +135,7 @@ pub(super) async fn in_doubt(
     // A scheme that knows its payments better names their payer and transfer itself.
     let named = config
         .schemes
-        .get(&requirement)
+        .get(requirement)
         .payer_and_transfer(request.payment_payload());
     let (payer, nonce) = match (&named, &authorization) {
         (Some((payer, transfer)), _) => (payer.as_str(), transfer.as_str()),

@@ -99,7 +99,7 @@ fn the_reference_eip3009_digest_and_signature() {
     );
     assert_eq!(not_signed_by_payer(&requirement, &payment), None);
     // The wrong domain (another token name) recovers someone else.
-    let mut other_domain = requirement.clone();
+    let mut other_domain = requirement;
     other_domain
         .extra
         .as_mut()
@@ -193,7 +193,7 @@ fn an_erc6492_wrapped_signature_is_left_to_the_facilitator() {
     let mut proof: serde_json::Value = serde_json::from_str(payment.payload.get()).unwrap();
     let wrapped = format!("0x{}{}", "ab".repeat(200), "6492".repeat(16));
     proof["signature"] = wrapped.into();
-    let mut wrapped_payment = payment.clone();
+    let mut wrapped_payment = payment;
     wrapped_payment.payload = serde_json::value::to_raw_value(&proof).unwrap();
     assert_eq!(not_signed_by_payer(&requirement, &wrapped_payment), None);
 }

@@ -246,6 +246,15 @@ fn cors(origins: &[String]) -> CorsLayer {
     cors.allow_origin(allowed)
 }
 
+/// The EVM `exact` scheme, asking `code` (when there is a source) whether a payer whose
+/// signature is not its key's is a contract wallet.
+fn evm_exact(code: Option<Arc<dyn AccountCode>>) -> EvmExact {
+    match code {
+        Some(code) => EvmExact::new().account_code(code),
+        None => EvmExact::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use axum::http::Method;
@@ -283,14 +292,5 @@ mod tests {
             assert_eq!(by_cors.len(), 2, "{by_cors:?}");
             assert_eq!(headers_of(any_origin_headers(), method).await, by_cors);
         }
-    }
-}
-
-/// The EVM `exact` scheme, asking `code` (when there is a source) whether a payer whose
-/// signature is not its key's is a contract wallet.
-fn evm_exact(code: Option<Arc<dyn AccountCode>>) -> EvmExact {
-    match code {
-        Some(code) => EvmExact::new().account_code(code),
-        None => EvmExact::new(),
     }
 }
