@@ -438,19 +438,10 @@ impl super::Payments {
     }
 }
 
-/// How many schemes every core starts with (`exact`, `upto`), first in [`Schemes`].
-const BUILT_IN: usize = 2;
-
-/// The schemes registered on a core: `exact` and `upto` first, then those registered from
-/// outside, each for a namespace or for every network.
-#[derive(Clone)]
+/// The schemes registered on a core from outside, each for a namespace or for every network;
+/// `exact` and `upto` answer for the names no registered scheme takes.
+#[derive(Clone, Default)]
 pub(super) struct Schemes(Vec<Arc<dyn Scheme>>);
-
-impl Default for Schemes {
-    fn default() -> Self {
-        Self(vec![Arc::new(Exact), Arc::new(Upto)])
-    }
-}
 
 impl Schemes {
     /// Registers `scheme`, in place of one registered before under its name for its namespace
@@ -460,8 +451,8 @@ impl Schemes {
         let same = |own: &Arc<dyn Scheme>| {
             own.name() == scheme.name() && own.namespace() == scheme.namespace()
         };
-        match self.0.iter().skip(BUILT_IN).position(same) {
-            Some(at) => self.0[BUILT_IN + at] = scheme,
+        match self.0.iter().position(same) {
+            Some(at) => self.0[at] = scheme,
             None => self.0.push(scheme),
         }
     }
@@ -474,11 +465,11 @@ impl Schemes {
         if let Some(scheme) = self.registered(requirement) {
             return scheme;
         }
-        let name = requirement.scheme.as_str();
-        self.0[..BUILT_IN]
-            .iter()
-            .find(|scheme| scheme.name() == name)
-            .map_or(&Unregistered, |scheme| &**scheme)
+        match requirement.scheme.as_str() {
+            "exact" => &Exact,
+            x402_wire::UPTO_SCHEME => &Upto,
+            _ => &Unregistered,
+        }
     }
 
     /// The scheme registered from outside (not `exact`, `upto` nor an unregistered name) that
@@ -487,14 +478,13 @@ impl Schemes {
     /// nothing.
     #[inline]
     pub(super) fn registered(&self, requirement: &PaymentRequirements) -> Option<&dyn Scheme> {
-        let registered = &self.0[BUILT_IN..];
-        if registered.is_empty() {
+        if self.0.is_empty() {
             return None;
         }
         let name = requirement.scheme.as_str();
         let namespace = requirement.network.namespace();
         let mut everywhere = None;
-        for scheme in registered.iter().filter(|scheme| scheme.name() == name) {
+        for scheme in self.0.iter().filter(|scheme| scheme.name() == name) {
             match scheme.namespace() {
                 Some(own) if own == namespace => return Some(&**scheme),
                 Some(_) => {}
@@ -512,11 +502,17 @@ impl Schemes {
 
 impl fmt::Debug for Schemes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let built_in: [&dyn Scheme; 2] = [&Exact, &Upto];
         f.debug_list()
-            .entries(self.0.iter().map(|scheme| match scheme.namespace() {
-                Some(namespace) => format!("{} ({namespace})", scheme.name()),
-                None => scheme.name().to_owned(),
-            }))
+            .entries(
+                built_in
+                    .into_iter()
+                    .chain(self.0.iter().map(|scheme| &**scheme))
+                    .map(|scheme| match scheme.namespace() {
+                        Some(namespace) => format!("{} ({namespace})", scheme.name()),
+                        None => scheme.name().to_owned(),
+                    }),
+            )
             .finish()
     }
 }
