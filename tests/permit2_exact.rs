@@ -6,34 +6,20 @@
 //! `eip2612GasSponsoring`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use tower_x402::payment::Payments;
-use tower_x402::{HttpFacilitator, MemorySettlementStore, Offer, X402Layer};
+use tower_x402::{HttpFacilitator, Offer, X402Layer};
 use tower_x402_evm::EvmRpcReconciler;
 use tower_x402_sandbox::{SandboxFacilitator, SandboxWallet, Step};
 use x402_wire::{
-    Network, PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo, SettleResponse,
-    UsdcDeployment, header,
+    Network, PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo, UsdcDeployment,
 };
 
-const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
-const START: u128 = 1_000_000_000;
-const PRICE: u128 = 250_000;
+#[path = "common/sandbox_shop.rs"]
+mod sandbox_shop;
 
-async fn serve(router: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    url
-}
-
-struct Shop {
-    sandbox: SandboxFacilitator,
-    base: String,
-}
+use sandbox_shop::{PAY_TO, PRICE, START, Shop, now, serve, settlement};
 
 fn offer(path: &str) -> Arc<Offer> {
     let usdc = &UsdcDeployment::BASE_SEPOLIA;
@@ -50,61 +36,18 @@ fn offer(path: &str) -> Arc<Offer> {
 /// A shop selling `/report` and `/other` at the same price through Permit2, its ledger in
 /// memory, and (when `reconciled`) the Permit2 reconciler reading the sandbox's chain view.
 async fn shop(reconciled: bool) -> Shop {
-    let sandbox = SandboxFacilitator::new();
-    let facilitator = HttpFacilitator::new(serve(sandbox.router()).await).unwrap();
-    let mut payments = Payments::new(facilitator)
-        .settlement_store(Arc::new(MemorySettlementStore::default()))
-        .pending_settlement_pause(Duration::from_millis(10));
-    if reconciled {
-        let chain = serve(sandbox.rpc_router(Network::BASE_SEPOLIA)).await;
-        payments = payments.reconciler(EvmRpcReconciler::new(&chain).unwrap());
-    }
-    let report = X402Layer::with_payments(payments.clone(), offer("/report"));
-    let other = X402Layer::with_payments(payments, offer("/other"));
-    let router = Router::new()
-        .route("/report", get(|| async { "the report" }).layer(report))
-        .route("/other", get(|| async { "the other" }).layer(other));
-    Shop {
-        sandbox,
-        base: serve(router).await,
-    }
-}
-
-impl Shop {
-    async fn challenge(&self) -> PaymentRequired {
-        let response = reqwest::get(format!("{}/report", self.base)).await.unwrap();
-        assert_eq!(response.status(), 402);
-        header::decode(response.headers()["payment-required"].as_bytes()).unwrap()
-    }
-
-    async fn buy_at(&self, path: &str, payment: &PaymentPayload) -> reqwest::Response {
-        let signature = header::encode(payment).unwrap();
-        reqwest::Client::new()
-            .get(format!("{}{path}", self.base))
-            .header("payment-signature", signature)
-            .send()
-            .await
-            .unwrap()
-    }
-
-    async fn buy(&self, payment: &PaymentPayload) -> reqwest::Response {
-        self.buy_at("/report", payment).await
-    }
-
-    fn balance(&self, wallet: &SandboxWallet) -> u128 {
-        self.sandbox.balance_of(&wallet.address()).get()
-    }
-}
-
-fn settlement(response: &reqwest::Response) -> SettleResponse {
-    header::decode(response.headers()["payment-response"].as_bytes()).unwrap()
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
+    Shop::open(
+        SandboxFacilitator::new(),
+        offer,
+        |payments, sandbox| async move {
+            if !reconciled {
+                return payments;
+            }
+            let chain = serve(sandbox.rpc_router(Network::BASE_SEPOLIA)).await;
+            payments.reconciler(EvmRpcReconciler::new(&chain).unwrap())
+        },
+    )
+    .await
 }
 
 /// A Permit2 payment of `accept` whose permit `change` altered before the wallet signed it.

@@ -261,3 +261,65 @@ async fn without_the_scheme_registered_its_requirement_is_a_fixed_price() {
     assert_eq!(body_json(bought).await["charged"], false);
     assert_eq!(*facilitator.settled.lock().unwrap(), [AtomicAmount(1000)]);
 }
+
+/// A scheme that refuses every payment it is asked about with its own mark: which scheme the
+/// core asked.
+struct Marked {
+    namespace: Option<&'static str>,
+    mark: &'static str,
+}
+
+impl Scheme for Marked {
+    fn name(&self) -> &str {
+        "tab"
+    }
+
+    fn namespace(&self) -> Option<&str> {
+        self.namespace
+    }
+
+    fn identify(&self, _: &PaymentPayload) -> Result<Arc<str>, Refusal> {
+        Err(invalid(self.mark))
+    }
+}
+
+/// The `tab` offer and a payment of it on `network`.
+fn tab_on(network: &str) -> (Arc<Offer>, PaymentPayload) {
+    let requirement: PaymentRequirements = serde_json::from_value(json!({
+        "scheme": "tab", "network": network, "amount": "1000",
+        "asset": "usd-cents", "payTo": "shop-42", "maxTimeoutSeconds": 60
+    }))
+    .unwrap();
+    let offer = Arc::new(
+        Offer::builder(ResourceInfo::new(URL))
+            .accept(requirement)
+            .build()
+            .unwrap(),
+    );
+    let payment = tab_payment(&offer, 1000, json!({"tab": "carol-3", "signature": "ok"}));
+    (offer, payment)
+}
+
+#[tokio::test]
+async fn a_requirement_is_answered_by_the_scheme_of_its_networks_namespace() {
+    let mark = |namespace, mark| Marked { namespace, mark };
+    let payments = Payments::new(TabFacilitator::default())
+        .scheme(mark(Some("eip155"), "evm-replaced"))
+        .scheme(mark(None, "everywhere"))
+        .scheme(mark(Some("solana"), "solana"))
+        // Same name and namespace: replaces the first.
+        .scheme(mark(Some("eip155"), "evm"));
+    for (network, expected) in [
+        ("eip155:8453", "evm"),
+        ("solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp", "solana"),
+        ("aptos:1", "everywhere"),
+    ] {
+        let (offer, payment) = tab_on(network);
+        let app = ServiceBuilder::new()
+            .layer(X402Layer::with_payments(payments.clone(), offer))
+            .service_fn(rows);
+        let refused = app.oneshot(paid(&payment)).await.unwrap();
+        assert_eq!(refused.status(), 402, "{network}");
+        assert_eq!(body_json(refused).await["error"], expected, "{network}");
+    }
+}

@@ -34,7 +34,7 @@ pub(super) async fn reconcile(
             let mut settlement = reconciled_settlement(&intent.request, transaction);
             if config
                 .schemes
-                .registered(&intent.request.payment_requirements().scheme)
+                .registered(intent.request.payment_requirements())
                 .is_some()
             {
                 Box::pin(proven(config, offer, &hold, intent, &mut settlement)).await;
@@ -44,7 +44,7 @@ pub(super) async fn reconcile(
         Reconciliation::NotSettled if authorization_expired(&intent.request) => {
             release(config, &hold).await;
             config
-                .release_held(&intent.request.payment_requirements().scheme, &hold.key)
+                .release_held(intent.request.payment_requirements(), &hold.key)
                 .await;
             tracing::warn!(key = %hold.key, "payment never settled and its authorization expired; released");
             config.hooks.observe(&PaymentEvent::DoubtResolved {
@@ -75,9 +75,7 @@ async fn proven(
     settlement: &mut SettleResponse,
 ) {
     let context = PaymentContext::new(offer, &intent.resource, &hold.key, &intent.request);
-    let scheme = config
-        .schemes
-        .get(&intent.request.payment_requirements().scheme);
+    let scheme = config.schemes.get(intent.request.payment_requirements());
     let mut notes = config.held_notes.take(&hold.key);
     if let Some(step) = scheme.proven(&context, &mut notes, settlement) {
         step.await;
@@ -137,7 +135,7 @@ pub(super) async fn in_doubt(
     // A scheme that knows its payments better names their payer and transfer itself.
     let named = config
         .schemes
-        .get(&requirement.scheme)
+        .get(requirement)
         .payer_and_transfer(request.payment_payload());
     let (payer, nonce) = match (&named, &authorization) {
         (Some((payer, transfer)), _) => (payer.as_str(), transfer.as_str()),

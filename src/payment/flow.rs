@@ -21,7 +21,7 @@ use super::request::ProtectedRequest;
 use super::settle;
 use super::single_flight::InflightGuard;
 use super::stages::HookStages;
-use super::steps::{VerifyFailed, scheme_verifies};
+use super::steps::{VerifyFailed, scheme_checks, scheme_verifies};
 use super::verified::VerifiedPayment;
 use crate::pricing::Offer;
 #[cfg(doc)]
@@ -73,8 +73,7 @@ impl Payments {
             return Err(Refusal::OtherResource);
         }
         let accepted = &payload.accepted;
-        let mismatch =
-            |own: &PaymentRequirements| self.schemes.get(&own.scheme).mismatch(own, accepted);
+        let mismatch = |own: &PaymentRequirements| self.schemes.get(own).mismatch(own, accepted);
         offer
             .find_accept(|own| mismatch(own).is_none())
             .ok_or_else(|| {
@@ -157,14 +156,14 @@ impl Payments {
         request: RequestDigest,
     ) -> impl Future<Output = Outcome> + Send + 'a {
         async move {
-            let fingerprint = match self.schemes.get(&requirement.scheme).identify(&payload) {
+            let fingerprint = match self.schemes.get(&requirement).identify(&payload) {
                 Ok(text) => Fingerprint::from_text(text),
                 Err(refusal) => return self.refuse(offer, refusal),
             };
             let key = PaymentKey::with_fingerprint(&payload, &fingerprint);
             let without_work = self
                 .schemes
-                .get(&requirement.scheme)
+                .get(&requirement)
                 .settles_without_work(&payload);
             let guard = Arc::clone(&self.inflight).acquire(key.clone()).await;
 
@@ -217,7 +216,7 @@ impl Payments {
             };
 
             // What a registered scheme's verify step noted, held by the core until now.
-            let notes = match self.schemes.registered(&requirement.scheme) {
+            let notes = match self.schemes.registered(&requirement) {
                 Some(_) => self.held_notes.take(&key),
                 None => Extensions::new(),
             };
@@ -348,6 +347,15 @@ impl Payments {
         if let Some(refusal) = self.refuse_new(request) {
             return Err(VerifyFailed::Hook(refusal));
         }
+        let requirement = request.payment_requirements();
+        let registered = self.schemes.registered(requirement).is_some();
+        if registered {
+            // Boxed: only a scheme registered from outside takes this path. Before anyone is
+            // asked, `/verify` or the `/settle` sent without it.
+            if let Some(failed) = Box::pin(scheme_checks(self, context())).await {
+                return Err(failed);
+            }
+        }
         if self.hooks.take_part(HookStages::BEFORE_VERIFY) {
             match Box::pin(self.hooks.before_verify(&context())).await {
                 Decision::Continue => {}
@@ -356,8 +364,6 @@ impl Payments {
                 Decision::Abort(refusal) => return Err(VerifyFailed::Hook(refusal)),
             }
         }
-        let requirement = request.payment_requirements();
-        let registered = self.schemes.registered(&requirement.scheme).is_some();
         if registered {
             // Boxed: only a scheme registered from outside takes this path.
             if let Some(verified) = Box::pin(scheme_verifies(self, context())).await {
@@ -428,7 +434,7 @@ impl Payments {
         };
         ledger::release(self, hold).await;
         let notes = std::mem::take(&mut payment.notes);
-        self.release_step(&payment.requirement.scheme, &payment.key, notes)
+        self.release_step(&payment.requirement, &payment.key, notes)
             .await;
         Err(refusal)
     }
@@ -490,7 +496,7 @@ impl Payments {
         };
         if self
             .schemes
-            .get(&payment.requirement.scheme)
+            .get(&payment.requirement)
             .settles_without_work(&payment.payload)
         {
             return Outcome::Answered(Paid::new(payment, guard));
@@ -515,7 +521,7 @@ impl Payments {
         if record.resource != *offer.resource_url() {
             return self.refuse(offer, Refusal::SettledForAnotherResource);
         }
-        let metered = self.schemes.metered(&record.requirement.scheme);
+        let metered = self.schemes.metered(&record.requirement);
         if let Err(refusal) = delivery::redelivery(&record, request, metered) {
             return self.refuse(offer, refusal);
         }

@@ -209,11 +209,7 @@ impl Cleared {
     /// be the requirement's.
     pub(crate) async fn settle_amount(self, amount: AtomicAmount) -> Result<Paid, Refusal> {
         let maximum = self.0.payment.requirement.amount;
-        let scheme = self
-            .0
-            .payments
-            .schemes
-            .get(&self.0.payment.requirement.scheme);
+        let scheme = self.0.payments.schemes.get(&self.0.payment.requirement);
         if amount > maximum || (!scheme.metered() && amount != maximum) {
             tracing::error!(key = %self.0.hold.key, %amount, %maximum, "the charge set for this payment is above what the buyer signed; nothing settled");
             let refusal = Refusal::ChargeAboveMaximum {
@@ -232,7 +228,7 @@ impl Cleared {
             .0
             .payments
             .schemes
-            .get(&cleared.0.payment.requirement.scheme);
+            .get(&cleared.0.payment.requirement);
         if let Some(charged) = scheme.settle_request(&cleared.0.intent.request, amount) {
             cleared.0.intent.request = Arc::new(charged);
         }
@@ -384,8 +380,10 @@ impl Cancel {
 /// Has the scheme of `payment`, cancelled, release it.
 async fn cancelled_payment(payments: &Payments, mut payment: VerifiedPayment) {
     let notes = std::mem::take(&mut payment.notes);
-    let scheme = &payment.requirement.scheme;
-    payments.release_step(scheme, &payment.key, notes).await;
+    let requirement = &payment.requirement;
+    payments
+        .release_step(requirement, &payment.key, notes)
+        .await;
 }
 
 impl Drop for Cancel {

@@ -246,8 +246,12 @@ impl Payments {
         self
     }
 
-    /// Registers `scheme`, the [payment scheme](Scheme) named [`Scheme::name`], in place of one
-    /// registered under that name before (`exact` and `upto` are registered on every core).
+    /// Registers `scheme`, the [payment scheme](Scheme) named [`Scheme::name`] for the networks
+    /// of its [`namespace`](Scheme::namespace), in place of one registered before under that
+    /// name and namespace (`exact` and `upto` are registered on every core, for every network).
+    /// A requirement is answered by the scheme registered under its name for its network's
+    /// namespace, else by the one for every network, else by the built-in one: `exact` for
+    /// `solana` and `exact` for `eip155` are registered side by side.
     pub fn scheme(mut self, scheme: impl Scheme) -> Self {
         self.schemes.register(Arc::new(scheme));
         self
@@ -281,7 +285,7 @@ impl Payments {
     /// by the maximum the buyer signed.
     pub(crate) fn charge(&self, payment: &super::VerifiedPayment) -> Option<Charge> {
         self.schemes
-            .metered(&payment.requirement.scheme)
+            .metered(&payment.requirement)
             .then(|| Charge::for_requirement(&payment.requirement))
     }
 
@@ -313,7 +317,7 @@ impl Payments {
         if !self.settles_unverified(offer) {
             return;
         }
-        let scheme = self.schemes.get(&payment.requirement.scheme);
+        let scheme = self.schemes.get(&payment.requirement);
         if let Ok(text) = scheme.identify(&payment.payload) {
             let reason = settlement
                 .error_reason

@@ -58,7 +58,7 @@ pub(super) fn settled<'a>(
     attempt: Attempt,
 ) -> impl Future<Output = SettleResponse> + Send + 'a {
     let requirement = intent.request.payment_requirements();
-    let scheme = config.schemes.get(&requirement.scheme);
+    let scheme = config.schemes.get(requirement);
     if settlement.amount.is_none() && !settlement.transaction.is_empty() && scheme.metered() {
         // The amount sent is the amount settled; recorded so that a repeat is answered with it.
         // A settlement without a transaction (a payment-channel voucher) moved nothing on chain

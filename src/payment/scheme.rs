@@ -29,6 +29,12 @@ use crate::settlement::{Fingerprint, PaymentKey};
 /// [`Payments::scheme`](super::Payments::scheme) — the core is not touched. An offer states the
 /// scheme's requirements with [`OfferBuilder::accept`](crate::pricing::OfferBuilder::accept).
 ///
+/// A scheme takes the requirements named after it on every network, or only those of one CAIP-2
+/// namespace ([`namespace`](Self::namespace): `eip155`, `solana`), so that one chain's `exact`
+/// and another's are two plug-ins side by side. A requirement is answered by the scheme
+/// registered under its `scheme` for its network's namespace, else by the one registered under
+/// its `scheme` for every network, else by the built-in one.
+///
 /// ```
 /// use std::sync::Arc;
 /// use tower_x402::payment::{Payments, Refusal, Scheme};
@@ -59,6 +65,35 @@ use crate::settlement::{Fingerprint, PaymentKey};
 pub trait Scheme: Send + Sync + 'static {
     /// The name requirements of this scheme carry in `scheme` (`exact`, `upto`).
     fn name(&self) -> &str;
+
+    /// The CAIP-2 namespace of the networks whose requirements this scheme takes (`eip155`,
+    /// `solana`: a requirement whose `network` is `<namespace>:<reference>`), or `None` (the
+    /// default) for every network. A scheme registered for a namespace answers before one
+    /// registered for every network, which answers before the built-in scheme of that name:
+    /// `exact` for `solana` beside `exact` for `eip155` are two plug-ins, each seeing only its
+    /// own chain's payments.
+    ///
+    /// ```
+    /// use tower_x402::payment::{Scheme, built_in_exact};
+    ///
+    /// struct EvmOnly;
+    ///
+    /// impl Scheme for EvmOnly {
+    ///     fn name(&self) -> &str {
+    ///         "exact"
+    ///     }
+    ///
+    ///     fn namespace(&self) -> Option<&str> {
+    ///         Some("eip155")
+    ///     }
+    /// }
+    ///
+    /// assert_eq!(EvmOnly.namespace(), Some("eip155"));
+    /// assert_eq!(built_in_exact().namespace(), None);
+    /// ```
+    fn namespace(&self) -> Option<&str> {
+        None
+    }
 
     /// The first field in which `accepted`, the requirement a payment names, differs from
     /// `own`, an offer's requirement of this scheme; `None` when the payment pays `own`.
@@ -95,6 +130,25 @@ pub trait Scheme: Send + Sync + 'static {
         payload: &PaymentPayload,
     ) -> Option<Refusal> {
         let _ = (requirement, payload);
+        None
+    }
+
+    /// The scheme's check of a new payment — one this core holds no record of — that may wait
+    /// (a lookup on chain), before any facilitator is asked anything: after
+    /// [`refuse_new`](Self::refuse_new), before the [hooks](super::PaymentHooks)'
+    /// `before_verify`, the scheme's [verify step](Self::verify), `/verify`, and the `/settle`
+    /// a payment settled before the work is sent without `/verify`
+    /// ([`Payments::verify_before_settling`](super::Payments::verify_before_settling)) — in both
+    /// settlement modes. A future resolving to `Some` refuses the payment at once, nothing
+    /// verified, settled nor held; a [`Refusal::InvalidPayment`] is remembered as a `/verify`
+    /// refusal is ([`Payments::refusal_memory`](super::Payments::refusal_memory)). `None` (the
+    /// default) checks nothing; a future resolving to `None` lets the payment go on. Asked only
+    /// of a scheme registered from outside: the built-in schemes check nothing here.
+    fn check_new<'a>(
+        &'a self,
+        payment: &'a PaymentContext<'a>,
+    ) -> Option<BoxFuture<'a, Option<Refusal>>> {
+        let _ = payment;
         None
     }
 
@@ -310,9 +364,9 @@ impl Scheme for Exact {
     }
 }
 
-/// The built-in `exact` scheme, for a scheme registered in its place (under the name `exact`)
-/// to answer with for the payments it does not take itself, another chain's: their matching,
-/// identity and refusals stay the core's.
+/// The built-in `exact` scheme, for a scheme registered in its place to answer with for what it
+/// leaves to the core: an `exact` for one namespace (`eip155`) that adds a check of its own and
+/// delegates matching, identity and the permit refusals to the core's.
 ///
 /// ```
 /// let exact = tower_x402::payment::built_in_exact();
@@ -379,78 +433,86 @@ impl super::Payments {
     pub(super) fn refuse_new(&self, request: &FacilitatorRequest) -> Option<Refusal> {
         let requirement = request.payment_requirements();
         self.schemes
-            .get(&requirement.scheme)
+            .get(requirement)
             .refuse_new(requirement, request.payment_payload())
     }
 }
 
-/// How many schemes every core starts with (`exact`, `upto`), first in [`Schemes`].
-const BUILT_IN: usize = 2;
-
-/// A built-in scheme replaced by one registered under its name: matches no requirement.
-struct Replaced;
-
-impl Scheme for Replaced {
-    fn name(&self) -> &str {
-        // No requirement names it.
-        "\0"
-    }
-}
-
-/// The schemes registered on a core, `exact` and `upto` first.
-#[derive(Clone)]
+/// The schemes registered on a core from outside, each for a namespace or for every network;
+/// `exact` and `upto` answer for the names no registered scheme takes.
+#[derive(Clone, Default)]
 pub(super) struct Schemes(Vec<Arc<dyn Scheme>>);
 
-impl Default for Schemes {
-    fn default() -> Self {
-        Self(vec![Arc::new(Exact), Arc::new(Upto)])
-    }
-}
-
 impl Schemes {
-    /// Registers `scheme`, in place of one registered under its name before. One named as a
-    /// built-in scheme is put after the built-ins, which then no longer answer for that name.
+    /// Registers `scheme`, in place of one registered before under its name for its namespace
+    /// (or for every network, when it names none). One for every network named as a built-in
+    /// scheme answers in its place; one for a namespace, only for that namespace's networks.
     pub(super) fn register(&mut self, scheme: Arc<dyn Scheme>) {
-        match self.0.iter().position(|own| own.name() == scheme.name()) {
-            Some(at) if at >= BUILT_IN => self.0[at] = scheme,
-            Some(at) => {
-                self.0[at] = Arc::new(Replaced);
-                self.0.push(scheme);
-            }
+        let same = |own: &Arc<dyn Scheme>| {
+            own.name() == scheme.name() && own.namespace() == scheme.namespace()
+        };
+        match self.0.iter().position(same) {
+            Some(at) => self.0[at] = scheme,
             None => self.0.push(scheme),
         }
     }
 
-    /// The scheme named `name`.
+    /// The scheme that answers for `requirement`: the one registered under its `scheme` for
+    /// its network's namespace, else the one registered under it for every network, else the
+    /// built-in one, else the core's handling of a scheme no one registered.
     #[inline]
-    pub(super) fn get(&self, name: &str) -> &dyn Scheme {
-        self.0
-            .iter()
-            .find(|scheme| scheme.name() == name)
-            .map_or(&Unregistered, |scheme| &**scheme)
+    pub(super) fn get(&self, requirement: &PaymentRequirements) -> &dyn Scheme {
+        if let Some(scheme) = self.registered(requirement) {
+            return scheme;
+        }
+        match requirement.scheme.as_str() {
+            "exact" => &Exact,
+            x402_wire::UPTO_SCHEME => &Upto,
+            _ => &Unregistered,
+        }
     }
 
-    /// The scheme named `name` when it was registered from outside (not `exact`, `upto` nor
-    /// an unregistered name): only such a scheme has steps of its own to ask.
+    /// The scheme registered from outside (not `exact`, `upto` nor an unregistered name) that
+    /// answers for `requirement`, as [`get`](Self::get) finds it: only such a scheme has steps
+    /// of its own to ask. Compares names, no allocation: a core with none registered looks at
+    /// nothing.
     #[inline]
-    pub(super) fn registered(&self, name: &str) -> Option<&dyn Scheme> {
-        self.0
-            .iter()
-            .skip(BUILT_IN)
-            .find(|scheme| scheme.name() == name)
-            .map(|scheme| &**scheme)
+    pub(super) fn registered(&self, requirement: &PaymentRequirements) -> Option<&dyn Scheme> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let name = requirement.scheme.as_str();
+        let namespace = requirement.network.namespace();
+        let mut everywhere = None;
+        for scheme in self.0.iter().filter(|scheme| scheme.name() == name) {
+            match scheme.namespace() {
+                Some(own) if own == namespace => return Some(&**scheme),
+                Some(_) => {}
+                None => everywhere = everywhere.or(Some(&**scheme)),
+            }
+        }
+        everywhere
     }
 
-    /// Whether payments of the scheme named `name` are metered.
-    pub(super) fn metered(&self, name: &str) -> bool {
-        self.get(name).metered()
+    /// Whether payments of `requirement`'s scheme are metered.
+    pub(super) fn metered(&self, requirement: &PaymentRequirements) -> bool {
+        self.get(requirement).metered()
     }
 }
 
 impl fmt::Debug for Schemes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let built_in: [&dyn Scheme; 2] = [&Exact, &Upto];
         f.debug_list()
-            .entries(self.0.iter().map(|scheme| scheme.name()))
+            .entries(
+                built_in
+                    .into_iter()
+                    .chain(self.0.iter().map(|scheme| &**scheme))
+                    .map(|scheme| match scheme.namespace() {
+                        Some(namespace) => format!("{} ({namespace})", scheme.name()),
+                        None => scheme.name().to_owned(),
+                    }),
+            )
             .finish()
     }
 }

@@ -114,7 +114,7 @@ fn write_intent<'a>(
         };
         if let Some(scheme) = config
             .schemes
-            .registered(&intent.request.payment_requirements().scheme)
+            .registered(intent.request.payment_requirements())
         {
             complete_request(config, scheme, hold, &mut intent);
         }
@@ -229,7 +229,7 @@ async fn before_settle(
             release(config, hold).await;
             config
                 .release_step(
-                    &intent.request.payment_requirements().scheme,
+                    intent.request.payment_requirements(),
                     &hold.key,
                     std::mem::take(notes),
                 )
@@ -255,7 +255,7 @@ fn complete<'a>(
     async move {
         let registered = config
             .schemes
-            .registered(&intent.request.payment_requirements().scheme)
+            .registered(intent.request.payment_requirements())
             .is_some();
         let recording = {
             let answer = if registered {
@@ -300,13 +300,10 @@ async fn not_settled(
         }
         SettleAnswer::Refused(settlement)
             if attempt == Attempt::First
-                && !config
-                    .schemes
-                    .get(&requirement.scheme)
-                    .may_have_moved(&settlement) =>
+                && !config.schemes.get(requirement).may_have_moved(&settlement) =>
         {
             release(config, hold).await;
-            config.release_held(&requirement.scheme, &hold.key).await;
+            config.release_held(requirement, &hold.key).await;
             return Err(refuse(
                 config,
                 offer,
@@ -316,7 +313,7 @@ async fn not_settled(
         // The scheme settled nothing, and said why.
         SettleAnswer::Declined(refusal) if attempt == Attempt::First => {
             release(config, hold).await;
-            config.release_held(&requirement.scheme, &hold.key).await;
+            config.release_held(requirement, &hold.key).await;
             return Err(refuse(config, offer, *refusal));
         }
         SettleAnswer::Declined(refusal) => format!("the scheme did not settle it: {refusal}"),
@@ -361,9 +358,7 @@ async fn scheme_settles(
         intent.facilitator.as_deref(),
     );
     context.core = Some(&core);
-    let scheme = config
-        .schemes
-        .get(&intent.request.payment_requirements().scheme);
+    let scheme = config.schemes.get(intent.request.payment_requirements());
     // The notes the core held for the payment, back with it once the step answered (kept
     // for its recovery, or its release).
     let mut notes = config.held_notes.take(&hold.key);

@@ -11,6 +11,7 @@
 //!
 //! | step | the scheme's method | the default (`exact`, `upto`) |
 //! |---|---|---|
+//! | a new payment, before anyone is asked | [`check_new`](super::Scheme::check_new) | nothing checked |
 //! | verify | [`verify`](super::Scheme::verify) | the core's facilitators' `/verify` |
 //! | the request settled | [`settle_request`](super::Scheme::settle_request) | the charge set as the amount |
 //! | the request written ahead | [`completed_request`](super::Scheme::completed_request) | as it is |
@@ -44,7 +45,7 @@
 use std::sync::Arc;
 
 use http::Extensions;
-use x402_wire::{FacilitatorRequest, SettleResponse, VerifyResponse};
+use x402_wire::{FacilitatorRequest, PaymentRequirements, SettleResponse, VerifyResponse};
 
 use super::context::{CoreHandle, PaymentContext};
 use super::payments::Payments;
@@ -55,13 +56,18 @@ use crate::facilitator::FacilitatorError;
 use crate::settlement::{Fingerprint, PaymentKey};
 
 impl Payments {
-    /// Asks the scheme named `scheme` to let go of what it holds for the payment `key`, ended
+    /// Asks the scheme of `requirement` to let go of what it holds for the payment `key`, ended
     /// unsettled with `notes` (asked only when it has some).
-    pub(super) async fn release_step(&self, scheme: &str, key: &PaymentKey, notes: Extensions) {
+    pub(super) async fn release_step(
+        &self,
+        requirement: &PaymentRequirements,
+        key: &PaymentKey,
+        notes: Extensions,
+    ) {
         if notes.is_empty() {
             return;
         }
-        let scheme = self.schemes.get(scheme);
+        let scheme = self.schemes.get(requirement);
         if let Some(release) = scheme.release(key, notes) {
             release.await;
         }
@@ -69,19 +75,19 @@ impl Payments {
 }
 
 impl Payments {
-    /// Has the scheme named `scheme` release the notes held for the payment `key`, if any.
-    pub(super) async fn release_held(&self, scheme: &str, key: &PaymentKey) {
-        if self.schemes.registered(scheme).is_none() {
+    /// Has the scheme of `requirement` release the notes held for the payment `key`, if any.
+    pub(super) async fn release_held(&self, requirement: &PaymentRequirements, key: &PaymentKey) {
+        if self.schemes.registered(requirement).is_none() {
             return;
         }
         let notes = self.held_notes.take(key);
-        self.release_step(scheme, key, notes).await;
+        self.release_step(requirement, key, notes).await;
     }
 
     /// Has `payment`'s scheme release it with its notes (taken from it).
     pub(super) async fn release_notes(&self, payment: &mut VerifiedPayment) {
         let notes = std::mem::take(&mut payment.notes);
-        self.release_step(&payment.requirement.scheme, &payment.key, notes)
+        self.release_step(&payment.requirement, &payment.key, notes)
             .await;
     }
 
@@ -108,7 +114,7 @@ impl Payments {
             Err(Refusal::SettlementInDoubt { .. }) => {}
             Err(_) => {
                 let notes = self.held_notes.take(&payment.key);
-                self.release_step(&payment.requirement.scheme, &payment.key, notes)
+                self.release_step(&payment.requirement, &payment.key, notes)
                     .await;
             }
         }
@@ -122,9 +128,7 @@ pub(super) async fn scheme_verifies(
     payments: &Payments,
     mut context: PaymentContext<'_>,
 ) -> Option<Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed>> {
-    let scheme = payments
-        .schemes
-        .get(&context.request.payment_requirements().scheme);
+    let scheme = payments.schemes.get(context.request.payment_requirements());
     let core = CoreHandle::new(&payments.facilitators, payments.pending_pause, None);
     context.core = Some(&core);
     let mut notes = Extensions::new();
@@ -144,6 +148,27 @@ pub(super) async fn scheme_verifies(
         },
         Err(Refusal::Facilitator(failure)) => Err(VerifyFailed::Facilitator(failure)),
         Err(refusal) => Err(VerifyFailed::Hook(refusal)),
+    })
+}
+
+/// A new payment of a scheme registered from outside, refused by its
+/// [check](super::Scheme::check_new) before anyone is asked: `None` when it has no check or
+/// the check lets it go on. An [`InvalidPayment`](Refusal::InvalidPayment) is answered (and
+/// remembered) as an invalid `/verify` answer with its reason.
+pub(super) async fn scheme_checks(
+    payments: &Payments,
+    context: PaymentContext<'_>,
+) -> Option<VerifyFailed> {
+    let scheme = payments.schemes.get(context.request.payment_requirements());
+    let refusal = scheme.check_new(&context)?.await?;
+    Some(match refusal {
+        Refusal::InvalidPayment { reason } => VerifyFailed::Invalid(VerifyResponse {
+            is_valid: false,
+            invalid_reason: Some(reason),
+            payer: context.request.payment_payload().payer(),
+            ..VerifyResponse::default()
+        }),
+        refusal => VerifyFailed::Hook(refusal),
     })
 }
 

@@ -4,8 +4,7 @@
 //!
 //! `EvmRpcReconciler` (feature `rpc`) reads the chain with these; a stand-in chain
 //! (`tower-x402-sandbox` has one) writes them. The `TransferWithAuthorization` message a payer
-//! signs is the wallet's and the facilitator's business, not this crate's: the layer never signs
-//! or checks a signature. The traits that encode and decode them (`SolCall`, `SolEvent`) are
+//! signs, and its digest, are in [`typed_data`](crate::typed_data). The traits that encode and decode them (`SolCall`, `SolEvent`) are
 //! `alloy-sol-types`'.
 //!
 //! ```

@@ -6,8 +6,7 @@
 //! `EvmRpcReconciler` (feature `rpc`) reads the chain with these; a stand-in chain
 //! (`tower-x402-sandbox` has one) writes them. The token's `Transfer` event is
 //! [`eip3009::Transfer`](crate::eip3009::Transfer). The `PermitWitnessTransferFrom` message a
-//! payer signs is the wallet's and the facilitator's business, not this crate's: the layer never
-//! signs or checks a signature.
+//! payer signs, and its digest, are in [`typed_data`](crate::typed_data).
 //!
 //! ```
 //! use alloy_primitives::{Address, U256};

@@ -28,9 +28,11 @@ use alloy_primitives::{Address, B256, Bytes, U256};
 use alloy_provider::{Provider, RootProvider};
 use alloy_rpc_types_eth::{Filter, Log, TransactionInput, TransactionRequest};
 use alloy_sol_types::{SolCall, SolEvent};
-use tower_x402::BoxFuture;
 use tower_x402::settlement::{Reconciler, Reconciliation};
-use x402_wire::FacilitatorRequest;
+use tower_x402::{BoxError, BoxFuture};
+use x402_wire::{FacilitatorRequest, Network};
+
+use crate::code::AccountCode;
 
 use crate::eip3009::{AuthorizationUsed, Transfer, authorizationStateCall};
 use crate::permit2::{self, nonceBitmapCall};
@@ -260,6 +262,30 @@ impl EvmRpcReconciler {
                 "transaction {hash} used the authorization without this payment's transfer"
             ))
         }
+    }
+}
+
+/// Whether a payer holds code, for [`EvmExact`](crate::EvmExact): `eth_getCode` at the latest
+/// block, once the node's chain is the network's (`eth_chainId`). A node on another chain is an
+/// `Err`, and the payment is left to the facilitator.
+impl AccountCode for EvmRpcReconciler {
+    fn has_code<'a>(
+        &'a self,
+        network: &'a Network,
+        address: Address,
+    ) -> BoxFuture<'a, Result<bool, BoxError>> {
+        Box::pin(async move {
+            let chain = network
+                .evm_chain_id()
+                .ok_or_else(|| format!("network `{network}` is not an EVM chain"))?;
+            self.check_chain(chain).await?;
+            let code = self
+                .provider
+                .get_code_at(address)
+                .await
+                .map_err(|e| format!("eth_getCode: {e}"))?;
+            Ok(!code.is_empty())
+        })
     }
 }
 

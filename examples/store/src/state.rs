@@ -12,7 +12,7 @@ use tower_x402::facilitator::Facilitators;
 use tower_x402::pricing::OfferError;
 use tower_x402::settlement::Reconciler;
 use tower_x402::{Facilitator, HttpFacilitator};
-use tower_x402_evm::EvmRpcReconciler;
+use tower_x402_evm::{AccountCode, EvmRpcReconciler};
 use tower_x402_sandbox::SandboxFacilitator;
 use tower_x402_solana::SolanaRpcReconciler;
 
@@ -50,6 +50,10 @@ pub struct AppState {
     /// Tells whether a payment in doubt settled: the sandbox in demo mode, the JSON-RPC node of
     /// `STORE_RPC_URL` otherwise, or nobody.
     pub reconciler: Option<Arc<dyn Reconciler>>,
+    /// Tells a contract wallet from a key's account, for the EVM `exact` signature check: the
+    /// sandbox's chain in demo mode, the JSON-RPC node of `STORE_RPC_URL` otherwise, or nobody
+    /// (a signature that is not its payer's key's then goes to the facilitator).
+    pub account_code: Option<Arc<dyn AccountCode>>,
     /// Outbound HTTP for discovery probes and announcements: short timeouts, no redirects.
     pub http: reqwest::Client,
     /// The paywall's payment core, once the app is built: on shutdown the process waits for the
@@ -142,7 +146,8 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
                 .second_pay_to
                 .get_or_insert_with(|| crate::config::DEMO_SECOND_PAY_TO.to_owned());
             let mut state = build_state_with(config, Arc::new(sandbox.clone()), true).await?;
-            state.reconciler = Some(Arc::new(sandbox));
+            state.reconciler = Some(Arc::new(sandbox.clone()));
+            state.account_code = Some(Arc::new(sandbox));
             Ok(state)
         }
     }
@@ -221,10 +226,12 @@ pub async fn build_state_with_facilitators(
     if let Err(reason) = &supported {
         tracing::warn!(%reason, "facilitator /supported failed: the doors that need it stay closed");
     }
-    let evm: Option<Arc<dyn Reconciler>> = match &config.rpc_url {
+    let rpc = match &config.rpc_url {
         Some(url) => Some(Arc::new(EvmRpcReconciler::new(url)?)),
         None => None,
     };
+    let account_code = rpc.clone().map(|rpc| -> Arc<dyn AccountCode> { rpc });
+    let evm = rpc.map(|rpc| -> Arc<dyn Reconciler> { rpc });
     let reconciler: Option<Arc<dyn Reconciler>> = match (&config.solana_rpc_url, evm) {
         (Some(url), Some(evm)) => Some(Arc::new(SolanaRpcReconciler::new(url)?.beside(evm))),
         (Some(url), None) => Some(Arc::new(SolanaRpcReconciler::new(url)?)),
@@ -261,6 +268,7 @@ pub async fn build_state_with_facilitators(
         facilitator,
         facilitators,
         reconciler,
+        account_code,
         http,
         payments: PaymentsInProgress::default(),
     })

@@ -60,6 +60,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod account_code;
 pub mod batch;
 mod buy;
 mod clock;

@@ -36,7 +36,9 @@ impl SandboxFacilitator {
     /// `AuthorizationUsed` logs (an `upto` settlement: one transaction to the `upto` proxy whose
     /// receipt carries the token's `Transfer(payer, payTo, amount)`). Answers `eth_chainId`,
     /// `eth_blockNumber`, `eth_getLogs` (address, topics and block range),
-    /// `eth_getTransactionReceipt`, and `eth_call` of the token's `authorizationState` (a
+    /// `eth_getTransactionReceipt`, `eth_getCode` (a contract: a wallet deployed with
+    /// [`deploy_contract_wallet`](Self::deploy_contract_wallet), Permit2, the x402 proxies, the
+    /// batch contract, USDC), and `eth_call` of the token's `authorizationState` (a
     /// nonce spent by a settlement or by a payment channel's deposit), of
     /// Permit2's `nonceBitmap`, and of the `x402BatchSettlement` views `channels`,
     /// `pendingWithdrawals`, `refundNonce` and `receivers`; and, for trying a server against a
@@ -74,6 +76,7 @@ async fn rpc(State(chain): State<Chain>, Json(request): Json<Value>) -> Json<Val
         "eth_getLogs" => Ok(chain.logs(&params[0])),
         "eth_getTransactionReceipt" => Ok(chain.receipt(params[0].as_str().unwrap_or_default())),
         "eth_call" => chain.call(&params[0]),
+        "eth_getCode" => Ok(chain.code(params[0].as_str().unwrap_or_default())),
         _ => chain
             .payer_call(method, params)
             .unwrap_or_else(|| Err((-32601, format!("method {method} is not served")))),
@@ -87,6 +90,13 @@ async fn rpc(State(chain): State<Chain>, Json(request): Json<Value>) -> Json<Val
 }
 
 impl Chain {
+    /// `eth_getCode`: a stand-in byte for a contract (the sandbox runs no bytecode), `0x` for
+    /// a key's account.
+    fn code(&self, address: &str) -> Value {
+        let contract = parse_address(address).is_some_and(|a| self.sandbox.is_contract(a));
+        json!(if contract { "0xfe" } else { "0x" })
+    }
+
     /// Settlements on this network, as (block number, settlement).
     fn blocks(&self) -> Vec<(u64, SandboxSettlement)> {
         (1..)

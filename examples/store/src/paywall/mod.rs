@@ -38,6 +38,7 @@ use tower_x402::facilitator::Facilitators;
 use tower_x402::payment::Payments;
 use tower_x402::settlement::Reconciler;
 use tower_x402::{PaywallPage, Price, X402Layer, payment_cors};
+use tower_x402_evm::{AccountCode, EvmExact};
 use tower_x402_metrics::{self as metrics, Metered, PaymentMetrics};
 use tower_x402_siwx::SignInWithX;
 
@@ -66,6 +67,7 @@ where
     Standing: FromRef<S>,
     Facilitators: FromRef<S>,
     Option<Arc<dyn Reconciler>>: FromRef<S>,
+    Option<Arc<dyn AccountCode>>: FromRef<S>,
     PaymentsInProgress: FromRef<S>,
 {
     let catalog = Arc::<Catalog>::from_ref(state);
@@ -103,7 +105,9 @@ where
             .hook(PaymentMetrics)
             .hook(Standing::from_ref(state))
             // Solana payments keyed by the message their payer signed.
-            .scheme(tower_x402_solana::SolanaExact::new());
+            .scheme(tower_x402_solana::SolanaExact::new())
+            // EVM payments whose signature is not their payer's refused before the facilitator.
+            .scheme(evm_exact(Option::<Arc<dyn AccountCode>>::from_ref(state)));
     if let Some(reconciler) = Option::<Arc<dyn Reconciler>>::from_ref(state) {
         payments = payments.reconciler(Metered(reconciler));
     }
@@ -240,6 +244,15 @@ fn cors(origins: &[String]) -> CorsLayer {
         .filter_map(|origin| HeaderValue::try_from(origin.as_str()).ok())
         .collect();
     cors.allow_origin(allowed)
+}
+
+/// The EVM `exact` scheme, asking `code` (when there is a source) whether a payer whose
+/// signature is not its key's is a contract wallet.
+fn evm_exact(code: Option<Arc<dyn AccountCode>>) -> EvmExact {
+    match code {
+        Some(code) => EvmExact::new().account_code(code),
+        None => EvmExact::new(),
+    }
 }
 
 #[cfg(test)]
