@@ -178,7 +178,7 @@ fn signed(
     requirement: &PaymentRequirements,
     payload: &PaymentPayload,
 ) -> Option<(String, B256, String)> {
-    if is_permit2(requirement) {
+    if requirement.pays_through_permit2() {
         let proof = payload.exact_permit2().ok()?;
         let permit = proof.permit2_authorization;
         let digest = exact_permit_digest(&requirement.network, &permit).ok()?;
@@ -196,16 +196,6 @@ fn recovers_to(bytes: &[u8], digest: &B256, signer: Address) -> bool {
         && Signature::from_raw(bytes)
             .and_then(|signature| signature.recover_address_from_prehash(digest))
             .is_ok_and(|recovered| recovered == signer)
-}
-
-/// Whether `requirement` is paid through Permit2 (`extra.assetTransferMethod: "permit2"`).
-fn is_permit2(requirement: &PaymentRequirements) -> bool {
-    requirement
-        .extra
-        .as_ref()
-        .and_then(|extra| extra.get("assetTransferMethod"))
-        .and_then(|method| method.as_str())
-        == Some(x402_wire::PERMIT2_TRANSFER_METHOD)
 }
 
 #[cfg(test)]
