@@ -10,7 +10,7 @@ use tower_x402::{BoxError, BoxFuture};
 use x402_wire::Network;
 
 /// A source of account code: whether `address` on `network` holds code (`eth_getCode` is not
-/// empty). Implemented by [`EvmRpcReconciler`](crate::EvmRpcReconciler) (feature `rpc`), by
+/// empty). Implemented by `EvmRpcReconciler` (feature `rpc`), by
 /// `tower-x402-sandbox`'s facilitator over its simulated chain, or by your own.
 ///
 /// ```
