@@ -24,6 +24,8 @@
 //! authorization without its transfer is: the permit can never be used again, but only the chain
 //! beyond the searched range could say whether this payment was paid.
 
+use std::sync::{Arc, OnceLock};
+
 use alloy_primitives::{Address, B256, Bytes, U256};
 use alloy_provider::{Provider, RootProvider};
 use alloy_rpc_types_eth::{Filter, Log, TransactionInput, TransactionRequest};
@@ -61,6 +63,8 @@ pub struct InvalidRpcUrl(pub String);
 #[derive(Clone, Debug)]
 pub struct EvmRpcReconciler {
     provider: RootProvider,
+    /// The node's chain, asked once (`eth_chainId`) and kept: a URL's node stays on its chain.
+    chain: Arc<OnceLock<u64>>,
     search_blocks: u64,
     chunk_blocks: u64,
 }
@@ -78,6 +82,7 @@ impl EvmRpcReconciler {
         }
         Ok(Self {
             provider: RootProvider::new_http(parsed),
+            chain: Arc::default(),
             search_blocks: DEFAULT_SEARCH_BLOCKS,
             chunk_blocks: DEFAULT_CHUNK_BLOCKS,
         })
@@ -143,11 +148,17 @@ impl EvmRpcReconciler {
     }
 
     async fn check_chain(&self, expected: u64) -> Result<(), String> {
-        let chain = self
-            .provider
-            .get_chain_id()
-            .await
-            .map_err(|e| format!("eth_chainId: {e}"))?;
+        let chain = match self.chain.get() {
+            Some(&chain) => chain,
+            None => {
+                let chain = self
+                    .provider
+                    .get_chain_id()
+                    .await
+                    .map_err(|e| format!("eth_chainId: {e}"))?;
+                *self.chain.get_or_init(|| chain)
+            }
+        };
         if chain != expected {
             return Err(format!(
                 "the node serves chain {chain}, the payment is on chain {expected}"
@@ -266,8 +277,8 @@ impl EvmRpcReconciler {
 }
 
 /// Whether a payer holds code, for [`EvmExact`](crate::EvmExact): `eth_getCode` at the latest
-/// block, once the node's chain is the network's (`eth_chainId`). A node on another chain is an
-/// `Err`, and the payment is left to the facilitator.
+/// block, once the node's chain is the network's (`eth_chainId`, asked once and kept). A node on
+/// another chain is an `Err`, and the payment is left to the facilitator.
 impl AccountCode for EvmRpcReconciler {
     fn has_code<'a>(
         &'a self,
