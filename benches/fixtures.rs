@@ -103,13 +103,9 @@ pub async fn store_sku() -> (String, Arc<Offer>, tower_x402_siwx::SignInWithX) {
     // Not opened: the catalog is built from the settings alone.
     let config = Config::for_tests("sqlite::memory:");
     let doors = Doors::resolve(&config, Err("not asked"));
-    let catalog = Catalog::build(
-        &config,
-        doors,
-        true,
-        &purchase::response_schema(),
-        async |sku| purchase::response_example(&config, sku, true).await,
-    )
+    let catalog = Catalog::build(&config, doors, true, async |sku| {
+        purchase::response_example(&config, sku, true).await
+    })
     .await
     .expect("the store's catalog");
     let sku = catalog.iter().next().expect("the store sells something");

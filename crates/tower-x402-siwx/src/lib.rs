@@ -7,7 +7,7 @@
 //! `PaidTools`, tower-x402's MCP adapter) is built from, every 402 carries `extensions["sign-in-with-x"]`: `info` (the configured domain,
 //! the URI of the request's path on the configured origin — without its query, so a client
 //! cannot make the 402 as large as it likes —, version `1`, a nonce, `issuedAt`, `expirationTime`, the statement
-//! if any, `resources`), `supportedChains` (the networks of the route's accepts: `eip191` on
+//! if any; no `resources`, which would only repeat the URI), `supportedChains` (the networks of the route's accepts: `eip191` on
 //! `eip155:*`, `ed25519` on `solana:*`) and a JSON schema naming the fields a proof must carry
 //! (kept short: the whole challenge travels in a response header, and nginx's default buffer
 //! for a response's headers is 4 KB; a path longer than 512 bytes gets no challenge). The wallet
@@ -235,7 +235,6 @@ mod tests {
                 "version",
                 "statement",
                 "uri",
-                "resources",
                 "nonce",
                 "issuedAt",
                 "expirationTime"
@@ -248,7 +247,7 @@ mod tests {
         );
         assert_eq!(info["version"], "1");
         assert_eq!(info["statement"], "Sign in");
-        assert_eq!(info["resources"], json!(["https://shop.example/report"]));
+        assert!(info.get("resources").is_none(), "the URI is not repeated");
         let issued = parse_timestamp(info["issuedAt"].as_str().unwrap()).unwrap();
         let expires = parse_timestamp(info["expirationTime"].as_str().unwrap()).unwrap();
         assert_eq!(expires - issued, 300_000);

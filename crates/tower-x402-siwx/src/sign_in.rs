@@ -232,16 +232,12 @@ impl SignInWithX {
             offer.resource().url.as_bytes(),
         );
         let encoded = encoded && alloy_primitives::hex::encode_to_slice(tag, mac_hex).is_ok();
-        rest.reserve(2 * (origin.len() + path.len()) + 160);
+        rest.reserve(origin.len() + path.len() + 160);
         rest.extend_from_slice(b"\"uri\":");
-        // The URI escaped once, and copied for `resources`.
-        let uri_start = rest.len();
+        // No `resources`: it would only repeat the URI, in a header a proxy reads into 4 KB.
         let escaped = write_json_string(rest, [origin, path]);
-        let uri_end = rest.len();
-        rest.extend_from_slice(b",\"resources\":[");
-        rest.extend_from_within(uri_start..uri_end);
         let fields: [(&[u8], &[u8]); 3] = [
-            (b"],\"nonce\":\"", &nonce),
+            (b",\"nonce\":\"", &nonce),
             (b"\",\"issuedAt\":\"", &issued_at),
             (b"\",\"expirationTime\":\"", &expiration_time),
         ];

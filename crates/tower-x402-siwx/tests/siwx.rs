@@ -166,7 +166,7 @@ async fn the_challenge_is_bound_to_the_configured_origin_and_the_route() {
     assert_eq!(info["uri"], "https://shop.example/a");
     assert_eq!(info["version"], "1");
     assert_eq!(info["statement"], "Sign in to get what you bought");
-    assert_eq!(info["resources"], json!(["https://shop.example/a"]));
+    assert!(info.get("resources").is_none(), "the URI is not repeated");
     assert_eq!(info["nonce"].as_str().unwrap().len(), 40);
     assert!(info["issuedAt"].as_str().unwrap().ends_with('Z'));
     assert!(info["expirationTime"].as_str().unwrap() > info["issuedAt"].as_str().unwrap());
@@ -668,10 +668,6 @@ async fn a_huge_query_does_not_grow_the_sign_in_challenge() {
     let path = format!("/report?q={}", "x".repeat(30 * 1024));
     let (_, extension) = challenge(&app, &path).await;
     assert_eq!(extension["info"]["uri"], format!("{ORIGIN}/report"));
-    assert_eq!(
-        extension["info"]["resources"],
-        json!([format!("{ORIGIN}/report")])
-    );
     let queried = send(&app, &path, &[]).await;
     let queried_len = queried.headers()["payment-required"].len();
     assert_eq!(queried_len, plain_len, "the query adds nothing");

@@ -131,11 +131,9 @@ pub struct Catalog {
 impl Catalog {
     /// Builds every product's offer: the canonical Base accept (and, with `STORE_PERMIT2`, the
     /// same price on Base paid through Permit2, with `eip2612GasSponsoring`), then one accept
-    /// per open door,
-    /// and the `bazaar` extension describing the 200 answer with `output_schema` (reduced to its
-    /// fields and their types, [`discovery_schema`]); `example(sku)` is kept beside the offer for the OpenAPI
-    /// description. The store passes the purchase code's own schema and a body built by it, so
-    /// the description and the real answer cannot drift apart.
+    /// per open door, and the `bazaar` extension; `example(sku)` is kept beside the offer for
+    /// the OpenAPI description. The store passes a body built by the purchase code itself, so the
+    /// description and the real answer cannot drift apart.
     ///
     /// # Errors
     ///
@@ -145,11 +143,9 @@ impl Catalog {
         config: &Config,
         doors: Doors,
         demo: bool,
-        output_schema: &Value,
         example: impl AsyncFn(&Sku) -> Value,
     ) -> Result<Self, OfferError> {
         let mut skus = Vec::with_capacity(ROWS.len());
-        let discovery_output = discovery_schema(output_schema);
         for Row(suffix, cents, tag, summary, description) in ROWS {
             let slug = format!("{}-{suffix}", config.slug_prefix);
             let resource_url = format!("{}{PAID_PATH_PREFIX}{slug}", config.base_url);
@@ -193,7 +189,7 @@ impl Catalog {
             sku.offer = Arc::new(
                 sku.offer
                     .to_builder()
-                    .extension("bazaar", bazaar_extension(&discovery_output))
+                    .extension("bazaar", bazaar_extension())
                     .build()?,
             );
             skus.push(sku);
@@ -261,12 +257,12 @@ impl Catalog {
 }
 
 /// The `bazaar` extension of a GET product without inputs, in the shape indexers read: an
-/// empty `queryParams` object as the input schema and `output_schema`, the 200 body's JSON
-/// Schema, under `output.example`. `info` validates against `schema`. No example of the answer:
-/// indexers read the schemas, and the whole challenge travels base64-encoded in a response
-/// header that a stock nginx reads into 4 KB with the 402's other headers (the example, a whole
-/// Passport, is in `/openapi.json`).
-fn bazaar_extension(output_schema: &Value) -> Extension {
+/// empty `queryParams` object as the input schema, and the 200 answer an object (the spec's
+/// `"example": {"type": "object"}`). Neither an example of the answer nor its fields: the whole
+/// challenge travels base64-encoded in a response header that a stock nginx reads into 4 KB
+/// with the 402's other headers, and with every door open that room is gone. The answer's
+/// schema and an example, a whole Passport, are in `/openapi.json`, which indexers read too.
+fn bazaar_extension() -> Extension {
     let info = json!({
         "input": {"type": "http", "method": "GET", "queryParams": {}},
         "output": {"type": "json"},
@@ -288,45 +284,11 @@ fn bazaar_extension(output_schema: &Value) -> Extension {
             },
             "output": {
                 "type": "object",
-                "properties": {"type": {"type": "string"}, "example": output_schema},
+                "properties": {"type": {"type": "string"}, "example": {"type": "object"}},
                 "required": ["type"],
             },
         },
         "required": ["input"],
     });
     Extension::new(info, schema)
-}
-
-/// `schema` reduced for the 402 to what an index shows of an answer: its type, its required
-/// fields and each field's type (an array's items by their type) — a few hundred bytes, where
-/// the whole schema with every nested field, description and pattern is in `/openapi.json`.
-pub fn discovery_schema(schema: &Value) -> Value {
-    let mut reduced = field_type(schema);
-    if let (Value::Object(reduced), Value::Object(schema)) = (&mut reduced, schema) {
-        if let Some(required) = schema.get("required") {
-            reduced.insert("required".to_owned(), required.clone());
-        }
-        if let Some(Value::Object(properties)) = schema.get("properties") {
-            let fields = properties
-                .iter()
-                .map(|(name, field)| (name.clone(), field_type(field)))
-                .collect();
-            reduced.insert("properties".to_owned(), Value::Object(fields));
-        }
-    }
-    reduced
-}
-
-/// `{"type": …}` of `schema` (or its `const`), with an array's `items` by their type.
-fn field_type(schema: &Value) -> Value {
-    let mut reduced = serde_json::Map::new();
-    for key in ["type", "const"] {
-        if let Some(value) = schema.get(key) {
-            reduced.insert(key.to_owned(), value.clone());
-        }
-    }
-    if let Some(items) = schema.get("items") {
-        reduced.insert("items".to_owned(), field_type(items));
-    }
-    Value::Object(reduced)
 }

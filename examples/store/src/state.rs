@@ -141,10 +141,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         None => {
             let sandbox = SandboxFacilitator::new();
             let mut config = config;
-            // The sandbox settles Solana too: the door opens on a demo address.
-            config
-                .second_pay_to
-                .get_or_insert_with(|| crate::config::DEMO_SECOND_PAY_TO.to_owned());
+            config.open_demo_doors();
             let mut state = build_state_with(config, Arc::new(sandbox.clone()), true).await?;
             state.reconciler = Some(Arc::new(sandbox.clone()));
             state.account_code = Some(Arc::new(sandbox));
@@ -247,8 +244,7 @@ pub async fn build_state_with_facilitators(
     };
     let doors = Doors::resolve(&config, supported.as_deref().map_err(String::as_str));
     let example = async |sku: &Sku| purchase::response_example(&config, sku, demo).await;
-    let schema = purchase::response_schema();
-    let catalog = Catalog::build(&config, doors, demo, &schema, example).await?;
+    let catalog = Catalog::build(&config, doors, demo, example).await?;
     let http = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(2))
         .timeout(discovery::PROBE_TIMEOUT)

@@ -274,6 +274,13 @@ impl Config {
         }
     }
 
+    /// The settings demo mode adds to these: the in-process sandbox settles Solana too, so the
+    /// Solana door opens on [`DEMO_SECOND_PAY_TO`] unless a deposit address is set.
+    pub fn open_demo_doors(&mut self) {
+        self.second_pay_to
+            .get_or_insert_with(|| DEMO_SECOND_PAY_TO.to_owned());
+    }
+
     /// `scheme://host[:port]` of the base URL: what the store announces as its own.
     pub fn origin(&self) -> String {
         Url::parse(&self.base_url)

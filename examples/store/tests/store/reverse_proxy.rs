@@ -55,13 +55,41 @@ async fn response_head(address: SocketAddr, path: &str, headers: &str) -> Vec<u8
     }
 }
 
-/// Every SKU's 402, with the default settings (sign-in on, the `bazaar` extension on), by an
-/// agent, by a browser script (whose `Origin` adds the CORS headers) and by a browser (the
-/// paywall page and its security headers): the largest response head fits nginx's default
-/// `proxy_buffer_size`.
+/// A public origin of 39 characters, longer than most a store is served at: every 402 names it
+/// in the resource URL, the sign-in URI and domain.
+const LONG_ORIGIN: &str = "https://x402-store.payments.example.com";
+
+/// Every SKU's 402, by an agent, by a browser script (whose `Origin` adds the CORS headers) and
+/// by a browser (the paywall page and its security headers), fits nginx's default
+/// `proxy_buffer_size`: with the default settings (sign-in on, the `bazaar` extension on), and
+/// with the largest challenge the settings make — `STORE_PERMIT2=1` in demo mode (the Permit2
+/// accept and `eip2612GasSponsoring` beside the EIP-3009 accept, the Solana door the sandbox
+/// opens) — at [`LONG_ORIGIN`].
 #[tokio::test]
 async fn every_402_fits_a_stock_nginx_header_buffer() {
     let store = store_with(|_| {}, Arc::new(SandboxFacilitator::new())).await;
+    let address = serve_app(store.state.clone()).await;
+    assert_every_402_fits(&store.state, address).await;
+
+    let store = store_with(
+        |config| {
+            config.base_url = LONG_ORIGIN.to_owned();
+            config.permit2 = true;
+            config.open_demo_doors();
+        },
+        Arc::new(SandboxFacilitator::new()),
+    )
+    .await;
+    let accepts = store
+        .state
+        .catalog
+        .iter()
+        .next()
+        .unwrap()
+        .offer
+        .accepts()
+        .len();
+    assert_eq!(accepts, 3, "EIP-3009, Permit2 and Solana");
     let address = serve_app(store.state.clone()).await;
     assert_every_402_fits(&store.state, address).await;
 }
@@ -101,11 +129,12 @@ async fn assert_every_402_fits(state: &x402_store::state::AppState, address: Soc
     );
 }
 
-/// With `STORE_PERMIT2=1`, behind Debian's nginx with the stock configuration: every SKU's 402
-/// carries, beside its EIP-3009 accept on Base USDC, a Permit2 `exact` accept of the same
-/// amount and `payTo` and the `eip2612GasSponsoring` declaration, its head still fits the stock
-/// buffer (nginx answers every one 402, never 502), and a buyer with no Permit2 allowance buys
-/// through the proxy in one request with its EIP-2612 approval.
+/// With `STORE_PERMIT2=1` in demo mode (the Solana door open), behind Debian's nginx with the
+/// stock configuration: every SKU's 402 carries, beside its EIP-3009 accept on Base USDC, a
+/// Permit2 `exact` accept of the same amount and `payTo` and the `eip2612GasSponsoring`
+/// declaration, its head still fits the stock buffer (nginx answers every one 402, never 502),
+/// and a buyer with no Permit2 allowance buys through the proxy in one request with its EIP-2612
+/// approval.
 #[tokio::test]
 async fn with_permit2_every_402_fits_and_a_permit2_purchase_passes_a_stock_nginx() {
     let port = free_port();
@@ -115,6 +144,7 @@ async fn with_permit2_every_402_fits_and_a_permit2_purchase_passes_a_stock_nginx
         move |config| {
             config.base_url = public;
             config.permit2 = true;
+            config.open_demo_doors();
         },
         Arc::new(sandbox.clone()),
     )
