@@ -19,44 +19,46 @@ pub(crate) const FREE_PATH: u64 = 2_690;
 pub(crate) const CHALLENGE_PATH: u64 = 4_280;
 /// An unpaid request for one SKU of the example store, its offer (the `bazaar` extension the store
 /// sends) and sign-in-with-x built by the store's own code: a fresh sign-in challenge spliced into
-/// the challenge prebuilt for the offer, a 2,840-byte `PAYMENT-REQUIRED` header. Until 2026-11-26
-/// the fixture was a made-up catalog-sized discovery extension (about 5 KB of JSON, a 7.2 KB header
-/// no stock nginx passes): on the same code, 36,054 with it and 35,361 with the store's SKU. 30,812
-/// (30,358 in a full run) with the body and header built in one buffer (each prebuilt part copied
-/// once, the rest's base64 through `base64-simd`) and the nonce and times written straight into the
-/// rest (no intermediate strings); 30,707 in the full run after the merges. 16,423 once every setup
-/// ends by letting glibc merge the small blocks it freed (`settle_allocator` in
-/// `instructions.rs`): that merge (`malloc_consolidate`, about 10,400, and `unlink_chunk`) ran
-/// inside the count, in the 402's one allocation too large for the small bins, paying for the
-/// setup's garbage rather than the 402's. What remains: the plain challenge's path (4,136), the
-/// hook's rest (about 4,500, its nonce's SipHash 1,810), `http`'s check of the header's bytes
-/// (2,121), the copies (2,012) and the allocator (`malloc` 1,038, `free` 1,471). Before the
-/// fixture changed, a
-/// catalog-sized discovery extension (measured 63,601 while the layer called sign-in itself; 65,950
-/// with sign-in a lifecycle hook: the hooks' gate boxed, the hook's answer a boxed future, the
-/// request's headers and path copied for it; 62,927 with the sign-in extension's schema trimmed to
-/// what clients read, so that every 402 fits a reverse proxy's 4 KB header buffer; 63,034 before
-/// the next change). 35,833 with the challenge prebuilt up to the sign-in template once per offer
-/// (its JSON padded to a multiple of three bytes, and its base64), each 402 encoding only the URI,
-/// nonce and times, and the nonce's MAC SipHash-2-4 rather than HMAC-SHA256 (17,385 instructions of
-/// SHA-256 compression per 402 before). What remained then was mostly that fixture's 7.2 KB header:
-/// copying the prebuilt 5 KB of JSON and 7.2 KB of base64 (11,841, `rep movsb` counted per byte)
-/// and `http`'s check of every byte of the new header value (7,227). On the store's SKU, from
-/// 16,423: 14,325 once the hooks are asked synchronously whether they consider a request
-/// (`considers_request`), so that a 402 no hook decides about goes on without the hooks' boxed
-/// gate, the copied headers and URI, the inner service's clone and the hook's boxed future;
-/// 13,400 with the nonce's MAC in one SipHash write, the timestamps formatted once per second and
-/// the URI written without `serde_json`; 13,197 with the hook's rest written into a buffer each
-/// thread reuses; 12,446 with the MAC over the random bytes, the times as milliseconds, the URI and
-/// the resource (the origin in the key; about 150 bytes hashed rather than 243); 12,010 with the
-/// header looked up by its name (`header_field`); 11,786 with the resource marked as the URI by one
-/// byte. What remains: the plain challenge's path (4,133), `http`'s check of the header's 2,840
-/// bytes (2,121), the hook's rest (2,222, the MAC 909 of it), the copies and base64 of
-/// the splice (1,540), the allocator, and dropping the extended offer (11,782 after merging;
-/// 11,839 on main before the hooks declared the request's stage; 11,906 after, with the hooks'
-/// gate asking only the hooks that declare `HookStages::REQUEST`, each hook's prebuilt challenge
-/// owned by a handle of its own, and the layer's gate in a module of its own, +0.6 %).
-pub(crate) const CHALLENGE_SIGN_IN_PATH: u64 = 12_100;
+/// the challenge prebuilt for the offer, a 2,840-byte `PAYMENT-REQUIRED` header (about 2,300 since
+/// 2026-11-28). Until 2026-11-26 the fixture was a made-up catalog-sized discovery extension (about
+/// 5 KB of JSON, a 7.2 KB header no stock nginx passes): on the same code, 36,054 with it and
+/// 35,361 with the store's SKU. 30,812 (30,358 in a full run) with the body and header built in one
+/// buffer (each prebuilt part copied once, the rest's base64 through `base64-simd`) and the nonce
+/// and times written straight into the rest (no intermediate strings); 30,707 in the full run after
+/// the merges. 16,423 once every setup ends by letting glibc merge the small blocks it freed
+/// (`settle_allocator` in `instructions.rs`): that merge (`malloc_consolidate`, about 10,400, and
+/// `unlink_chunk`) ran inside the count, in the 402's one allocation too large for the small bins,
+/// paying for the setup's garbage rather than the 402's. What remains: the plain challenge's path
+/// (4,136), the hook's rest (about 4,500, its nonce's SipHash 1,810), `http`'s check of the
+/// header's bytes (2,121), the copies (2,012) and the allocator (`malloc` 1,038, `free` 1,471).
+/// Before the fixture changed, a catalog-sized discovery extension (measured 63,601 while the layer
+/// called sign-in itself; 65,950 with sign-in a lifecycle hook: the hooks' gate boxed, the hook's
+/// answer a boxed future, the request's headers and path copied for it; 62,927 with the sign-in
+/// extension's schema trimmed to what clients read, so that every 402 fits a reverse proxy's 4 KB
+/// header buffer; 63,034 before the next change). 35,833 with the challenge prebuilt up to the
+/// sign-in template once per offer (its JSON padded to a multiple of three bytes, and its base64),
+/// each 402 encoding only the URI, nonce and times, and the nonce's MAC SipHash-2-4 rather than
+/// HMAC-SHA256 (17,385 instructions of SHA-256 compression per 402 before). What remained then was
+/// mostly that fixture's 7.2 KB header: copying the prebuilt 5 KB of JSON and 7.2 KB of base64
+/// (11,841, `rep movsb` counted per byte) and `http`'s check of every byte of the new header value
+/// (7,227). On the store's SKU, from 16,423: 14,325 once the hooks are asked synchronously whether
+/// they consider a request (`considers_request`), so that a 402 no hook decides about goes on
+/// without the hooks' boxed gate, the copied headers and URI, the inner service's clone and the
+/// hook's boxed future; 13,400 with the nonce's MAC in one SipHash write, the timestamps formatted
+/// once per second and the URI written without `serde_json`; 13,197 with the hook's rest written
+/// into a buffer each thread reuses; 12,446 with the MAC over the random bytes, the times as
+/// milliseconds, the URI and the resource (the origin in the key; about 150 bytes hashed rather
+/// than 243); 12,010 with the header looked up by its name (`header_field`); 11,786 with the
+/// resource marked as the URI by one byte. What remains: the plain challenge's path (4,133),
+/// `http`'s check of the header's 2,840 bytes (2,121), the hook's rest (2,222, the MAC 909 of it),
+/// the copies and base64 of the splice (1,540), the allocator, and dropping the extended offer
+/// (11,782 after merging; 11,839 on main before the hooks declared the request's stage; 11,906
+/// after, with the hooks' gate asking only the hooks that declare `HookStages::REQUEST`, each
+/// hook's prebuilt challenge owned by a handle of its own, and the layer's gate in a module of its
+/// own, +0.6 %). 11,179 once the header shrank to about 2,300 bytes (no `resources` repeating the
+/// sign-in URI, no field list of the answer in the store's `bazaar` extension), from 11,870 in the
+/// same run.
+pub(crate) const CHALLENGE_SIGN_IN_PATH: u64 = 11_500;
 /// Decoding a `PAYMENT-SIGNATURE` header and matching it against the offer.
 pub(crate) const DECODE_AND_MATCH: u64 = 16_700;
 /// A paid request, verified and settled by an in-process facilitator that answers at once
