@@ -6,18 +6,13 @@
 
 use std::borrow::Cow;
 
-use x402_wire::{AtomicAmount, EXACT_PERMIT2_PROXY_ADDRESS, PaymentPayload, PaymentRequirements};
+use x402_wire::{AtomicAmount, EXACT_PERMIT2_PROXY_ADDRESS, PaymentPayload};
 
 use super::refusal::Refusal;
 
 /// Seconds before its deadline from which a new permit is refused: the time a settlement takes
 /// to land in a block (the reference facilitator's buffer).
 const DEADLINE_BUFFER_SECS: u64 = 6;
-
-/// Whether `requirement` is paid through Permit2 (`extra.assetTransferMethod: "permit2"`).
-pub(super) fn is_permit2(requirement: &PaymentRequirements) -> bool {
-    requirement.pays_through_permit2()
-}
 
 /// An `exact` Permit2 payload borrowed from its JSON, the fields the core checks.
 #[derive(serde::Deserialize)]
@@ -145,6 +140,6 @@ mod tests {
             expired(&payload, 995),
             Some(Refusal::AuthorizationExpired)
         ));
-        assert!(is_permit2(&payload.accepted));
+        assert!(payload.accepted.pays_through_permit2());
     }
 }

@@ -339,7 +339,7 @@ impl Scheme for Exact {
         accepted: &PaymentRequirements,
     ) -> Option<&'static str> {
         own.mismatch(accepted).or_else(|| {
-            (super::permit2::is_permit2(own) != super::permit2::is_permit2(accepted))
+            (own.pays_through_permit2() != accepted.pays_through_permit2())
                 .then_some("extra.assetTransferMethod")
         })
     }
@@ -357,7 +357,7 @@ impl Scheme for Exact {
         requirement: &PaymentRequirements,
         payload: &PaymentPayload,
     ) -> Option<Refusal> {
-        if !super::permit2::is_permit2(requirement) {
+        if !requirement.pays_through_permit2() {
             return None;
         }
         super::permit2::expired(payload, x402_wire::unix_time().as_secs())

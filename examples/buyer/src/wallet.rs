@@ -7,9 +7,8 @@ use base64::Engine as _;
 use k256::ecdsa::SigningKey;
 use serde_json::Value;
 use x402_wire::{
-    Eip3009Authorization, ExactEvmPayload, PERMIT2_TRANSFER_METHOD, PaymentPayload,
-    PaymentRequired, PaymentRequirements, Permit2Authorization, TokenPermissions, UPTO_SCHEME,
-    UptoEvmPayload, UptoWitness, X402Version,
+    Eip3009Authorization, ExactEvmPayload, PaymentPayload, PaymentRequired, PaymentRequirements,
+    Permit2Authorization, TokenPermissions, UPTO_SCHEME, UptoEvmPayload, UptoWitness, X402Version,
 };
 
 use crate::eip712::{
@@ -384,7 +383,7 @@ impl Upto {
             .network
             .evm_chain_id()
             .ok_or_else(|| format!("is on `{}`, not an EVM chain", accept.network))?;
-        if extra(accept, "assetTransferMethod") != Some(PERMIT2_TRANSFER_METHOD) {
+        if !accept.pays_through_permit2() {
             return Err("is `upto` without `extra.assetTransferMethod` = `permit2`".to_owned());
         }
         let facilitator = extra(accept, "facilitatorAddress")

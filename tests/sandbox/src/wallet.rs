@@ -7,9 +7,8 @@ use alloy_sol_types::SolStruct as _;
 use k256::ecdsa::SigningKey;
 use tower_x402_evm::permit2;
 use x402_wire::{
-    Eip3009Authorization, ExactEvmPayload, PERMIT2_TRANSFER_METHOD, PaymentPayload,
-    PaymentRequired, PaymentRequirements, Permit2Authorization, UPTO_SCHEME, UptoEvmPayload,
-    X402Version,
+    Eip3009Authorization, ExactEvmPayload, PaymentPayload, PaymentRequired, PaymentRequirements,
+    Permit2Authorization, UPTO_SCHEME, UptoEvmPayload, X402Version,
 };
 
 use crate::typed_data::{
@@ -334,7 +333,7 @@ fn payable_upto(accept: &PaymentRequirements) -> Result<(), String> {
     if accept.network.evm_chain_id().is_none() {
         return Err(format!("is on `{}`, not an EVM chain", accept.network));
     }
-    if extra("assetTransferMethod") != Some(PERMIT2_TRANSFER_METHOD) {
+    if !accept.pays_through_permit2() {
         return Err("is `upto` without `extra.assetTransferMethod` = `permit2`".to_owned());
     }
     if extra("facilitatorAddress")
