@@ -347,12 +347,11 @@ impl Payments {
         if let Some(refusal) = self.refuse_new(request) {
             return Err(VerifyFailed::Hook(refusal));
         }
-        let requirement = request.payment_requirements();
-        let registered = self.schemes.registered(requirement).is_some();
-        if registered {
+        let registered = self.schemes.registered(request.payment_requirements());
+        if let Some(scheme) = registered {
             // Boxed: only a scheme registered from outside takes this path. Before anyone is
             // asked, `/verify` or the `/settle` sent without it.
-            if let Some(failed) = Box::pin(scheme_checks(self, context())).await {
+            if let Some(failed) = Box::pin(scheme_checks(scheme, context())).await {
                 return Err(failed);
             }
         }
@@ -364,9 +363,9 @@ impl Payments {
                 Decision::Abort(refusal) => return Err(VerifyFailed::Hook(refusal)),
             }
         }
-        if registered {
+        if let Some(scheme) = registered {
             // Boxed: only a scheme registered from outside takes this path.
-            if let Some(verified) = Box::pin(scheme_verifies(self, context())).await {
+            if let Some(verified) = Box::pin(scheme_verifies(self, scheme, context())).await {
                 return verified;
             }
         }
