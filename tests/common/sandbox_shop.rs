@@ -88,9 +88,7 @@ pub fn settlement(response: &reqwest::Response) -> SettleResponse {
     header::decode(response.headers()["payment-response"].as_bytes()).unwrap()
 }
 
+/// Unix seconds now.
 pub fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
+    x402_wire::unix_time().as_secs()
 }

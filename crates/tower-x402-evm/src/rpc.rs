@@ -286,10 +286,7 @@ impl AccountCode for EvmRpcReconciler {
         address: Address,
     ) -> BoxFuture<'a, Result<bool, BoxError>> {
         Box::pin(async move {
-            let chain = network
-                .evm_chain_id()
-                .ok_or_else(|| format!("network `{network}` is not an EVM chain"))?;
-            self.check_chain(chain).await?;
+            self.check_chain(evm_chain_id(network)?).await?;
             let code = self
                 .provider
                 .get_code_at(address)
@@ -321,14 +318,7 @@ struct Permit {
 impl Permit {
     fn of(request: &FacilitatorRequest, from: &str, nonce: &str) -> Result<Self, String> {
         let requirement = request.payment_requirements();
-        let address = |what: &str, text: &str| {
-            text.parse::<Address>()
-                .map_err(|_| format!("{what} `{text}` is not an address"))
-        };
-        let chain_id = requirement
-            .network
-            .evm_chain_id()
-            .ok_or_else(|| format!("{} is not an EVM network", requirement.network))?;
+        let chain_id = evm_chain_id(&requirement.network)?;
         let from = address("payer", from)?;
         Ok(Self {
             chain_id,
@@ -365,15 +355,8 @@ impl Payment {
             .payment_payload()
             .exact_evm()
             .map_err(|_| "not an exact EIP-3009 payment".to_owned())?;
-        let address = |what: &str, text: &str| {
-            text.parse::<Address>()
-                .map_err(|_| format!("{what} `{text}` is not an address"))
-        };
         Ok(Self {
-            chain_id: requirement
-                .network
-                .evm_chain_id()
-                .ok_or_else(|| format!("{} is not an EVM network", requirement.network))?,
+            chain_id: evm_chain_id(&requirement.network)?,
             asset: address("asset", &requirement.asset)?,
             from: address("payer", &evm.authorization.from)?,
             pay_to: address("payTo", &requirement.pay_to)?,
@@ -385,4 +368,17 @@ impl Payment {
                 .map_err(|_| "the nonce is not 32 bytes of hex".to_owned())?,
         })
     }
+}
+
+/// The chain id of an `eip155:<id>` network, or why there is none.
+fn evm_chain_id(network: &Network) -> Result<u64, String> {
+    network
+        .evm_chain_id()
+        .ok_or_else(|| format!("{network} is not an EVM network"))
+}
+
+/// `text`, the payment's `what`, as an address, or why it is not one.
+fn address(what: &str, text: &str) -> Result<Address, String> {
+    text.parse()
+        .map_err(|_| format!("{what} `{text}` is not an address"))
 }

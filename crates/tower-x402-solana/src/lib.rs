@@ -23,9 +23,12 @@ pub use rpc::SolanaRpcReconciler;
 pub use scheme::SolanaExact;
 pub use transaction::{DecodeError, Instruction, Message, Transaction};
 
+/// The CAIP-2 namespace of Solana's networks.
+const SOLANA_NAMESPACE: &str = "solana";
+
 /// Whether `network` is a Solana network (CAIP-2 namespace `solana`).
 pub fn is_solana(network: &x402_wire::Network) -> bool {
-    network.as_str().starts_with("solana:")
+    network.namespace() == SOLANA_NAMESPACE
 }
 
 /// The transaction of an `exact` Solana payload (`{"transaction": "<base64>"}`).

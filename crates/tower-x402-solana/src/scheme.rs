@@ -9,10 +9,7 @@ use tower_x402::payment::{PaymentContext, Refusal, Scheme};
 use x402_wire::{PaymentPayload, SettleResponse};
 
 use crate::exact::{ExactTransfer, reason};
-use crate::{payload_transaction, payment_identity};
-
-/// The CAIP-2 namespace of Solana's networks.
-const SOLANA_NAMESPACE: &str = "solana";
+use crate::{SOLANA_NAMESPACE, payload_transaction, payment_identity};
 
 /// The `exact` scheme for Solana networks (`namespace() == Some("solana")`), registered beside
 /// the core's `exact` ([`Payments::scheme`](tower_x402::payment::Payments::scheme)), which keeps
