@@ -50,7 +50,6 @@ use x402_wire::{FacilitatorRequest, PaymentRequirements, SettleResponse, VerifyR
 use super::context::{CoreHandle, PaymentContext};
 use super::payments::Payments;
 use super::refusal::Refusal;
-use super::scheme::Scheme;
 use super::settle;
 use super::verified::VerifiedPayment;
 use crate::facilitator::FacilitatorError;
@@ -122,14 +121,14 @@ impl Payments {
     }
 }
 
-/// A payment of `scheme`, registered from outside: its [verify step](super::Scheme::verify)'s
+/// A payment of a scheme registered from outside: its [verify step](super::Scheme::verify)'s
 /// answer, or `None` when it has none (the core's facilitators verify it). The notes it wrote
 /// on a valid payment are held by the core until the payment is made.
 pub(super) async fn scheme_verifies(
     payments: &Payments,
-    scheme: &dyn Scheme,
     mut context: PaymentContext<'_>,
 ) -> Option<Result<(Option<Arc<str>>, VerifyResponse), VerifyFailed>> {
+    let scheme = payments.schemes.get(context.request.payment_requirements());
     let core = CoreHandle::new(&payments.facilitators, payments.pending_pause, None);
     context.core = Some(&core);
     let mut notes = Extensions::new();
@@ -152,14 +151,15 @@ pub(super) async fn scheme_verifies(
     })
 }
 
-/// A new payment of `scheme`, registered from outside, refused by its
+/// A new payment of a scheme registered from outside, refused by its
 /// [check](super::Scheme::check_new) before anyone is asked: `None` when it has no check or
 /// the check lets it go on. An [`InvalidPayment`](Refusal::InvalidPayment) is answered (and
 /// remembered) as an invalid `/verify` answer with its reason.
 pub(super) async fn scheme_checks(
-    scheme: &dyn Scheme,
+    payments: &Payments,
     context: PaymentContext<'_>,
 ) -> Option<VerifyFailed> {
+    let scheme = payments.schemes.get(context.request.payment_requirements());
     let refusal = scheme.check_new(&context)?.await?;
     Some(match refusal {
         Refusal::InvalidPayment { reason } => VerifyFailed::Invalid(VerifyResponse {
